@@ -1,0 +1,56 @@
+# PGXS build of nico_extsvc. The C++ parts (core library, Kubernetes client,
+# PostgreSQL glue, simulator, unit tests) are built by CMake into $(BUILD_DIR);
+# this Makefile drives that build and installs the result the PGXS way.
+EXTENSION  = nico_extsvc
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
+BUILD_DIR ?= build
+CMAKE     ?= cmake
+CMAKE_BUILD_TYPE ?= RelWithDebInfo
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA       = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*--*.sql))
+SQL_PARTS  = $(sort $(wildcard sql/parts/*.sql))
+
+REGRESS      = $(sort $(basename $(notdir $(wildcard regress/sql/*.sql))))
+REGRESS_OPTS = --inputdir=$(BUILD_DIR)/regress-in --outputdir=$(BUILD_DIR)/regress-out
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: cmake-build install-lib regress-links check-unit pgtap
+
+all: cmake-build
+
+$(DATA_built): $(SQL_PARTS) $(EXTENSION).control
+	@{ echo "-- nico_extsvc $(EXTVERSION): generated from sql/parts/*.sql by make; do not edit."; \
+	   printf '%s\n' '\echo Use "CREATE EXTENSION $(EXTENSION)" to load this file. \quit'; \
+	   for f in $(SQL_PARTS); do echo; echo "-- ---- $$f"; cat $$f; done; } > $@
+
+$(BUILD_DIR)/CMakeCache.txt:
+	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) -DPG_CONFIG=$(PG_CONFIG)
+
+cmake-build: $(BUILD_DIR)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
+
+install: install-lib
+install-lib: cmake-build
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
+	$(INSTALL_SHLIB) $(BUILD_DIR)/src/pg/$(EXTENSION).so '$(DESTDIR)$(pkglibdir)/$(EXTENSION).so'
+
+installcheck: regress-links
+regress-links:
+	@mkdir -p $(BUILD_DIR)/regress-in $(BUILD_DIR)/regress-out
+	@ln -sfn $(CURDIR)/regress/sql $(BUILD_DIR)/regress-in/sql
+	@ln -sfn $(CURDIR)/expected $(BUILD_DIR)/regress-in/expected
+
+check-unit: cmake-build
+	cd $(BUILD_DIR) && ctest --output-on-failure
+
+pgtap:
+	pg_prove --ext .sql -v regress/pgtap/
+
+clean: clean-cmake
+clean-cmake:
+	rm -rf $(BUILD_DIR) $(DATA_built)

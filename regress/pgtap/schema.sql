@@ -1,0 +1,101 @@
+-- Schema contract: tables, keys, indexes, foreign keys, the services view
+-- (SPEC 2.10) and the roles.
+BEGIN;
+SELECT plan(66);
+
+SELECT has_schema('extsvc');
+SELECT has_extension('nico_extsvc');
+
+-- tables
+SELECT has_table('extsvc', t, 'table extsvc.' || t || ' exists')
+  FROM unnest(ARRAY['service_records', 'service_versions', 'helm_revisions', 'lifecycle_transitions',
+                    'service_state_history', 'dpf_extension_service_reconciliations', 'chart_allowlist',
+                    'dpus', 'instances', 'instance_extension_services',
+                    'dpf_extension_service_attachments']) t;
+SELECT has_view('extsvc', v, 'view extsvc.' || v || ' exists')
+  FROM unnest(ARRAY['services', 'reconciliation_queue', 'service_history']) v;
+
+-- primary keys
+SELECT col_is_pk('extsvc', 'service_records', ARRAY['service_id'], 'service_records PK');
+SELECT col_is_pk('extsvc', 'service_versions', ARRAY['service_id', 'version'], 'service_versions PK');
+SELECT col_is_pk('extsvc', 'helm_revisions', ARRAY['service_id', 'revision'], 'helm_revisions PK');
+SELECT col_is_pk('extsvc', 'service_state_history', ARRAY['id'], 'service_state_history PK');
+SELECT col_is_pk('extsvc', 'dpf_extension_service_reconciliations', ARRAY['service_id'], 'one reconciliation row per service');
+SELECT col_is_pk('extsvc', 'chart_allowlist', ARRAY['repo_url', 'chart_name'], 'chart_allowlist PK');
+SELECT col_is_pk('extsvc', 'dpus', ARRAY['machine_id'], 'dpus PK');
+SELECT col_is_pk('extsvc', 'instances', ARRAY['instance_id'], 'instances PK');
+SELECT col_is_pk('extsvc', 'instance_extension_services', ARRAY['instance_id', 'service_id', 'version'],
+                 'instance_extension_services PK');
+SELECT col_is_pk('extsvc', 'dpf_extension_service_attachments',
+                 ARRAY['instance_id', 'dpu_machine_id', 'service_id', 'version'],
+                 'attachments PK over (instance, DPU, service, version) (SPEC 2.7)');
+SELECT hasnt_pk('extsvc', 'lifecycle_transitions', 'lifecycle_transitions has no PK (from_state may be NULL)');
+
+-- unique and partial indexes
+SELECT col_is_unique('extsvc', 'service_records', ARRAY['dpf_service_name'], 'dpf_service_name is UNIQUE (SPEC 2.2)');
+SELECT col_is_unique('extsvc', 'service_records', ARRAY['placement_label_key'], 'placement_label_key is UNIQUE');
+SELECT col_is_unique('extsvc', 'service_versions', ARRAY['service_id', 'version_number'], 'version numbers unique per service');
+SELECT has_index('extsvc', 'service_records', 'service_records_tenant_name_key', 'display-name index exists');
+SELECT index_is_unique('extsvc', 'service_records', 'service_records_tenant_name_key', 'display-name index is unique');
+SELECT is(pg_get_indexdef('extsvc.service_records_tenant_name_key'::regclass),
+          'CREATE UNIQUE INDEX service_records_tenant_name_key ON extsvc.service_records USING btree (tenant_organization_id, lower(service_name)) WHERE (lifecycle_state <> ''DELETED''::text)',
+          'display name unique per tenant, case-insensitively, while not DELETED');
+SELECT has_index('extsvc', 'dpus', 'dpus_one_primary_per_host', 'one-primary index exists');
+SELECT ok((SELECT indisunique AND indpred IS NOT NULL FROM pg_index
+            WHERE indexrelid = 'extsvc.dpus_one_primary_per_host'::regclass),
+          'at most one primary DPU per host (unique partial index)');
+SELECT col_is_unique('extsvc', 'dpus', ARRAY['dpu_device_name'], 'DPUDevice names unique');
+SELECT col_is_unique('extsvc', 'dpus', ARRAY['dpu_node_name'], 'DPU Node names unique');
+SELECT ok((SELECT indpred IS NOT NULL FROM pg_index
+            WHERE indexrelid = 'extsvc.dpf_extension_service_reconciliations_due'::regclass),
+          'the due-work index is partial (next_due_at IS NOT NULL)');
+SELECT is_indexed('extsvc', 'dpf_extension_service_reconciliations', ARRAY['next_due_at'], 'next_due_at indexed');
+SELECT is_indexed('extsvc', 'dpf_extension_service_attachments', ARRAY['service_id'], 'attachments by service indexed');
+SELECT is_indexed('extsvc', 'dpf_extension_service_attachments', ARRAY['dpu_machine_id'], 'attachments by DPU indexed');
+SELECT is_indexed('extsvc', 'instance_extension_services', ARRAY['service_id'], 'instance configs by service indexed');
+SELECT ok(EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'extsvc.lifecycle_transitions'::regclass
+                   AND contype = 'u' AND pg_get_constraintdef(oid) LIKE 'UNIQUE NULLS NOT DISTINCT (from_state, to_state, actor, reason)'),
+          'transitions unique over (from, to, actor, reason), NULL creation rows included');
+
+-- foreign keys
+SELECT fk_ok('extsvc', 'service_versions', ARRAY['service_id'], 'extsvc', 'service_records', ARRAY['service_id']);
+SELECT fk_ok('extsvc', 'helm_revisions', ARRAY['service_id'], 'extsvc', 'service_records', ARRAY['service_id']);
+SELECT fk_ok('extsvc', 'service_state_history', ARRAY['service_id'], 'extsvc', 'service_records', ARRAY['service_id']);
+SELECT fk_ok('extsvc', 'dpf_extension_service_reconciliations', ARRAY['service_id'], 'extsvc', 'service_records', ARRAY['service_id']);
+SELECT fk_ok('extsvc', 'service_records', ARRAY['service_id', 'desired_revision'], 'extsvc', 'helm_revisions', ARRAY['service_id', 'revision']);
+SELECT fk_ok('extsvc', 'service_records', ARRAY['service_id', 'applied_revision'], 'extsvc', 'helm_revisions', ARRAY['service_id', 'revision']);
+SELECT fk_ok('extsvc', 'service_records', ARRAY['service_id', 'attachable_version'], 'extsvc', 'service_versions', ARRAY['service_id', 'version']);
+SELECT fk_ok('extsvc', 'instance_extension_services', ARRAY['instance_id'], 'extsvc', 'instances', ARRAY['instance_id']);
+SELECT fk_ok('extsvc', 'instance_extension_services', ARRAY['service_id', 'version'], 'extsvc', 'service_versions', ARRAY['service_id', 'version']);
+SELECT fk_ok('extsvc', 'dpf_extension_service_attachments', ARRAY['instance_id'], 'extsvc', 'instances', ARRAY['instance_id']);
+SELECT fk_ok('extsvc', 'dpf_extension_service_attachments', ARRAY['dpu_machine_id'], 'extsvc', 'dpus', ARRAY['machine_id']);
+SELECT fk_ok('extsvc', 'dpf_extension_service_attachments', ARRAY['service_id', 'version'], 'extsvc', 'service_versions', ARRAY['service_id', 'version']);
+
+-- the services view: exactly these leading columns, in this order (SPEC 2.10)
+SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
+            WHERE attrelid = 'extsvc.services'::regclass AND attnum BETWEEN 1 AND 18),
+          ARRAY['service_id', 'tenant_organization_id', 'service_name', 'description', 'service_type',
+                'deployment_scope', 'dpu_target', 'lifecycle_state', 'version', 'version_ctr',
+                'desired_revision', 'applied_revision', 'dpf_service_name', 'placement_label_key',
+                'status_message', 'created_at', 'updated_at', 'deleted_at'],
+          'extsvc.services leading columns in contract order');
+SELECT col_type_is('extsvc', 'services', 'service_id', 'uuid', 'services.service_id is uuid');
+SELECT col_type_is('extsvc', 'services', 'version_ctr', 'integer', 'services.version_ctr is integer');
+SELECT col_type_is('extsvc', 'services', 'created_at', 'timestamp with time zone', 'services.created_at is timestamptz');
+
+-- lifecycle vocabulary and the transition trigger
+SELECT is((SELECT array_agg(DISTINCT s ORDER BY s) FROM extsvc.lifecycle_transitions t,
+                  LATERAL (VALUES (t.from_state), (t.to_state)) v(s) WHERE s IS NOT NULL),
+          ARRAY['CREATING', 'DELETED', 'DELETING', 'FAILED', 'READY', 'UPDATING'],
+          'the transition table uses exactly the six lifecycle states');
+SELECT has_trigger('extsvc', 'service_records', 'lifecycle_transition_check', 'transition check trigger');
+SELECT has_trigger('extsvc', 'service_records', 'lifecycle_transition_history', 'transition history trigger');
+
+-- roles
+SELECT has_role('extsvc_api');
+SELECT has_role('extsvc_admin');
+SELECT ok(NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'extsvc_api'), 'extsvc_api is NOLOGIN');
+SELECT ok(NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'extsvc_admin'), 'extsvc_admin is NOLOGIN');
+
+SELECT * FROM finish();
+ROLLBACK;

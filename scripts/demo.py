@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""The main job, end to end against the embedded cluster simulator: create a
+DPF Helm-chart service, attach it to two instances with different DPU targets,
+show per-DPU status, update with a rolling revision, detach, delete the
+instance and the services; the worker makes every Kubernetes call."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "e2e"))
+from harness import PGBIN, PG_USER, Env, helm_data, lit  # noqa: E402
+
+
+def banner(text):
+    print(f"\n\033[1m=== {text}\033[0m", flush=True)
+
+
+def psql(env, query):
+    """Prints a query result the way an operator sees it in psql."""
+    print(f"psql> {query.strip()}")
+    r = subprocess.run([f"{PGBIN}/psql", "-X", "-h", env.pg.dir, "-p", str(env.pg.port), "-U", PG_USER,
+                        "-d", "postgres", "-c", query], capture_output=True, text=True)
+    print((r.stdout + r.stderr).rstrip(), flush=True)
+
+
+def kubectl(env, *args):
+    if not shutil.which("kubectl"):
+        print("(kubectl not installed; skipping: kubectl " + " ".join(args) + ")")
+        return
+    cfg = os.path.join(env.workdir, "kubeconfig")
+    print("$ kubectl " + " ".join(args))
+    r = subprocess.run(["kubectl", "--kubeconfig", cfg] + list(args), capture_output=True, text=True)
+    print((r.stdout + r.stderr).rstrip(), flush=True)
+
+
+def write_kubeconfig(env):
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "dpf",
+        "clusters": [{"name": "dpf", "cluster": {"server": env.sim.management,
+                                                 "certificate-authority": env.sim.ca_file}}],
+        "users": [{"name": "operator", "user": {"tokenFile": env.sim.token_file}}],
+        "contexts": [{"name": "dpf", "context": {"cluster": "dpf", "user": "operator",
+                                                  "namespace": "dpf-operator-system"}}],
+    }
+    with open(os.path.join(env.workdir, "kubeconfig"), "w") as f:
+        json.dump(cfg, f)
+
+
+STATUS = ("SELECT service_name, lifecycle_state AS state, version, desired_revision AS desired, "
+          "applied_revision AS applied, dpf_service_name, status_message FROM extsvc.services ORDER BY created_at")
+
+
+def watch(env, sid, until, timeout=60):
+    """Prints each lifecycle change until the service reaches `until`."""
+    seen = None
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        s = env.state(sid)
+        if s[0] != seen:
+            print(f"  +{time.time() - t0:5.2f}s  {s[0]:<9} applied revision {s[2] or '-'}  {s[4] or ''}",
+                  flush=True)
+            seen = s[0]
+        if s[0] == until:
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"service did not reach {until} within {timeout}s")
+
+
+HOST_A = "00000000-0000-0000-0000-0000000000a1"
+HOST_B = "00000000-0000-0000-0000-0000000000b1"
+INSTANCE_1 = "11111111-1111-1111-1111-111111111111"
+INSTANCE_2 = "22222222-2222-2222-2222-222222222222"
+
+
+def dpu(i):
+    return f"00000000-0000-0000-0000-00000000d{i:03d}"
+
+
+def per_dpu(env, iid):
+    psql(env, f"SELECT service_name, dpu_device_name, placement_state AS placement, deployment_state AS state, "
+              f"status_message FROM extsvc.instance_extension_service_status('{iid}')")
+
+
+def summary_state(env, iid, sid):
+    rows = env.pg.sql(f"SELECT aggregate_state, configs_synced FROM extsvc.instance_extension_services_summary('{iid}') "
+                      f"WHERE service_id = '{sid}'")
+    return (rows[0][0], rows[0][1]) if rows else ("(gone)", "t")
+
+
+def watch_attachment(env, iid, sid, until, timeout=60):
+    seen = None
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        s = summary_state(env, iid, sid)
+        if s != seen:
+            print(f"  +{time.time() - t0:5.2f}s  instance {iid[:8]}: {s[0]:<11} configs_synced={s[1]}", flush=True)
+            seen = s
+        if s[0] == until and s[1] == "t":
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"attachment did not reach {until} within {timeout}s")
+
+
+def main():
+    banner("starting dpfsim (TLS + bearer token) and PostgreSQL with the nico_extsvc worker")
+    env = Env(dpus=4, workers=2)
+    write_kubeconfig(env)
+    ok = False
+    try:
+        print(f"management API {env.sim.management}, DPU cluster {env.sim.dpu}")
+        psql(env, "SELECT slot, pid, iterations FROM extsvc.worker_status()")
+
+        banner("0. NICo registers hosts, DPUs and instances")
+        for i, host, primary in ((0, HOST_A, True), (1, HOST_A, False), (2, HOST_B, True), (3, HOST_B, False)):
+            env.pg.sql(f"SELECT extsvc.register_dpu('{dpu(i)}', '{host}', 'dpu-device-{i:04d}', "
+                       f"'host-{i:04d}-dpu-device-{i:04d}', {primary})")
+        env.pg.sql(f"SELECT extsvc.upsert_instance('{INSTANCE_1}', 'tenant-a', '{HOST_A}', ARRAY['{dpu(1)}']::uuid[])")
+        env.pg.sql(f"SELECT extsvc.upsert_instance('{INSTANCE_2}', 'tenant-a', '{HOST_B}', ARRAY['{dpu(3)}']::uuid[])")
+        psql(env, "SELECT dpu_device_name, dpu_node_name, host_machine_id, is_primary FROM extsvc.dpus ORDER BY 1")
+
+        banner("1. a tenant creates a service (the chart repository is on the operator's allow-list)")
+        data = helm_data(values={"logLevel": "info"},
+                         serviceDaemonSet={"labels": {"app": "demo-agent"},
+                                           "resources": {"cpu": "100m", "memory": "64Mi"}})
+        print("data =", json.dumps(data))
+        sid = env.create("demo-agent", data, target="ALL")
+        print(f"create_service returned {sid} in state CREATING; the worker takes it from here:")
+        watch(env, sid, "READY")
+        psql(env, STATUS)
+        psql(env, f"SELECT jsonb_pretty(extsvc.render_dpuservice('{sid}') -> 'spec')")
+        kubectl(env, "get", "dpuservices", "-L", "nico/extension-service-id")
+
+        banner("2. bad input is refused with SQLSTATE, the JSON path and a hint; nothing is written")
+        psql(env, "SELECT extsvc.validate_dpf_helm_chart_data("
+                  "'{\"repoURL\":\"https://charts.example.com/stable\",\"chartName\":\"demo\","
+                  "\"chartVersion\":\"latest\",\"security\":{\"privileged\":false}}')")
+        psql(env, "SELECT extsvc.update_service('%s', data => '{\"repoURL\":\"https://charts.example.com\","
+                  "\"chartName\":\"demo\",\"chartVersion\":\"1.0.0\",\"security\":{\"privileged\":false},"
+                  "\"values\":{\"serviceDaemonSet\":{\"nodeSelector\":{}}}}')" % sid)
+
+        banner("3. attach: instance 1 with the service's dpu_target ALL (both DPUs of host A)")
+        version = env.pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
+        entry = json.dumps([{"service_id": sid, "version": version}])
+        env.pg.sql(f"SELECT extsvc.set_instance_extension_services('{INSTANCE_1}', {lit(entry)})")
+        watch_attachment(env, INSTANCE_1, sid, "RUNNING")
+        per_dpu(env, INSTANCE_1)
+        psql(env, f"SELECT extsvc.instance_extension_services_ready('{INSTANCE_1}') AS instance_1_ready")
+
+        banner("4. a second service with dpu_target PRIMARY on instance 2 (host B's primary DPU only)")
+        sid2 = env.create("demo-probe", helm_data(version="0.4.0"), target="PRIMARY")
+        watch(env, sid2, "READY")
+        version2 = env.pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid2}'")
+        env.pg.sql(f"SELECT extsvc.set_instance_extension_services('{INSTANCE_2}', "
+                   f"{lit(json.dumps([{'service_id': sid2, 'version': version2}]))})")
+        watch_attachment(env, INSTANCE_2, sid2, "RUNNING")
+        per_dpu(env, INSTANCE_2)
+        kubectl(env, "get", "dpudevices", "-o",
+                "custom-columns=DEVICE:.metadata.name,NODE_LABELS:.spec.cluster.nodeLabels")
+        kubectl(env, "--server", env.sim.dpu, "get", "pods", "-A", "-o", "wide")
+
+        banner("5. update the attached service: a new revision rolls the pods (PENDING, then RUNNING again)")
+        env.update(sid, helm_data(version="1.3.0", values={"logLevel": "debug"},
+                                  serviceDaemonSet={"labels": {"app": "demo-agent"}}))
+        watch(env, sid, "READY")
+        reqs = env.sim.requests(100)
+        reqs = reqs["requests"] if isinstance(reqs, dict) else reqs
+        patch = [r for r in reqs if r.get("method") == "PATCH" and "/dpuservices/" in r.get("path", "")][-1]
+        print("DPUService PATCH body seen by the API server:", patch.get("body"))
+        watch_attachment(env, INSTANCE_1, sid, "RUNNING")
+        per_dpu(env, INSTANCE_1)
+
+        banner("6. detach the service from instance 2: TERMINATING, then TERMINATED, then the tombstone goes")
+        env.pg.sql(f"SELECT extsvc.set_instance_extension_services('{INSTANCE_2}', '[]')")
+        watch_attachment(env, INSTANCE_2, sid2, "(gone)")
+        psql(env, f"SELECT extsvc.instance_extension_services_ready('{INSTANCE_2}') AS instance_2_ready")
+
+        banner("7. delete instance 1: every attachment goes REMOVING until its DPUs report TERMINATED")
+        psql(env, f"SELECT * FROM extsvc.delete_service('{sid}')")
+        env.pg.sql(f"SELECT extsvc.delete_instance('{INSTANCE_1}')")
+        per_dpu(env, INSTANCE_1)
+        t0 = time.time()
+        while env.pg.one(f"SELECT count(*) FROM extsvc.instances WHERE instance_id = '{INSTANCE_1}'") != "0":
+            if time.time() - t0 > 60:
+                raise SystemExit("instance 1 was not deleted")
+            time.sleep(0.1)
+        print(f"  instance 1 gone after {time.time() - t0:.2f}s")
+
+        banner("8. delete the services: DELETING until DPF removed its finalizer and the API answers 404")
+        env.delete(sid)
+        env.delete(sid2)
+        watch(env, sid, "DELETED")
+        watch(env, sid2, "DELETED")
+        kubectl(env, "get", "dpuservices")
+        psql(env, STATUS)
+        psql(env, f"SELECT from_state, to_state, actor, reason, to_char(at, 'HH24:MI:SS.MS') AS at "
+                  f"FROM extsvc.service_history WHERE service_id = '{sid}' ORDER BY id")
+        psql(env, "SELECT * FROM extsvc.worker_status()")
+        counts = env.sim.counts()
+        print("API calls seen by the simulator:", json.dumps(counts))
+        ok = True
+    finally:
+        env.close(keep=not ok)
+    banner("demo finished" if ok else "demo FAILED")
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job: installs dependencies, builds and installs nico_extsvc, then
+# runs the whole story against the embedded cluster simulator (dpfsim):
+# create, attach to two instances, per-DPU status, rolling update, detach,
+# instance deletion and service deletion, with status tables at each step.
+#   scripts/demo.sh             (installs apt packages first)
+#   SKIP_DEPS=1 scripts/demo.sh (skip apt)
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+if [ -z "${SKIP_DEPS:-}" ]; then "$ROOT/scripts/install-deps.sh"; fi
+build_and_install
+BUILD_DIR="$BUILD_DIR" exec python3 "$ROOT/scripts/demo.py"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian package nico_extsvc needs to build, test and run its
+# demo (Debian bookworm). Runs apt-get update first, as root or through sudo.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config clang-format
+  postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+  nlohmann-json3-dev libspdlog-dev libcurl4-openssl-dev libssl-dev openssl
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+  curl python3 procps
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install packages" >&2; exit 1; }
+  SUDO="sudo"
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+echo "==> apt-get update"
+$SUDO apt-get update -qq
+echo "==> apt-get install ${#PACKAGES[@]} packages"
+$SUDO apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
+# kubectl is not a Debian package; the machines provide it. The kubectl
+# conformance test is skipped (and says so) where it is missing.
+command -v kubectl >/dev/null || echo "install-deps: note: kubectl not found; kubectl conformance tests will be skipped"
+echo "==> dependencies ready"

@@ -1,0 +1,31 @@
+# Shared helpers for the scripts: paths, the unprivileged user that owns
+# throw-away PostgreSQL clusters, and running commands as that user.
+# shellcheck shell=bash
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+PG_CONFIG="${PG_CONFIG:-pg_config}"
+PGBIN="$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)"
+
+# PostgreSQL refuses to run as root: as root we use the postgres account.
+if [ "$(id -u)" -eq 0 ]; then
+  PG_OS_USER="${PG_OS_USER:-postgres}"
+  SUDO=""
+else
+  PG_OS_USER="$(id -un)"
+  SUDO="sudo"
+fi
+
+as_pg_user() {
+  if [ "$(id -un)" = "$PG_OS_USER" ]; then "$@"; else runuser -u "$PG_OS_USER" -- "$@"; fi
+}
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# Builds everything and installs the extension into the server's directories.
+build_and_install() {
+  log "building (cmake via make) in $BUILD_DIR"
+  make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" all
+  log "installing the extension"
+  $SUDO make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" install
+}

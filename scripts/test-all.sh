@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test suite of nico_extsvc:
+#   unit (GoogleTest: core, Kubernetes client), simulator (dpfsim + kubectl
+#   conformance), SQL (pg_regress, pgTAP) and end-to-end (worker + dpfsim).
+# Usage: scripts/test-all.sh            (installs apt packages first)
+#        SKIP_DEPS=1 scripts/test-all.sh (developer loop: skip apt)
+set -uo pipefail
+source "$(dirname "$0")/lib/common.sh"
+source "$ROOT/scripts/lib/pgcluster.sh"
+
+passed=0; failed=0; failed_names=()
+suite() {  # suite NAME COMMAND...
+  local name="$1"; shift
+  log "suite: $name"
+  local t0=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1)); echo "suite $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1)); failed_names+=("$name"); echo "suite $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+trap 'pg_cluster_stop' EXIT
+
+if [ -z "${SKIP_DEPS:-}" ]; then
+  "$ROOT/scripts/install-deps.sh" || exit 1
+fi
+if [ -n "${CLEAN_BUILD:-${CI:-}}" ]; then rm -rf "$BUILD_DIR"; fi
+build_and_install || { echo "build failed"; echo "suites: 0 passed, 1 failed"; exit 1; }
+
+suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeout 300 -j 2"
+suite kubectl-conformance "$ROOT/sim/tests/kubectl_conformance.sh" "$BUILD_DIR/sim/dpfsim"
+
+# SQL suites run against a throw-away cluster with the library preloaded but
+# no cluster configured, so the workers stay idle and never race the tests.
+pg_cluster_start sqltest "extsvc.workers = 1" || { echo "suites: $passed passed, $((failed + 1)) failed"; exit 1; }
+suite pg_regress make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" installcheck \
+  PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER="$PGUSER"
+suite pgtap "$ROOT/scripts/run-pgtap.sh"
+suite lifecycle-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap
+pg_cluster_stop
+
+suite e2e "$ROOT/test/e2e/run.sh"
+
+if [ -s "$BUILD_DIR/regress-out/regression.diffs" ]; then head -n 80 "$BUILD_DIR/regress-out/regression.diffs"; fi
+[ "$failed" -eq 0 ] || echo "failed suites: ${failed_names[*]}"
+echo "suites: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,179 @@
+#include "control_api.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include "seeding.h"
+
+namespace dpfsim {
+
+namespace {
+
+void reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump() + "\n", "application/json");
+}
+
+json parse_or_empty(const httplib::Request& req) {
+  if (trim(req.body).empty()) return json::object();
+  return json::parse(req.body);
+}
+
+template <typename F>
+httplib::Server::Handler guarded(F f) {
+  return [f](const httplib::Request& req, httplib::Response& res) {
+    try {
+      f(req, res);
+    } catch (const json::exception& e) {
+      reply(res, 400, {{"error", std::string("bad JSON: ") + e.what()}});
+    } catch (const std::invalid_argument& e) {
+      reply(res, 400, {{"error", e.what()}});
+    } catch (const ApiError& e) {
+      reply(res, 400, {{"error", json::parse(e.body)}});
+    } catch (const std::exception& e) {
+      reply(res, 500, {{"error", e.what()}});
+    }
+  };
+}
+
+}  // namespace
+
+ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httplib::Server>()) {
+  auto& s = *srv_;
+  s.new_task_queue = [] { return new httplib::ThreadPool(8); };
+  s.set_keep_alive_max_count(100000);
+
+  s.Get("/", guarded([](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200,
+          {{"endpoints",
+            {"GET /healthz", "POST /reset {\"dpus\":N}", "POST /seed {\"dpus\":N,\"objects\":[...]}", "GET|POST /delays",
+             "GET|POST|DELETE /faults", "DELETE /faults/<id>", "GET|POST /dpu-cluster", "GET /counts",
+             "POST /counts/reset", "GET /state", "GET /requests?limit=N", "DELETE /requests", "POST /shutdown"}}});
+  }));
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+
+  s.Post("/reset", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    json b = parse_or_empty(req);
+    int dpus = -1;
+    if (b.contains("dpus")) {
+      if (!b["dpus"].is_number_integer() || b["dpus"].get<int>() < 0)
+        throw std::invalid_argument("dpus must be a non-negative integer");
+      dpus = b["dpus"].get<int>();
+    }
+    ctx_.reset(dpus);
+    reply(res, 200, {{"ok", true}, {"dpus", dpus < 0 ? ctx_.initial_dpus : dpus}});
+  }));
+
+  s.Post("/seed", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    json b = parse_or_empty(req);
+    {
+      std::lock_guard<std::mutex> l(ctx_.store.mutex());
+      seed_from_json_l(ctx_.store, b);
+    }
+    reply(res, 200, {{"ok", true}});
+  }));
+
+  s.Get("/delays", guarded([this](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200, ctx_.delays.to_json());
+  }));
+  s.Post("/delays", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    ctx_.delays.apply(parse_or_empty(req));
+    reply(res, 200, ctx_.delays.to_json());
+  }));
+
+  s.Get("/faults", guarded([this](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200, {{"faults", ctx_.faults.list()}});
+  }));
+  s.Post("/faults", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    json b = parse_or_empty(req);
+    json ids = json::array();
+    if (b.is_array()) {
+      for (const auto& r : b) ids.push_back(ctx_.faults.add(r));
+    } else {
+      ids.push_back(ctx_.faults.add(b));
+    }
+    reply(res, 200, {{"ok", true}, {"id", ids.size() == 1 ? ids[0] : ids}});
+  }));
+  s.Delete("/faults", guarded([this](const httplib::Request&, httplib::Response& res) {
+    ctx_.faults.clear();
+    reply(res, 200, {{"ok", true}});
+  }));
+  s.Delete(R"(/faults/(\d+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    bool ok = ctx_.faults.remove(std::stoi(req.matches[1]));
+    reply(res, ok ? 200 : 404, {{"ok", ok}});
+  }));
+
+  s.Get("/dpu-cluster", guarded([this](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200, {{"reachable", ctx_.dpu_reachable.load()},
+                     {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
+  }));
+  s.Post("/dpu-cluster", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    json b = parse_or_empty(req);
+    if (b.contains("mode")) {
+      std::string m = b["mode"].is_string() ? b["mode"].get<std::string>() : b["mode"].dump();
+      if (m == "reset") ctx_.dpu_unreachable_mode = 0;
+      else if (m == "503") ctx_.dpu_unreachable_mode = 1;
+      else throw std::invalid_argument("mode must be \"reset\" or \"503\"");
+    }
+    if (b.contains("reachable")) {
+      if (!b["reachable"].is_boolean()) throw std::invalid_argument("reachable must be a boolean");
+      ctx_.dpu_reachable = b["reachable"].get<bool>();
+    }
+    reply(res, 200, {{"reachable", ctx_.dpu_reachable.load()},
+                     {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
+  }));
+
+  s.Get("/counts", guarded([this](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200, ctx_.reqlog.counts());
+  }));
+  s.Post("/counts/reset", guarded([this](const httplib::Request&, httplib::Response& res) {
+    ctx_.reqlog.reset_counts();
+    reply(res, 200, {{"ok", true}});
+  }));
+
+  s.Get("/state", guarded([this](const httplib::Request&, httplib::Response& res) {
+    json dump;
+    {
+      std::lock_guard<std::mutex> l(ctx_.store.mutex());
+      dump = ctx_.store.dump_l();
+    }
+    reply(res, 200, dump);
+  }));
+
+  s.Get("/requests", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    std::string lim = req.get_param_value("limit");
+    size_t n = lim.empty() ? 100 : static_cast<size_t>(std::stoul(lim));
+    reply(res, 200, {{"requests", ctx_.reqlog.recent(n)}});
+  }));
+  s.Delete("/requests", guarded([this](const httplib::Request&, httplib::Response& res) {
+    ctx_.reqlog.clear_recent();
+    reply(res, 200, {{"ok", true}});
+  }));
+
+  s.Post("/shutdown", guarded([this](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200, {{"ok", true}});
+    if (ctx_.request_shutdown) ctx_.request_shutdown();
+  }));
+}
+
+ControlApi::~ControlApi() { stop(); }
+
+int ControlApi::bind(const std::string& host, int port) {
+  int p = port == 0 ? srv_->bind_to_any_port(host) : (srv_->bind_to_port(host, port) ? port : -1);
+  if (p < 0) return -1;
+  std::string h = host;
+  if (h == "0.0.0.0" || h == "::" || h.empty()) h = "127.0.0.1";
+  url_ = "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(p);
+  return p;
+}
+
+void ControlApi::start() {
+  thread_ = std::thread([this] { srv_->listen_after_bind(); });
+}
+
+void ControlApi::stop() {
+  if (srv_) srv_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace dpfsim

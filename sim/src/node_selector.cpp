@@ -1,0 +1,91 @@
+#include "node_selector.h"
+
+#include <cstdlib>
+
+namespace dpfsim {
+
+static bool requirement_matches(const json& req, const json& node, bool field) {
+  std::string key = jstr(req, {"key"});
+  std::string op = jstr(req, {"operator"});
+  std::vector<std::string> values;
+  if (auto it = req.find("values"); it != req.end() && it->is_array())
+    for (const auto& v : *it)
+      if (v.is_string()) values.push_back(v.get<std::string>());
+  bool has = false;
+  std::string val;
+  if (field) {
+    if (key == "metadata.name") {
+      has = true;
+      val = jstr(node, {"metadata", "name"});
+    }
+  } else {
+    const json* labels = jptr(node, {"metadata", "labels"});
+    if (labels && labels->is_object()) {
+      auto it = labels->find(key);
+      if (it != labels->end()) {
+        has = true;
+        val = it->is_string() ? it->get<std::string>() : "";
+      }
+    }
+  }
+  auto contains = [&]() {
+    for (const auto& v : values)
+      if (v == val) return true;
+    return false;
+  };
+  if (op == "In") return has && contains();
+  if (op == "NotIn") return !has || !contains();
+  if (op == "Exists") return has;
+  if (op == "DoesNotExist") return !has;
+  if (op == "Gt" || op == "Lt") {
+    if (!has || values.size() != 1) return false;
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    long long a = std::strtoll(val.c_str(), &e1, 10);
+    long long b = std::strtoll(values[0].c_str(), &e2, 10);
+    if (val.empty() || *e1 || values[0].empty() || *e2) return false;
+    return op == "Gt" ? a > b : a < b;
+  }
+  return false;
+}
+
+bool node_selector_matches(const json& ns, const json& node) {
+  if (ns.is_null() || !ns.is_object()) return true;
+  auto terms = ns.find("nodeSelectorTerms");
+  if (terms == ns.end() || !terms->is_array()) return false;
+  for (const auto& term : *terms) {
+    bool any = false;
+    bool ok = true;
+    if (auto me = term.find("matchExpressions"); me != term.end() && me->is_array()) {
+      for (const auto& r : *me) {
+        any = true;
+        if (!requirement_matches(r, node, false)) ok = false;
+      }
+    }
+    if (auto mf = term.find("matchFields"); mf != term.end() && mf->is_array()) {
+      for (const auto& r : *mf) {
+        any = true;
+        if (!requirement_matches(r, node, true)) ok = false;
+      }
+    }
+    if (any && ok) return true;
+  }
+  return false;
+}
+
+bool pod_spec_fits_node(const json& pod_spec, const json& node) {
+  if (const json* sel = jptr(pod_spec, {"nodeSelector"}); sel && sel->is_object()) {
+    const json* labels = jptr(node, {"metadata", "labels"});
+    for (auto& [k, v] : sel->items()) {
+      if (!labels || !labels->is_object()) return false;
+      auto it = labels->find(k);
+      if (it == labels->end() || *it != v) return false;
+    }
+  }
+  const json* req =
+      jptr(pod_spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
+  if (req && req->is_object()) return node_selector_matches(*req, node);
+  return true;
+}
+
+}  // namespace dpfsim

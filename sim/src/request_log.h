@@ -1,0 +1,48 @@
+// Per-verb/resource request counters and a ring buffer of recent requests (for tests).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "util.h"
+
+namespace dpfsim {
+
+struct RequestRecord {
+  uint64_t seq = 0;
+  std::string time;
+  std::string cluster;
+  std::string method;
+  std::string verb;      // GET LIST WATCH POST PUT PATCH DELETE
+  std::string resource;  // plural[/subresource] or "discovery"
+  std::string path;
+  std::string query;
+  std::string content_type;
+  std::string body;  // writes only
+  int status = 0;    // 0 when the connection was dropped
+  std::string fault;
+};
+
+class RequestLog {
+ public:
+  explicit RequestLog(size_t capacity = 2000) : capacity_(capacity) {}
+  void count(const std::string& cluster, const std::string& key);
+  void record(RequestRecord r);
+  json counts() const;
+  void reset_counts();
+  json recent(size_t limit) const;
+  void clear_recent();
+  uint64_t next_seq();
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::map<std::string, uint64_t>> counts_;
+  uint64_t total_ = 0;
+  std::deque<RequestRecord> recent_;
+  size_t capacity_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace dpfsim

@@ -1,0 +1,64 @@
+#include "sim_context.h"
+
+#include <stdexcept>
+
+#include "seeding.h"
+
+namespace dpfsim {
+
+namespace {
+struct DelayField {
+  const char* name;
+  std::atomic<int> Delays::*field;
+};
+const DelayField kFields[] = {
+    {"label_propagation_ms", &Delays::label_propagation_ms}, {"node_provisioning_ms", &Delays::node_provisioning_ms},
+    {"dpuservice_sync_ms", &Delays::dpuservice_sync_ms},     {"pod_ready_ms", &Delays::pod_ready_ms},
+    {"pod_termination_ms", &Delays::pod_termination_ms},     {"dpuservice_ready_ms", &Delays::dpuservice_ready_ms},
+    {"finalizer_ms", &Delays::finalizer_ms},
+};
+}  // namespace
+
+json Delays::to_json() const {
+  json j = json::object();
+  for (const auto& f : kFields) j[f.name] = (this->*f.field).load();
+  return j;
+}
+
+void Delays::apply(const json& j) {
+  if (!j.is_object()) throw std::invalid_argument("delays must be a JSON object");
+  for (auto& [k, v] : j.items()) {
+    bool known = false;
+    for (const auto& f : kFields)
+      if (k == f.name) known = true;
+    if (!known && k != "all_ms") throw std::invalid_argument("unknown delay " + k);
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > 3600000)
+      throw std::invalid_argument("delay " + k + " must be an integer number of milliseconds");
+  }
+  if (j.contains("all_ms")) set_all(j["all_ms"].get<int>());
+  for (const auto& f : kFields)
+    if (j.contains(f.name)) (this->*f.field).store(j[f.name].get<int>());
+}
+
+void Delays::set_all(int ms) {
+  for (const auto& f : kFields) (this->*f.field).store(ms);
+}
+
+void SimContext::reset(int dpus) {
+  {
+    std::lock_guard<std::mutex> l(store.mutex());
+    store.clear_l();
+    seed_baseline_l(store);
+    if (!seed_file.is_null()) seed_from_json_l(store, seed_file);
+    seed_dpus_l(store, dpus < 0 ? initial_dpus : dpus);
+  }
+  faults.clear();
+  reqlog.reset_counts();
+  reqlog.clear_recent();
+  if (!initial_delays.is_null()) delays.apply(initial_delays);
+  dpu_reachable = true;
+  dpu_unreachable_mode = 0;
+  reset_epoch.fetch_add(1);
+}
+
+}  // namespace dpfsim

@@ -1,0 +1,57 @@
+// Shared state of one simulator process: store, faults, request log, auth, delays, DPU-cluster reachability.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "auth.h"
+#include "faults.h"
+#include "request_log.h"
+#include "store.h"
+#include "util.h"
+
+namespace dpfsim {
+
+// Controller delays in milliseconds (POST /delays; all 0 for fast tests).
+struct Delays {
+  std::atomic<int> label_propagation_ms{300};  // DPUDevice nodeLabels -> DPU (half) -> Node (other half)
+  std::atomic<int> node_provisioning_ms{300};  // DPUDevice created -> DPU + Node appear
+  std::atomic<int> dpuservice_sync_ms{100};    // DPUService spec change -> DaemonSet/ControllerRevision updated
+  std::atomic<int> pod_ready_ms{300};          // Pod created -> Running + Ready
+  std::atomic<int> pod_termination_ms{300};    // Pod deletionTimestamp -> gone
+  std::atomic<int> dpuservice_ready_ms{200};   // DaemonSet healthy -> DPUService Ready=True
+  std::atomic<int> finalizer_ms{300};          // DPU-cluster objects gone -> DPUService finalizer removed
+
+  json to_json() const;
+  // Applies the given keys; throws std::invalid_argument for unknown keys or bad values.
+  void apply(const json& j);
+  void set_all(int ms);
+};
+
+struct SimContext {
+  explicit SimContext(uint64_t seed_) : seed(seed_), prng(seed_), store(prng), faults(seed_) {}
+
+  uint64_t seed;
+  Prng prng;  // names, uids (deterministic given --seed)
+  Store store;
+  Faults faults;
+  RequestLog reqlog;
+  TokenAuth auth;
+  Delays delays;
+  json initial_delays;
+  int initial_dpus = 0;
+  json seed_file;  // parsed --seed-file contents (null if none)
+
+  std::atomic<bool> dpu_reachable{true};
+  std::atomic<int> dpu_unreachable_mode{0};  // 0: reset connections, 1: 503
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> reset_epoch{0};
+  std::function<void()> request_shutdown;
+
+  // Empties both clusters and re-seeds them (dpus < 0: startup count), clears faults, counters,
+  // recent requests, restores delays and DPU-cluster reachability.
+  void reset(int dpus);
+};
+
+}  // namespace dpfsim

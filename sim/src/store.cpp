@@ -1,0 +1,527 @@
+#include "store.h"
+
+#include <algorithm>
+
+#include "validation.h"
+
+namespace dpfsim {
+
+namespace {
+
+constexpr size_t kMaxEvents = 20000;
+
+// True when everything outside metadata and status is equal (generation rule).
+bool spec_equal(const json& a, const json& b) {
+  auto count = [](const json& j) {
+    size_t n = 0;
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "metadata" && it.key() != "status") ++n;
+    return n;
+  };
+  if (!a.is_object() || !b.is_object()) return a == b;
+  if (count(a) != count(b)) return false;
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    if (it.key() == "metadata" || it.key() == "status") continue;
+    auto jt = b.find(it.key());
+    if (jt == b.end() || *jt != *it) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> finalizers_of(const json& obj) {
+  std::vector<std::string> out;
+  const json* f = jptr(obj, {"metadata", "finalizers"});
+  if (f && f->is_array())
+    for (const auto& x : *f)
+      if (x.is_string()) out.push_back(x.get<std::string>());
+  return out;
+}
+
+bool is_terminating(const json& obj) {
+  const json* d = jptr(obj, {"metadata", "deletionTimestamp"});
+  return d && !d->is_null();
+}
+
+// Removes strategic-merge directives ($patch, $setElementOrder/..., $retainKeys, ...).
+void strip_directives(json& j) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end();) {
+      if (!it.key().empty() && it.key()[0] == '$') {
+        it = j.erase(it);
+      } else {
+        strip_directives(*it);
+        ++it;
+      }
+    }
+  } else if (j.is_array()) {
+    for (auto& x : j) strip_directives(x);
+  }
+}
+
+json parse_body(const std::string& body) {
+  try {
+    return json::parse(body);
+  } catch (const std::exception& e) {
+    throw err_bad_request(std::string("error decoding request body: ") + e.what());
+  }
+}
+
+void normalize_metadata(json& md) {
+  for (const char* k : {"labels", "annotations", "finalizers", "ownerReferences"}) {
+    auto it = md.find(k);
+    if (it != md.end() && (it->is_null() || (it->is_object() && it->empty()) || (it->is_array() && it->empty())))
+      md.erase(it);
+  }
+}
+
+}  // namespace
+
+PatchType patch_type_from_content_type(const std::string& ct_in) {
+  std::string ct = ct_in.substr(0, ct_in.find(';'));
+  ct = trim(ct);
+  if (ct == "application/merge-patch+json") return PatchType::Merge;
+  if (ct == "application/json-patch+json") return PatchType::Json;
+  if (ct == "application/strategic-merge-patch+json") return PatchType::Strategic;
+  if (ct == "application/apply-patch+yaml" || ct == "application/apply-patch+cbor") return PatchType::Apply;
+  return PatchType::Unknown;
+}
+
+// ---------------- locked helpers ----------------
+
+ObjPtr Store::find_l(const ResourceInfo& ri, const std::string& ns, const std::string& name) const {
+  auto b = data_.find(&ri);
+  if (b == data_.end()) return nullptr;
+  auto it = b->second.find(key_of(ri.namespaced ? ns : "", name));
+  return it == b->second.end() ? nullptr : it->second;
+}
+
+std::vector<ObjPtr> Store::list_l(const ResourceInfo& ri, const std::string& ns) const {
+  std::vector<ObjPtr> out;
+  auto b = data_.find(&ri);
+  if (b == data_.end()) return out;
+  if (ns.empty() || !ri.namespaced) {
+    out.reserve(b->second.size());
+    for (const auto& [k, v] : b->second) out.push_back(v);
+  } else {
+    std::string prefix = ns + "/";
+    for (auto it = b->second.lower_bound(prefix); it != b->second.end() && starts_with(it->first, prefix); ++it)
+      out.push_back(it->second);
+  }
+  return out;
+}
+
+void Store::record_l(const ResourceInfo& ri, const char* type, const ObjPtr& obj) {
+  events_.push_back({rv_, &ri, type, obj});
+  while (events_.size() > kMaxEvents) {
+    events_floor_ = events_.front().rv;
+    events_.pop_front();
+  }
+  change_seq_.fetch_add(1);
+  cv_.notify_all();
+}
+
+ObjPtr Store::put_l(const ResourceInfo& ri, json&& obj) {
+  auto p = std::make_shared<const json>(std::move(obj));
+  const json& md = (*p)["metadata"];
+  data_[&ri][key_of(ri.namespaced ? jstr(md, {"namespace"}) : "", jstr(md, {"name"}))] = p;
+  return p;
+}
+
+ObjPtr Store::create_l(const ResourceInfo& ri, json obj, bool from_api) {
+  if (!obj.is_object()) throw err_bad_request("object must be a JSON object");
+  obj["apiVersion"] = ri.api_version();
+  obj["kind"] = ri.kind;
+  json& md = obj["metadata"];
+  if (!md.is_object()) md = json::object();
+  std::string ns = ri.namespaced ? jstr(md, {"namespace"}) : "";
+  std::string name = jstr(md, {"name"});
+  if (name.empty()) {
+    std::string gen = jstr(md, {"generateName"});
+    if (!gen.empty()) {
+      for (int i = 0; i < 100; ++i) {
+        name = gen + prng_.k8s_suffix(5);
+        if (!find_l(ri, ns, name)) break;
+      }
+      md["name"] = name;
+    }
+  }
+  if (!ri.namespaced) md.erase("namespace");
+  if (from_api) {
+    prune_unknown_fields(ri, obj);
+    validate_or_throw(ri, obj, nullptr);
+  }
+  if (auto old = find_l(ri, ns, name)) throw err_already_exists(ri, name, is_terminating(*old));
+  for (const char* k : {"deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"}) md.erase(k);
+  normalize_metadata(md);
+  md["uid"] = prng_.uuid();
+  md["creationTimestamp"] = rfc3339_now();
+  if (ri.has_generation) md["generation"] = 1;
+  else md.erase("generation");
+  if (from_api) {
+    if (ri.custom || ri.plural == "daemonsets") obj.erase("status");
+    if (ri.plural == "pods") obj["status"] = json{{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+    if (ri.plural == "namespaces") obj["status"] = json{{"phase", "Active"}};
+  }
+  ++rv_;
+  md["resourceVersion"] = std::to_string(rv_);
+  ObjPtr p = put_l(ri, std::move(obj));
+  record_l(ri, "ADDED", p);
+  return p;
+}
+
+ObjPtr Store::commit_l(const ResourceInfo& ri, json next) {
+  json& md = next["metadata"];
+  std::string ns = ri.namespaced ? jstr(md, {"namespace"}) : "";
+  std::string name = jstr(md, {"name"});
+  ObjPtr old = find_l(ri, ns, name);
+  if (!old) throw err_not_found(ri, name);
+  normalize_metadata(md);
+  md["resourceVersion"] = (*old)["metadata"]["resourceVersion"];
+  if (ri.has_generation) {
+    long long gen = (*old)["metadata"].value("generation", 0LL);
+    if (!spec_equal(*old, next)) gen += 1;
+    if (gen > 0) md["generation"] = gen;
+  }
+  if (is_terminating(next) && finalizers_of(next).empty()) {
+    ++rv_;
+    md["resourceVersion"] = std::to_string(rv_);
+    auto p = std::make_shared<const json>(std::move(next));
+    data_[&ri].erase(key_of(ns, name));
+    record_l(ri, "DELETED", p);
+    return nullptr;
+  }
+  if (next == *old) return old;
+  ++rv_;
+  md["resourceVersion"] = std::to_string(rv_);
+  ObjPtr p = put_l(ri, std::move(next));
+  record_l(ri, "MODIFIED", p);
+  return p;
+}
+
+ObjPtr Store::mark_deleting_l(const ResourceInfo& ri, const ObjPtr& obj, long grace_seconds) {
+  if (is_terminating(*obj)) return obj;
+  json next = *obj;
+  json& md = next["metadata"];
+  md["deletionTimestamp"] = rfc3339_now();
+  md["deletionGracePeriodSeconds"] = grace_seconds;
+  std::string ns = ri.namespaced ? jstr(md, {"namespace"}) : "";
+  long long gen = md.value("generation", 0LL);
+  if (ri.has_generation && gen > 0) md["generation"] = gen + 1;
+  if (ri.plural == "pods" && next.contains("status")) {
+    // The kubelet starts killing containers: the pod is no longer Ready.
+    json& st = next["status"];
+    if (st.contains("conditions") && st["conditions"].is_array())
+      for (auto& c : st["conditions"])
+        if (c.value("type", "") == "Ready" || c.value("type", "") == "ContainersReady") {
+          if (c.value("status", "") != "False") c["lastTransitionTime"] = rfc3339_now();
+          c["status"] = "False";
+        }
+    if (st.contains("containerStatuses") && st["containerStatuses"].is_array())
+      for (auto& cs : st["containerStatuses"]) cs["ready"] = false;
+  }
+  ++rv_;
+  md["resourceVersion"] = std::to_string(rv_);
+  ObjPtr p = put_l(ri, std::move(next));
+  record_l(ri, "MODIFIED", p);
+  return p;
+}
+
+void Store::erase_l(const ResourceInfo& ri, const std::string& ns, const std::string& name) {
+  auto b = data_.find(&ri);
+  if (b == data_.end()) return;
+  auto it = b->second.find(key_of(ri.namespaced ? ns : "", name));
+  if (it == b->second.end()) return;
+  json last = *it->second;
+  ++rv_;
+  last["metadata"]["resourceVersion"] = std::to_string(rv_);
+  b->second.erase(it);
+  record_l(ri, "DELETED", std::make_shared<const json>(std::move(last)));
+}
+
+void Store::clear_l() {
+  data_.clear();
+  ++rv_;
+  events_.clear();
+  events_floor_ = rv_;
+  change_seq_.fetch_add(1);
+  cv_.notify_all();
+}
+
+json Store::dump_l() const {
+  json out = json::object();
+  for (const auto& [ri, bucket] : data_) {
+    json& arr = out[cluster_name(ri->cluster)][ri->plural];
+    if (arr.is_null()) arr = json::array();
+    for (const auto& [k, v] : bucket) arr.push_back(*v);
+  }
+  for (const char* c : {"management", "dpu"})
+    if (!out.contains(c)) out[c] = json::object();
+  out["resourceVersion"] = std::to_string(rv_);
+  return out;
+}
+
+bool Store::events_since(const ResourceInfo& ri, uint64_t after, std::vector<WatchEvent>& out, uint64_t& latest) {
+  std::lock_guard<std::mutex> l(mu_);
+  latest = rv_;
+  if (after < events_floor_) return false;
+  auto it = std::upper_bound(events_.begin(), events_.end(), after,
+                             [](uint64_t v, const WatchEvent& e) { return v < e.rv; });
+  for (; it != events_.end(); ++it)
+    if (it->ri == &ri) out.push_back(*it);
+  return true;
+}
+
+void Store::wait_for_change(uint64_t after, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, timeout, [&] { return rv_ > after; });
+}
+
+// ---------------- API operations ----------------
+
+ObjPtr Store::get(const ResourceInfo& ri, const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  ObjPtr p = find_l(ri, ns, name);
+  if (!p) throw err_not_found(ri, name);
+  return p;
+}
+
+ListResult Store::list(const ResourceInfo& ri, const ListOptions& opts) {
+  std::string start_after;
+  std::string token_rv;
+  if (!opts.cont.empty()) {
+    std::string raw;
+    json tok;
+    if (!base64url_decode(opts.cont, raw)) throw err_bad_request("continue key is not valid: illegal base64 data");
+    try {
+      tok = json::parse(raw);
+    } catch (...) {
+      throw err_bad_request("continue key is not valid: invalid JSON");
+    }
+    start_after = tok.value("start", "");
+    token_rv = tok.value("rv", "");
+    if (start_after.empty()) throw err_bad_request("continue key is not valid: missing start key");
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  ListResult res;
+  res.resource_version = token_rv.empty() ? std::to_string(rv_) : token_rv;
+  auto b = data_.find(&ri);
+  if (b == data_.end()) return res;
+  const auto& m = b->second;
+  std::string prefix = (ri.namespaced && !opts.ns.empty()) ? opts.ns + "/" : "";
+  auto it = start_after.empty() ? m.lower_bound(prefix) : m.upper_bound(start_after);
+  std::string last_key;
+  long remaining = 0;
+  bool more = false;
+  for (; it != m.end(); ++it) {
+    if (!prefix.empty() && !starts_with(it->first, prefix)) break;
+    const json& obj = *it->second;
+    if (!opts.labels.empty() && !opts.labels.matches(jptr(obj, {"metadata", "labels"}) ? obj["metadata"]["labels"] : json()))
+      continue;
+    if (!opts.fields.empty() && !opts.fields.matches(obj)) continue;
+    if (opts.limit > 0 && static_cast<long>(res.items.size()) >= opts.limit) {
+      more = true;
+      ++remaining;
+      continue;
+    }
+    res.items.push_back(it->second);
+    last_key = it->first;
+  }
+  if (more) {
+    json tok{{"rv", res.resource_version}, {"start", last_key}};
+    res.cont = base64url_encode(tok.dump());
+    if (opts.labels.empty() && opts.fields.empty()) res.remaining = remaining;
+  }
+  return res;
+}
+
+WriteResult Store::create(const ResourceInfo& ri, const std::string& ns, json body) {
+  if (!body.is_object()) throw err_bad_request("the body of the request must be a JSON object");
+  if (body.contains("kind") && body["kind"].is_string() && body["kind"] != ri.kind)
+    throw err_bad_request("the kind in the data (" + body["kind"].get<std::string>() + ") does not match the expected kind (" +
+                          ri.kind + ")");
+  if (body.contains("apiVersion") && body["apiVersion"].is_string() && body["apiVersion"] != ri.api_version())
+    throw err_bad_request("the API version in the data (" + body["apiVersion"].get<std::string>() +
+                          ") does not match the expected API version (" + ri.api_version() + ")");
+  json& md = body["metadata"];
+  if (!md.is_object()) md = json::object();
+  if (ri.namespaced) {
+    std::string bns = jstr(md, {"namespace"});
+    if (!bns.empty() && bns != ns)
+      throw err_bad_request("the namespace of the provided object does not match the namespace sent on the request");
+    md["namespace"] = ns;
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  return WriteResult{201, create_l(ri, std::move(body), true), ""};
+}
+
+WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json incoming, bool status_sub, bool is_put) {
+  if (!incoming.is_object()) throw err_bad_request("the body of the request must be a JSON object");
+  const json& omd = (*old)["metadata"];
+  std::string name = omd["name"].get<std::string>();
+  json inmd = incoming.contains("metadata") && incoming["metadata"].is_object() ? incoming["metadata"] : json::object();
+  if (is_put) {
+    std::string bname = jstr(inmd, {"name"});
+    if (!bname.empty() && bname != name)
+      throw err_bad_request("the name of the object (" + bname + ") does not match the name on the URL (" + name + ")");
+    std::string bns = jstr(inmd, {"namespace"});
+    if (ri.namespaced && !bns.empty() && bns != jstr(omd, {"namespace"}))
+      throw err_bad_request("the namespace of the provided object does not match the namespace sent on the request");
+  }
+  // Optimistic concurrency precondition.
+  std::string brv = jstr(inmd, {"resourceVersion"});
+  if (brv.empty()) {
+    if (is_put && ri.custom)
+      throw err_invalid(ri, name, {cause_invalid("metadata.resourceVersion", json{{"$raw", "0x0"}},
+                                                 "must be specified for an update")});
+  } else if (brv != omd["resourceVersion"].get<std::string>()) {
+    throw err_conflict(ri, name);
+  }
+
+  json next;
+  if (status_sub) {
+    next = *old;
+    if (incoming.contains("status")) next["status"] = incoming["status"];
+    else next.erase("status");
+  } else {
+    next = std::move(incoming);
+    next["apiVersion"] = ri.api_version();
+    next["kind"] = ri.kind;
+    json& md = next["metadata"];
+    if (!md.is_object()) md = json::object();
+    for (const char* k : {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                          "deletionGracePeriodSeconds", "generation"}) {
+      if (omd.contains(k)) md[k] = omd[k];
+      else md.erase(k);
+    }
+    md.erase("managedFields");
+    md.erase("selfLink");
+    if (ri.has_status) {
+      if (old->contains("status")) next["status"] = (*old)["status"];
+      else next.erase("status");
+    }
+    prune_unknown_fields(ri, next);
+    validate_or_throw(ri, next, old.get());
+    if (is_terminating(*old)) {
+      auto oldf = finalizers_of(*old);
+      std::vector<std::string> added;
+      for (const auto& f : finalizers_of(next))
+        if (std::find(oldf.begin(), oldf.end(), f) == oldf.end()) added.push_back(f);
+      if (!added.empty()) {
+        std::string list = "[]string{";
+        for (size_t i = 0; i < added.size(); ++i) list += (i ? ", \"" : "\"") + added[i] + "\"";
+        list += "}";
+        throw err_invalid(ri, name,
+                          {cause_forbidden("metadata.finalizers",
+                                           "no new finalizers can be added if the object is being deleted, found new "
+                                           "finalizers " + list)});
+      }
+    }
+  }
+  json final_copy;
+  bool removing = is_terminating(next) && finalizers_of(next).empty();
+  if (removing) final_copy = next;
+  ObjPtr p = commit_l(ri, std::move(next));
+  if (!p) {
+    final_copy["metadata"]["resourceVersion"] = std::to_string(rv_);
+    return WriteResult{200, std::make_shared<const json>(std::move(final_copy)), ""};
+  }
+  return WriteResult{200, p, ""};
+}
+
+WriteResult Store::update(const ResourceInfo& ri, const std::string& ns, const std::string& name, json body,
+                          bool status_sub) {
+  std::lock_guard<std::mutex> l(mu_);
+  ObjPtr old = find_l(ri, ns, name);
+  if (!old) throw err_not_found(ri, name);
+  return update_l(ri, old, std::move(body), status_sub, true);
+}
+
+WriteResult Store::patch(const ResourceInfo& ri, const std::string& ns, const std::string& name, PatchType type,
+                         const std::string& body, bool status_sub) {
+  if (type == PatchType::Unknown || type == PatchType::Apply || (type == PatchType::Strategic && ri.custom))
+    throw err_unsupported_patch();
+  json p = parse_body(body);
+  if (type == PatchType::Strategic) strip_directives(p);
+  if (type == PatchType::Json) {
+    if (!p.is_array()) throw err_bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
+    if (p.size() > 10000) throw make_error(422, "Invalid", "The allowed maximum operations in a JSON patch is 10000");
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  ObjPtr old = find_l(ri, ns, name);
+  if (!old) throw err_not_found(ri, name);
+  json patched;
+  if (type == PatchType::Json) {
+    try {
+      patched = old->patch(p);
+    } catch (const std::exception& e) {
+      ojson d;
+      d["causes"] = ojson::array({ojson{{"reason", "UnexpectedServerResponse"}, {"message", e.what()}}});
+      throw make_error(422, "Invalid", "the server rejected our request due to an error in our request", d);
+    }
+  } else {
+    patched = *old;
+    patched.merge_patch(p);
+  }
+  if (!patched.is_object()) throw err_bad_request("the patched object is not a JSON object");
+  return update_l(ri, old, std::move(patched), status_sub, false);
+}
+
+WriteResult Store::remove_l(const ResourceInfo& ri, const ObjPtr& old, const DeleteOptions& opts) {
+  const json& omd = (*old)["metadata"];
+  std::string name = omd["name"].get<std::string>();
+  if (opts.precondition_uid && *opts.precondition_uid != jstr(omd, {"uid"}))
+    throw err_conflict_msg(ri, name,
+                           "Precondition failed: UID in precondition: " + *opts.precondition_uid +
+                               ", UID in object meta: " + jstr(omd, {"uid"}));
+  if (opts.precondition_rv && *opts.precondition_rv != jstr(omd, {"resourceVersion"}))
+    throw err_conflict_msg(ri, name,
+                           "the ResourceVersion in the precondition (" + *opts.precondition_rv +
+                               ") does not match the ResourceVersion in record (" + jstr(omd, {"resourceVersion"}) +
+                               "). The object might have been modified");
+  bool graceful_pod = ri.plural == "pods" && !jstr(*old, {"spec", "nodeName"}).empty() &&
+                      !(opts.grace_seconds && *opts.grace_seconds == 0);
+  if (!finalizers_of(*old).empty() || graceful_pod) {
+    long grace = graceful_pod ? (opts.grace_seconds ? *opts.grace_seconds : 30) : 0;
+    return WriteResult{200, mark_deleting_l(ri, old, grace), ""};
+  }
+  std::string ns = ri.namespaced ? jstr(omd, {"namespace"}) : "";
+  std::string uid = jstr(omd, {"uid"});
+  erase_l(ri, ns, name);
+  if (ri.plural == "namespaces") {
+    // Cascade: drop everything in the namespace of the same cluster.
+    for (const auto& r : all_resources()) {
+      if (r.cluster != ri.cluster || !r.namespaced) continue;
+      for (const auto& o : list_l(r, name)) erase_l(r, name, jstr(*o, {"metadata", "name"}));
+    }
+  }
+  if (ri.plural == "pods") return WriteResult{200, old, ""};
+  return WriteResult{200, nullptr, status_success_body(ri, name, uid)};
+}
+
+WriteResult Store::remove(const ResourceInfo& ri, const std::string& ns, const std::string& name,
+                          const DeleteOptions& opts) {
+  std::lock_guard<std::mutex> l(mu_);
+  ObjPtr old = find_l(ri, ns, name);
+  if (!old) throw err_not_found(ri, name);
+  return remove_l(ri, old, opts);
+}
+
+std::vector<WriteResult> Store::remove_collection(const ResourceInfo& ri, const ListOptions& opts,
+                                                  const DeleteOptions& dopts) {
+  ListOptions lo = opts;
+  lo.limit = 0;
+  lo.cont.clear();
+  ListResult lr = list(ri, lo);
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<WriteResult> out;
+  for (const auto& o : lr.items) {
+    ObjPtr cur = find_l(ri, jstr(*o, {"metadata", "namespace"}), jstr(*o, {"metadata", "name"}));
+    if (!cur) continue;
+    WriteResult r = remove_l(ri, cur, dopts);
+    if (!r.obj) r.obj = cur;
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace dpfsim

@@ -1,0 +1,207 @@
+-- Services, their versions and Helm revisions -------------------------------
+
+CREATE TABLE extsvc.service_records (
+  service_id             uuid PRIMARY KEY,
+  tenant_organization_id text NOT NULL
+    CHECK (tenant_organization_id <> '' AND length(tenant_organization_id) <= 256),
+  service_name           text NOT NULL
+    CHECK (btrim(service_name) <> '' AND length(service_name) <= 256),
+  description            text CHECK (length(description) <= 4096),
+  service_type           text NOT NULL CHECK (service_type IN ('KUBERNETES_POD', 'DPF_HELM_CHART')),
+  deployment_scope       text NOT NULL DEFAULT 'INSTANCE_DPUS'
+    CHECK (deployment_scope IN ('INSTANCE_DPUS', 'ALL_DPUS')),
+  dpu_target             text CHECK (dpu_target IN ('PRIMARY', 'ALL_ACTIVE', 'ALL')),
+  lifecycle_state        text NOT NULL
+    CHECK (lifecycle_state IN ('CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED')),
+  -- who made the last lifecycle change and why; checked by a trigger against
+  -- extsvc.lifecycle_transitions and copied into the history
+  state_actor            text NOT NULL CHECK (state_actor IN ('api', 'worker')),
+  state_reason           text NOT NULL,
+  version_ctr            integer NOT NULL DEFAULT 1 CHECK (version_ctr >= 1),
+  -- DPF_HELM_CHART: the one attachable version, stable for the service's life
+  attachable_version     text CHECK (attachable_version ~ '^V[1-9][0-9]*-T[0-9]+$'),
+  desired_revision       integer CHECK (desired_revision >= 1),
+  applied_revision       integer CHECK (applied_revision >= 1 AND applied_revision <= desired_revision),
+  dpf_service_name       text UNIQUE,
+  placement_label_key    text UNIQUE,
+  status_message         text,
+  has_credential         boolean NOT NULL DEFAULT false,
+  observability          jsonb,
+  created_at             timestamptz NOT NULL DEFAULT now(),
+  updated_at             timestamptz NOT NULL DEFAULT now(),
+  delete_requested_at    timestamptz,
+  deleted_at             timestamptz,
+  CONSTRAINT dpf_identity_present CHECK (
+    (service_type = 'DPF_HELM_CHART') = (dpf_service_name IS NOT NULL)
+    AND (service_type = 'DPF_HELM_CHART') = (placement_label_key IS NOT NULL)
+    AND (service_type = 'DPF_HELM_CHART') = (attachable_version IS NOT NULL)
+    AND (service_type = 'DPF_HELM_CHART') = (desired_revision IS NOT NULL)),
+  CONSTRAINT dpf_no_credentials CHECK (
+    service_type = 'KUBERNETES_POD' OR (NOT has_credential AND observability IS NULL)),
+  CONSTRAINT scope_and_target CHECK (
+    CASE
+      WHEN service_type = 'KUBERNETES_POD' THEN deployment_scope = 'INSTANCE_DPUS' AND dpu_target IS NULL
+      WHEN deployment_scope = 'ALL_DPUS' THEN dpu_target IS NULL
+      ELSE dpu_target IS NOT NULL
+    END),
+  CONSTRAINT deleted_at_iff_deleted CHECK ((lifecycle_state = 'DELETED') = (deleted_at IS NOT NULL))
+);
+
+COMMENT ON TABLE extsvc.service_records IS
+  'One row per extension service; read it through the extsvc.services view.';
+
+-- A display name is unique per tenant, case-insensitively, until DELETED.
+CREATE UNIQUE INDEX service_records_tenant_name_key
+  ON extsvc.service_records (tenant_organization_id, lower(service_name))
+  WHERE lifecycle_state <> 'DELETED';
+
+CREATE TABLE extsvc.service_versions (
+  service_id     uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
+  version        text NOT NULL CHECK (version ~ '^V[1-9][0-9]*-T[0-9]+$'),
+  version_number integer NOT NULL CHECK (version_number >= 1),
+  -- KUBERNETES_POD: the pod definition as given. DPF_HELM_CHART: NULL; the
+  -- definition lives in extsvc.helm_revisions.
+  data           text,
+  has_credential boolean NOT NULL DEFAULT false,
+  observability  jsonb,
+  created_at     timestamptz NOT NULL DEFAULT now(),
+  deleted_at     timestamptz,
+  PRIMARY KEY (service_id, version),
+  UNIQUE (service_id, version_number)
+);
+
+CREATE TABLE extsvc.helm_revisions (
+  service_id    uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
+  revision      integer NOT NULL CHECK (revision >= 1),
+  data          jsonb NOT NULL,          -- normalized by validate_dpf_helm_chart_data
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  created_by    text NOT NULL DEFAULT session_user,
+  applied_at    timestamptz,             -- DPF accepted this definition
+  superseded_at timestamptz,             -- a newer revision was requested first
+  PRIMARY KEY (service_id, revision)
+);
+
+ALTER TABLE extsvc.service_records
+  ADD CONSTRAINT desired_revision_exists FOREIGN KEY (service_id, desired_revision)
+    REFERENCES extsvc.helm_revisions (service_id, revision) DEFERRABLE INITIALLY DEFERRED,
+  ADD CONSTRAINT applied_revision_exists FOREIGN KEY (service_id, applied_revision)
+    REFERENCES extsvc.helm_revisions (service_id, revision) DEFERRABLE INITIALLY DEFERRED,
+  ADD CONSTRAINT attachable_version_exists FOREIGN KEY (service_id, attachable_version)
+    REFERENCES extsvc.service_versions (service_id, version) DEFERRABLE INITIALLY DEFERRED;
+
+-- Lifecycle vocabulary ------------------------------------------------------
+
+CREATE TABLE extsvc.lifecycle_transitions (
+  from_state  text CHECK (from_state IN ('CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED')),
+  to_state    text NOT NULL CHECK (to_state IN ('CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED')),
+  actor       text NOT NULL CHECK (actor IN ('api', 'worker')),
+  reason      text NOT NULL,
+  description text NOT NULL,
+  UNIQUE NULLS NOT DISTINCT (from_state, to_state, actor, reason)
+);
+COMMENT ON TABLE extsvc.lifecycle_transitions IS
+  'Every allowed service lifecycle change (from_state NULL = creation); a trigger refuses any other.';
+
+CREATE TABLE extsvc.service_state_history (
+  id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  service_id  uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
+  from_state  text,
+  to_state    text NOT NULL,
+  actor       text NOT NULL,
+  reason      text NOT NULL,
+  message     text,
+  revision    integer,
+  at          timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX service_state_history_service ON extsvc.service_state_history (service_id, id);
+
+-- Reconciliation work (one row per DPF service) ----------------------------
+
+CREATE TABLE extsvc.dpf_extension_service_reconciliations (
+  service_id        uuid PRIMARY KEY REFERENCES extsvc.service_records ON DELETE CASCADE,
+  -- bumped by every change of intent; a worker result is written only when
+  -- the version it claimed is still current (compare-and-swap)
+  state_version     bigint NOT NULL DEFAULT 1,
+  lease_owner       text,
+  lease_token       uuid,
+  lease_expires_at  timestamptz,
+  attempts          integer NOT NULL DEFAULT 0,
+  next_due_at       timestamptz,         -- NULL: nothing to do until intent or drift
+  last_error        text,
+  last_http_status  integer,
+  last_error_at     timestamptz,
+  last_attempt_at   timestamptz,
+  last_success_at   timestamptz,
+  observed_resource_version text,
+  observed_generation bigint,
+  CONSTRAINT lease_complete CHECK ((lease_token IS NULL) = (lease_expires_at IS NULL))
+);
+CREATE INDEX dpf_extension_service_reconciliations_due
+  ON extsvc.dpf_extension_service_reconciliations (next_due_at)
+  WHERE next_due_at IS NOT NULL;
+
+-- Chart allow-list ----------------------------------------------------------
+
+CREATE TABLE extsvc.chart_allowlist (
+  repo_url    text NOT NULL,
+  chart_name  text NOT NULL DEFAULT '',   -- '' = any chart from that repository
+  added_at    timestamptz NOT NULL DEFAULT now(),
+  added_by    text NOT NULL DEFAULT session_user,
+  PRIMARY KEY (repo_url, chart_name)
+);
+
+-- DPUs, instances and attachments (SPEC 2.7) --------------------------------
+
+CREATE TABLE extsvc.dpus (
+  machine_id      uuid PRIMARY KEY,
+  host_machine_id uuid NOT NULL,
+  dpu_device_name text NOT NULL UNIQUE CHECK (dpu_device_name ~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' AND length(dpu_device_name) <= 253),
+  dpu_node_name   text NOT NULL UNIQUE CHECK (dpu_node_name ~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' AND length(dpu_node_name) <= 253),
+  is_primary      boolean NOT NULL DEFAULT false,
+  registered_at   timestamptz NOT NULL DEFAULT now(),
+  updated_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX dpus_host ON extsvc.dpus (host_machine_id);
+CREATE UNIQUE INDEX dpus_one_primary_per_host ON extsvc.dpus (host_machine_id) WHERE is_primary;
+
+CREATE TABLE extsvc.instances (
+  instance_id            uuid PRIMARY KEY,
+  tenant_organization_id text NOT NULL CHECK (tenant_organization_id <> ''),
+  host_machine_id        uuid NOT NULL,
+  network_dpus           uuid[] NOT NULL DEFAULT '{}',
+  dpf_managed            boolean NOT NULL DEFAULT true,
+  config_version         integer NOT NULL DEFAULT 1,
+  delete_requested_at    timestamptz,
+  created_at             timestamptz NOT NULL DEFAULT now(),
+  updated_at             timestamptz NOT NULL DEFAULT now()
+);
+
+-- An instance's extension-service configuration, with tombstones.
+CREATE TABLE extsvc.instance_extension_services (
+  instance_id    uuid NOT NULL REFERENCES extsvc.instances ON DELETE CASCADE,
+  service_id     uuid NOT NULL,
+  version        text NOT NULL,
+  attached_at    timestamptz NOT NULL DEFAULT now(),
+  removed_at     timestamptz,
+  PRIMARY KEY (instance_id, service_id, version),
+  FOREIGN KEY (service_id, version) REFERENCES extsvc.service_versions (service_id, version)
+);
+CREATE INDEX instance_extension_services_service ON extsvc.instance_extension_services (service_id);
+
+CREATE TABLE extsvc.dpf_extension_service_attachments (
+  instance_id      uuid NOT NULL REFERENCES extsvc.instances ON DELETE CASCADE,
+  dpu_machine_id   uuid NOT NULL REFERENCES extsvc.dpus,
+  service_id       uuid NOT NULL,
+  version          text NOT NULL,
+  placement_state  text NOT NULL DEFAULT 'ACTIVE' CHECK (placement_state IN ('ACTIVE', 'REMOVING')),
+  deployment_state text NOT NULL DEFAULT 'PENDING'
+    CHECK (deployment_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN')),
+  status_message   text,
+  observed_at      timestamptz,
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  updated_at       timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (instance_id, dpu_machine_id, service_id, version),
+  FOREIGN KEY (service_id, version) REFERENCES extsvc.service_versions (service_id, version)
+);
+CREATE INDEX dpf_extension_service_attachments_dpu ON extsvc.dpf_extension_service_attachments (dpu_machine_id);
+CREATE INDEX dpf_extension_service_attachments_service ON extsvc.dpf_extension_service_attachments (service_id);

@@ -1,0 +1,38 @@
+-- Placement: per-DPU work rows and observations (SPEC 2.7, 2.8) -------------
+
+ALTER TABLE extsvc.dpus ADD COLUMN deregistered_at timestamptz;
+ALTER TABLE extsvc.dpf_extension_service_attachments
+  ADD COLUMN observed_config_version integer,
+  ADD COLUMN removing_since timestamptz;
+
+-- One row per DPU: the worker's placement and observation work. Woken by
+-- every change of the DPU's desired NICo-owned label set.
+CREATE TABLE extsvc.dpu_reconciliations (
+  dpu_machine_id    uuid PRIMARY KEY REFERENCES extsvc.dpus ON DELETE CASCADE,
+  state_version     bigint NOT NULL DEFAULT 1,
+  lease_owner       text,
+  lease_token       uuid,
+  lease_expires_at  timestamptz,
+  attempts          integer NOT NULL DEFAULT 0,
+  next_due_at       timestamptz,
+  last_error        text,
+  last_http_status  integer,
+  last_error_at     timestamptz,
+  last_attempt_at   timestamptz,
+  last_observed_at  timestamptz,
+  observation       jsonb,          -- what the last pass saw (labels, pods), for operators
+  CONSTRAINT lease_complete CHECK ((lease_token IS NULL) = (lease_expires_at IS NULL))
+);
+CREATE INDEX dpu_reconciliations_due ON extsvc.dpu_reconciliations (next_due_at)
+  WHERE next_due_at IS NOT NULL;
+
+-- Per-DPU status of ALL_DPUS (site-wide) services, which have no attachments.
+CREATE TABLE extsvc.site_service_dpu_status (
+  service_id       uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
+  dpu_machine_id   uuid NOT NULL REFERENCES extsvc.dpus ON DELETE CASCADE,
+  deployment_state text NOT NULL
+    CHECK (deployment_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN')),
+  status_message   text,
+  observed_at      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (service_id, dpu_machine_id)
+);

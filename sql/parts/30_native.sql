@@ -1,0 +1,62 @@
+-- Native (C++) functions. The leading underscore marks internals; the public
+-- API wraps them below.
+
+CREATE FUNCTION extsvc._validate_helm_chart_data(data text) RETURNS jsonb
+  LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_validate_helm_chart_data';
+
+CREATE FUNCTION extsvc._dpf_service_name(service_id uuid, version text) RETURNS text
+  LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_dpf_service_name';
+
+CREATE FUNCTION extsvc._placement_label_key(service_id uuid, version text) RETURNS text
+  LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_placement_label_key';
+
+CREATE FUNCTION extsvc._render_dpuservice(service_id uuid, version text, data jsonb, namespace text)
+  RETURNS jsonb
+  LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_render_dpuservice';
+
+CREATE FUNCTION extsvc.repo_url_matches(allowlist_entry text, repo_url text) RETURNS boolean
+  LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_repo_url_matches';
+COMMENT ON FUNCTION extsvc.repo_url_matches(text, text) IS
+  'True when an allow-list entry admits a repoURL: same scheme, host and port, entry path a prefix at a segment boundary.';
+
+CREATE FUNCTION extsvc.dpuservice_mutable_patch(live jsonb, desired jsonb) RETURNS jsonb
+  LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_mutable_patch';
+COMMENT ON FUNCTION extsvc.dpuservice_mutable_patch(jsonb, jsonb) IS
+  'The minimal JSON merge patch (RFC 7396) of the NICo-owned mutable DPUService fields that turns live into desired.';
+
+CREATE FUNCTION extsvc.dpuservice_identity_mismatch(live jsonb, service_id uuid, version text, namespace text)
+  RETURNS text
+  LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_identity_mismatch';
+COMMENT ON FUNCTION extsvc.dpuservice_identity_mismatch(jsonb, uuid, text, text) IS
+  'Path of the first ownership or immutable-identity field of a live DPUService that is not ours; NULL when it is ours.';
+
+CREATE FUNCTION extsvc._wake() RETURNS void
+  LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_wake';
+
+-- The namespace of the DPUService objects (GUC extsvc.namespace).
+CREATE FUNCTION extsvc._namespace() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT coalesce(nullif(current_setting('extsvc.namespace', true), ''), 'dpf-operator-system')
+$fn$;
+
+-- Raises an error with SQLSTATE, one-line message, DETAIL and HINT.
+CREATE FUNCTION extsvc._raise(p_sqlstate text, p_message text, p_detail text, p_hint text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = p_sqlstate, MESSAGE = p_message,
+                        DETAIL = coalesce(p_detail, ''), HINT = coalesce(p_hint, '');
+END
+$fn$;
+
+-- NICo ConfigVersion of version number n, stamped with the transaction time.
+CREATE FUNCTION extsvc._config_version(n integer) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT format('V%s-T%s', n, (extract(epoch FROM now()) * 1000000)::bigint)
+$fn$;
+
+-- Is the session user a member of extsvc_admin? (Inside a SECURITY DEFINER
+-- function current_user is the owner, so the caller is the session user.)
+CREATE FUNCTION extsvc._caller_is_admin() RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT pg_has_role(session_user, 'extsvc_admin', 'MEMBER')
+$fn$;

@@ -1,0 +1,50 @@
+-- The service view NICo reads. Column order of the leading columns is fixed
+-- by the SQL API contract (SPEC 2.10); extras follow.
+CREATE VIEW extsvc.services AS
+SELECT s.service_id,
+       s.tenant_organization_id,
+       s.service_name,
+       s.description,
+       s.service_type,
+       s.deployment_scope,
+       s.dpu_target,
+       s.lifecycle_state,
+       CASE WHEN s.service_type = 'DPF_HELM_CHART' THEN s.attachable_version
+            ELSE (SELECT v.version FROM extsvc.service_versions v
+                  WHERE v.service_id = s.service_id AND v.deleted_at IS NULL
+                  ORDER BY v.version_number DESC LIMIT 1)
+       END AS version,
+       s.version_ctr,
+       s.desired_revision,
+       s.applied_revision,
+       s.dpf_service_name,
+       s.placement_label_key,
+       s.status_message,
+       s.created_at,
+       s.updated_at,
+       s.deleted_at,
+       s.has_credential,
+       s.observability
+FROM extsvc.service_records s;
+COMMENT ON VIEW extsvc.services IS 'One row per extension service (SPEC 2.10).';
+
+-- Operators: the reconciliation queue with leases, attempts and last errors.
+CREATE VIEW extsvc.reconciliation_queue AS
+SELECT s.service_id, s.tenant_organization_id, s.service_name, s.dpf_service_name,
+       s.lifecycle_state, s.desired_revision, s.applied_revision,
+       r.state_version, r.attempts, r.next_due_at,
+       r.next_due_at IS NOT NULL AND r.next_due_at <= now()
+         AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now()) AS due,
+       r.lease_owner, r.lease_expires_at, r.last_error, r.last_http_status, r.last_error_at,
+       r.last_attempt_at, r.last_success_at, r.observed_generation
+FROM extsvc.service_records s
+JOIN extsvc.dpf_extension_service_reconciliations r USING (service_id);
+COMMENT ON VIEW extsvc.reconciliation_queue IS
+  'Per DPF service: what the worker has to do, when, who holds the lease and the last error.';
+
+CREATE VIEW extsvc.service_history AS
+SELECT h.id, h.service_id, s.service_name, h.from_state, h.to_state, h.actor, h.reason,
+       h.message, h.revision, h.at
+FROM extsvc.service_state_history h
+JOIN extsvc.service_records s USING (service_id);
+COMMENT ON VIEW extsvc.service_history IS 'Every lifecycle transition and event, oldest first by id.';

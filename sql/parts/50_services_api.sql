@@ -1,0 +1,485 @@
+-- Service lifecycle API (SPEC 2.5, 2.9, 2.10). Every function only validates
+-- and persists intent in the caller's transaction; none calls Kubernetes.
+
+CREATE FUNCTION extsvc.validate_dpf_helm_chart_data(data text) RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._validate_helm_chart_data(data)
+$fn$;
+COMMENT ON FUNCTION extsvc.validate_dpf_helm_chart_data(text) IS
+  'Parses DPF_HELM_CHART data strictly and returns its normalized form, or raises naming the JSON path.';
+
+CREATE FUNCTION extsvc.dpf_service_name(service_id uuid, version text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._dpf_service_name(service_id, version)
+$fn$;
+COMMENT ON FUNCTION extsvc.dpf_service_name(uuid, text) IS
+  'DPUService and Helm release name of a DPF service version: extsvc-<first 20 base32 chars of SHA-256(lower(uuid)/version)>.';
+
+CREATE FUNCTION extsvc.placement_label_key(service_id uuid, version text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._placement_label_key(service_id, version)
+$fn$;
+COMMENT ON FUNCTION extsvc.placement_label_key(uuid, text) IS
+  'Node label key that places a DPF service version on a DPU: nico/extsvc-<hash>, value enabled.';
+
+-- The services row of one service (for return values).
+CREATE FUNCTION extsvc._service_row(p_service_id uuid) RETURNS extsvc.services
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT * FROM extsvc.services s WHERE s.service_id = p_service_id
+$fn$;
+
+-- Refuses a chart that is not on the allow-list while enforcement is on.
+CREATE FUNCTION extsvc._check_chart_allowed(p_data jsonb) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF coalesce(current_setting('extsvc.enforce_chart_allowlist', true), 'on') = 'off' THEN
+    RETURN;
+  END IF;
+  IF NOT EXISTS (SELECT FROM extsvc.chart_allowlist a
+                 WHERE extsvc.repo_url_matches(a.repo_url, p_data->>'repoURL')
+                   AND (a.chart_name = '' OR a.chart_name = p_data->>'chartName')) THEN
+    PERFORM extsvc._raise('22023', 'chart is not on the chart allow-list',
+      format('JSON path: $.repoURL (chart %s)', p_data->>'chartName'),
+      'An operator (extsvc_admin) can allow it with extsvc.allow_chart(repo_url, chart_name).');
+  END IF;
+END
+$fn$;
+
+-- Refuses a display name that a live service of the tenant already uses.
+CREATE FUNCTION extsvc._check_name_free(p_tenant text, p_name text, p_except uuid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF EXISTS (SELECT FROM extsvc.service_records s
+             WHERE s.tenant_organization_id = p_tenant AND lower(s.service_name) = lower(p_name)
+               AND s.lifecycle_state <> 'DELETED' AND s.service_id IS DISTINCT FROM p_except) THEN
+    PERFORM extsvc._raise('23505', 'service name is already in use by this tenant',
+      format('service_name: %s', p_name),
+      'Choose another name; a name becomes reusable once its service is DELETED.');
+  END IF;
+END
+$fn$;
+
+-- Marks a DPF service's reconciliation row as having new intent.
+CREATE FUNCTION extsvc._intent_changed(p_service_id uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  UPDATE extsvc.dpf_extension_service_reconciliations r
+     SET state_version = r.state_version + 1, next_due_at = now(), attempts = 0,
+         last_error = NULL, last_http_status = NULL, last_error_at = NULL
+   WHERE r.service_id = p_service_id;
+  PERFORM extsvc._wake();
+END
+$fn$;
+
+CREATE FUNCTION extsvc.create_service(
+    tenant_organization_id text, service_name text, service_type text, data text,
+    description text DEFAULT NULL, dpu_target text DEFAULT NULL,
+    deployment_scope text DEFAULT NULL, service_id uuid DEFAULT NULL,
+    has_credential boolean DEFAULT false, observability jsonb DEFAULT NULL)
+RETURNS extsvc.services
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v_id      uuid := coalesce(create_service.service_id, gen_random_uuid());
+  v_type    text := upper(btrim(create_service.service_type));
+  v_scope   text := coalesce(upper(btrim(create_service.deployment_scope)), 'INSTANCE_DPUS');
+  v_target  text := upper(btrim(create_service.dpu_target));
+  v_name    text := btrim(create_service.service_name);
+  v_data    jsonb;
+  v_version text := extsvc._config_version(1);
+  v_existing extsvc.service_records;
+BEGIN
+  IF create_service.tenant_organization_id IS NULL OR btrim(create_service.tenant_organization_id) = '' THEN
+    PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
+                          'Pass the tenant organization id of the service owner.');
+  END IF;
+  IF v_name IS NULL OR v_name = '' OR length(v_name) > 256 THEN
+    PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
+                          'Pass a non-empty display name.');
+  END IF;
+  IF length(create_service.description) > 4096 THEN
+    PERFORM extsvc._raise('22023', 'description is longer than 4096 characters', 'field: description',
+                          'Shorten the description.');
+  END IF;
+  IF v_type IS NULL OR v_type NOT IN ('KUBERNETES_POD', 'DPF_HELM_CHART') THEN
+    PERFORM extsvc._raise('22023', 'unknown service_type', format('field: service_type = %s', create_service.service_type),
+                          'Use KUBERNETES_POD or DPF_HELM_CHART.');
+  END IF;
+  IF v_scope NOT IN ('INSTANCE_DPUS', 'ALL_DPUS') THEN
+    PERFORM extsvc._raise('22023', 'unknown deployment_scope', format('field: deployment_scope = %s', create_service.deployment_scope),
+                          'Use INSTANCE_DPUS (default) or ALL_DPUS.');
+  END IF;
+  IF v_target IS NOT NULL AND v_target NOT IN ('PRIMARY', 'ALL_ACTIVE', 'ALL') THEN
+    PERFORM extsvc._raise('22023', 'unknown dpu_target', format('field: dpu_target = %s', create_service.dpu_target),
+                          'Use PRIMARY, ALL_ACTIVE or ALL.');
+  END IF;
+  IF create_service.data IS NULL THEN
+    PERFORM extsvc._raise('22023', 'data must not be NULL', 'field: data', 'Pass the service definition.');
+  END IF;
+
+  IF v_type = 'DPF_HELM_CHART' THEN
+    IF coalesce(create_service.has_credential, false) THEN
+      PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not accept credentials', 'field: has_credential',
+        'Provision an Argo CD repository Secret or a labelled image-pull Secret in the management namespace instead.');
+    END IF;
+    IF create_service.observability IS NOT NULL THEN
+      PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not support observability configuration',
+                            'field: observability', 'Omit observability for DPF_HELM_CHART services.');
+    END IF;
+    IF v_scope = 'ALL_DPUS' THEN
+      IF NOT extsvc._caller_is_admin() THEN
+        PERFORM extsvc._raise('42501', 'only extsvc_admin members may create ALL_DPUS services',
+                              'field: deployment_scope = ALL_DPUS', 'Ask an operator to create site-wide services.');
+      END IF;
+      IF v_target IS NOT NULL THEN
+        PERFORM extsvc._raise('22023', 'dpu_target must be NULL for ALL_DPUS services', 'field: dpu_target',
+                              'Omit dpu_target: an ALL_DPUS service runs on every registered DPU.');
+      END IF;
+    ELSIF v_target IS NULL THEN
+      PERFORM extsvc._raise('22023', 'dpu_target is required for INSTANCE_DPUS services', 'field: dpu_target',
+                            'Use PRIMARY, ALL_ACTIVE or ALL.');
+    END IF;
+    v_data := extsvc._validate_helm_chart_data(create_service.data);
+    PERFORM extsvc._check_chart_allowed(v_data);
+  ELSE
+    IF v_target IS NOT NULL THEN
+      PERFORM extsvc._raise('22023', 'dpu_target applies only to DPF_HELM_CHART services', 'field: dpu_target',
+                            'Omit dpu_target for KUBERNETES_POD services.');
+    END IF;
+    IF v_scope <> 'INSTANCE_DPUS' THEN
+      PERFORM extsvc._raise('22023', 'ALL_DPUS applies only to DPF_HELM_CHART services', 'field: deployment_scope',
+                            'Omit deployment_scope for KUBERNETES_POD services.');
+    END IF;
+    IF btrim(create_service.data) = '' OR octet_length(create_service.data) > 131072 THEN
+      PERFORM extsvc._raise('22023', 'data must be 1 to 131072 bytes', 'field: data',
+                            'Pass the pod definition.');
+    END IF;
+  END IF;
+
+  -- A repeated create with the same id and the same request returns the
+  -- existing service; anything else with that id is a conflict.
+  SELECT * INTO v_existing FROM extsvc.service_records s WHERE s.service_id = v_id FOR UPDATE;
+  IF FOUND THEN
+    IF v_existing.tenant_organization_id = create_service.tenant_organization_id
+       AND v_existing.service_name = v_name
+       AND v_existing.service_type = v_type
+       AND v_existing.deployment_scope = v_scope
+       AND v_existing.dpu_target IS NOT DISTINCT FROM v_target
+       AND v_existing.description IS NOT DISTINCT FROM create_service.description
+       AND v_existing.lifecycle_state NOT IN ('DELETING', 'DELETED')
+       AND ((v_type = 'DPF_HELM_CHART'
+             AND (SELECT r.data FROM extsvc.helm_revisions r
+                   WHERE r.service_id = v_id AND r.revision = v_existing.desired_revision) = v_data)
+         OR (v_type = 'KUBERNETES_POD'
+             AND (SELECT v.data FROM extsvc.service_versions v WHERE v.service_id = v_id
+                   ORDER BY v.version_number DESC LIMIT 1) = create_service.data)) THEN
+      RETURN extsvc._service_row(v_id);
+    END IF;
+    PERFORM extsvc._raise('23505', 'service_id already exists', format('service_id: %s', v_id),
+                          'Repeat a create only with identical arguments, or omit service_id.');
+  END IF;
+
+  PERFORM extsvc._check_name_free(create_service.tenant_organization_id, v_name, NULL);
+
+  IF v_type = 'DPF_HELM_CHART' THEN
+    IF EXISTS (SELECT FROM extsvc.service_records s
+               WHERE s.dpf_service_name = extsvc._dpf_service_name(v_id, v_version)) THEN
+      PERFORM extsvc._raise('23505', 'generated DPUService name collides with another service',
+        format('dpf_service_name: %s', extsvc._dpf_service_name(v_id, v_version)),
+        'Retry the create with another service_id.');
+    END IF;
+    INSERT INTO extsvc.service_records (service_id, tenant_organization_id, service_name, description,
+        service_type, deployment_scope, dpu_target, lifecycle_state, state_actor, state_reason,
+        attachable_version, desired_revision, dpf_service_name, placement_label_key, status_message)
+    VALUES (v_id, create_service.tenant_organization_id, v_name, create_service.description,
+        v_type, v_scope, v_target, 'CREATING', 'api', 'create',
+        v_version, 1, extsvc._dpf_service_name(v_id, v_version), extsvc._placement_label_key(v_id, v_version),
+        'waiting for the worker to create the DPUService');
+    INSERT INTO extsvc.service_versions (service_id, version, version_number)
+    VALUES (v_id, v_version, 1);
+    INSERT INTO extsvc.helm_revisions (service_id, revision, data) VALUES (v_id, 1, v_data);
+    INSERT INTO extsvc.dpf_extension_service_reconciliations (service_id, next_due_at) VALUES (v_id, now());
+    PERFORM extsvc._wake();
+  ELSE
+    INSERT INTO extsvc.service_records (service_id, tenant_organization_id, service_name, description,
+        service_type, deployment_scope, dpu_target, lifecycle_state, state_actor, state_reason,
+        has_credential, observability)
+    VALUES (v_id, create_service.tenant_organization_id, v_name, create_service.description,
+        v_type, v_scope, NULL, 'READY', 'api', 'create',
+        coalesce(create_service.has_credential, false), create_service.observability);
+    INSERT INTO extsvc.service_versions (service_id, version, version_number, data, has_credential, observability)
+    VALUES (v_id, v_version, 1, create_service.data, coalesce(create_service.has_credential, false),
+            create_service.observability);
+  END IF;
+  RETURN extsvc._service_row(v_id);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
+  'Creates a service. DPF_HELM_CHART answers CREATING: the worker creates the DPUService later.';
+
+CREATE FUNCTION extsvc.update_service(
+    service_id uuid, data text DEFAULT NULL, service_name text DEFAULT NULL,
+    description text DEFAULT NULL, if_version_ctr_match integer DEFAULT NULL,
+    has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL)
+RETURNS extsvc.services
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  s        extsvc.service_records;
+  v_name   text := btrim(update_service.service_name);
+  v_data   jsonb;
+  v_cur    jsonb;
+  v_rev    integer;
+  v_next   text;
+  v_vnum   integer;
+BEGIN
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = update_service.service_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', update_service.service_id),
+                          'Check the service id; deleted services stay visible in extsvc.services.');
+  END IF;
+  IF s.lifecycle_state IN ('DELETING', 'DELETED') THEN
+    PERFORM extsvc._raise('55000', format('service is %s and cannot be updated', s.lifecycle_state),
+                          format('service_id: %s, lifecycle_state: %s', s.service_id, s.lifecycle_state),
+                          'Create a new service instead.');
+  END IF;
+  IF update_service.if_version_ctr_match IS NOT NULL AND update_service.if_version_ctr_match <> s.version_ctr THEN
+    PERFORM extsvc._raise('55000', 'version_ctr does not match',
+                          format('if_version_ctr_match: %s, version_ctr: %s', update_service.if_version_ctr_match, s.version_ctr),
+                          'Re-read the service and retry with its current version_ctr.');
+  END IF;
+  IF update_service.service_name IS NOT NULL AND (v_name = '' OR length(v_name) > 256) THEN
+    PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
+                          'Pass a non-empty display name.');
+  END IF;
+  IF length(update_service.description) > 4096 THEN
+    PERFORM extsvc._raise('22023', 'description is longer than 4096 characters', 'field: description',
+                          'Shorten the description.');
+  END IF;
+
+  IF s.service_type = 'DPF_HELM_CHART' THEN
+    IF coalesce(update_service.has_credential, false) THEN
+      PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not accept credentials', 'field: has_credential',
+        'Provision an Argo CD repository Secret or a labelled image-pull Secret in the management namespace instead.');
+    END IF;
+    IF update_service.observability IS NOT NULL THEN
+      PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not support observability configuration',
+                            'field: observability', 'Omit observability for DPF_HELM_CHART services.');
+    END IF;
+    IF update_service.data IS NOT NULL THEN
+      v_data := extsvc._validate_helm_chart_data(update_service.data);
+      PERFORM extsvc._check_chart_allowed(v_data);
+    END IF;
+  ELSIF update_service.data IS NOT NULL
+        AND (btrim(update_service.data) = '' OR octet_length(update_service.data) > 131072) THEN
+    PERFORM extsvc._raise('22023', 'data must be 1 to 131072 bytes', 'field: data', 'Pass the pod definition.');
+  END IF;
+
+  IF v_name IS NOT NULL AND v_name <> s.service_name THEN
+    PERFORM extsvc._check_name_free(s.tenant_organization_id, v_name, s.service_id);
+    UPDATE extsvc.service_records r SET service_name = v_name, updated_at = now()
+     WHERE r.service_id = s.service_id;
+  END IF;
+  IF update_service.description IS NOT NULL AND update_service.description IS DISTINCT FROM s.description THEN
+    UPDATE extsvc.service_records r SET description = update_service.description, updated_at = now()
+     WHERE r.service_id = s.service_id;
+  END IF;
+
+  IF s.service_type = 'DPF_HELM_CHART' AND v_data IS NOT NULL THEN
+    SELECT r.data INTO v_cur FROM extsvc.helm_revisions r
+     WHERE r.service_id = s.service_id AND r.revision = s.desired_revision;
+    IF v_cur IS DISTINCT FROM v_data THEN
+      v_rev := s.desired_revision + 1;
+      INSERT INTO extsvc.helm_revisions (service_id, revision, data) VALUES (s.service_id, v_rev, v_data);
+      -- a pending revision that never reached DPF is superseded, not lost
+      UPDATE extsvc.helm_revisions r SET superseded_at = now()
+       WHERE r.service_id = s.service_id AND r.revision = s.desired_revision AND r.applied_at IS NULL;
+      v_next := CASE s.lifecycle_state
+                  WHEN 'READY' THEN 'UPDATING'
+                  WHEN 'FAILED' THEN CASE WHEN s.applied_revision IS NULL THEN 'CREATING' ELSE 'UPDATING' END
+                  ELSE s.lifecycle_state END;
+      UPDATE extsvc.service_records r
+         SET desired_revision = v_rev, version_ctr = r.version_ctr + 1, updated_at = now(),
+             lifecycle_state = v_next, state_actor = 'api', state_reason = 'update',
+             status_message = format('waiting for the worker to apply revision %s', v_rev)
+       WHERE r.service_id = s.service_id;
+      IF v_next = s.lifecycle_state THEN
+        PERFORM extsvc._record_event(s.service_id, s.lifecycle_state, 'api', 'superseded',
+                                     format('revision %s supersedes revision %s', v_rev, s.desired_revision), v_rev);
+      END IF;
+      PERFORM extsvc._intent_changed(s.service_id);
+    END IF;
+  ELSIF s.service_type = 'KUBERNETES_POD' AND (update_service.data IS NOT NULL
+        OR update_service.has_credential IS NOT NULL OR update_service.observability IS NOT NULL) THEN
+    SELECT v.version_number INTO v_vnum FROM extsvc.service_versions v
+     WHERE v.service_id = s.service_id ORDER BY v.version_number DESC LIMIT 1;
+    IF update_service.data IS NOT NULL AND EXISTS (
+         SELECT FROM extsvc.service_versions v WHERE v.service_id = s.service_id
+            AND v.version_number = v_vnum AND v.deleted_at IS NULL AND v.data = update_service.data
+            AND v.has_credential = coalesce(update_service.has_credential, v.has_credential)
+            AND v.observability IS NOT DISTINCT FROM coalesce(update_service.observability, v.observability)) THEN
+      NULL;  -- same definition: idempotent no-op
+    ELSE
+      INSERT INTO extsvc.service_versions (service_id, version, version_number, data, has_credential, observability)
+      SELECT s.service_id, extsvc._config_version(v_vnum + 1), v_vnum + 1,
+             coalesce(update_service.data, v.data),
+             coalesce(update_service.has_credential, v.has_credential),
+             coalesce(update_service.observability, v.observability)
+        FROM extsvc.service_versions v WHERE v.service_id = s.service_id AND v.version_number = v_vnum;
+      UPDATE extsvc.service_records r
+         SET version_ctr = r.version_ctr + 1, updated_at = now(),
+             has_credential = coalesce(update_service.has_credential, r.has_credential),
+             observability = coalesce(update_service.observability, r.observability)
+       WHERE r.service_id = s.service_id;
+      PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'new_version',
+                                   format('version %s', extsvc._config_version(v_vnum + 1)), NULL);
+    END IF;
+  END IF;
+  RETURN extsvc._service_row(s.service_id);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb) IS
+  'Updates name, description or data. A DPF data change becomes a new Helm revision; the same data again is a no-op.';
+
+-- Instances whose configuration or attachments still reference a service.
+CREATE FUNCTION extsvc._blocking_instances(p_service_id uuid, p_version text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT string_agg(x.instance_id::text, ', ' ORDER BY x.instance_id::text)
+  FROM (SELECT DISTINCT i.instance_id
+          FROM extsvc.instance_extension_services i
+         WHERE i.service_id = p_service_id AND (p_version IS NULL OR i.version = p_version)
+        UNION
+        SELECT DISTINCT a.instance_id
+          FROM extsvc.dpf_extension_service_attachments a
+         WHERE a.service_id = p_service_id AND (p_version IS NULL OR a.version = p_version)
+         LIMIT 20) x
+$fn$;
+
+CREATE FUNCTION extsvc.delete_service(service_id uuid, version text DEFAULT NULL)
+RETURNS extsvc.services
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  s          extsvc.service_records;
+  v_blocking text;
+BEGIN
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = delete_service.service_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', delete_service.service_id),
+                          'Check the service id.');
+  END IF;
+  IF delete_service.version IS NOT NULL AND NOT EXISTS (
+       SELECT FROM extsvc.service_versions v
+        WHERE v.service_id = s.service_id AND v.version = delete_service.version) THEN
+    PERFORM extsvc._raise('P0002', 'service version not found',
+                          format('service_id: %s, version: %s', s.service_id, delete_service.version),
+                          'List the versions with SELECT version FROM extsvc.services.');
+  END IF;
+  IF s.lifecycle_state IN ('DELETING', 'DELETED') THEN
+    RETURN extsvc._service_row(s.service_id);   -- idempotent
+  END IF;
+
+  IF s.service_type = 'KUBERNETES_POD' THEN
+    SELECT string_agg(DISTINCT i.instance_id::text, ', ') INTO v_blocking
+      FROM extsvc.instance_extension_services i
+     WHERE i.service_id = s.service_id AND i.removed_at IS NULL
+       AND (delete_service.version IS NULL OR i.version = delete_service.version);
+    IF v_blocking IS NOT NULL THEN
+      PERFORM extsvc._raise('55000', 'service is still attached to instances',
+                            format('instances: %s', v_blocking),
+                            'Detach the service from these instances first.');
+    END IF;
+    UPDATE extsvc.service_versions v SET deleted_at = now()
+     WHERE v.service_id = s.service_id AND v.deleted_at IS NULL
+       AND (delete_service.version IS NULL OR v.version = delete_service.version);
+    IF NOT EXISTS (SELECT FROM extsvc.service_versions v
+                    WHERE v.service_id = s.service_id AND v.deleted_at IS NULL) THEN
+      UPDATE extsvc.service_records r
+         SET lifecycle_state = 'DELETED', state_actor = 'api', state_reason = 'delete',
+             deleted_at = now(), delete_requested_at = now(), updated_at = now(), status_message = NULL
+       WHERE r.service_id = s.service_id;
+    ELSE
+      PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'version_deleted',
+                                   format('version %s', delete_service.version), NULL);
+    END IF;
+    RETURN extsvc._service_row(s.service_id);
+  END IF;
+
+  -- DPF_HELM_CHART: blocked while any attachment or tombstone references it.
+  v_blocking := extsvc._blocking_instances(s.service_id, NULL);
+  IF v_blocking IS NOT NULL THEN
+    PERFORM extsvc._raise('55000', 'service still has active or removing attachments',
+                          format('instances: %s', v_blocking),
+                          'Detach the service from these instances and wait until their DPUs report TERMINATED.');
+  END IF;
+  UPDATE extsvc.service_records r
+     SET lifecycle_state = 'DELETING', state_actor = 'api', state_reason = 'delete',
+         delete_requested_at = now(), updated_at = now(),
+         status_message = 'waiting for the worker to delete the DPUService'
+   WHERE r.service_id = s.service_id;
+  PERFORM extsvc._intent_changed(s.service_id);
+  RETURN extsvc._service_row(s.service_id);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.delete_service(uuid, text) IS
+  'Deletes a service (or one KUBERNETES_POD version). DPF services go DELETING; the worker finishes the delete.';
+
+CREATE FUNCTION extsvc.render_dpuservice(service_id uuid) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  s extsvc.service_records;
+  v_data jsonb;
+BEGIN
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = render_dpuservice.service_id;
+  IF NOT FOUND THEN
+    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', render_dpuservice.service_id),
+                          'Check the service id.');
+  END IF;
+  IF s.service_type <> 'DPF_HELM_CHART' THEN
+    PERFORM extsvc._raise('22023', 'only DPF_HELM_CHART services have a DPUService',
+                          format('service_type: %s', s.service_type), 'Pass the id of a DPF_HELM_CHART service.');
+  END IF;
+  SELECT r.data INTO v_data FROM extsvc.helm_revisions r
+   WHERE r.service_id = s.service_id AND r.revision = s.desired_revision;
+  RETURN extsvc._render_dpuservice(s.service_id, s.attachable_version, v_data, extsvc._namespace());
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.render_dpuservice(uuid) IS
+  'The DPUService object of the desired revision, as the worker sends it to the management cluster.';
+
+CREATE FUNCTION extsvc.allow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v_probe text;
+BEGIN
+  IF NOT extsvc._caller_is_admin() THEN
+    PERFORM extsvc._raise('42501', 'only extsvc_admin members may change the chart allow-list',
+                          'function: extsvc.allow_chart', 'Ask an operator.');
+  END IF;
+  -- The entry must itself be a valid repository URL.
+  v_probe := format('{"repoURL":%s,"chartName":"probe","chartVersion":"1.0.0","security":{"privileged":false}}',
+                    to_json(allow_chart.repo_url));
+  PERFORM extsvc._validate_helm_chart_data(v_probe);
+  INSERT INTO extsvc.chart_allowlist (repo_url, chart_name)
+  VALUES (rtrim(allow_chart.repo_url, '/'), coalesce(allow_chart.chart_name, ''))
+  ON CONFLICT DO NOTHING;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.allow_chart(text, text) IS
+  'Admin: allow charts from a repository URL prefix (chart_name NULL = any chart).';
+
+CREATE FUNCTION extsvc.disallow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF NOT extsvc._caller_is_admin() THEN
+    PERFORM extsvc._raise('42501', 'only extsvc_admin members may change the chart allow-list',
+                          'function: extsvc.disallow_chart', 'Ask an operator.');
+  END IF;
+  DELETE FROM extsvc.chart_allowlist a
+   WHERE a.repo_url = rtrim(disallow_chart.repo_url, '/')
+     AND a.chart_name = coalesce(disallow_chart.chart_name, '');
+  IF NOT FOUND THEN
+    PERFORM extsvc._raise('P0002', 'allow-list entry not found',
+                          format('repo_url: %s, chart_name: %s', disallow_chart.repo_url, coalesce(disallow_chart.chart_name, '(any)')),
+                          'List entries with SELECT * FROM extsvc.chart_allowlist.');
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.disallow_chart(text, text) IS 'Admin: remove an allow-list entry.';

@@ -1,0 +1,611 @@
+-- DPU and instance registry, attachments, per-DPU status (SPEC 2.4, 2.7, 2.8)
+
+-- Wanted on every registered DPU: ALL_DPUS services that DPF has accepted and
+-- that are not being deleted.
+CREATE FUNCTION extsvc._site_service_wanted(p_state text, p_applied integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT p_state IN ('READY', 'UPDATING') OR (p_state = 'FAILED' AND p_applied IS NOT NULL)
+$fn$;
+
+-- The desired NICo-owned label set of every DPU, derived from the active
+-- attachments and the ALL_DPUS services (reference-counted by construction:
+-- a key is wanted while at least one reason exists).
+CREATE VIEW extsvc.dpu_desired_labels AS
+SELECT a.dpu_machine_id, s.placement_label_key AS label_key, s.service_id, a.version,
+       'attachment'::text AS reason, a.instance_id
+  FROM extsvc.dpf_extension_service_attachments a
+  JOIN extsvc.service_records s USING (service_id)
+ WHERE a.placement_state = 'ACTIVE'
+UNION ALL
+SELECT d.machine_id, s.placement_label_key, s.service_id, s.attachable_version, 'all_dpus', NULL
+  FROM extsvc.dpus d
+  CROSS JOIN extsvc.service_records s
+ WHERE d.deregistered_at IS NULL
+   AND s.service_type = 'DPF_HELM_CHART' AND s.deployment_scope = 'ALL_DPUS'
+   AND extsvc._site_service_wanted(s.lifecycle_state, s.applied_revision);
+COMMENT ON VIEW extsvc.dpu_desired_labels IS
+  'Per DPU: every NICo placement label it should carry and why (attachment or ALL_DPUS service).';
+
+-- Marks a DPU's placement work as due now (its desired labels may have changed).
+CREATE FUNCTION extsvc._touch_dpu(p_dpu uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  INSERT INTO extsvc.dpu_reconciliations AS q (dpu_machine_id, next_due_at)
+  VALUES (p_dpu, now())
+  ON CONFLICT (dpu_machine_id) DO UPDATE
+    SET state_version = q.state_version + 1, next_due_at = now(), attempts = 0;
+  PERFORM extsvc._wake();
+END
+$fn$;
+
+CREATE FUNCTION extsvc._attachment_changed() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    PERFORM extsvc._touch_dpu(NEW.dpu_machine_id);
+  ELSIF TG_OP = 'UPDATE' THEN
+    IF NEW.placement_state IS DISTINCT FROM OLD.placement_state THEN
+      PERFORM extsvc._touch_dpu(NEW.dpu_machine_id);
+    END IF;
+  ELSIF OLD.placement_state = 'ACTIVE' THEN
+    PERFORM extsvc._touch_dpu(OLD.dpu_machine_id);
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER attachment_wakes_dpu
+  AFTER INSERT OR DELETE OR UPDATE OF placement_state ON extsvc.dpf_extension_service_attachments
+  FOR EACH ROW EXECUTE FUNCTION extsvc._attachment_changed();
+
+-- A DPF service's lifecycle change alters what its DPUs should show (labels
+-- for ALL_DPUS, pod revisions for everyone): observe them again.
+CREATE FUNCTION extsvc._service_state_wakes_dpus() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  d uuid;
+BEGIN
+  IF NEW.service_type <> 'DPF_HELM_CHART' OR NEW.lifecycle_state = OLD.lifecycle_state THEN
+    RETURN NULL;
+  END IF;
+  IF NEW.deployment_scope = 'ALL_DPUS' THEN
+    FOR d IN SELECT machine_id FROM extsvc.dpus LOOP
+      PERFORM extsvc._touch_dpu(d);
+    END LOOP;
+  ELSE
+    FOR d IN SELECT DISTINCT dpu_machine_id FROM extsvc.dpf_extension_service_attachments
+              WHERE service_id = NEW.service_id LOOP
+      PERFORM extsvc._touch_dpu(d);
+    END LOOP;
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER service_state_wakes_dpus
+  AFTER UPDATE OF lifecycle_state ON extsvc.service_records
+  FOR EACH ROW EXECUTE FUNCTION extsvc._service_state_wakes_dpus();
+
+-- Target resolution (SPEC 2.4). NULL when unresolvable: callers never invent
+-- an empty set (that would remove labels).
+CREATE FUNCTION extsvc._resolve_targets(p_instance uuid, p_target text) RETURNS uuid[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+  v uuid[];
+BEGIN
+  SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance;
+  IF p_target = 'ALL' THEN
+    SELECT array_agg(machine_id ORDER BY machine_id) INTO v FROM extsvc.dpus
+     WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
+  ELSIF p_target = 'PRIMARY' THEN
+    SELECT array_agg(machine_id) INTO v FROM extsvc.dpus
+     WHERE host_machine_id = i.host_machine_id AND is_primary AND deregistered_at IS NULL;
+  ELSIF p_target = 'ALL_ACTIVE' THEN
+    IF EXISTS (SELECT FROM unnest(i.network_dpus) n(id)
+                WHERE NOT EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = n.id
+                                    AND d.host_machine_id = i.host_machine_id AND d.deregistered_at IS NULL)) THEN
+      RETURN NULL;  -- a network DPU that is not attached to the host
+    END IF;
+    SELECT array_agg(DISTINCT n.id ORDER BY n.id) INTO v FROM unnest(i.network_dpus) n(id);
+  END IF;
+  IF v IS NULL OR cardinality(v) = 0 THEN
+    RETURN NULL;
+  END IF;
+  RETURN v;
+END
+$fn$;
+
+-- Brings an instance's attachment rows in line with its configuration.
+-- Rows are written before any label changes (the worker reads them).
+-- p_strict: an unresolvable target of an active DPF entry is an error
+-- (new attachments); otherwise the entry's rows are left untouched.
+CREATE FUNCTION extsvc._materialize_instance(p_instance uuid, p_strict boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+  e record;
+  v_targets uuid[];
+  v_host uuid[];
+BEGIN
+  SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance FOR UPDATE;
+  SELECT coalesce(array_agg(machine_id), '{}') INTO v_host FROM extsvc.dpus
+   WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
+  FOR e IN
+    SELECT c.service_id, c.version, c.removed_at, s.dpu_target, s.service_name
+      FROM extsvc.instance_extension_services c
+      JOIN extsvc.service_records s USING (service_id)
+     WHERE c.instance_id = p_instance AND s.service_type = 'DPF_HELM_CHART'
+  LOOP
+    IF e.removed_at IS NULL AND i.delete_requested_at IS NULL THEN
+      v_targets := extsvc._resolve_targets(p_instance, e.dpu_target);
+      IF v_targets IS NULL THEN
+        IF p_strict THEN
+          PERFORM extsvc._raise('P0002', format('no DPU matches dpu_target %s for service %s', e.dpu_target, e.service_name),
+            format('instance_id: %s, host_machine_id: %s, service_id: %s', p_instance, i.host_machine_id, e.service_id),
+            'Register the host''s DPUs (extsvc.register_dpu) and its network DPUs (extsvc.upsert_instance) first.');
+        END IF;
+        CONTINUE;  -- keep whatever is there: never an invented empty set
+      END IF;
+      INSERT INTO extsvc.dpf_extension_service_attachments AS a
+             (instance_id, dpu_machine_id, service_id, version, placement_state, deployment_state)
+      SELECT p_instance, t.id, e.service_id, e.version, 'ACTIVE', 'PENDING' FROM unnest(v_targets) t(id)
+      ON CONFLICT (instance_id, dpu_machine_id, service_id, version) DO UPDATE
+        SET placement_state = 'ACTIVE', removing_since = NULL, updated_at = now(),
+            deployment_state = CASE WHEN a.placement_state = 'ACTIVE' THEN a.deployment_state ELSE 'PENDING' END
+        WHERE a.placement_state <> 'ACTIVE';
+      UPDATE extsvc.dpf_extension_service_attachments a
+         SET placement_state = 'REMOVING', removing_since = now(), updated_at = now(),
+             deployment_state = 'UNKNOWN', status_message = 'removal requested; not yet observed'
+       WHERE a.instance_id = p_instance AND a.service_id = e.service_id AND a.version = e.version
+         AND a.placement_state = 'ACTIVE' AND NOT (a.dpu_machine_id = ANY (v_targets));
+    ELSE
+      -- detach or instance deletion: every DPU attached to the host must be
+      -- observed TERMINATED before the tombstone goes away
+      INSERT INTO extsvc.dpf_extension_service_attachments AS a
+             (instance_id, dpu_machine_id, service_id, version, placement_state, deployment_state, removing_since)
+      SELECT p_instance, h.id, e.service_id, e.version, 'REMOVING', 'UNKNOWN', now() FROM unnest(v_host) h(id)
+      ON CONFLICT (instance_id, dpu_machine_id, service_id, version) DO UPDATE
+        SET placement_state = 'REMOVING', removing_since = now(), updated_at = now(),
+             deployment_state = 'UNKNOWN', status_message = 'removal requested; not yet observed'
+        WHERE a.placement_state = 'ACTIVE';
+      UPDATE extsvc.dpf_extension_service_attachments a
+         SET placement_state = 'REMOVING', removing_since = now(), updated_at = now(),
+             deployment_state = 'UNKNOWN', status_message = 'removal requested; not yet observed'
+       WHERE a.instance_id = p_instance AND a.service_id = e.service_id AND a.version = e.version
+         AND a.placement_state = 'ACTIVE';
+    END IF;
+  END LOOP;
+END
+$fn$;
+
+-- Removes what has converged: REMOVING rows observed TERMINATED (or released
+-- to another active reason on the same DPU), then tombstones without rows,
+-- then deleted instances without entries.
+CREATE FUNCTION extsvc._cleanup_instance(p_instance uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+BEGIN
+  SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  DELETE FROM extsvc.dpf_extension_service_attachments a
+   WHERE a.instance_id = p_instance AND a.placement_state = 'REMOVING'
+     AND (a.deployment_state = 'TERMINATED'
+          OR EXISTS (SELECT FROM extsvc.dpu_desired_labels w
+                      WHERE w.dpu_machine_id = a.dpu_machine_id AND w.service_id = a.service_id
+                        AND w.version = a.version));
+  -- a tombstone goes only when none of its rows remain
+  DELETE FROM extsvc.instance_extension_services c
+   WHERE c.instance_id = p_instance AND c.removed_at IS NOT NULL
+     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                      WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
+                        AND a.version = c.version)
+     AND EXISTS (SELECT FROM extsvc.service_records s
+                  WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
+  IF i.delete_requested_at IS NOT NULL
+     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = p_instance) THEN
+    DELETE FROM extsvc.instances WHERE instance_id = p_instance;
+  END IF;
+END
+$fn$;
+
+-- Registry ---------------------------------------------------------------------
+
+CREATE FUNCTION extsvc.register_dpu(machine_id uuid, host_machine_id uuid, dpu_device_name text,
+                                    dpu_node_name text, is_primary boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  old extsvc.dpus;
+  inst uuid;
+BEGIN
+  IF register_dpu.machine_id IS NULL OR register_dpu.host_machine_id IS NULL THEN
+    PERFORM extsvc._raise('22023', 'machine_id and host_machine_id are required', 'field: machine_id',
+                          'Pass the DPU''s and the host''s machine ids.');
+  END IF;
+  IF register_dpu.dpu_device_name IS NULL OR register_dpu.dpu_device_name !~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'
+     OR length(register_dpu.dpu_device_name) > 253 THEN
+    PERFORM extsvc._raise('22023', 'dpu_device_name is not a Kubernetes object name',
+                          format('field: dpu_device_name = %s', register_dpu.dpu_device_name),
+                          'Use the name of the DPUDevice object (lowercase DNS subdomain).');
+  END IF;
+  IF register_dpu.dpu_node_name IS NULL OR register_dpu.dpu_node_name !~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'
+     OR length(register_dpu.dpu_node_name) > 253 THEN
+    PERFORM extsvc._raise('22023', 'dpu_node_name is not a Kubernetes node name',
+                          format('field: dpu_node_name = %s', register_dpu.dpu_node_name),
+                          'Use the name of the DPU-cluster Node (the DPU object''s name).');
+  END IF;
+  SELECT * INTO old FROM extsvc.dpus d WHERE d.machine_id = register_dpu.machine_id FOR UPDATE;
+  IF coalesce(register_dpu.is_primary, false) AND EXISTS (
+       SELECT FROM extsvc.dpus d WHERE d.host_machine_id = register_dpu.host_machine_id AND d.is_primary
+          AND d.machine_id <> register_dpu.machine_id AND d.deregistered_at IS NULL) THEN
+    -- the host's primary DPU changes: the previous one stops being primary
+    UPDATE extsvc.dpus d SET is_primary = false, updated_at = now()
+     WHERE d.host_machine_id = register_dpu.host_machine_id AND d.is_primary
+       AND d.machine_id <> register_dpu.machine_id;
+  END IF;
+  INSERT INTO extsvc.dpus AS d (machine_id, host_machine_id, dpu_device_name, dpu_node_name, is_primary)
+  VALUES (register_dpu.machine_id, register_dpu.host_machine_id, register_dpu.dpu_device_name,
+          register_dpu.dpu_node_name, coalesce(register_dpu.is_primary, false))
+  ON CONFLICT ON CONSTRAINT dpus_pkey DO UPDATE
+    SET host_machine_id = EXCLUDED.host_machine_id, dpu_device_name = EXCLUDED.dpu_device_name,
+        dpu_node_name = EXCLUDED.dpu_node_name, is_primary = EXCLUDED.is_primary,
+        deregistered_at = NULL, updated_at = now();
+  PERFORM extsvc._touch_dpu(register_dpu.machine_id);
+  -- instances on the old and new host see a changed DPU set
+  FOR inst IN SELECT instance_id FROM extsvc.instances
+               WHERE host_machine_id IN (register_dpu.host_machine_id, old.host_machine_id) LOOP
+    PERFORM extsvc._materialize_instance(inst, false);
+  END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.register_dpu(uuid, uuid, text, text, boolean) IS
+  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names.';
+
+CREATE FUNCTION extsvc.deregister_dpu(machine_id uuid) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  d extsvc.dpus;
+  inst uuid;
+BEGIN
+  SELECT * INTO d FROM extsvc.dpus x WHERE x.machine_id = deregister_dpu.machine_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM extsvc._raise('P0002', 'DPU not found', format('machine_id: %s', deregister_dpu.machine_id),
+                          'Check the DPU machine id.');
+  END IF;
+  UPDATE extsvc.dpus x SET deregistered_at = coalesce(x.deregistered_at, now()), is_primary = false, updated_at = now()
+   WHERE x.machine_id = d.machine_id;
+  -- its attachments are never dropped silently: they go REMOVING and leave
+  -- once the DPU is observed clean
+  UPDATE extsvc.dpf_extension_service_attachments a
+     SET placement_state = 'REMOVING', removing_since = now(), updated_at = now(),
+             deployment_state = 'UNKNOWN', status_message = 'removal requested; not yet observed'
+   WHERE a.dpu_machine_id = d.machine_id AND a.placement_state = 'ACTIVE';
+  PERFORM extsvc._touch_dpu(d.machine_id);
+  FOR inst IN SELECT instance_id FROM extsvc.instances WHERE host_machine_id = d.host_machine_id LOOP
+    PERFORM extsvc._materialize_instance(inst, false);
+  END LOOP;
+  -- the DPU row stays (deregistered): the worker still removes its labels
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.deregister_dpu(uuid) IS
+  'Deregisters a DPU; its attachments move to REMOVING and are removed once observed TERMINATED.';
+
+CREATE FUNCTION extsvc.upsert_instance(instance_id uuid, tenant_organization_id text, host_machine_id uuid,
+                                       network_dpus uuid[] DEFAULT NULL, dpf_managed boolean DEFAULT true)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  old extsvc.instances;
+BEGIN
+  IF upsert_instance.instance_id IS NULL OR upsert_instance.host_machine_id IS NULL THEN
+    PERFORM extsvc._raise('22023', 'instance_id and host_machine_id are required', 'field: instance_id',
+                          'Pass the instance id and its host''s machine id.');
+  END IF;
+  IF upsert_instance.tenant_organization_id IS NULL OR btrim(upsert_instance.tenant_organization_id) = '' THEN
+    PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
+                          'Pass the tenant organization id of the instance.');
+  END IF;
+  SELECT * INTO old FROM extsvc.instances i WHERE i.instance_id = upsert_instance.instance_id FOR UPDATE;
+  IF FOUND THEN
+    IF old.delete_requested_at IS NOT NULL THEN
+      PERFORM extsvc._raise('55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
+                            'Wait until the deletion finished.');
+    END IF;
+    IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
+      PERFORM extsvc._raise('42501', 'an instance cannot change its tenant',
+                            format('instance_id: %s', old.instance_id), 'Create a new instance.');
+    END IF;
+  END IF;
+  INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
+  VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
+          coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
+  ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
+    SET host_machine_id = EXCLUDED.host_machine_id,
+        network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
+        dpf_managed = EXCLUDED.dpf_managed, updated_at = now();
+  PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
+  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets.';
+
+CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
+                                                       if_config_version_match integer DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+  e jsonb;
+  n integer := 0;
+  v_sid uuid;
+  v_ver text;
+  s extsvc.service_records;
+  v_types text[] := '{}';
+  v_seen uuid[] := '{}';
+  v_changed boolean := false;
+BEGIN
+  SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', set_instance_extension_services.instance_id),
+                          'Register it with extsvc.upsert_instance first.');
+  END IF;
+  IF i.delete_requested_at IS NOT NULL THEN
+    PERFORM extsvc._raise('55000', 'instance is being deleted', format('instance_id: %s', i.instance_id),
+                          'Its configuration can no longer change.');
+  END IF;
+  IF if_config_version_match IS NOT NULL AND if_config_version_match <> i.config_version THEN
+    PERFORM extsvc._raise('55000', 'config_version does not match',
+                          format('if_config_version_match: %s, config_version: %s', if_config_version_match, i.config_version),
+                          'Re-read the instance and retry with its current config_version.');
+  END IF;
+  IF services IS NULL OR jsonb_typeof(services) <> 'array' THEN
+    PERFORM extsvc._raise('22023', 'services must be a JSON array of {service_id, version}', 'JSON path: $',
+                          'Pass e.g. [{"service_id": "...", "version": "V1-T..."}] or [] to detach all.');
+  END IF;
+
+  CREATE TEMP TABLE IF NOT EXISTS pg_temp.extsvc_wanted (service_id uuid, version text) ON COMMIT DROP;
+  TRUNCATE pg_temp.extsvc_wanted;
+  FOR e IN SELECT value FROM jsonb_array_elements(services) LOOP
+    IF jsonb_typeof(e) <> 'object' OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version')) THEN
+      PERFORM extsvc._raise('22023', 'each entry must be an object with service_id and version only',
+                            format('JSON path: $[%s]', n), 'Pass {"service_id": "...", "version": "..."}.');
+    END IF;
+    IF jsonb_typeof(e->'service_id') IS DISTINCT FROM 'string' OR (e->>'service_id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+      PERFORM extsvc._raise('22023', 'service_id must be a UUID string', format('JSON path: $[%s].service_id', n),
+                            'Pass the service id as returned by create_service.');
+    END IF;
+    IF jsonb_typeof(e->'version') IS DISTINCT FROM 'string' THEN
+      PERFORM extsvc._raise('22023', 'version must be a string', format('JSON path: $[%s].version', n),
+                            'Pass the exact version string, e.g. V1-T1700000000000000.');
+    END IF;
+    v_sid := (e->>'service_id')::uuid;
+    v_ver := e->>'version';
+    IF v_sid = ANY (v_seen) THEN
+      PERFORM extsvc._raise('22023', 'a service appears twice', format('JSON path: $[%s].service_id', n),
+                            'List each service once.');
+    END IF;
+    v_seen := v_seen || v_sid;
+    SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = v_sid;
+    IF NOT FOUND THEN
+      PERFORM extsvc._raise('P0002', 'service not found', format('JSON path: $[%s].service_id = %s', n, v_sid),
+                            'Check the service id.');
+    END IF;
+    IF s.tenant_organization_id <> i.tenant_organization_id THEN
+      PERFORM extsvc._raise('42501', 'service belongs to another tenant', format('JSON path: $[%s].service_id = %s', n, v_sid),
+                            'An instance can only use its own tenant''s services.');
+    END IF;
+    IF NOT EXISTS (SELECT FROM extsvc.service_versions v WHERE v.service_id = v_sid AND v.version = v_ver
+                      AND (v.deleted_at IS NULL)) THEN
+      PERFORM extsvc._raise('P0002', 'service version not found', format('JSON path: $[%s].version = %s', n, v_ver),
+                            'Use the exact version string from extsvc.services.version.');
+    END IF;
+    IF s.service_type = 'DPF_HELM_CHART' AND s.deployment_scope = 'ALL_DPUS' THEN
+      PERFORM extsvc._raise('22023', 'ALL_DPUS services run everywhere and cannot be attached',
+                            format('JSON path: $[%s].service_id = %s', n, v_sid), 'Remove this entry.');
+    END IF;
+    IF s.service_type = 'DPF_HELM_CHART' AND NOT i.dpf_managed THEN
+      PERFORM extsvc._raise('22023', 'DPF_HELM_CHART services need a DPF-managed host',
+                            format('JSON path: $[%s].service_id = %s, instance_id: %s', n, v_sid, i.instance_id),
+                            'Attach KUBERNETES_POD services to hosts that are not managed by DPF.');
+    END IF;
+    IF NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
+                    WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
+                      AND c.removed_at IS NULL)
+       AND s.lifecycle_state <> 'READY' THEN
+      PERFORM extsvc._raise('55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
+                            format('JSON path: $[%s].service_id = %s', n, v_sid),
+                            'Wait until the service is READY.');
+    END IF;
+    v_types := v_types || s.service_type;
+    INSERT INTO pg_temp.extsvc_wanted VALUES (v_sid, v_ver);
+    n := n + 1;
+  END LOOP;
+  IF 'KUBERNETES_POD' = ANY (v_types) AND 'DPF_HELM_CHART' = ANY (v_types) THEN
+    PERFORM extsvc._raise('22023', 'KUBERNETES_POD and DPF_HELM_CHART services cannot be mixed on one instance',
+                          'JSON path: $', 'Use one service type per instance.');
+  END IF;
+
+  -- removed entries become tombstones
+  UPDATE extsvc.instance_extension_services c SET removed_at = now()
+   WHERE c.instance_id = i.instance_id AND c.removed_at IS NULL
+     AND NOT EXISTS (SELECT FROM pg_temp.extsvc_wanted w WHERE w.service_id = c.service_id AND w.version = c.version);
+  v_changed := FOUND;
+  -- new entries (a tombstone of the same service and version comes back to life)
+  INSERT INTO extsvc.instance_extension_services AS c (instance_id, service_id, version)
+  SELECT i.instance_id, w.service_id, w.version FROM pg_temp.extsvc_wanted w
+  ON CONFLICT ON CONSTRAINT instance_extension_services_pkey DO UPDATE
+    SET removed_at = NULL, attached_at = now() WHERE c.removed_at IS NOT NULL;
+  v_changed := v_changed OR FOUND;
+  IF NOT v_changed THEN
+    RETURN i.config_version;  -- the same configuration again: no new config_version
+  END IF;
+  UPDATE extsvc.instances x SET config_version = x.config_version + 1, updated_at = now()
+   WHERE x.instance_id = i.instance_id;
+  PERFORM extsvc._materialize_instance(i.instance_id, true);
+  RETURN i.config_version + 1;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, integer) IS
+  'Sets an instance''s extension services; removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version.';
+
+CREATE FUNCTION extsvc.delete_instance(instance_id uuid) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+BEGIN
+  SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = delete_instance.instance_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', delete_instance.instance_id),
+                          'Check the instance id; a finished deletion removes the instance.');
+  END IF;
+  IF i.delete_requested_at IS NOT NULL THEN
+    RETURN;  -- idempotent
+  END IF;
+  UPDATE extsvc.instances x SET delete_requested_at = now(), config_version = x.config_version + 1, updated_at = now()
+   WHERE x.instance_id = i.instance_id;
+  UPDATE extsvc.instance_extension_services c SET removed_at = coalesce(c.removed_at, now())
+   WHERE c.instance_id = i.instance_id;
+  PERFORM extsvc._materialize_instance(i.instance_id, false);
+  PERFORM extsvc._cleanup_instance(i.instance_id);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.delete_instance(uuid) IS
+  'Deletes an instance: every attachment goes REMOVING on every DPU of the host; the instance disappears when all are TERMINATED.';
+
+-- Status -------------------------------------------------------------------------
+
+CREATE FUNCTION extsvc.instance_extension_service_status(instance_id uuid)
+RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id uuid, dpu_device_name text,
+               dpu_node_name text, placement_state text, deployment_state text, removed_at timestamptz,
+               status_message text, observed_at timestamptz, config_version integer,
+               observed_config_version integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
+         a.placement_state, a.deployment_state, c.removed_at, a.status_message, a.observed_at,
+         i.config_version, a.observed_config_version
+    FROM extsvc.dpf_extension_service_attachments a
+    JOIN extsvc.instances i USING (instance_id)
+    JOIN extsvc.service_records s ON s.service_id = a.service_id
+    JOIN extsvc.dpus d ON d.machine_id = a.dpu_machine_id
+    LEFT JOIN extsvc.instance_extension_services c
+      ON c.instance_id = a.instance_id AND c.service_id = a.service_id AND c.version = a.version
+   WHERE a.instance_id = instance_extension_service_status.instance_id
+   ORDER BY s.service_name, a.version, d.dpu_device_name
+$fn$;
+COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid) IS
+  'One row per (service, version, DPU) of an instance: placement and observed deployment state.';
+
+-- Aggregate with the precedence of SPEC 2.8.
+CREATE FUNCTION extsvc._aggregate_state(states text[]) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT CASE
+    WHEN states IS NULL OR cardinality(states) = 0 THEN 'UNKNOWN'
+    WHEN 'ERROR' = ANY (states) THEN 'ERROR'
+    WHEN 'UNKNOWN' = ANY (states) THEN 'UNKNOWN'
+    WHEN 'PENDING' = ANY (states) THEN 'PENDING'
+    WHEN 'RUNNING' = ALL (states) THEN 'RUNNING'
+    WHEN 'TERMINATING' = ANY (states) THEN 'TERMINATING'
+    WHEN 'TERMINATED' = ALL (states) THEN 'TERMINATED'
+    ELSE 'UNKNOWN' END
+$fn$;
+
+CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid)
+RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
+               removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT c.service_id, s.service_name, s.service_type, c.version,
+         CASE WHEN s.service_type = 'KUBERNETES_POD' THEN NULL
+              WHEN NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                                WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
+                                  AND a.version = c.version)
+                   AND c.removed_at IS NOT NULL THEN 'TERMINATED'
+              ELSE extsvc._aggregate_state(ARRAY(
+                     SELECT a.deployment_state FROM extsvc.dpf_extension_service_attachments a
+                      WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id AND a.version = c.version
+                        AND (c.removed_at IS NOT NULL OR a.placement_state = 'ACTIVE')))
+         END,
+         c.removed_at IS NOT NULL, c.removed_at,
+         (SELECT count(*)::int FROM extsvc.dpf_extension_service_attachments a
+           WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id AND a.version = c.version),
+         NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                      WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id AND a.version = c.version
+                        AND a.observed_config_version IS DISTINCT FROM i.config_version)
+    FROM extsvc.instance_extension_services c
+    JOIN extsvc.instances i USING (instance_id)
+    JOIN extsvc.service_records s ON s.service_id = c.service_id
+   WHERE c.instance_id = instance_extension_services_summary.instance_id
+   ORDER BY s.service_name, c.version
+$fn$;
+COMMENT ON FUNCTION extsvc.instance_extension_services_summary(uuid) IS
+  'One row per (service, version) of an instance: aggregate state (SPEC 2.8 precedence), removed, configs_synced.';
+
+CREATE FUNCTION extsvc.instance_extension_services_ready(instance_id uuid) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = instance_extension_services_ready.instance_id) THEN
+    PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', instance_extension_services_ready.instance_id),
+                          'Check the instance id.');
+  END IF;
+  RETURN NOT EXISTS (
+    SELECT FROM extsvc.instance_extension_services_summary(instance_extension_services_ready.instance_id) x
+     WHERE x.service_type = 'DPF_HELM_CHART'
+       AND (NOT x.configs_synced
+            OR (NOT x.removed AND x.aggregate_state <> 'RUNNING')
+            OR (x.removed AND x.aggregate_state <> 'TERMINATED')));
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.instance_extension_services_ready(uuid) IS
+  'True when every active DPF attachment is RUNNING and every removed one TERMINATED for the current config_version.';
+
+CREATE FUNCTION extsvc.dpu_agent_extension_services(dpu_machine_id uuid)
+RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, version text, data text,
+               has_credential boolean, observability jsonb, removed_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  IF NOT EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = dpu_agent_extension_services.dpu_machine_id) THEN
+    PERFORM extsvc._raise('P0002', 'DPU not found', format('machine_id: %s', dpu_agent_extension_services.dpu_machine_id),
+                          'Check the DPU machine id.');
+  END IF;
+  -- The DPU agent's feed is unchanged: only KUBERNETES_POD entries.
+  RETURN QUERY
+  SELECT c.instance_id, c.service_id, s.service_name, c.version, v.data, v.has_credential, v.observability, c.removed_at
+    FROM extsvc.dpus d
+    JOIN extsvc.instances i ON i.host_machine_id = d.host_machine_id
+    JOIN extsvc.instance_extension_services c ON c.instance_id = i.instance_id
+    JOIN extsvc.service_records s ON s.service_id = c.service_id AND s.service_type = 'KUBERNETES_POD'
+    JOIN extsvc.service_versions v ON v.service_id = c.service_id AND v.version = c.version
+   WHERE d.machine_id = dpu_agent_extension_services.dpu_machine_id
+   ORDER BY c.instance_id, s.service_name, c.version;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.dpu_agent_extension_services(uuid) IS
+  'The DPU agent''s feed: KUBERNETES_POD entries (including removed ones) of instances on the DPU''s host; never DPF services.';
+
+-- Operators: one row per DPU with its placement work.
+CREATE VIEW extsvc.dpu_placement AS
+SELECT d.machine_id AS dpu_machine_id, d.host_machine_id, d.dpu_device_name, d.dpu_node_name, d.is_primary,
+       d.deregistered_at,
+       (SELECT array_agg(DISTINCT w.label_key ORDER BY w.label_key) FROM extsvc.dpu_desired_labels w
+         WHERE w.dpu_machine_id = d.machine_id) AS desired_labels,
+       q.state_version, q.attempts, q.next_due_at, q.lease_owner, q.last_error, q.last_observed_at, q.observation
+  FROM extsvc.dpus d
+  LEFT JOIN extsvc.dpu_reconciliations q ON q.dpu_machine_id = d.machine_id;
+COMMENT ON VIEW extsvc.dpu_placement IS
+  'Per DPU: desired NICo labels, placement work (due, lease, attempts, last error) and the last observation.';

@@ -1,0 +1,40 @@
+-- Privileges: nothing for PUBLIC; the API for extsvc_api and extsvc_admin;
+-- operator functions for extsvc_admin; worker functions for the owner only.
+REVOKE ALL ON ALL TABLES IN SCHEMA extsvc FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA extsvc FROM PUBLIC;
+
+GRANT SELECT ON extsvc.services TO extsvc_api, extsvc_admin;
+GRANT SELECT ON extsvc.reconciliation_queue, extsvc.service_history, extsvc.lifecycle_transitions,
+                extsvc.chart_allowlist, extsvc.dpu_placement, extsvc.dpu_desired_labels
+  TO extsvc_admin;
+
+GRANT EXECUTE ON FUNCTION
+  extsvc.create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb),
+  extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb),
+  extsvc.delete_service(uuid, text),
+  extsvc.validate_dpf_helm_chart_data(text),
+  extsvc.render_dpuservice(uuid),
+  extsvc.dpf_service_name(uuid, text),
+  extsvc.placement_label_key(uuid, text),
+  extsvc.allow_chart(text, text),
+  extsvc.disallow_chart(text, text),
+  extsvc.register_dpu(uuid, uuid, text, text, boolean),
+  extsvc.deregister_dpu(uuid),
+  extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean),
+  extsvc.set_instance_extension_services(uuid, jsonb, integer),
+  extsvc.delete_instance(uuid),
+  extsvc.instance_extension_service_status(uuid),
+  extsvc.instance_extension_services_summary(uuid),
+  extsvc.instance_extension_services_ready(uuid),
+  extsvc.dpu_agent_extension_services(uuid)
+TO extsvc_api, extsvc_admin;
+
+GRANT EXECUTE ON FUNCTION
+  extsvc.reconcile_now(uuid),
+  extsvc.retry_service(uuid),
+  extsvc.worker_status(),
+  extsvc.request_resync(),
+  extsvc.repo_url_matches(text, text),
+  extsvc.dpuservice_mutable_patch(jsonb, jsonb),
+  extsvc.dpuservice_identity_mismatch(jsonb, uuid, text, text)
+TO extsvc_admin;

@@ -1,0 +1,62 @@
+#include "core/deployment_status.hpp"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace extsvc::core {
+namespace {
+
+constexpr std::array<std::pair<DeploymentState, std::string_view>, 6> kNames = {{
+    {DeploymentState::kPending, "PENDING"},
+    {DeploymentState::kRunning, "RUNNING"},
+    {DeploymentState::kTerminating, "TERMINATING"},
+    {DeploymentState::kTerminated, "TERMINATED"},
+    {DeploymentState::kError, "ERROR"},
+    {DeploymentState::kUnknown, "UNKNOWN"},
+}};
+
+}  // namespace
+
+std::string_view to_string(DeploymentState state) {
+  for (const auto& [s, name] : kNames)
+    if (s == state) return name;
+  return "UNKNOWN";
+}
+
+std::optional<DeploymentState> deployment_state_from_string(std::string_view text) {
+  for (const auto& [s, name] : kNames)
+    if (name == text) return s;
+  return std::nullopt;
+}
+
+DeploymentState aggregate(const std::vector<DeploymentState>& states) {
+  if (states.empty()) return DeploymentState::kUnknown;
+  auto any = [&](DeploymentState s) {
+    return std::find(states.begin(), states.end(), s) != states.end();
+  };
+  auto all = [&](DeploymentState s) {
+    return std::all_of(states.begin(), states.end(), [s](DeploymentState x) { return x == s; });
+  };
+  if (any(DeploymentState::kError)) return DeploymentState::kError;
+  if (any(DeploymentState::kUnknown)) return DeploymentState::kUnknown;
+  if (any(DeploymentState::kPending)) return DeploymentState::kPending;
+  if (all(DeploymentState::kRunning)) return DeploymentState::kRunning;
+  if (any(DeploymentState::kTerminating)) return DeploymentState::kTerminating;
+  if (all(DeploymentState::kTerminated)) return DeploymentState::kTerminated;
+  return DeploymentState::kUnknown;
+}
+
+DeploymentState derive_deployment_state(const DpuObservation& obs) {
+  if (obs.error) return DeploymentState::kError;
+  if (!obs.observed) return DeploymentState::kUnknown;
+  if (obs.wanted) {
+    const bool running =
+        obs.device_has_label && obs.node_has_label && obs.ready_pods_current_revision >= 1;
+    return running ? DeploymentState::kRunning : DeploymentState::kPending;
+  }
+  const bool gone = !obs.device_has_label && !obs.node_has_label && obs.nonterminal_pods == 0;
+  return gone ? DeploymentState::kTerminated : DeploymentState::kTerminating;
+}
+
+}  // namespace extsvc::core

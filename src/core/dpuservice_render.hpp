@@ -1,0 +1,33 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace extsvc::core {
+
+inline constexpr std::string_view kDpuServiceApiVersion = "svc.dpu.nvidia.com/v1alpha1";
+inline constexpr std::string_view kDpuServiceKind = "DPUService";
+inline constexpr std::string_view kDefaultNamespace = "dpf-operator-system";
+
+// The detached DPUService for one service version (SPEC 2.3) from the data
+// normalized by validate_helm_chart_data. Throws std::invalid_argument on a
+// bad uuid and nlohmann exceptions when required data fields are missing.
+nlohmann::json render_dpuservice(std::string_view uuid, std::string_view version,
+                                 const nlohmann::json& normalized_data, std::string_view ns);
+
+// The node selector that confines the service to labelled DPUs.
+nlohmann::json placement_node_selector(std::string_view label_key);
+
+// JSON path of the first ownership or immutable-identity field of `live` that
+// differs from what NICo would create, or nullopt when the object is ours and
+// intact. The result names the field only, never its value.
+std::optional<std::string> identity_mismatch(const nlohmann::json& live, std::string_view uuid,
+                                             std::string_view version, std::string_view ns);
+
+// Whether `live` carries NICo's owner label for `uuid`. Delete checks only
+// this, so an owned but tampered object can still be cleaned up.
+bool owned_by(const nlohmann::json& live, std::string_view uuid);
+
+}  // namespace extsvc::core

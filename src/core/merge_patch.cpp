@@ -1,0 +1,120 @@
+#include "core/merge_patch.hpp"
+
+#include <array>
+#include <vector>
+
+#include "core/identity.hpp"
+
+namespace extsvc::core {
+namespace {
+
+using nlohmann::json;
+
+const json* lookup(const json& root, const std::vector<std::string>& path) {
+  const json* cur = &root;
+  for (const auto& k : path) {
+    if (!cur->is_object()) return nullptr;
+    const auto it = cur->find(k);
+    if (it == cur->end() || it->is_null()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+// Writes `value` at `path` inside `patch`, creating intermediate objects.
+void put(json& patch, const std::vector<std::string>& path, json value) {
+  json* cur = &patch;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) cur = &(*cur)[path[i]];
+  (*cur)[path.back()] = std::move(value);
+}
+
+}  // namespace
+
+json merge_diff(const json& from, const json& to) {
+  if (!to.is_object() || !from.is_object()) return to;
+  json patch = json::object();
+  for (const auto& [key, old_value] : from.items()) {
+    if (old_value.is_null()) continue;
+    const auto it = to.find(key);
+    if (it == to.end() || it->is_null()) patch[key] = nullptr;
+  }
+  for (const auto& [key, new_value] : to.items()) {
+    if (new_value.is_null()) continue;
+    const auto it = from.find(key);
+    if (it == from.end() || it->is_null()) {
+      patch[key] = new_value;
+    } else if (*it != new_value) {
+      patch[key] =
+          (it->is_object() && new_value.is_object()) ? merge_diff(*it, new_value) : new_value;
+    }
+  }
+  return patch;
+}
+
+json apply_merge_patch(json target, const json& patch) {
+  if (!patch.is_object()) return patch;
+  if (!target.is_object()) target = json::object();
+  for (const auto& [key, value] : patch.items()) {
+    if (value.is_null()) {
+      target.erase(key);
+    } else {
+      json current = target.contains(key) ? std::move(target[key]) : json();
+      target[key] = apply_merge_patch(std::move(current), value);
+    }
+  }
+  return target;
+}
+
+json dpuservice_mutable_patch(const json& live, const json& desired) {
+  static const std::array<std::vector<std::string>, 10> kOwned = {{
+      {"spec", "helmChart", "source", "repoURL"},
+      {"spec", "helmChart", "source", "chart"},
+      {"spec", "helmChart", "source", "version"},
+      {"spec", "helmChart", "values"},
+      {"spec", "security", "privileged"},
+      {"spec", "security", "spiffe"},
+      {"spec", "serviceDaemonSet", "labels"},
+      {"spec", "serviceDaemonSet", "annotations"},
+      {"spec", "serviceDaemonSet", "resources"},
+      {"spec", "serviceDaemonSet", "updateStrategy"},
+  }};
+  json patch = json::object();
+  for (const auto& path : kOwned) {
+    const json* have = lookup(live, path);
+    const json* want = lookup(desired, path);
+    if (want == nullptr) {
+      if (have != nullptr) put(patch, path, nullptr);
+    } else if (have == nullptr) {
+      put(patch, path, *want);
+    } else if (*have != *want) {
+      // Objects are replaced key by key so the result is a full replacement
+      // of that field without resending unchanged keys.
+      json diff = merge_diff(*have, *want);
+      // Differences that are only nulls in `desired` need no write.
+      if (!(diff.is_object() && diff.empty() && have->is_object()))
+        put(patch, path, std::move(diff));
+    }
+  }
+  return patch;
+}
+
+json node_labels_patch(const json& current_node_labels, const std::set<std::string>& wanted_keys,
+                       std::string_view owned_prefix) {
+  const json empty = json::object();
+  const json& current = current_node_labels.is_object() ? current_node_labels : empty;
+  const std::string enabled(kPlacementLabelValue);
+  json changes = json::object();
+  for (const auto& key : wanted_keys) {
+    const auto it = current.find(key);
+    if (it == current.end() || !it->is_string() || it->get_ref<const std::string&>() != enabled)
+      changes[key] = enabled;
+  }
+  for (const auto& [key, value] : current.items()) {
+    if (value.is_null() || !std::string_view(key).starts_with(owned_prefix)) continue;
+    if (!wanted_keys.contains(key)) changes[key] = nullptr;
+  }
+  if (changes.empty()) return json::object();
+  return {{"spec", {{"cluster", {{"nodeLabels", std::move(changes)}}}}}};
+}
+
+}  // namespace extsvc::core

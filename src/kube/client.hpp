@@ -1,0 +1,109 @@
+// Minimal synchronous Kubernetes REST client (libcurl) for a single-threaded PostgreSQL
+// background worker. No public function throws, except Result::value()/error() when called on the
+// wrong alternative (documented precondition, like std::get).
+//
+// Secrets (bearer token, Authorization header, client key data) are never logged and never put
+// into Error::message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "kube/config.hpp"
+#include "kube/error.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace extsvc::kube {
+
+struct Response {
+  int http_status = 0;
+  nlohmann::json body;  // parsed JSON body; null for an empty body
+};
+
+// Either a Response (HTTP 2xx) or an Error.
+class Result {
+ public:
+  Result(Response r) : v_(std::move(r)) {}  // NOLINT(google-explicit-constructor)
+  Result(Error e) : v_(std::move(e)) {}     // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  // Preconditions: ok() for value(), !ok() for error(); otherwise std::bad_variant_access.
+  const Response& value() const { return std::get<Response>(v_); }
+  Response& value() { return std::get<Response>(v_); }
+  const Error& error() const { return std::get<Error>(v_); }
+  // ErrorKind::kNone when ok().
+  ErrorKind kind() const { return ok() ? ErrorKind::kNone : error().kind; }
+
+ private:
+  std::variant<Response, Error> v_;
+};
+
+class Client {
+ public:
+  struct Stats {
+    uint64_t requests = 0;        // HTTP requests attempted (including 401 retries, list pages)
+    uint64_t errors = 0;          // requests that ended in an Error
+    uint64_t bytes_sent = 0;      // request bodies
+    uint64_t bytes_received = 0;  // response bodies
+    uint64_t connects = 0;        // new TCP connections (CURLINFO_NUM_CONNECTS)
+    double throttled_ms = 0;      // time spent waiting in the client-side token bucket
+  };
+
+  // An invalid configuration does not throw: every call then returns
+  // Error{kOther, 0, "InvalidConfig", <validate() text>}.
+  explicit Client(ClusterConfig cfg);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  Client(Client&&) = delete;
+  Client& operator=(Client&&) = delete;
+
+  // `path` starts with "/" (e.g. "/api/v1/nodes/x") and may carry a query string.
+  Result get(const std::string& path);
+  // Follows `continue` pages; returns {"apiVersion","kind","items":[...all pages...],
+  // "metadata":{"resourceVersion": <first page's>}}. limit <= 0 = no limit parameter.
+  // A 410 Gone on a continuation page restarts the list once.
+  Result list(const std::string& collection_path, const std::string& label_selector,
+              const std::string& field_selector = "", int limit = 500);
+  Result create(const std::string& collection_path, const nlohmann::json& obj);  // POST
+  // PATCH with Content-Type application/merge-patch+json.
+  Result merge_patch(const std::string& path, const nlohmann::json& patch);
+  Result put(const std::string& path, const nlohmann::json& obj);
+  Result del(const std::string& path);
+
+  const Stats& stats() const;
+  // Replaces the configuration (e.g. on SIGHUP): drops pooled connections and the token cache.
+  void reload(ClusterConfig cfg);
+  // Logger for debug request lines and warnings; nullptr (default) = spdlog::default_logger().
+  void set_logger(std::shared_ptr<spdlog::logger> logger);
+
+  // Optional. Checked between token-bucket sleeps (<= 100 ms each) and during transfers; when it
+  // returns true the call ends with Error{kTransport, 0, "Interrupted", "interrupted"}.
+  std::function<bool()> interrupted;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Path helpers (segments are url_encode()d). An empty namespace means all namespaces (collection
+// paths only).
+std::string dpuservices_path(const std::string& ns, const std::string& name = "");
+std::string dpudevices_path(const std::string& ns, const std::string& name = "");
+std::string nodes_path(const std::string& name = "");
+std::string pods_path(const std::string& ns = "");
+std::string daemonsets_path(const std::string& ns, const std::string& name = "");
+std::string controllerrevisions_path(const std::string& ns);
+// Percent-encodes everything except RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~).
+std::string url_encode(std::string_view s);
+
+}  // namespace extsvc::kube

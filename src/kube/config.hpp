@@ -1,0 +1,39 @@
+// Cluster connection settings and kubeconfig loading for the Kubernetes REST client.
+//
+// Nothing in this header throws. Error texts returned from validate() and load_kubeconfig() never
+// contain secret material (tokens, key data); they may contain file paths and names.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace extsvc::kube {
+
+struct ClusterConfig {
+  std::string server;   // https://host:port[/prefix] or http://host:port[/prefix]
+  std::string ca_file;  // PEM path; empty (and no ca_data) = system roots for https
+  std::string ca_data;  // PEM contents (kubeconfig certificate-authority-data, decoded)
+  // Bearer token file. Re-read when its mtime/size changes (checked at most once per second) and
+  // always after a 401. Takes precedence over `token` when both are set.
+  std::string token_file;
+  std::string token;  // static bearer token (kubeconfig `token`)
+  std::string client_cert_file, client_key_file, client_cert_data, client_key_data;  // mTLS
+  // For testing only. Refused together with ca_file/ca_data (see validate()).
+  bool insecure_skip_verify = false;
+  double qps = 50;  // client-side token bucket; qps <= 0 disables throttling
+  int burst = 100;
+  long connect_timeout_ms = 5000, timeout_ms = 30000;  // 0 = no limit
+  std::string user_agent = "nico-extsvc/0.1";
+};
+
+// Returns an error text, or nullopt when the configuration is usable.
+std::optional<std::string> validate(const ClusterConfig& cfg);
+
+// Loads a kubeconfig file (YAML subset or JSON). `context` overrides current-context.
+// Relative file references resolve against the kubeconfig's directory. On success the result is
+// also validate()d. Returns ClusterConfig or an error text (never containing secret values).
+std::variant<ClusterConfig, std::string> load_kubeconfig(const std::string& path,
+                                                         const std::string& context = "");
+
+}  // namespace extsvc::kube

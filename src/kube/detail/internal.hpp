@@ -1,0 +1,36 @@
+// Internal helpers of extsvc_kube, exposed for unit tests only. Not a stable API.
+#pragma once
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "kube/error.hpp"
+
+namespace extsvc::kube::detail {
+
+// Parses the YAML subset used by kubeconfig files into JSON: block mappings and sequences
+// (including "- key: v" items), plain / single- / double-quoted scalars, flow collections,
+// literal/folded block scalars, comments, a leading "---". Anchors, aliases, tags, multi-document
+// streams and complex keys are refused. Returns JSON or an error text (with a line number; never
+// the content of the offending line).
+std::variant<nlohmann::json, std::string> parse_yaml(std::string_view text);
+
+// Standard base64 (whitespace ignored, padding optional). nullopt on invalid input.
+std::optional<std::string> base64_decode(std::string_view in);
+
+// Retry-After: delta-seconds or an HTTP-date (relative to `now`). Negative results clamp to 0.
+std::optional<double> parse_retry_after(std::string_view value, std::time_t now);
+
+// Builds an Error from an HTTP error response (status >= 300). `body` may be anything.
+Error error_from_response(int http_status, std::string_view body,
+                          std::optional<double> retry_after_s);
+
+// Truncates to at most max_bytes without splitting a UTF-8 sequence; invalid UTF-8 bytes and
+// control characters (except \t) are replaced by '?'.
+std::string sanitize_utf8(std::string_view s, size_t max_bytes);
+
+}  // namespace extsvc::kube::detail

@@ -1,0 +1,94 @@
+#include "pg_prelude.hpp"
+
+#include "gucs.hpp"
+
+namespace extsvc::pg {
+
+Gucs gucs{};
+
+namespace {
+
+const struct config_enum_entry kLogLevels[] = {
+    {"debug", 1, false}, {"info", 2, false}, {"warning", 3, false},
+    {"error", 4, false}, {"off", 6, false},  {nullptr, 0, false},
+};
+
+void define_string(const char* name, const char* desc, char** var, const char* def,
+                   GucContext ctx) {
+  DefineCustomStringVariable(name, desc, nullptr, var, def, ctx, 0, nullptr, nullptr, nullptr);
+}
+
+void define_int(const char* name, const char* desc, int* var, int def, int min, int max,
+                GucContext ctx, int flags = 0) {
+  DefineCustomIntVariable(name, desc, nullptr, var, def, min, max, ctx, flags, nullptr, nullptr,
+                          nullptr);
+}
+
+void define_bool(const char* name, const char* desc, bool* var, bool def, GucContext ctx) {
+  DefineCustomBoolVariable(name, desc, nullptr, var, def, ctx, 0, nullptr, nullptr, nullptr);
+}
+
+void define_cluster(const char* prefix, const char* what, ClusterGucs* c) {
+  char name[64];
+  char desc[160];
+  snprintf(name, sizeof name, "extsvc.%skubeconfig", prefix);
+  snprintf(desc, sizeof desc, "Path of a kubeconfig file for the %s.", what);
+  define_string(pstrdup(name), pstrdup(desc), &c->kubeconfig, "", PGC_SIGHUP);
+  snprintf(name, sizeof name, "extsvc.%skube_server", prefix);
+  snprintf(desc, sizeof desc, "API server URL of the %s (used when no kubeconfig is set).", what);
+  define_string(pstrdup(name), pstrdup(desc), &c->server, "", PGC_SIGHUP);
+  snprintf(name, sizeof name, "extsvc.%skube_ca_file", prefix);
+  snprintf(desc, sizeof desc, "PEM CA bundle that signs the %s API server certificate.", what);
+  define_string(pstrdup(name), pstrdup(desc), &c->ca_file, "", PGC_SIGHUP);
+  snprintf(name, sizeof name, "extsvc.%skube_token_file", prefix);
+  snprintf(desc, sizeof desc, "File holding the bearer token for the %s; re-read on rotation.",
+           what);
+  define_string(pstrdup(name), pstrdup(desc), &c->token_file, "", PGC_SIGHUP);
+}
+
+}  // namespace
+
+void define_gucs() {
+  define_string("extsvc.database", "Database the nico_extsvc workers connect to.", &gucs.database,
+                "postgres", PGC_POSTMASTER);
+  define_int("extsvc.workers", "Number of nico_extsvc background workers.", &gucs.workers, 2, 0,
+             16, PGC_POSTMASTER);
+  define_bool("extsvc.enabled", "Master switch: workers make Kubernetes calls only while on.",
+              &gucs.enabled, true, PGC_SIGHUP);
+  define_cluster("", "DPF management cluster", &gucs.management);
+  define_cluster("dpu_", "DPU cluster", &gucs.dpu);
+  define_bool("extsvc.kube_insecure_skip_verify",
+              "Skip TLS verification of API servers (testing only; refused with a CA file).",
+              &gucs.insecure_skip_verify, false, PGC_SIGHUP);
+  define_string("extsvc.namespace", "Management-cluster namespace of the DPUService objects.",
+                &gucs.ns, "dpf-operator-system", PGC_SIGHUP);
+  define_int("extsvc.resync_interval", "Interval of the drift-detecting resync pass.",
+             &gucs.resync_interval_s, 300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S);
+  define_int("extsvc.retry_base", "First retry delay after a transient failure.",
+             &gucs.retry_base_ms, 500, 1, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
+  define_int("extsvc.retry_cap", "Upper bound of the exponential retry delay.", &gucs.retry_cap_s,
+             300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S);
+  define_int("extsvc.lease_time", "How long a claimed work row stays leased to one worker.",
+             &gucs.lease_time_s, 60, 5, 3600, PGC_SIGHUP, GUC_UNIT_S);
+  define_int("extsvc.batch_size", "Work rows claimed per worker iteration.", &gucs.batch_size, 32,
+             1, 1000, PGC_SIGHUP);
+  DefineCustomRealVariable("extsvc.kube_qps",
+                           "Client-side request rate limit per worker and cluster (0 = none).",
+                           nullptr, &gucs.kube_qps, 50.0, 0.0, 100000.0, PGC_SIGHUP, 0, nullptr,
+                           nullptr, nullptr);
+  define_int("extsvc.kube_burst", "Client-side request burst per worker and cluster.",
+             &gucs.kube_burst, 100, 1, 100000, PGC_SIGHUP);
+  define_int("extsvc.connect_timeout", "TCP/TLS connect timeout of Kubernetes calls.",
+             &gucs.connect_timeout_ms, 5000, 100, 600000, PGC_SIGHUP, GUC_UNIT_MS);
+  define_int("extsvc.http_timeout", "Total timeout of one Kubernetes call.", &gucs.http_timeout_ms,
+             30000, 100, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
+  DefineCustomEnumVariable("extsvc.log_level", "Verbosity of the worker's log lines.", nullptr,
+                           &gucs.log_level, 2, kLogLevels, PGC_SIGHUP, 0, nullptr, nullptr,
+                           nullptr);
+  define_bool("extsvc.enforce_chart_allowlist",
+              "Refuse Helm chart repositories that are not on extsvc.chart_allowlist.",
+              &gucs.enforce_chart_allowlist, true, PGC_SUSET);
+  MarkGUCPrefixReserved("extsvc");
+}
+
+}  // namespace extsvc::pg

@@ -1,0 +1,40 @@
+// Configuration parameters (GUCs) of nico_extsvc. Names are part of the
+// operator contract (SPEC section 3); docs/gucs.md documents each.
+#pragma once
+
+namespace extsvc::pg {
+
+struct ClusterGucs {
+  char* kubeconfig;
+  char* server;
+  char* ca_file;
+  char* token_file;
+};
+
+struct Gucs {
+  char* database;
+  int workers;
+  bool enabled;
+  ClusterGucs management;
+  ClusterGucs dpu;
+  bool insecure_skip_verify;
+  char* ns;
+  int resync_interval_s;
+  int retry_base_ms;
+  int retry_cap_s;
+  int lease_time_s;
+  int batch_size;
+  double kube_qps;
+  int kube_burst;
+  int connect_timeout_ms;
+  int http_timeout_ms;
+  int log_level;  // spdlog::level::level_enum value
+  bool enforce_chart_allowlist;
+};
+
+extern Gucs gucs;
+
+// Defines every GUC; called once from _PG_init.
+void define_gucs();
+
+}  // namespace extsvc::pg

@@ -1,0 +1,86 @@
+#include "pg_prelude.hpp"
+
+#include "wake.hpp"
+
+namespace extsvc::pg {
+
+namespace {
+
+SharedState* g_shared = nullptr;
+bool g_callback_registered = false;  // once per backend
+bool g_wake_requested = false;       // by the current transaction
+
+void at_commit(XactEvent event, void*) {
+  if (!g_wake_requested) return;
+  switch (event) {
+    case XACT_EVENT_COMMIT:
+    case XACT_EVENT_PARALLEL_COMMIT:
+      // Many concurrent commits collapse into one wake: only the transition
+      // 0 -> 1 sets the latches; a worker resets it when it starts a pass.
+      g_wake_requested = false;
+      if (g_shared != nullptr) {
+        uint32 expected = 0;
+        pg_atomic_fetch_add_u64(&g_shared->wakes_requested, 1);
+        if (pg_atomic_compare_exchange_u32(&g_shared->wake_pending, &expected, 1))
+          wake_workers_now();
+      }
+      break;
+    case XACT_EVENT_ABORT:
+    case XACT_EVENT_PARALLEL_ABORT:
+    case XACT_EVENT_PREPARE:
+      // Nothing to do after an abort; a prepared transaction's work is found
+      // by the periodic scan.
+      g_wake_requested = false;
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+SharedState* shared_state() { return g_shared; }
+
+void request_shared_memory() { RequestAddinShmemSpace(MAXALIGN(sizeof(SharedState))); }
+
+void attach_shared_memory() {
+  bool found = false;
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  g_shared = static_cast<SharedState*>(ShmemInitStruct("nico_extsvc", sizeof(SharedState), &found));
+  if (!found) {
+    pg_atomic_init_u32(&g_shared->wake_pending, 0);
+    pg_atomic_init_u32(&g_shared->resync_requested, 0);
+    pg_atomic_init_u64(&g_shared->wakes_requested, 0);
+    for (auto& s : g_shared->slots) {
+      pg_atomic_init_u32(&s.pid, 0);
+      s.latch = nullptr;
+      pg_atomic_init_u64(&s.iterations, 0);
+      pg_atomic_init_u64(&s.claimed, 0);
+      pg_atomic_init_u64(&s.completed, 0);
+      pg_atomic_init_u64(&s.stale, 0);
+      pg_atomic_init_u64(&s.http_requests, 0);
+      pg_atomic_init_u64(&s.http_errors, 0);
+      pg_atomic_init_u64(&s.last_activity_us, 0);
+    }
+  }
+  LWLockRelease(AddinShmemInitLock);
+}
+
+void wake_workers_at_commit() {
+  if (g_shared == nullptr) return;
+  if (!g_callback_registered) {
+    RegisterXactCallback(at_commit, nullptr);
+    g_callback_registered = true;
+  }
+  g_wake_requested = true;
+}
+
+void wake_workers_now() {
+  if (g_shared == nullptr) return;
+  for (auto& s : g_shared->slots) {
+    Latch* latch = s.latch;  // read once: a worker may be exiting
+    if (pg_atomic_read_u32(&s.pid) != 0 && latch != nullptr) SetLatch(latch);
+  }
+}
+
+}  // namespace extsvc::pg

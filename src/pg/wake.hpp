@@ -1,0 +1,42 @@
+// Shared memory of nico_extsvc: the workers' latches and counters, and the
+// wake-at-commit mechanism that lets intent reach the API in milliseconds.
+#pragma once
+
+#include "pg_prelude.hpp"
+
+namespace extsvc::pg {
+
+constexpr int kMaxWorkers = 16;
+
+struct WorkerSlot {
+  pg_atomic_uint32 pid;  // 0 when the slot is free
+  Latch* latch;          // the worker's own process latch while running
+  pg_atomic_uint64 iterations;
+  pg_atomic_uint64 claimed;
+  pg_atomic_uint64 completed;
+  pg_atomic_uint64 stale;
+  pg_atomic_uint64 http_requests;
+  pg_atomic_uint64 http_errors;
+  pg_atomic_uint64 last_activity_us;  // GetCurrentTimestamp() of the last loop
+};
+
+struct SharedState {
+  pg_atomic_uint32 wake_pending;  // 1 while a wake is requested and not yet seen
+  pg_atomic_uint32 resync_requested;
+  pg_atomic_uint64 wakes_requested;
+  WorkerSlot slots[kMaxWorkers];
+};
+
+// NULL unless the library was preloaded (shared memory exists only then).
+SharedState* shared_state();
+
+void request_shared_memory();  // shmem_request_hook
+void attach_shared_memory();   // shmem_startup_hook
+
+// Registers (once per transaction) a callback that sets every worker's latch
+// when the current transaction commits. A no-op without shared memory.
+void wake_workers_at_commit();
+// Sets every worker's latch now.
+void wake_workers_now();
+
+}  // namespace extsvc::pg

@@ -1,0 +1,557 @@
+// The nico_extsvc background worker: claim -> commit -> Kubernetes calls
+// outside any transaction -> compare-and-swap completion; woken at commit of
+// new intent, with a periodic scan as fallback and drift detector.
+#include "pg_prelude.hpp"
+
+#include "worker.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "gucs.hpp"
+#include "guard.hpp"
+#include "kube/client.hpp"
+#include "kube/config.hpp"
+#include "log_sink.hpp"
+#include "reconcile/dpu_reconciler.hpp"
+#include "reconcile/drift_detector.hpp"
+#include "reconcile/service_reconciler.hpp"
+#include "wake.hpp"
+#include "worker_spi.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(nico_extsvc_worker_status);
+PG_FUNCTION_INFO_V1(nico_extsvc_request_resync);
+}
+
+namespace extsvc::pg {
+
+namespace {
+
+// --- C++ runtime: clients and reconcilers, rebuilt on SIGHUP ---------------
+
+struct ClusterSettings {
+  std::string kubeconfig, server, ca_file, token_file;
+};
+
+struct Settings {
+  ClusterSettings management;
+  ClusterSettings dpu;
+  bool insecure = false;
+  std::string ns;
+  double qps = 50;
+  int burst = 100;
+  long connect_timeout_ms = 5000, timeout_ms = 30000;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(const Settings& s) : ns_(s.ns) {
+    auto cfg = cluster_config(s, s.management);
+    if (cfg) {
+      management_ = std::make_unique<kube::Client>(*cfg);
+      management_->interrupted = [] { return ProcDiePending != 0; };
+      reconciler_ = std::make_unique<reconcile::ServiceReconciler>(*management_, ns_);
+      spdlog::info("management cluster configured: {}", cfg->server);
+    }
+    std::string mgmt_error = config_error_;
+    if (!s.dpu.kubeconfig.empty() || !s.dpu.server.empty()) {
+      if (auto dcfg = cluster_config(s, s.dpu)) {
+        dpu_ = std::make_unique<kube::Client>(*dcfg);
+        dpu_->interrupted = [] { return ProcDiePending != 0; };
+        spdlog::info("DPU cluster configured: {}", dcfg->server);
+      } else {
+        spdlog::warn("DPU cluster not usable ({}); DPU states will be UNKNOWN", config_error_);
+      }
+    } else {
+      spdlog::info("no DPU cluster configured; DPU states will be UNKNOWN");
+    }
+    config_error_ = mgmt_error;
+  }
+
+  // A fresh reconciler per batch: it caches ControllerRevisions for one batch.
+  std::unique_ptr<reconcile::DpuReconciler> dpu_reconciler() {
+    return std::make_unique<reconcile::DpuReconciler>(*management_, dpu_.get(), ns_);
+  }
+
+  bool configured() const { return management_ != nullptr; }
+  const std::string& config_error() const { return config_error_; }
+
+  reconcile::Outcome reconcile(const reconcile::ServiceWork& w) { return reconciler_->reconcile(w); }
+
+  reconcile::DriftReport detect(const std::vector<reconcile::DesiredService>& services,
+                                const std::vector<std::string>& known) {
+    return reconcile::detect_drift(*management_, ns_, services, known);
+  }
+
+  uint64_t requests() const {
+    return (management_ ? management_->stats().requests : 0) + (dpu_ ? dpu_->stats().requests : 0);
+  }
+  uint64_t errors() const {
+    return (management_ ? management_->stats().errors : 0) + (dpu_ ? dpu_->stats().errors : 0);
+  }
+
+ private:
+  std::optional<kube::ClusterConfig> cluster_config(const Settings& s, const ClusterSettings& c) {
+    kube::ClusterConfig cfg;
+    if (!c.kubeconfig.empty()) {
+      auto loaded = kube::load_kubeconfig(c.kubeconfig);
+      if (auto* err = std::get_if<std::string>(&loaded)) {
+        config_error_ = "kubeconfig " + c.kubeconfig + ": " + *err;
+        return std::nullopt;
+      }
+      cfg = std::get<kube::ClusterConfig>(loaded);
+    } else if (!c.server.empty()) {
+      cfg.server = c.server;
+      cfg.ca_file = c.ca_file;
+      cfg.token_file = c.token_file;
+    } else {
+      config_error_ = "no cluster configured (set extsvc.kubeconfig or extsvc.kube_server)";
+      return std::nullopt;
+    }
+    cfg.insecure_skip_verify = s.insecure;
+    cfg.qps = s.qps;
+    cfg.burst = s.burst;
+    cfg.connect_timeout_ms = s.connect_timeout_ms;
+    cfg.timeout_ms = s.timeout_ms;
+    if (auto err = kube::validate(cfg)) {
+      config_error_ = *err;
+      return std::nullopt;
+    }
+    return cfg;
+  }
+
+  std::string ns_;
+  std::string config_error_;
+  std::unique_ptr<kube::Client> management_;
+  std::unique_ptr<kube::Client> dpu_;
+  std::unique_ptr<reconcile::ServiceReconciler> reconciler_;
+};
+
+Runtime* g_runtime = nullptr;  // owned; replaced on SIGHUP, freed at exit
+int g_slot = -1;
+char g_worker_name[64];
+
+std::string str(const char* s) { return s ? std::string(s) : std::string(); }
+
+Settings current_settings() {
+  Settings s;
+  s.management = {str(gucs.management.kubeconfig), str(gucs.management.server),
+                  str(gucs.management.ca_file), str(gucs.management.token_file)};
+  s.dpu = {str(gucs.dpu.kubeconfig), str(gucs.dpu.server), str(gucs.dpu.ca_file),
+           str(gucs.dpu.token_file)};
+  s.insecure = gucs.insecure_skip_verify;
+  s.ns = str(gucs.ns);
+  s.qps = gucs.kube_qps;
+  s.burst = gucs.kube_burst;
+  s.connect_timeout_ms = gucs.connect_timeout_ms;
+  s.timeout_ms = gucs.http_timeout_ms;
+  return s;
+}
+
+void rebuild_runtime() {
+  PendingError err;
+  cpp_call(err, [] {
+    set_log_level(gucs.log_level);
+    delete g_runtime;
+    g_runtime = nullptr;
+    g_runtime = new Runtime(current_settings());
+    if (!g_runtime->configured())
+      spdlog::warn("worker idle: {}", g_runtime->config_error());
+  });
+  flush_logs();
+  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+}
+
+void on_exit_clear_slot(int, Datum) {
+  SharedState* st = shared_state();
+  if (st != nullptr && g_slot >= 0) {
+    st->slots[g_slot].latch = nullptr;
+    pg_atomic_write_u32(&st->slots[g_slot].pid, 0);
+  }
+}
+
+// One claimed row through the reconciler and back into the database.
+void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot) {
+  // Everything C++ happens inside cpp_call; its results are copied into
+  // palloc'd memory before the database is touched again.
+  Completion c{};
+  c.service_id = row.service_id;
+  c.state_version = row.state_version;
+  c.lease_token = row.lease_token;
+  c.applied_revision = 0;
+  c.http_status = 0;
+  c.retry_after_s = -1;
+  c.observed_generation = -1;
+  PendingError err;
+  uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
+  cpp_call(err, [&] {
+    reconcile::ServiceWork w;
+    w.service_id = row.service_id;
+    w.state_version = row.state_version;
+    w.lease_token = row.lease_token;
+    w.lifecycle_state = str(row.lifecycle_state);
+    w.deployment_scope = str(row.deployment_scope);
+    w.dpf_service_name = str(row.dpf_service_name);
+    w.attachable_version = str(row.attachable_version);
+    w.desired_revision = row.desired_revision;
+    if (row.applied_revision > 0) w.applied_revision = row.applied_revision;
+    w.attempts = row.attempts;
+    w.placement_clear = row.placement_clear;
+    w.desired = nlohmann::json::parse(str(row.desired));
+    const reconcile::Outcome o = g_runtime->reconcile(w);
+    auto keep = [&](const std::string& s) -> const char* {
+      return s.empty() ? nullptr : MemoryContextStrdup(cxt, s.c_str());
+    };
+    c.outcome = reconcile::to_string(o.kind);
+    c.new_state = keep(o.new_state);
+    c.reason = keep(o.reason);
+    c.message = keep(o.message);
+    c.applied_revision = o.applied_revision.value_or(0);
+    c.http_status = o.http_status.value_or(0);
+    c.retry_after_s = o.retry_after_s.value_or(-1);
+    c.observed_generation = o.observed_generation.value_or(-1);
+    c.observed_resource_version = keep(o.observed_resource_version);
+    spdlog::debug("{} {} {}: {} {} ({} API calls)", w.dpf_service_name, w.lifecycle_state,
+                  c.outcome, o.new_state, o.message, o.api_calls);
+  });
+  flush_logs();
+  pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
+  pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
+  if (err.sqlstate != 0) {
+    // A bug, not a cluster condition: retry with backoff, keep the text.
+    c.outcome = "retry";
+    c.message = err.message;
+  }
+  char* result = nullptr;
+  char* error = nullptr;
+  if (!spi_complete(cxt, &c, &result, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: recording the outcome for %s failed: %s",
+                             row.service_id, error)));
+    return;
+  }
+  pg_atomic_fetch_add_u64(&slot->completed, 1);
+  if (result != nullptr && strcmp(result, "applied") != 0) {
+    pg_atomic_fetch_add_u64(&slot->stale, 1);
+    ereport(LOG, (errmsg("nico_extsvc: %s result for %s discarded (%s)", c.outcome,
+                         row.dpf_service_name, result)));
+  }
+}
+
+// One claimed DPU through the placement reconciler and back.
+void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconciler* rec,
+                 WorkerSlot* slot) {
+  DpuCompletion c{};
+  c.dpu_machine_id = row.dpu_machine_id;
+  c.state_version = row.state_version;
+  c.lease_token = row.lease_token;
+  c.outcome = "retry";
+  c.retry_after_s = -1;
+  PendingError err;
+  const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
+  cpp_call(err, [&] {
+    reconcile::DpuWork w;
+    w.dpu_machine_id = row.dpu_machine_id;
+    w.state_version = row.state_version;
+    w.lease_token = row.lease_token;
+    w.device_name = str(row.device_name);
+    w.node_name = str(row.node_name);
+    w.deregistered = row.deregistered;
+    w.attempts = row.attempts;
+    for (const auto& k : nlohmann::json::parse(str(row.wanted_keys)))
+      w.wanted_keys.insert(k.get<std::string>());
+    for (const auto& it : nlohmann::json::parse(str(row.items))) {
+      reconcile::DpuItem item;
+      item.kind = it.value("kind", "");
+      item.instance_id = it["instance_id"].is_string() ? it["instance_id"].get<std::string>() : "";
+      item.service_id = it.value("service_id", "");
+      item.version = it.value("version", "");
+      item.label_key = it.value("label_key", "");
+      item.dpf_service_name = it.value("dpf_service_name", "");
+      item.wanted = it.value("wanted", false);
+      w.items.push_back(std::move(item));
+    }
+    const reconcile::DpuOutcome o = rec->reconcile(w);
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& r : o.results)
+      results.push_back({{"kind", r.item->kind},
+                         {"instance_id", r.item->instance_id.empty() ? nlohmann::json()
+                                                                     : nlohmann::json(r.item->instance_id)},
+                         {"service_id", r.item->service_id},
+                         {"version", r.item->version},
+                         {"state", r.state},
+                         {"message", r.message}});
+    auto keep = [&](const std::string& s) -> const char* {
+      return s.empty() ? nullptr : MemoryContextStrdup(cxt, s.c_str());
+    };
+    c.outcome = o.retry ? "retry" : "observed";
+    c.results = keep(results.dump());
+    c.message = keep(o.message);
+    c.http_status = o.http_status.value_or(0);
+    c.retry_after_s = o.retry_after_s.value_or(-1);
+    c.observation = keep(o.observation.dump());
+    spdlog::debug("DPU {}: {} ({} API calls{})", w.device_name, c.outcome, o.api_calls,
+                  o.patched ? ", labels patched" : "");
+  });
+  flush_logs();
+  pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
+  pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
+  if (err.sqlstate != 0) c.message = err.message;
+  char* result = nullptr;
+  char* error = nullptr;
+  if (!spi_complete_dpu(cxt, &c, &result, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: recording the DPU pass for %s failed: %s",
+                             row.device_name, error)));
+    return;
+  }
+  pg_atomic_fetch_add_u64(&slot->completed, 1);
+  if (result != nullptr && strcmp(result, "applied") != 0) pg_atomic_fetch_add_u64(&slot->stale, 1);
+}
+
+// Claims and processes one batch of due DPUs; returns how many were claimed.
+int dpu_batch(MemoryContext cxt, WorkerSlot* slot) {
+  DpuClaimResult batch{};
+  char* error = nullptr;
+  if (!spi_claim_dpus(cxt, g_worker_name, gucs.batch_size, gucs.lease_time_s, &batch, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: DPU claim failed: %s", error)));
+    return 0;
+  }
+  if (batch.count == 0) return 0;
+  pg_atomic_fetch_add_u64(&slot->claimed, batch.count);
+  reconcile::DpuReconciler* rec = nullptr;
+  PendingError err;
+  cpp_call(err, [&] { rec = g_runtime->dpu_reconciler().release(); });
+  if (err.sqlstate != 0) {
+    ereport(WARNING, (errmsg_internal("%s", err.message)));
+    return batch.count;
+  }
+  for (int i = 0; i < batch.count; ++i) {
+    CHECK_FOR_INTERRUPTS();
+    process_dpu(cxt, batch.rows[i], rec, slot);
+  }
+  cpp_call(err, [&] { delete rec; });
+  return batch.count;
+}
+
+// Drift detection: one LIST, compare, mark drifted services due.
+void resync(MemoryContext cxt) {
+  SnapshotResult snap{};
+  char* error = nullptr;
+  if (!spi_resync_snapshot(cxt, &snap, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: resync snapshot failed: %s", error)));
+    return;
+  }
+  PendingError err;
+  int ndrift = 0;
+  char** drift_ids = nullptr;
+  char** drift_details = nullptr;
+  cpp_call(err, [&] {
+    std::vector<reconcile::DesiredService> services;
+    services.reserve(snap.count);
+    for (int i = 0; i < snap.count; ++i)
+      services.push_back({snap.rows[i].service_id, snap.rows[i].dpf_service_name,
+                          snap.rows[i].attachable_version,
+                          nlohmann::json::parse(snap.rows[i].desired)});
+    std::vector<std::string> known;
+    for (int i = 0; i < snap.known_count; ++i) known.push_back(str(snap.known_names[i]));
+    const auto report = g_runtime->detect(services, known);
+    if (report.error) {
+      spdlog::warn("resync LIST failed: {}", kube::describe(*report.error));
+      return;
+    }
+    ndrift = static_cast<int>(report.drifted.size());
+    drift_ids = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (ndrift + 1)));
+    drift_details = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (ndrift + 1)));
+    for (int i = 0; i < ndrift; ++i) {
+      drift_ids[i] = MemoryContextStrdup(cxt, report.drifted[i].first.c_str());
+      drift_details[i] = MemoryContextStrdup(cxt, report.drifted[i].second.c_str());
+    }
+    if (!report.orphans.empty())
+      spdlog::warn("{} DPUService(s) carry our ownership label but match no live service, e.g. {}",
+                   report.orphans.size(), report.orphans.front());
+    spdlog::debug("resync: {} listed, {} READY services, {} drifted", report.listed,
+                  services.size(), ndrift);
+  });
+  flush_logs();
+  if (err.sqlstate != 0) {
+    ereport(WARNING, (errmsg_internal("nico_extsvc: resync failed: %s", err.message)));
+    return;
+  }
+  for (int i = 0; i < ndrift; ++i) {
+    if (!spi_mark_drift(cxt, drift_ids[i], drift_details[i], &error))
+      ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
+    else
+      ereport(LOG, (errmsg("nico_extsvc: drift on service %s: %s", drift_ids[i], drift_details[i])));
+  }
+}
+
+void worker_loop() {
+  SharedState* st = shared_state();
+  WorkerSlot* slot = &st->slots[g_slot];
+  MemoryContext iter_cxt =
+      AllocSetContextCreate(TopMemoryContext, "nico_extsvc iteration", ALLOCSET_DEFAULT_SIZES);
+  rebuild_runtime();
+  TimestampTz next_resync = 0;  // now: the first pass also checks drift
+  bool warned_missing = false;
+
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    MemoryContextReset(iter_cxt);
+    MemoryContext old = MemoryContextSwitchTo(iter_cxt);
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+      rebuild_runtime();
+    }
+    pg_atomic_write_u32(&st->wake_pending, 0);
+    pg_atomic_fetch_add_u64(&slot->iterations, 1);
+    pg_atomic_write_u64(&slot->last_activity_us, static_cast<uint64>(GetCurrentTimestamp()));
+
+    long timeout_ms = 10000;
+    bool installed = false;
+    char* error = nullptr;
+    if (!gucs.enabled || RecoveryInProgress() || !g_runtime->configured()) {
+      timeout_ms = 60000;  // waits for SIGHUP (or promotion) — the latch wakes us
+    } else if (!spi_extension_installed(iter_cxt, &installed, &error) || !installed) {
+      if (!warned_missing)
+        ereport(LOG, (errmsg("nico_extsvc: extension not installed in database \"%s\"; waiting",
+                             gucs.database),
+                      errhint("CREATE EXTENSION nico_extsvc in that database.")));
+      warned_missing = true;
+      timeout_ms = 5000;
+    } else {
+      warned_missing = false;
+      ClaimResult batch{};
+      if (!spi_claim(iter_cxt, g_worker_name, gucs.batch_size, gucs.lease_time_s, &batch, &error)) {
+        ereport(WARNING, (errmsg("nico_extsvc: claim failed: %s", error)));
+      } else {
+        pg_atomic_fetch_add_u64(&slot->claimed, batch.count);
+        for (int i = 0; i < batch.count; ++i) {
+          CHECK_FOR_INTERRUPTS();
+          process_row(iter_cxt, batch.rows[i], slot);
+        }
+      }
+      const int ndpus = dpu_batch(iter_cxt, slot);
+      // Drift detection is one LIST per pass; the first worker does it.
+      const TimestampTz now = GetCurrentTimestamp();
+      if (g_slot == 0 && (now >= next_resync || pg_atomic_exchange_u32(&st->resync_requested, 0))) {
+        resync(iter_cxt);
+        if (!spi_mark_dpus_due(iter_cxt, &error))
+          ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
+        next_resync = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+                                                  static_cast<int64>(gucs.resync_interval_s) * 1000);
+      }
+      if (batch.count >= gucs.batch_size || ndpus >= gucs.batch_size) {
+        timeout_ms = 0;  // more may be due right now
+      } else {
+        bool any = false;
+        double due_s = 0;
+        if (spi_next_due(iter_cxt, &any, &due_s, &error) && any)
+          timeout_ms = std::clamp<long>(static_cast<long>(due_s * 1000) + 1, 0, timeout_ms);
+      }
+      if (g_slot == 0) {
+        const long to_resync = static_cast<long>(
+            (next_resync - GetCurrentTimestamp()) / 1000);
+        timeout_ms = std::max<long>(0, std::min(timeout_ms, to_resync));
+      }
+    }
+    MemoryContextSwitchTo(old);
+    if (timeout_ms > 0) {
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+                      PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
+    }
+  }
+}
+
+}  // namespace
+
+void register_workers() {
+  for (int i = 0; i < gucs.workers && i < kMaxWorkers; ++i) {
+    BackgroundWorker w;
+    memset(&w, 0, sizeof w);
+    w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    w.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    w.bgw_restart_time = 5;
+    snprintf(w.bgw_library_name, BGW_MAXLEN, "nico_extsvc");
+    snprintf(w.bgw_function_name, BGW_MAXLEN, "nico_extsvc_worker_main");
+    snprintf(w.bgw_name, BGW_MAXLEN, "nico_extsvc worker %d", i);
+    snprintf(w.bgw_type, BGW_MAXLEN, "nico_extsvc worker");
+    w.bgw_main_arg = Int32GetDatum(i);
+    RegisterBackgroundWorker(&w);
+  }
+}
+
+}  // namespace extsvc::pg
+
+using namespace extsvc::pg;
+
+extern "C" void nico_extsvc_worker_main(Datum arg) {
+  g_slot = DatumGetInt32(arg);
+  snprintf(g_worker_name, sizeof g_worker_name, "nico_extsvc worker %d", g_slot);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  SharedState* st = shared_state();
+  if (st == nullptr) ereport(FATAL, (errmsg("nico_extsvc shared memory is missing")));
+  BackgroundWorkerInitializeConnection(gucs.database, nullptr, 0);
+  pgstat_report_appname(g_worker_name);
+  st->slots[g_slot].latch = MyLatch;
+  pg_atomic_write_u32(&st->slots[g_slot].pid, static_cast<uint32>(MyProcPid));
+  before_shmem_exit(on_exit_clear_slot, 0);
+  install_log_sink(g_worker_name);
+  ereport(LOG, (errmsg("%s started in database \"%s\"", g_worker_name, gucs.database)));
+  worker_loop();
+}
+
+// --- operator functions over shared memory ---------------------------------
+
+static SharedState* require_shared() {
+  SharedState* st = shared_state();
+  if (st == nullptr)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("nico_extsvc workers are not running"),
+                    errdetail("The library was not loaded through shared_preload_libraries."),
+                    errhint("Add nico_extsvc to shared_preload_libraries and restart the server.")));
+  return st;
+}
+
+extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
+  SharedState* st = require_shared();
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  InitMaterializedSRF(fcinfo, 0);
+  for (int i = 0; i < kMaxWorkers; ++i) {
+    WorkerSlot& s = st->slots[i];
+    const uint32 pid = pg_atomic_read_u32(&s.pid);
+    if (pid == 0 && pg_atomic_read_u64(&s.iterations) == 0) continue;
+    Datum values[9];
+    bool nulls[9] = {false};
+    values[0] = Int32GetDatum(i);
+    nulls[1] = pid == 0;
+    values[1] = Int32GetDatum(static_cast<int32>(pid));
+    values[2] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.iterations)));
+    values[3] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.claimed)));
+    values[4] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.completed)));
+    values[5] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.stale)));
+    values[6] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.http_requests)));
+    values[7] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.http_errors)));
+    const uint64 last = pg_atomic_read_u64(&s.last_activity_us);
+    nulls[8] = last == 0;
+    values[8] = TimestampTzGetDatum(static_cast<TimestampTz>(last));
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+  }
+  return (Datum)0;
+}
+
+extern "C" Datum nico_extsvc_request_resync(PG_FUNCTION_ARGS) {
+  (void)fcinfo;
+  SharedState* st = require_shared();
+  pg_atomic_write_u32(&st->resync_requested, 1);
+  wake_workers_now();
+  PG_RETURN_VOID();
+}

@@ -1,0 +1,55 @@
+// What the worker claimed for one DPU, and what it observed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace extsvc::reconcile {
+
+// One reason to look at a service on this DPU: an attachment row of an
+// instance, or an ALL_DPUS ("site") service.
+struct DpuItem {
+  std::string kind;  // "attachment" or "site"
+  std::string instance_id;
+  std::string service_id;
+  std::string version;
+  std::string label_key;
+  std::string dpf_service_name;  // = DaemonSet name in the DPU cluster
+  bool wanted = false;
+};
+
+struct DpuWork {
+  std::string dpu_machine_id;
+  int64_t state_version = 0;
+  std::string lease_token;
+  std::string device_name;
+  std::string node_name;
+  bool deregistered = false;
+  int attempts = 0;
+  std::set<std::string> wanted_keys;
+  std::vector<DpuItem> items;
+};
+
+struct DpuItemResult {
+  const DpuItem* item = nullptr;
+  std::string state;  // PENDING, RUNNING, TERMINATING, TERMINATED, ERROR, UNKNOWN
+  std::string message;
+};
+
+struct DpuOutcome {
+  bool retry = false;  // transient failure before anything could be observed
+  std::vector<DpuItemResult> results;
+  std::string message;  // error text (redacted) or empty
+  std::optional<int> http_status;
+  std::optional<double> retry_after_s;
+  nlohmann::json observation = nlohmann::json::object();  // for operators
+  int api_calls = 0;
+  bool patched = false;
+};
+
+}  // namespace extsvc::reconcile

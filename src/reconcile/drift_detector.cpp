@@ -1,0 +1,46 @@
+#include "reconcile/drift_detector.hpp"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/dpuservice_render.hpp"
+#include "core/merge_patch.hpp"
+
+namespace extsvc::reconcile {
+
+DriftReport detect_drift(kube::Client& api, const std::string& ns,
+                         const std::vector<DesiredService>& services,
+                         const std::vector<std::string>& known_names) {
+  DriftReport report;
+  auto listed = api.list(kube::dpuservices_path(ns), "nico/extension-service-id");
+  if (!listed.ok()) {
+    report.error = listed.error();
+    return report;
+  }
+  std::unordered_map<std::string, const nlohmann::json*> by_name;
+  const auto& items = listed.value().body["items"];
+  report.listed = items.size();
+  for (const auto& item : items) {
+    const auto name = item["metadata"].value("name", std::string());
+    by_name.emplace(name, &item);
+  }
+  for (const auto& s : services) {
+    const auto it = by_name.find(s.dpf_service_name);
+    if (it == by_name.end()) {
+      report.drifted.emplace_back(s.service_id, "DPUService is missing");
+      continue;
+    }
+    const auto& live = *it->second;
+    if (auto field = core::identity_mismatch(live, s.service_id, s.attachable_version, ns)) {
+      report.drifted.emplace_back(s.service_id, "identity differs at " + *field);
+    } else if (!core::dpuservice_mutable_patch(live, s.desired).empty()) {
+      report.drifted.emplace_back(s.service_id, "DPUService spec differs from the desired revision");
+    }
+  }
+  const std::unordered_set<std::string> known(known_names.begin(), known_names.end());
+  for (const auto& [name, _] : by_name)
+    if (!known.count(name)) report.orphans.push_back(name);
+  return report;
+}
+
+}  // namespace extsvc::reconcile

@@ -1,0 +1,254 @@
+#include "reconcile/service_reconciler.hpp"
+
+#include <utility>
+
+#include "core/dpuservice_render.hpp"
+#include "core/merge_patch.hpp"
+#include "kube/error.hpp"
+
+namespace extsvc::reconcile {
+
+namespace {
+
+using kube::ErrorKind;
+
+Outcome transition(std::string state, std::string reason, std::string message) {
+  Outcome o;
+  o.kind = Outcome::Kind::kTransition;
+  o.new_state = std::move(state);
+  o.reason = std::move(reason);
+  o.message = std::move(message);
+  return o;
+}
+
+Outcome event(std::string reason, std::string message) {
+  Outcome o;
+  o.kind = Outcome::Kind::kEvent;
+  o.reason = std::move(reason);
+  o.message = std::move(message);
+  return o;
+}
+
+Outcome done() { return Outcome{}; }
+
+Outcome poll(std::string message) {
+  Outcome o;
+  o.kind = Outcome::Kind::kPoll;
+  o.message = std::move(message);
+  return o;
+}
+
+// A failed call: transient ones retry with backoff, the rest fail the service.
+Outcome from_error(const kube::Error& e, const std::string& what) {
+  Outcome o;
+  o.http_status = e.http_status ? std::optional<int>(e.http_status) : std::nullopt;
+  o.retry_after_s = e.retry_after_s;
+  // describe() is already redacted; it never carries request headers.
+  o.message = what + ": " + kube::describe(e);
+  if (kube::is_transient(e)) {
+    o.kind = Outcome::Kind::kRetry;
+  } else {
+    o.kind = Outcome::Kind::kTransition;
+    o.new_state = "FAILED";
+    o.reason = "permanent_error";
+  }
+  return o;
+}
+
+Outcome ownership_conflict(const ServiceWork& w, const std::string& field) {
+  // Name the field, never its value: the object is not ours and may hold
+  // anything.
+  return transition("FAILED", "ownership_conflict",
+                    "DPUService " + w.dpf_service_name + " exists but " + field +
+                        " is not ours; it is left untouched");
+}
+
+void observe(Outcome& o, const nlohmann::json& obj) {
+  const auto& md = obj.value("metadata", nlohmann::json::object());
+  if (md.contains("generation") && md["generation"].is_number_integer())
+    o.observed_generation = md["generation"].get<int64_t>();
+  if (md.contains("resourceVersion") && md["resourceVersion"].is_string())
+    o.observed_resource_version = md["resourceVersion"].get<std::string>();
+}
+
+bool being_deleted(const nlohmann::json& obj) {
+  const auto it = obj.find("metadata");
+  return it != obj.end() && it->is_object() && it->contains("deletionTimestamp") &&
+         !(*it)["deletionTimestamp"].is_null();
+}
+
+}  // namespace
+
+const char* to_string(Outcome::Kind kind) {
+  switch (kind) {
+    case Outcome::Kind::kTransition:
+      return "transition";
+    case Outcome::Kind::kEvent:
+      return "event";
+    case Outcome::Kind::kDone:
+      return "done";
+    case Outcome::Kind::kRetry:
+      return "retry";
+    case Outcome::Kind::kPoll:
+      return "poll";
+  }
+  return "done";
+}
+
+Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
+  calls_ = 0;
+  Outcome o;
+  if (w.lifecycle_state == "CREATING") {
+    o = create(w);
+  } else if (w.lifecycle_state == "UPDATING") {
+    o = update(w, false);
+  } else if (w.lifecycle_state == "READY") {
+    o = update(w, true);
+  } else if (w.lifecycle_state == "DELETING") {
+    o = remove(w);
+  } else {
+    o = done();  // FAILED and DELETED wait for new intent
+  }
+  o.api_calls = calls_;
+  return o;
+}
+
+Outcome ServiceReconciler::create(const ServiceWork& w) {
+  ++calls_;
+  auto created = api_.create(kube::dpuservices_path(ns_), w.desired);
+  if (created.ok()) {
+    Outcome o = transition("READY", "dpuservice_created",
+                           "DPUService created with revision " + std::to_string(w.desired_revision));
+    o.applied_revision = w.desired_revision;
+    observe(o, created.value().body);
+    return o;
+  }
+  if (created.kind() == ErrorKind::kAlreadyExists) return adopt_existing(w);
+  return from_error(created.error(), "creating the DPUService");
+}
+
+// The name exists already: ours from an earlier attempt (a crash after the
+// POST), or someone else's.
+Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
+  ++calls_;
+  auto got = api_.get(kube::dpuservices_path(ns_, w.dpf_service_name));
+  if (!got.ok()) {
+    if (got.kind() == ErrorKind::kNotFound) {
+      Outcome o = poll("DPUService vanished between create and read; creating again");
+      return o;
+    }
+    return from_error(got.error(), "reading the existing DPUService");
+  }
+  const auto& live = got.value().body;
+  if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
+    return ownership_conflict(w, *field);
+  if (being_deleted(live)) return poll("an earlier DPUService of this service is still being deleted");
+  const auto patch = core::dpuservice_mutable_patch(live, w.desired);
+  nlohmann::json current = live;
+  if (!patch.empty()) {
+    ++calls_;
+    auto patched = api_.merge_patch(kube::dpuservices_path(ns_, w.dpf_service_name), patch);
+    if (!patched.ok()) return from_error(patched.error(), "patching the adopted DPUService");
+    current = patched.value().body;
+  }
+  Outcome o = transition("READY", "dpuservice_adopted",
+                         "existing DPUService adopted at revision " +
+                             std::to_string(w.desired_revision));
+  o.applied_revision = w.desired_revision;
+  observe(o, current);
+  return o;
+}
+
+Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
+  const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
+  ++calls_;
+  auto got = api_.get(path);
+  if (!got.ok()) {
+    if (got.kind() == ErrorKind::kNotFound) {
+      if (!drift_repair)
+        return transition("FAILED", "dpuservice_missing",
+                          "DPUService " + w.dpf_service_name + " is missing; the update was not applied");
+      // READY but gone (deleted by hand): re-create it.
+      ++calls_;
+      auto created = api_.create(kube::dpuservices_path(ns_), w.desired);
+      if (!created.ok()) return from_error(created.error(), "re-creating the missing DPUService");
+      Outcome o = event("drift_recreated", "DPUService was missing and has been re-created");
+      observe(o, created.value().body);
+      return o;
+    }
+    return from_error(got.error(), "reading the DPUService");
+  }
+  const auto& live = got.value().body;
+  if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
+    return ownership_conflict(w, *field);
+  if (being_deleted(live)) {
+    if (!drift_repair)
+      return transition("FAILED", "dpuservice_missing",
+                        "DPUService " + w.dpf_service_name + " is being deleted by someone else");
+    return poll("DPUService is being deleted by someone else; re-creating once it is gone");
+  }
+  const auto patch = core::dpuservice_mutable_patch(live, w.desired);
+  if (patch.empty()) {
+    Outcome o = drift_repair ? done()
+                             : transition("READY", "revision_applied",
+                                          "revision " + std::to_string(w.desired_revision) +
+                                              " applied (no change needed)");
+    if (!drift_repair) o.applied_revision = w.desired_revision;
+    observe(o, live);
+    return o;
+  }
+  ++calls_;
+  auto patched = api_.merge_patch(path, patch);
+  if (!patched.ok()) {
+    if (patched.kind() == ErrorKind::kNotFound && !drift_repair)
+      return transition("FAILED", "dpuservice_missing",
+                        "DPUService " + w.dpf_service_name + " disappeared during the update");
+    return from_error(patched.error(), "patching the DPUService");
+  }
+  // The PATCH response is the object after the write: no second GET.
+  const auto& after = patched.value().body;
+  if (!core::dpuservice_mutable_patch(after, w.desired).empty()) {
+    Outcome o;
+    o.kind = Outcome::Kind::kRetry;
+    o.message = "the API server's response does not show the patched fields yet";
+    return o;
+  }
+  Outcome o = drift_repair ? event("drift_patched", "DPUService spec had drifted; patched back")
+                           : transition("READY", "revision_applied",
+                                        "revision " + std::to_string(w.desired_revision) + " applied");
+  if (!drift_repair) o.applied_revision = w.desired_revision;
+  observe(o, after);
+  return o;
+}
+
+Outcome ServiceReconciler::remove(const ServiceWork& w) {
+  if (!w.placement_clear)
+    return poll("waiting until every DPU is observed without the placement label");
+  const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
+  ++calls_;
+  auto got = api_.get(path);
+  if (!got.ok()) {
+    if (got.kind() == ErrorKind::kNotFound)
+      return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
+    return from_error(got.error(), "reading the DPUService before deleting it");
+  }
+  const auto& live = got.value().body;
+  if (!core::owned_by(live, w.service_id))
+    return ownership_conflict(w, "metadata.labels[\"nico/extension-service-id\"]");
+  if (being_deleted(live)) {
+    Outcome o = poll("waiting for DPF to remove the DPUService's finalizers");
+    observe(o, live);
+    return o;
+  }
+  ++calls_;
+  auto deleted = api_.del(path);
+  if (!deleted.ok()) {
+    if (deleted.kind() == ErrorKind::kNotFound)
+      return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
+    return from_error(deleted.error(), "deleting the DPUService");
+  }
+  // Deleted at once or now terminating: either way confirm with a 404 later.
+  return poll("delete requested; waiting for the API to answer 404");
+}
+
+}  // namespace extsvc::reconcile

@@ -1,0 +1,45 @@
+// What the worker claimed for one DPF service, and what it decided.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace extsvc::reconcile {
+
+struct ServiceWork {
+  std::string service_id;
+  int64_t state_version = 0;
+  std::string lease_token;
+  std::string lifecycle_state;  // CREATING, READY, UPDATING, DELETING, ...
+  std::string deployment_scope;
+  std::string dpf_service_name;
+  std::string attachable_version;
+  int desired_revision = 0;
+  std::optional<int> applied_revision;
+  int attempts = 0;
+  nlohmann::json desired;  // the rendered DPUService of the desired revision
+  // ALL_DPUS deletion waits until every DPU was observed without the label.
+  bool placement_clear = true;
+};
+
+// Mirrors the outcomes of extsvc.complete_reconciliation().
+struct Outcome {
+  enum class Kind { kTransition, kEvent, kDone, kRetry, kPoll };
+  Kind kind = Kind::kDone;
+  std::string new_state;  // kTransition
+  std::string reason;     // kTransition, kEvent
+  std::string message;    // status message or last error; never secret
+  std::optional<int> applied_revision;
+  std::optional<int> http_status;
+  std::optional<double> retry_after_s;
+  std::optional<int64_t> observed_generation;
+  std::string observed_resource_version;
+  int api_calls = 0;
+};
+
+const char* to_string(Outcome::Kind kind);
+
+}  // namespace extsvc::reconcile

@@ -1,0 +1,342 @@
+"""End-to-end harness: a real PostgreSQL cluster with the nico_extsvc worker
+talking TLS + bearer token to a real dpfsim process. Python standard library
+only; SQL goes through psql so nothing but Debian packages is needed.
+"""
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD_DIR = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
+DPFSIM = os.environ.get("DPFSIM", os.path.join(BUILD_DIR, "sim", "dpfsim"))
+PGBIN = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip() \
+    or "/usr/lib/postgresql/15/bin"
+PG_USER = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+NAMESPACE = "dpf-operator-system"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def as_pg(cmd, **kw):
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", PG_USER, "--"] + cmd
+    return subprocess.run(cmd, **kw)
+
+
+def wait_until(fn, timeout=30.0, interval=0.05, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Sim:
+    """A dpfsim process with TLS and a bearer token."""
+
+    def __init__(self, workdir, dpus=4, tls=True):
+        self.dir = os.path.join(workdir, "sim")
+        os.makedirs(self.dir, exist_ok=True)
+        os.chmod(self.dir, 0o755)
+        self.token_file = os.path.join(self.dir, "token")
+        self.write_token("e2e-token-1")
+        args = [DPFSIM, "--listen", "127.0.0.1:0", "--dpu-listen", "127.0.0.1:0",
+                "--control-listen", "127.0.0.1:0", "--dpus", str(dpus), "--seed", "7"]
+        if tls:
+            args += ["--tls-dir", self.dir, "--token-file", self.token_file]
+        self.log = open(os.path.join(self.dir, "dpfsim.log"), "w")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("dpfsim did not start; see " + self.log.name)
+        info = json.loads(line)
+        self.management = info["management"]
+        self.dpu = info["dpu"]
+        self.control = info["control"]
+        self.ca_file = info.get("ca_file", "")
+        if self.ca_file:
+            os.chmod(self.ca_file, 0o644)
+        self.ssl = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
+
+    def write_token(self, token):
+        tmp = self.token_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(token + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.token_file)
+        self.token = token
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+    # --- control API ---
+    def ctl(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.control + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            raw = r.read()
+            return json.loads(raw) if raw else None
+
+    def fault(self, **rule):
+        rule.setdefault("cluster", "management")
+        return self.ctl("POST", "/faults", rule)
+
+    def clear_faults(self):
+        self.ctl("DELETE", "/faults")
+
+    def counts(self):
+        return self.ctl("GET", "/counts")
+
+    def requests(self, limit=200):
+        return self.ctl("GET", f"/requests?limit={limit}")
+
+    # --- Kubernetes API (as an operator's client would) ---
+    def kube(self, method, path, body=None, content_type="application/json", base=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request((base or self.management) + path, data=data, method=method,
+                                     headers={"Content-Type": content_type,
+                                              "Authorization": "Bearer " + self.token})
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=self.ssl) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def dpuservice(self, name):
+        code, body = self.kube("GET", f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/{NAMESPACE}/dpuservices/{name}")
+        return body if code == 200 else None
+
+    def dpuservices(self):
+        code, body = self.kube("GET", f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/{NAMESPACE}/dpuservices")
+        assert code == 200, body
+        return body["items"]
+
+
+class Postgres:
+    """A throw-away cluster owned by an unprivileged user, nico_extsvc preloaded."""
+
+    def __init__(self, workdir, settings):
+        self.dir = os.path.join(workdir, "pg")
+        os.makedirs(self.dir)
+        os.chmod(self.dir, 0o755)
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, PG_USER)
+        self.port = free_port()
+        self.data = os.path.join(self.dir, "data")
+        self.logfile = os.path.join(self.dir, "server.log")
+        r = as_pg([f"{PGBIN}/initdb", "-D", self.data, "-U", PG_USER, "-A", "trust", "-E", "UTF8",
+                   "--locale=C.UTF-8"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(r.stdout + r.stderr)
+        conf = {
+            "port": str(self.port), "listen_addresses": "''",
+            "unix_socket_directories": f"'{self.dir}'",
+            "shared_preload_libraries": "'nico_extsvc'", "fsync": "off",
+            "synchronous_commit": "off", "full_page_writes": "off", "max_connections": "60",
+            "log_line_prefix": "'%m [%p] %b '",
+        }
+        conf.update(settings)
+        self.append_conf(conf)
+        self.start()
+        self.sql("CREATE EXTENSION nico_extsvc")
+        self.sql("SELECT extsvc.allow_chart('https://charts.example.com')")
+        self.sql("SELECT extsvc.allow_chart('oci://registry.example.com')")
+
+    def append_conf(self, conf):
+        text = "".join(f"{k} = {v}\n" for k, v in conf.items())
+        as_pg(["tee", "-a", os.path.join(self.data, "postgresql.conf")], input=text,
+              capture_output=True, text=True, check=True)
+
+    def ctl(self, *args):
+        r = as_pg([f"{PGBIN}/pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60"] + list(args),
+                  capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"pg_ctl {args}: {r.stdout}{r.stderr}\n{self.tail_log()}")
+
+    def start(self):
+        self.ctl("start")
+
+    def restart(self):
+        self.ctl("-m", "fast", "restart")
+
+    def reload(self):
+        self.ctl("reload")
+
+    def stop(self):
+        try:
+            self.ctl("-m", "fast", "stop")
+        except RuntimeError:
+            pass
+
+    def tail_log(self, n=60):
+        try:
+            with open(self.logfile) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def sql(self, query, *, check=True):
+        """Runs one statement; returns rows as lists of strings (NULL -> None)."""
+        # NUL between records, US between fields, ETX for NULL: values may
+        # hold newlines, and str.splitlines() would split on other controls.
+        r = subprocess.run([f"{PGBIN}/psql", "-X", "-q", "-A", "-t", "-0", "-F", "\x1f", "-P", "null=\x03",
+                            "-v", "ON_ERROR_STOP=1", "-h", self.dir, "-p", str(self.port),
+                            "-U", PG_USER, "-d", "postgres", "-c", query],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            if check:
+                raise RuntimeError(f"SQL failed: {query}\n{r.stderr}")
+            return r.stderr
+        rows = []
+        for record in r.stdout.split("\0"):
+            record = record.strip("\n")
+            if record == "":
+                continue
+            rows.append([None if c == "\x03" else c for c in record.split("\x1f")])
+        return rows
+
+    def one(self, query):
+        rows = self.sql(query)
+        return rows[0][0] if rows and rows[0] else None
+
+    def worker_pids(self):
+        return [int(r[0]) for r in self.sql(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]
+
+
+class Env:
+    """dpfsim + PostgreSQL wired together; the worker talks TLS with a token."""
+
+    def __init__(self, dpus=4, workers=2, extra=None):
+        self.workdir = tempfile.mkdtemp(prefix="nico-extsvc-e2e.")
+        os.chmod(self.workdir, 0o755)
+        self.sim = Sim(self.workdir, dpus=dpus)
+        settings = {
+            "extsvc.workers": str(workers),
+            "extsvc.kube_server": f"'{self.sim.management}'",
+            "extsvc.kube_ca_file": f"'{self.sim.ca_file}'",
+            "extsvc.kube_token_file": f"'{self.sim.token_file}'",
+            "extsvc.dpu_kube_server": f"'{self.sim.dpu}'",
+            "extsvc.dpu_kube_ca_file": f"'{self.sim.ca_file}'",
+            "extsvc.dpu_kube_token_file": f"'{self.sim.token_file}'",
+            "extsvc.retry_base": "'100ms'", "extsvc.retry_cap": "'2s'",
+            "extsvc.lease_time": "'10s'", "extsvc.resync_interval": "'300s'",
+            "extsvc.http_timeout": "'3s'", "extsvc.log_level": "'debug'",
+        }
+        settings.update(extra or {})
+        try:
+            self.pg = Postgres(self.workdir, settings)
+        except Exception:
+            self.sim.stop()
+            raise
+
+    def close(self, keep=False):
+        self.pg.stop()
+        self.sim.stop()
+        if keep or os.environ.get("KEEP_E2E"):
+            print(f"    kept {self.workdir}")
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # --- helpers over the SQL API ---
+    def create(self, name, data=None, tenant="tenant-a", target="PRIMARY", service_id=None, **kw):
+        data = data if data is not None else helm_data()
+        args = [f"tenant_organization_id => {lit(tenant)}", f"service_name => {lit(name)}",
+                "service_type => 'DPF_HELM_CHART'", f"data => {lit(json.dumps(data))}"]
+        if target:
+            args.append(f"dpu_target => {lit(target)}")
+        if service_id:
+            args.append(f"service_id => {lit(service_id)}::uuid")
+        for k, v in kw.items():
+            args.append(f"{k} => {lit(v)}")
+        return self.pg.one(f"SELECT service_id FROM extsvc.create_service({', '.join(args)})")
+
+    def update(self, sid, data):
+        return self.pg.sql(f"SELECT lifecycle_state, desired_revision FROM extsvc.update_service("
+                           f"{lit(sid)}::uuid, data => {lit(json.dumps(data))})")[0]
+
+    def delete(self, sid):
+        return self.pg.one(f"SELECT lifecycle_state FROM extsvc.delete_service({lit(sid)}::uuid)")
+
+    def state(self, sid):
+        return self.pg.sql(f"SELECT lifecycle_state, desired_revision, applied_revision, dpf_service_name, "
+                           f"status_message FROM extsvc.services WHERE service_id = {lit(sid)}::uuid")[0]
+
+    def wait_state(self, sid, want, timeout=30):
+        def check():
+            s = self.state(sid)
+            return s if s[0] == want else False
+        try:
+            return wait_until(check, timeout, what=f"{sid} {want}")
+        except AssertionError:
+            print(self.pg.tail_log(40))
+            print(self.pg.sql(f"SELECT * FROM extsvc.reconciliation_queue WHERE service_id = {lit(sid)}::uuid"))
+            raise
+
+    def history(self, sid):
+        return [(r[0], r[1], r[2], r[3]) for r in self.pg.sql(
+            f"SELECT coalesce(from_state, '-'), to_state, actor, reason FROM extsvc.service_history "
+            f"WHERE service_id = {lit(sid)}::uuid ORDER BY id")]
+
+
+def lit(v):
+    if v is None:
+        return "NULL"
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def helm_data(version="1.2.3", values="__absent__", privileged=False, **extra):
+    d = {"repoURL": "https://charts.example.com/stable", "chartName": "demo-agent",
+         "chartVersion": version, "security": {"privileged": privileged}}
+    if values != "__absent__":
+        d["values"] = values
+    d.update(extra)
+    return d
+
+
+def run_tests(tests, header):
+    """Runs test functions; prints one line each and the closing summary."""
+    only = os.environ.get("E2E_ONLY")
+    passed = failed = 0
+    print(header)
+    for t in tests:
+        if only and only not in t.__name__:
+            continue
+        t0 = time.time()
+        try:
+            t()
+            passed += 1
+            print(f"ok   {t.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        except Exception:  # noqa: BLE001 - report every failure and go on
+            failed += 1
+            print(f"FAIL {t.__name__} ({time.time() - t0:.1f}s)", flush=True)
+            traceback.print_exc()
+    print(f"{passed} passed, {failed} failed")
+    return failed == 0

@@ -1,0 +1,240 @@
+// Pure helpers: redaction, paths, URL encoding, YAML subset, Status parsing, Retry-After.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kube/client.hpp"
+#include "kube/detail/internal.hpp"
+
+namespace extsvc::kube {
+namespace {
+
+using nlohmann::json;
+
+TEST(KubeRedact, BearerTokens) {
+  EXPECT_EQ(redact("Authorization: Bearer abc.def-ghi"), "Authorization: [REDACTED]");
+  EXPECT_EQ(redact("sent bearer eyJhbGciOi.x_y=  then"), "sent bearer [REDACTED]  then");
+  EXPECT_EQ(redact("header=\"Bearer abc123\""), "header=\"Bearer [REDACTED]\"");
+  EXPECT_EQ(redact("Bearer"), "Bearer");
+  EXPECT_EQ(redact("Bearer "), "Bearer ");
+}
+
+TEST(KubeRedact, TokenKeys) {
+  EXPECT_EQ(redact("token: abc123"), "token: [REDACTED]");
+  EXPECT_EQ(redact("    token: 'abc 123'\n    x: y"), "    token: '[REDACTED]'\n    x: y");
+  EXPECT_EQ(redact(R"({"token":"abc","other":"v"})"), R"({"token":"[REDACTED]","other":"v"})");
+  EXPECT_EQ(redact(R"({"token" : "a\"b", "n":1})"), R"({"token" : "[REDACTED]", "n":1})");
+  EXPECT_EQ(redact(R"(msg={\"token\":\"abc\"})"), R"(msg={\"token\":\"[REDACTED]\"})");
+  EXPECT_EQ(redact("https://h/x?token=abc&b=1"), "https://h/x?token=[REDACTED]&b=1");
+  EXPECT_EQ(redact("id-token: x password=hunter2"), "id-token: [REDACTED] password=[REDACTED]");
+  EXPECT_EQ(redact("client-key-data: LS0tLS1CRUdJTg=="), "client-key-data: [REDACTED]");
+  EXPECT_EQ(redact("authorization: Basic dXNlcjpwYXNz\nnext"), "authorization: [REDACTED]\nnext");
+}
+
+TEST(KubeRedact, PrivateKeyBlocks) {
+  std::string pem =
+      "key=-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY----- tail";
+  EXPECT_EQ(redact(pem), "key=[REDACTED] tail");
+  std::string cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----";
+  EXPECT_EQ(redact(cert), cert);
+}
+
+TEST(KubeRedact, LeavesOrdinaryTextAlone) {
+  const std::string texts[] = {
+      "dpuservices.svc.dpu.nvidia.com \"x\" not found",
+      "tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+      "Failed to connect to 127.0.0.1 port 1: Connection refused",
+      "the token is: ",  // nothing after the separator
+      "",
+  };
+  for (const auto& t : texts) EXPECT_EQ(redact(t), t);
+}
+
+TEST(KubePaths, Helpers) {
+  EXPECT_EQ(dpuservices_path("dpf-operator-system"),
+            "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices");
+  EXPECT_EQ(dpuservices_path("ns", "svc-1"),
+            "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/ns/dpuservices/svc-1");
+  EXPECT_EQ(dpuservices_path(""), "/apis/svc.dpu.nvidia.com/v1alpha1/dpuservices");
+  EXPECT_EQ(dpudevices_path("ns", "d1"),
+            "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/ns/dpudevices/d1");
+  EXPECT_EQ(nodes_path(), "/api/v1/nodes");
+  EXPECT_EQ(nodes_path("dpu-node-1"), "/api/v1/nodes/dpu-node-1");
+  EXPECT_EQ(pods_path(), "/api/v1/pods");
+  EXPECT_EQ(pods_path("kube-system"), "/api/v1/namespaces/kube-system/pods");
+  EXPECT_EQ(daemonsets_path("ns"), "/apis/apps/v1/namespaces/ns/daemonsets");
+  EXPECT_EQ(daemonsets_path("ns", "ds"), "/apis/apps/v1/namespaces/ns/daemonsets/ds");
+  EXPECT_EQ(controllerrevisions_path("ns"), "/apis/apps/v1/namespaces/ns/controllerrevisions");
+  EXPECT_EQ(nodes_path("a/b c"), "/api/v1/nodes/a%2Fb%20c");
+}
+
+TEST(KubePaths, UrlEncode) {
+  EXPECT_EQ(url_encode("AZaz09-._~"), "AZaz09-._~");
+  EXPECT_EQ(url_encode("app=x,tier in (a,b)"), "app%3Dx%2Ctier%20in%20%28a%2Cb%29");
+  EXPECT_EQ(url_encode("nico/extsvc-1!=v"), "nico%2Fextsvc-1%21%3Dv");
+  EXPECT_EQ(url_encode("\xC3\xA9+&?#"), "%C3%A9%2B%26%3F%23");
+  EXPECT_EQ(url_encode(""), "");
+}
+
+TEST(KubeTransient, Classification) {
+  auto e = [](ErrorKind k) {
+    Error err;
+    err.kind = k;
+    return err;
+  };
+  for (auto k : {ErrorKind::kTransport, ErrorKind::kTimeout, ErrorKind::kServerError,
+                 ErrorKind::kTooManyRequests, ErrorKind::kConflict, ErrorKind::kUnauthorized})
+    EXPECT_TRUE(is_transient(e(k))) << to_string(k);
+  for (auto k : {ErrorKind::kNotFound, ErrorKind::kAlreadyExists, ErrorKind::kInvalid,
+                 ErrorKind::kBadRequest, ErrorKind::kForbidden, ErrorKind::kUnsupportedMediaType,
+                 ErrorKind::kMethodNotAllowed, ErrorKind::kOther, ErrorKind::kNone})
+    EXPECT_FALSE(is_transient(e(k))) << to_string(k);
+}
+
+TEST(KubeStatusParse, ReasonWinsOverCode) {
+  // A 500 whose reason says Conflict is classified by the reason.
+  Error e = detail::error_from_response(
+      500, R"({"kind":"Status","reason":"Conflict","message":"m"})", std::nullopt);
+  EXPECT_EQ(e.kind, ErrorKind::kConflict);
+  EXPECT_EQ(e.http_status, 500);
+  Error t = detail::error_from_response(
+      504,
+      R"({"kind":"Status","reason":"Timeout","message":"m","details":{"retryAfterSeconds":2}})",
+      std::nullopt);
+  EXPECT_EQ(t.kind, ErrorKind::kTimeout);
+  ASSERT_TRUE(t.retry_after_s.has_value());
+  EXPECT_DOUBLE_EQ(*t.retry_after_s, 2.0);
+  Error u = detail::error_from_response(418, "", std::nullopt);
+  EXPECT_EQ(u.kind, ErrorKind::kOther);
+  EXPECT_EQ(u.reason, "Unknown");
+  EXPECT_EQ(u.message, "the server responded with HTTP 418");
+  Error m = detail::error_from_response(405, R"({"message":"x","reason":7})", std::nullopt);
+  EXPECT_EQ(m.kind, ErrorKind::kMethodNotAllowed);
+  EXPECT_EQ(m.reason, "MethodNotAllowed");
+}
+
+TEST(KubeStatusParse, MessageIsTruncatedToValidUtf8) {
+  std::string msg;
+  for (int i = 0; i < 400; ++i) msg += "\xC3\xA9";  // 800 bytes of 'é'
+  Error e = detail::error_from_response(422, json{{"reason", "Invalid"}, {"message", msg}}.dump(),
+                                        std::nullopt);
+  EXPECT_LE(e.message.size(), 512u);
+  EXPECT_GE(e.message.size(), 500u);
+  EXPECT_EQ(e.message.substr(e.message.size() - 3), "...");
+  // Valid UTF-8: re-parsing through nlohmann must succeed.
+  EXPECT_NO_THROW({
+    std::string dumped = json(e.message).dump();
+    (void)dumped;
+  });
+  EXPECT_EQ(detail::sanitize_utf8("a\xFF"
+                                  "b\n\x01",
+                                  100),
+            "a?b ?");
+  EXPECT_EQ(detail::sanitize_utf8("abcdef", 5), "ab...");
+}
+
+TEST(KubeRetryAfter, SecondsAndHttpDates) {
+  const std::time_t now = 784111777;  // Sun, 06 Nov 1994 08:49:37 GMT
+  EXPECT_EQ(detail::parse_retry_after("3", now), 3.0);
+  EXPECT_EQ(detail::parse_retry_after(" 120 ", now), 120.0);
+  EXPECT_EQ(detail::parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", now), 10.0);
+  EXPECT_EQ(detail::parse_retry_after("Sunday, 06-Nov-94 08:50:37 GMT", now), 60.0);
+  EXPECT_EQ(detail::parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now), 0.0);  // past
+  EXPECT_FALSE(detail::parse_retry_after("", now).has_value());
+  EXPECT_FALSE(detail::parse_retry_after("soon", now).has_value());
+}
+
+TEST(KubeBase64, Decode) {
+  EXPECT_EQ(detail::base64_decode("aGVsbG8="), "hello");
+  EXPECT_EQ(detail::base64_decode("aGVs\nbG8"), "hello");
+  EXPECT_EQ(detail::base64_decode(""), "");
+  EXPECT_FALSE(detail::base64_decode("a").has_value());
+  EXPECT_FALSE(detail::base64_decode("a*bc").has_value());
+  EXPECT_FALSE(detail::base64_decode("aG=Vs").has_value());
+}
+
+json yaml_ok(std::string_view text) {
+  auto v = detail::parse_yaml(text);
+  if (auto* e = std::get_if<std::string>(&v)) {
+    ADD_FAILURE() << *e;
+    return nullptr;
+  }
+  return std::get<json>(v);
+}
+
+std::string yaml_err(std::string_view text) {
+  auto v = detail::parse_yaml(text);
+  if (std::holds_alternative<json>(v)) {
+    ADD_FAILURE() << "expected an error, got " << std::get<json>(v).dump();
+    return "";
+  }
+  return std::get<std::string>(v);
+}
+
+TEST(KubeYaml, ScalarsAndCollections) {
+  json j = yaml_ok(R"(---
+# comment
+a: plain value # trailing comment
+b: "double \"quoted\" \u00e9 # not a comment"
+c: 'single ''quoted'' # not a comment'
+d: 0123
+e: true
+f: ~
+g:
+h: {}
+i: [x, "y, z", {k: v}]
+url: https://10.0.0.1:6443/path#frag
+list:
+- one
+-   two
+- - nested
+  - seq
+- key: v
+  other: w
+-
+  late: item
+map:
+  inner:
+    deep: 1
+  sibling: "s"
+literal: |
+  line1
+   indented
+  line3
+folded: >-
+  a
+  b
+
+  c
+)");
+  EXPECT_EQ(j["a"], "plain value");
+  EXPECT_EQ(j["b"], "double \"quoted\" \xC3\xA9 # not a comment");
+  EXPECT_EQ(j["c"], "single 'quoted' # not a comment");
+  EXPECT_EQ(j["d"], "0123");
+  EXPECT_EQ(j["e"], true);
+  EXPECT_TRUE(j["f"].is_null());
+  EXPECT_TRUE(j["g"].is_null());
+  EXPECT_EQ(j["h"], json::object());
+  EXPECT_EQ(j["i"], json::parse(R"(["x","y, z",{"k":"v"}])"));
+  EXPECT_EQ(j["url"], "https://10.0.0.1:6443/path#frag");
+  EXPECT_EQ(
+      j["list"],
+      json::parse(R"(["one","two",["nested","seq"],{"key":"v","other":"w"},{"late":"item"}])"));
+  EXPECT_EQ(j["map"], json::parse(R"({"inner":{"deep":"1"},"sibling":"s"})"));
+  EXPECT_EQ(j["literal"], "line1\n indented\nline3\n");
+  EXPECT_EQ(j["folded"], "a b\nc");
+}
+
+TEST(KubeYaml, Errors) {
+  EXPECT_NE(yaml_err("a: 1\n\tb: 2\n").find("tabs"), std::string::npos);
+  EXPECT_NE(yaml_err("a: &anchor 1\n").find("anchors"), std::string::npos);
+  EXPECT_NE(yaml_err("a: 1\na: 2\n").find("duplicate"), std::string::npos);
+  EXPECT_NE(yaml_err("a: \"unterminated\n").find("unterminated"), std::string::npos);
+  EXPECT_NE(yaml_err("a: 1\n---\nb: 2\n").find("multiple"), std::string::npos);
+  std::string e = yaml_err("a:\n  b: 1\n c: 2\n");
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+  EXPECT_NE(yaml_err("a: [1, 2\n").find("unterminated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace extsvc::kube
