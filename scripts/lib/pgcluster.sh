@@ -24,7 +24,6 @@ pg_cluster_start() {
     echo "unix_socket_directories = '$PG_CLUSTER_DIR'"
     echo "shared_preload_libraries = 'nico_extsvc'"
     echo "fsync = off"
-    echo "synchronous_commit = off"
     echo "full_page_writes = off"
     echo "max_connections = 50"
     echo "log_line_prefix = '%m [%p] %b '"

@@ -28,6 +28,7 @@ Resp http(const std::string& base, const std::string& method, const std::string&
           const std::string& content_type, const HttpOpts& opts) {
   std::unique_ptr<httplib::Client> cli;
   cli = std::make_unique<httplib::Client>(base);
+  cli->set_tcp_nodelay(true);
   if (!opts.ca_file.empty()) {
     cli->set_ca_cert_path(opts.ca_file.c_str());
     cli->enable_server_certificate_verification(true);

@@ -1,6 +1,7 @@
 // Minimal keep-alive HTTP load generator for bench/sim_throughput.sh.
 //   dpfsim_load --url http://127.0.0.1:P --path /api/v1/nodes/NAME [--method GET|PATCH] [--body JSON]
 //               [--content-type CT] [--threads 2] [--seconds 5]
+// A "{i}" in --body is replaced by a per-request counter (so every PATCH really writes).
 // Prints one JSON line: {"requests":N,"errors":E,"seconds":S,"rps":R,"p50_us":..,"p99_us":..}
 #include <algorithm>
 #include <atomic>
@@ -41,13 +42,18 @@ int main(int argc, char** argv) {
     ts.emplace_back([&, t] {
       httplib::Client cli(url);
       cli.set_keep_alive(true);
+      cli.set_tcp_nodelay(true);
       cli.set_connection_timeout(5);
       cli.set_read_timeout(10);
       httplib::Headers h;
       if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+      long i = 0;
+      const auto ph = body.find("{i}");
       while (std::chrono::steady_clock::now() < deadline) {
         auto t0 = std::chrono::steady_clock::now();
-        httplib::Result r = method == "PATCH" ? cli.Patch(path.c_str(), h, body, ct.c_str()) : cli.Get(path.c_str(), h);
+        std::string b = body;
+        if (ph != std::string::npos) b.replace(ph, 3, std::to_string(t) + "-" + std::to_string(i++));
+        httplib::Result r = method == "PATCH" ? cli.Patch(path.c_str(), h, b, ct.c_str()) : cli.Get(path.c_str(), h);
         auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
         if (!r || r->status >= 400) ++errors;
         ++total;

@@ -66,7 +66,8 @@ COMMENT ON FUNCTION extsvc.claim_dpu_reconciliations(text, integer, integer) IS
 CREATE FUNCTION extsvc.complete_dpu_reconciliation(
     dpu_machine_id uuid, state_version bigint, lease_token uuid, outcome text,
     results jsonb DEFAULT '[]', message text DEFAULT NULL, http_status integer DEFAULT NULL,
-    retry_after_s double precision DEFAULT NULL, observation jsonb DEFAULT NULL)
+    retry_after_s double precision DEFAULT NULL, observation jsonb DEFAULT NULL,
+    keep_polling boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
@@ -132,7 +133,7 @@ BEGIN
     PERFORM extsvc._cleanup_instance(v_inst);
   END LOOP;
 
-  -- converged: every wanted row RUNNING, nothing left to remove
+  -- converged: every wanted row RUNNING and nothing left to remove
   v_final := NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
                           WHERE a.dpu_machine_id = q.dpu_machine_id
                             AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING'))
@@ -146,9 +147,15 @@ BEGIN
                                   THEN 'RUNNING' ELSE 'TERMINATED' END);
   UPDATE extsvc.dpu_reconciliations x
      SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-         attempts = CASE WHEN v_final THEN 0 ELSE x.attempts + 1 END,
-         next_due_at = CASE WHEN v_final THEN NULL
-                            ELSE now() + least(extsvc._backoff(x.attempts + 1), interval '5 seconds') END,
+         attempts = CASE WHEN v_final AND NOT coalesce(complete_dpu_reconciliation.keep_polling, false)
+                         THEN 0 ELSE x.attempts + 1 END,
+         -- not converged: look again soon; converged but a rollout of one of
+         -- its services is still under way somewhere: look again, slower
+         next_due_at = CASE
+           WHEN NOT v_final THEN now() + least(extsvc._backoff(x.attempts + 1), interval '5 seconds')
+           WHEN coalesce(complete_dpu_reconciliation.keep_polling, false)
+             THEN now() + least(extsvc._backoff(x.attempts + 1), interval '30 seconds')
+           ELSE NULL END,
          last_error = complete_dpu_reconciliation.message,
          last_error_at = CASE WHEN complete_dpu_reconciliation.message IS NULL THEN NULL ELSE now() END,
          last_http_status = complete_dpu_reconciliation.http_status,
@@ -163,7 +170,7 @@ BEGIN
   RETURN 'applied';
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.complete_dpu_reconciliation(uuid, bigint, uuid, text, jsonb, text, integer, double precision, jsonb) IS
+COMMENT ON FUNCTION extsvc.complete_dpu_reconciliation(uuid, bigint, uuid, text, jsonb, text, integer, double precision, jsonb, boolean) IS
   'Worker: record a DPU pass (per-attachment deployment states) with compare-and-swap on state_version and lease_token.';
 
 -- Resync: every DPU is observed again (placement drift such as a label

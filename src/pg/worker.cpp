@@ -295,6 +295,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
     c.http_status = o.http_status.value_or(0);
     c.retry_after_s = o.retry_after_s.value_or(-1);
     c.observation = keep(o.observation.dump());
+    c.keep_polling = o.keep_polling;
     spdlog::debug("DPU {}: {} ({} API calls{})", w.device_name, c.outcome, o.api_calls,
                   o.patched ? ", labels patched" : "");
   });

@@ -249,11 +249,12 @@ void complete_dpu_body(MemoryContext cxt, void* arg) {
                         c->outcome,        c->results, c->message,
                         c->http_status > 0 ? status : nullptr,
                         c->retry_after_s >= 0 ? retry : nullptr,
-                        c->observation};
+                        c->observation,
+                        c->keep_polling ? "true" : "false"};
   exec_text_args(
       "SELECT extsvc.complete_dpu_reconciliation($1::uuid, $2::bigint, $3::uuid, $4, $5::jsonb, "
-      "$6, $7::int, $8::float8, $9::jsonb)",
-      9, args, SPI_OK_SELECT);
+      "$6, $7::int, $8::float8, $9::jsonb, $10::boolean)",
+      10, args, SPI_OK_SELECT);
   *a->result = SPI_processed > 0 ? copy_value(cxt, 0, 1) : nullptr;
 }
 

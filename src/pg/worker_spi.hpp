@@ -84,6 +84,7 @@ struct DpuCompletion {
   int http_status;       // 0 = NULL
   double retry_after_s;  // < 0 = NULL
   const char* observation;  // JSON or NULL
+  bool keep_polling;
 };
 
 // All return false and set *error (allocated in cxt) when the transaction failed.

@@ -98,6 +98,53 @@ const std::map<std::string, std::string>* DpuReconciler::current_revisions(std::
   return &*revisions_;
 }
 
+const std::map<std::string, DpuReconciler::Rollout>* DpuReconciler::rollouts(std::string* error) {
+  if (rollouts_) return &*rollouts_;
+  if (!rollouts_error_.empty()) {
+    *error = rollouts_error_;
+    return nullptr;
+  }
+  ++calls_;
+  auto services = mgmt_.list(kube::dpuservices_path(ns_), "nico/extension-service-id");
+  if (!services.ok()) {
+    rollouts_error_ = "listing DPUServices: " + kube::describe(services.error());
+    *error = rollouts_error_;
+    return nullptr;
+  }
+  ++calls_;
+  auto daemonsets = dpu_->list(kube::daemonsets_path(ns_), "");
+  if (!daemonsets.ok()) {
+    rollouts_error_ = "listing DaemonSets: " + kube::describe(daemonsets.error());
+    *error = rollouts_error_;
+    return nullptr;
+  }
+  std::map<std::string, Rollout> out;
+  for (const auto& svc : services.value().body["items"]) {
+    Rollout r;
+    r.generation = at(svc, {"metadata", "generation"}).is_number_integer()
+                       ? at(svc, {"metadata", "generation"}).get<int64_t>()
+                       : 0;
+    const auto& observed = at(svc, {"status", "observedGeneration"});
+    r.dpf_observed = observed.is_number_integer() && observed.get<int64_t>() == r.generation;
+    for (const auto& c : at(svc, {"status", "conditions"}))
+      if (c.value("type", "") == "Ready") r.dpf_ready = r.dpf_observed && c.value("status", "") == "True";
+    out[at(svc, {"metadata", "name"}).is_string() ? at(svc, {"metadata", "name"}).get<std::string>()
+                                                   : std::string()] = r;
+  }
+  for (const auto& ds : daemonsets.value().body["items"]) {
+    const auto& name = at(ds, {"metadata", "name"});
+    if (!name.is_string()) continue;
+    auto it = out.find(name.get<std::string>());
+    if (it == out.end()) continue;
+    const auto& gen = at(ds, {"metadata", "generation"});
+    const auto& observed = at(ds, {"status", "observedGeneration"});
+    it->second.daemonset_current = gen.is_number_integer() && observed.is_number_integer() &&
+                                   gen.get<int64_t>() == observed.get<int64_t>();
+  }
+  rollouts_.emplace(std::move(out));
+  return &*rollouts_;
+}
+
 DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   calls_ = 0;
   DpuOutcome out;
@@ -172,12 +219,14 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   const json& pod_items = pods.value().body["items"];
   out.observation["pods"] = pod_items.size();
 
-  // Revisions are needed only when something is wanted here.
+  // Revisions and rollout progress are needed only when something is wanted.
   const std::map<std::string, std::string>* revisions = nullptr;
+  const std::map<std::string, Rollout>* progress = nullptr;
   std::string rev_error;
   for (const auto& item : w.items)
     if (item.wanted) {
       revisions = current_revisions(&rev_error);
+      if (revisions != nullptr) progress = rollouts(&rev_error);
       break;
     }
 
@@ -188,13 +237,27 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     o.device_has_label = has_label(device_labels, item.label_key, item.wanted);
     o.node_has_label = has_label(node_labels, item.label_key, item.wanted);
     std::string current;
+    std::string rollout_wait;
     if (item.wanted) {
-      if (revisions == nullptr) {
+      if (revisions == nullptr || progress == nullptr) {
         out.results.push_back({&item, "UNKNOWN", rev_error});
         continue;
       }
       auto it = revisions->find(item.dpf_service_name);
       if (it != revisions->end()) current = it->second;
+      // The DaemonSet's current revision means something only once DPF has
+      // processed the DPUService's latest generation and the DaemonSet
+      // controller its own; until then a Ready pod may be of an older spec.
+      auto r = progress->find(item.dpf_service_name);
+      if (r == progress->end()) {
+        rollout_wait = "waiting for the DPUService to exist";
+      } else if (!r->second.dpf_observed) {
+        rollout_wait = "waiting for DPF to process generation " + std::to_string(r->second.generation);
+      } else if (!r->second.daemonset_current) {
+        rollout_wait = "waiting for the DaemonSet to roll out the new spec";
+      }
+      if (r == progress->end() || !r->second.dpf_ready) out.keep_polling = true;
+      if (!rollout_wait.empty()) current.clear();
     }
     for (const auto& pod : pod_items) {
       if (!owned_by_daemonset(pod, item.dpf_service_name)) continue;
@@ -210,10 +273,11 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         msg = "pod of revision " + current + " Ready on " + w.node_name;
         break;
       case core::DeploymentState::kPending:
-        msg = !o.device_has_label ? "waiting for the DPUDevice label"
-              : !o.node_has_label ? "waiting for DPF to copy the label to the Node"
-              : current.empty()   ? "waiting for the DaemonSet's first revision"
-                                  : "waiting for a Ready pod of revision " + current;
+        msg = !o.device_has_label   ? "waiting for the DPUDevice label"
+              : !o.node_has_label   ? "waiting for DPF to copy the label to the Node"
+              : !rollout_wait.empty() ? rollout_wait
+              : current.empty()     ? "waiting for the DaemonSet's first revision"
+                                    : "waiting for a Ready pod of revision " + current;
         break;
       case core::DeploymentState::kTerminating:
         msg = (o.device_has_label || o.node_has_label) ? "label still present"

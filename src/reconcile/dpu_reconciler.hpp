@@ -26,10 +26,22 @@ class DpuReconciler {
   // DaemonSet name -> current controller-revision-hash; loaded once per batch.
   const std::map<std::string, std::string>* current_revisions(std::string* error);
 
+  struct Rollout {
+    bool dpf_observed = false;  // DPUService status.observedGeneration == generation
+    bool dpf_ready = false;     // ... and its Ready condition is True
+    bool daemonset_current = false;  // DaemonSet exists, status.observedGeneration == generation
+    int64_t generation = 0;
+  };
+  // DPUService/DaemonSet name -> rollout progress; loaded once per batch
+  // (one LIST of our DPUServices, one LIST of DaemonSets).
+  const std::map<std::string, Rollout>* rollouts(std::string* error);
+
   kube::Client& mgmt_;
   kube::Client* dpu_;
   std::string ns_;
   std::optional<std::map<std::string, std::string>> revisions_;
+  std::optional<std::map<std::string, Rollout>> rollouts_;
+  std::string rollouts_error_;
   std::string revisions_error_;
   int calls_ = 0;
 };

@@ -50,6 +50,9 @@ struct DpuOutcome {
   nlohmann::json observation = nlohmann::json::object();  // for operators
   int api_calls = 0;
   bool patched = false;
+  // A rollout is still under way somewhere (DPF has not reported the latest
+  // generation Ready): keep observing even if this DPU looks converged.
+  bool keep_polling = false;
 };
 
 }  // namespace extsvc::reconcile

@@ -158,8 +158,10 @@ class Postgres:
         conf = {
             "port": str(self.port), "listen_addresses": "''",
             "unix_socket_directories": f"'{self.dir}'",
+            # fsync off is safe here (the OS survives a server crash);
+            # synchronous_commit stays on: crash tests must not lose commits
             "shared_preload_libraries": "'nico_extsvc'", "fsync": "off",
-            "synchronous_commit": "off", "full_page_writes": "off", "max_connections": "60",
+            "full_page_writes": "off", "max_connections": "60",
             "log_line_prefix": "'%m [%p] %b '",
         }
         conf.update(settings)

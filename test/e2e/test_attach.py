@@ -216,6 +216,8 @@ def test_update_rolls_pods_and_status_passes_through_pending():
     wait_summary(iid, sid, "RUNNING")
     name = e().state(sid)[3]
     old_hash = pods_on(4, name)[0]["metadata"]["labels"]["controller-revision-hash"]
+    # a slow pod start makes the rollout long enough to be seen
+    e().sim.ctl("POST", "/delays", {"pod_ready_ms": 2000})
     e().update(sid, helm_data(values={"v": 2}))
     seen = set()
 
@@ -225,7 +227,10 @@ def test_update_rolls_pods_and_status_passes_through_pending():
         pods = [p for p in pods_on(4, name) if not p["metadata"].get("deletionTimestamp")]
         return (s[0] == "RUNNING" and e().state(sid)[0] == "READY" and pods and
                 pods[0]["metadata"]["labels"]["controller-revision-hash"] != old_hash)
-    wait_until(rolled, timeout=40, interval=0.05, what="rolled to the new revision")
+    try:
+        wait_until(rolled, timeout=40, interval=0.05, what="rolled to the new revision")
+    finally:
+        e().sim.ctl("POST", "/delays", {"pod_ready_ms": 300})
     assert "PENDING" in seen, seen
     attach(iid)
     wait_until(lambda: summary(iid) == {}, timeout=40, what="detached")
