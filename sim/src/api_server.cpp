@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -164,7 +165,7 @@ KubeApiServer::KubeApiServer(SimContext& ctx, ClusterId cluster, const TlsFiles*
   } else {
     srv_ = std::make_unique<httplib::Server>();
   }
-  srv_->new_task_queue = [] { return new httplib::ThreadPool(48); };
+  srv_->new_task_queue = [] { return new httplib::ThreadPool(128); };
   srv_->set_keep_alive_max_count(1000000);
   srv_->set_keep_alive_timeout(30);
   srv_->set_read_timeout(30);
@@ -484,10 +485,18 @@ void KubeApiServer::serve_watch(const httplib::Request& req, httplib::Response& 
   }
   SimContext* ctx = &ctx_;
   const ResourceInfo* ri = t.ri;
+  // The socket, to notice a client that went away while no events flow.
+  int fd = req.ssl ? SSL_get_fd(const_cast<SSL*>(req.ssl)) : find_socket_fd(req.local_port, req.remote_port);
+  bool dpu = cluster_ == ClusterId::Dpu;
   std::string ns = t.ns;
   res.status = 200;
   res.set_chunked_content_provider(
-      "application/json;stream=watch", [ctx, ri, ns, opts, state](size_t, httplib::DataSink& sink) -> bool {
+      "application/json;stream=watch", [ctx, ri, ns, opts, state, fd, dpu](size_t, httplib::DataSink& sink) -> bool {
+        if (dpu && !ctx->dpu_reachable.load()) return false;  // partition: the stream breaks
+        if (fd >= 0) {
+          pollfd p{fd, POLLRDHUP, 0};
+          if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return false;
+        }
         auto emit = [&](const std::string& type, const json& obj) {
           std::string line = "{\"type\":\"" + type + "\",\"object\":" + obj.dump() + "}\n";
           return sink.write(line.data(), line.size());

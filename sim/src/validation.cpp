@@ -10,6 +10,10 @@ const char* kSubdomainMsg =
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
     "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const char* kPrefixMsg =
+    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const char* kLabelMsg =
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
     "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
@@ -70,7 +74,7 @@ void validate_string_map(const json& m, const std::string& field, bool label_val
       std::string prefix = k.substr(0, slash);
       name = k.substr(slash + 1);
       if (prefix.empty() || prefix.size() > 253 || !is_dns1123_subdomain(prefix))
-        causes.push_back(cause_invalid(field, k, std::string("prefix part ") + kSubdomainMsg));
+        causes.push_back(cause_invalid(field, k, kPrefixMsg));
     }
     if (name.empty()) {
       causes.push_back(cause_invalid(field, k, "name part must be non-empty"));

@@ -137,7 +137,7 @@ BEGIN
   SELECT coalesce(array_agg(machine_id), '{}') INTO v_host FROM extsvc.dpus
    WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
   FOR e IN
-    SELECT c.service_id, c.version, c.removed_at, s.dpu_target, s.service_name
+    SELECT c.service_id, c.version, c.removed_at, c.attached_at, s.dpu_target, s.service_name
       FROM extsvc.instance_extension_services c
       JOIN extsvc.service_records s USING (service_id)
      WHERE c.instance_id = p_instance AND s.service_type = 'DPF_HELM_CHART'
@@ -145,7 +145,9 @@ BEGIN
     IF e.removed_at IS NULL AND i.delete_requested_at IS NULL THEN
       v_targets := extsvc._resolve_targets(p_instance, e.dpu_target);
       IF v_targets IS NULL THEN
-        IF p_strict THEN
+        -- only an entry attached by this very transaction is refused; an
+        -- older one keeps its rows until its target resolves again
+        IF p_strict AND e.attached_at = now() THEN
           PERFORM extsvc._raise('P0002', format('no DPU matches dpu_target %s for service %s', e.dpu_target, e.service_name),
             format('instance_id: %s, host_machine_id: %s, service_id: %s', p_instance, i.host_machine_id, e.service_id),
             'Register the host''s DPUs (extsvc.register_dpu) and its network DPUs (extsvc.upsert_instance) first.');
@@ -156,7 +158,7 @@ BEGIN
              (instance_id, dpu_machine_id, service_id, version, placement_state, deployment_state)
       SELECT p_instance, t.id, e.service_id, e.version, 'ACTIVE', 'PENDING' FROM unnest(v_targets) t(id)
       ON CONFLICT (instance_id, dpu_machine_id, service_id, version) DO UPDATE
-        SET placement_state = 'ACTIVE', removing_since = NULL, updated_at = now(),
+        SET placement_state = 'ACTIVE', removing_since = NULL, updated_at = now(), status_message = NULL,
             deployment_state = CASE WHEN a.placement_state = 'ACTIVE' THEN a.deployment_state ELSE 'PENDING' END
         WHERE a.placement_state <> 'ACTIVE';
       UPDATE extsvc.dpf_extension_service_attachments a
@@ -246,6 +248,16 @@ BEGIN
                           'Use the name of the DPU-cluster Node (the DPU object''s name).');
   END IF;
   SELECT * INTO old FROM extsvc.dpus d WHERE d.machine_id = register_dpu.machine_id FOR UPDATE;
+  IF EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> register_dpu.machine_id
+               AND (d.dpu_device_name = register_dpu.dpu_device_name OR d.dpu_node_name = register_dpu.dpu_node_name)) THEN
+    PERFORM extsvc._raise('23505', 'another DPU is registered with this DPUDevice or Node name',
+      format('dpu_device_name: %s, dpu_node_name: %s, registered to: %s', register_dpu.dpu_device_name,
+             register_dpu.dpu_node_name,
+             (SELECT string_agg(d.machine_id::text, ', ') FROM extsvc.dpus d
+               WHERE d.machine_id <> register_dpu.machine_id
+                 AND (d.dpu_device_name = register_dpu.dpu_device_name OR d.dpu_node_name = register_dpu.dpu_node_name))),
+      'Deregister or re-register the other DPU first; names identify cluster objects.');
+  END IF;
   IF coalesce(register_dpu.is_primary, false) AND EXISTS (
        SELECT FROM extsvc.dpus d WHERE d.host_machine_id = register_dpu.host_machine_id AND d.is_primary
           AND d.machine_id <> register_dpu.machine_id AND d.deregistered_at IS NULL) THEN
@@ -355,7 +367,8 @@ DECLARE
   v_ver text;
   s extsvc.service_records;
   v_types text[] := '{}';
-  v_seen uuid[] := '{}';
+  v_seen uuid[] := '{}';   -- requested service ids, in order
+  v_vers text[] := '{}';   -- their versions
   v_changed boolean := false;
 BEGIN
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
@@ -377,8 +390,6 @@ BEGIN
                           'Pass e.g. [{"service_id": "...", "version": "V1-T..."}] or [] to detach all.');
   END IF;
 
-  CREATE TEMP TABLE IF NOT EXISTS pg_temp.extsvc_wanted (service_id uuid, version text) ON COMMIT DROP;
-  TRUNCATE pg_temp.extsvc_wanted;
   FOR e IN SELECT value FROM jsonb_array_elements(services) LOOP
     IF jsonb_typeof(e) <> 'object' OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version')) THEN
       PERFORM extsvc._raise('22023', 'each entry must be an object with service_id and version only',
@@ -431,7 +442,7 @@ BEGIN
                             'Wait until the service is READY.');
     END IF;
     v_types := v_types || s.service_type;
-    INSERT INTO pg_temp.extsvc_wanted VALUES (v_sid, v_ver);
+    v_vers := v_vers || v_ver;
     n := n + 1;
   END LOOP;
   IF 'KUBERNETES_POD' = ANY (v_types) AND 'DPF_HELM_CHART' = ANY (v_types) THEN
@@ -442,11 +453,12 @@ BEGIN
   -- removed entries become tombstones
   UPDATE extsvc.instance_extension_services c SET removed_at = now()
    WHERE c.instance_id = i.instance_id AND c.removed_at IS NULL
-     AND NOT EXISTS (SELECT FROM pg_temp.extsvc_wanted w WHERE w.service_id = c.service_id AND w.version = c.version);
+     AND NOT EXISTS (SELECT FROM unnest(v_seen, v_vers) w(service_id, version)
+                      WHERE w.service_id = c.service_id AND w.version = c.version);
   v_changed := FOUND;
   -- new entries (a tombstone of the same service and version comes back to life)
   INSERT INTO extsvc.instance_extension_services AS c (instance_id, service_id, version)
-  SELECT i.instance_id, w.service_id, w.version FROM pg_temp.extsvc_wanted w
+  SELECT i.instance_id, w.service_id, w.version FROM unnest(v_seen, v_vers) w(service_id, version)
   ON CONFLICT ON CONSTRAINT instance_extension_services_pkey DO UPDATE
     SET removed_at = NULL, attached_at = now() WHERE c.removed_at IS NOT NULL;
   v_changed := v_changed OR FOUND;
@@ -456,6 +468,11 @@ BEGIN
   UPDATE extsvc.instances x SET config_version = x.config_version + 1, updated_at = now()
    WHERE x.instance_id = i.instance_id;
   PERFORM extsvc._materialize_instance(i.instance_id, true);
+  -- every DPU of the instance must be observed again for the new
+  -- config_version (configs_synced), also those whose rows did not change
+  PERFORM extsvc._touch_dpu(x.dpu_machine_id)
+     FROM (SELECT DISTINCT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
+            WHERE a.instance_id = i.instance_id) x;
   RETURN i.config_version + 1;
 END
 $fn$;

@@ -152,6 +152,15 @@ BEGIN
          -- not converged: look again soon; converged but a rollout of one of
          -- its services is still under way somewhere: look again, slower
          next_due_at = CASE
+           -- rows in ERROR need a person; look again with the full backoff
+           WHEN NOT v_final AND EXISTS (
+                  SELECT FROM extsvc.dpf_extension_service_attachments a
+                   WHERE a.dpu_machine_id = q.dpu_machine_id AND a.deployment_state = 'ERROR')
+                AND NOT EXISTS (
+                  SELECT FROM extsvc.dpf_extension_service_attachments a
+                   WHERE a.dpu_machine_id = q.dpu_machine_id AND a.deployment_state <> 'ERROR'
+                     AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING'))
+             THEN now() + extsvc._backoff(x.attempts + 1)
            WHEN NOT v_final THEN now() + least(extsvc._backoff(x.attempts + 1), interval '5 seconds')
            WHEN coalesce(complete_dpu_reconciliation.keep_polling, false)
              THEN now() + least(extsvc._backoff(x.attempts + 1), interval '30 seconds')

@@ -1,0 +1,256 @@
+"""Shared helpers of the benchmarks: sizes from the environment, the e2e
+harness (imported, not copied), a persistent psql session, statistics, worker
+RSS and table printing. Python standard library only."""
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
+import harness  # noqa: E402  (BUILD_DIR / DPFSIM are read from the environment by the harness)
+from harness import PG_USER, PGBIN, Env, helm_data, lit, wait_until  # noqa: E402,F401
+
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+
+# Benchmarks run the worker at log level info (debug logs every request) and
+# without a periodic resync during the measurement (it is requested explicitly).
+# The e2e harness shortens retries and leases for tests; the benchmarks put
+# the product defaults back (they set how often a PENDING DPU is looked at).
+BENCH_GUCS = {"extsvc.log_level": "'info'", "extsvc.resync_interval": "'300s'",
+              "extsvc.retry_base": "'%s'" % os.environ.get("BENCH_RETRY_BASE", "500ms"),
+              "extsvc.retry_cap": "'300s'", "extsvc.lease_time": "'60s'", "extsvc.http_timeout": "'30s'"}
+
+# Sim delays "reduced to 0-50 ms" for fleet runs.
+FAST_DELAYS = {"label_propagation_ms": 50, "node_provisioning_ms": 0, "dpuservice_sync_ms": 20,
+               "pod_ready_ms": 50, "pod_termination_ms": 20, "dpuservice_ready_ms": 20, "finalizer_ms": 20}
+
+
+def size(name, full, quick):
+    """An integer size: env var `name` if set, else the quick or the full default."""
+    v = os.environ.get(name)
+    if v:
+        return int(v)
+    return quick if QUICK else full
+
+
+def env(dpus=4, workers=2, extra=None):
+    gucs = dict(BENCH_GUCS)
+    gucs.update(extra or {})
+    return Env(dpus=dpus, workers=workers, extra=gucs)
+
+
+def now():
+    return time.perf_counter()
+
+
+# --- statistics -------------------------------------------------------------
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs, p):
+    """Nearest-rank percentile (p in 0..100)."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
+    return s[k]
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v != v:
+            return "-"
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def table(title, header, rows):
+    """Prints a Markdown table (so the output can be pasted into docs)."""
+    cells = [[str(h) for h in header]] + [[fmt(c) if not isinstance(c, str) else c for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n### {title}\n", flush=True)
+    for n, r in enumerate(cells):
+        print("| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(r)) + " |")
+        if n == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    print(flush=True)
+
+
+def machine_line():
+    try:
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[:3]
+    except OSError:
+        load = ["?"]
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs ({model}), load average {' '.join(load)}"
+
+
+# --- processes ---------------------------------------------------------------
+
+def proc_mem(pid):
+    """VmRSS, RssAnon, VmHWM of a process in MiB (None when it is gone)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "RssAnon", "RssShmem", "VmHWM"):
+                    out[k] = int(v.split()[0]) / 1024.0
+    except OSError:
+        return None
+    return out
+
+
+def worker_mem(e):
+    """Per-worker memory rows: (pid, VmRSS, RssAnon, RssShmem, VmHWM) in MiB."""
+    rows = []
+    for pid in e.pg.worker_pids():
+        m = proc_mem(pid) or {}
+        rows.append((pid, m.get("VmRSS"), m.get("RssAnon"), m.get("RssShmem"), m.get("VmHWM")))
+    return rows
+
+
+def sim_mem(e):
+    m = proc_mem(e.sim.proc.pid) or {}
+    return m.get("VmRSS"), m.get("VmHWM")
+
+
+def worker_status(e):
+    return e.pg.sql("SELECT slot, iterations, claimed, completed, stale, http_requests, http_errors "
+                    "FROM extsvc.worker_status() ORDER BY slot")
+
+
+# --- a persistent psql session (commit time as the client sees it) ---------
+
+class Session:
+    """One psql process fed through stdin; `run` returns when the statement's
+    result has been read, i.e. right after its (auto)commit."""
+
+    def __init__(self, pg):
+        self.p = subprocess.Popen(
+            [f"{PGBIN}/psql", "-X", "-q", "-A", "-t", "-F", "\x1f", "-v", "ON_ERROR_STOP=0",
+             "-h", pg.dir, "-p", str(pg.port), "-U", PG_USER, "-d", "postgres"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.n = 0
+        self.run("SELECT 1")
+
+    def run(self, query):
+        self.n += 1
+        marker = f"__bench_end_{self.n}__"
+        self.p.stdin.write(query.rstrip().rstrip(";") + ";\n\\echo " + marker + "\n")
+        self.p.stdin.flush()
+        rows = []
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError("psql session ended: " + self.p.stderr.read())
+            line = line.rstrip("\n")
+            if line == marker:
+                return rows
+            rows.append(line.split("\x1f"))
+
+    def one(self, query):
+        rows = self.run(query)
+        return rows[0][0] if rows and rows[0] else None
+
+    def close(self):
+        try:
+            self.p.stdin.close()
+            self.p.wait(10)
+        except Exception:  # noqa: BLE001
+            self.p.kill()
+
+
+# --- dpfsim control API over one keep-alive connection ---------------------
+
+class Control:
+    """dpfsim's control API, one connection per request: on a kept-alive
+    connection its answers wait ~40 ms (Nagle on the server's split writes
+    against the client's delayed ACK), far coarser than a fresh connection."""
+
+    def __init__(self, sim):
+        u = urllib.parse.urlparse(sim.control)
+        self.host, self.port = u.hostname, u.port
+
+    def get(self, path):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        try:
+            conn.request("GET", path)
+            return json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+    def count(self, key, cluster="management"):
+        return self.get("/counts").get(cluster, {}).get(key, 0)
+
+    def close(self):
+        pass
+
+
+class CountWatcher(threading.Thread):
+    """Polls GET /counts until counts[cluster][key] >= target; `seen_at` is the
+    midpoint of the first poll that saw it (the sim counts a request when it
+    starts handling it), `period` the median poll period (the resolution)."""
+
+    def __init__(self, sim, key, target, cluster="management", sleep_s=0.0005, timeout=30):
+        super().__init__(daemon=True)
+        self.ctl = Control(sim)
+        self.key, self.target, self.cluster = key, target, cluster
+        self.sleep_s, self.timeout = sleep_s, timeout
+        self.seen_at = None
+        self.periods = []
+        self.stop_flag = False
+
+    def run(self):
+        deadline = now() + self.timeout
+        last = None
+        while not self.stop_flag and now() < deadline:
+            t0 = now()
+            c = self.ctl.get("/counts").get(self.cluster, {}).get(self.key, 0)
+            t1 = now()
+            if last is not None:
+                self.periods.append(t1 - last)
+            last = t1
+            if c >= self.target:
+                self.seen_at = (t0 + t1) / 2
+                break
+            time.sleep(self.sleep_s)
+        self.ctl.close()
+
+
+def wait_sql(session_or_pg, query, want, timeout, interval=0.2):
+    """Polls a one-value query until it equals `want`; returns the time it did."""
+    deadline = now() + timeout
+    last = None
+    while now() < deadline:
+        last = session_or_pg.one(query)
+        if last == want:
+            return now()
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {query!r} = {want!r} (last {last!r})")
+
+
+def json_lines(path, record):
+    """Appends one JSON record to `path` when BENCH_JSON is set (for docs)."""
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
