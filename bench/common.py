@@ -18,6 +18,12 @@ from harness import PG_USER, PGBIN, Env, helm_data, lit, wait_until  # noqa: E40
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 
+# Extra dpfsim arguments (e.g. BENCH_SIM_ARGS="--tick-ms 500") go through a
+# wrapper, since the harness starts dpfsim with a fixed command line.
+SIM_ARGS = os.environ.get("BENCH_SIM_ARGS", "")
+REAL_DPFSIM = harness.DPFSIM
+WRAPPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dpfsim_wrapper.sh")
+
 # Benchmarks run the worker at log level info (debug logs every request) and
 # without a periodic resync during the measurement (it is requested explicitly).
 # The e2e harness shortens retries and leases for tests; the benchmarks put
@@ -39,7 +45,16 @@ def size(name, full, quick):
     return quick if QUICK else full
 
 
-def env(dpus=4, workers=2, extra=None):
+def env(dpus=4, workers=2, extra=None, sim_args=None):
+    """An e2e harness Env with the benchmark GUCs; sim_args (default
+    BENCH_SIM_ARGS) are appended to dpfsim's command line."""
+    args = SIM_ARGS if sim_args is None else sim_args
+    if args:
+        os.environ["BENCH_REAL_DPFSIM"] = REAL_DPFSIM
+        os.environ["BENCH_SIM_ARGS"] = args
+        harness.DPFSIM = WRAPPER
+    else:
+        harness.DPFSIM = REAL_DPFSIM
     gucs = dict(BENCH_GUCS)
     gucs.update(extra or {})
     return Env(dpus=dpus, workers=workers, extra=gucs)
@@ -118,6 +133,30 @@ def proc_mem(pid):
     except OSError:
         return None
     return out
+
+
+def cpu_seconds(pid):
+    """user+system CPU seconds of a process (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+class CpuMeter:
+    """CPU seconds used by the workers and by dpfsim between start() and read()."""
+
+    def __init__(self, e):
+        self.pids = {"workers": e.pg.worker_pids(), "dpfsim": [e.sim.proc.pid]}
+        self.start()
+
+    def start(self):
+        self.base = {k: sum(cpu_seconds(p) for p in v) for k, v in self.pids.items()}
+
+    def read(self):
+        return {k: sum(cpu_seconds(p) for p in v) - self.base[k] for k, v in self.pids.items()}
 
 
 def worker_mem(e):

@@ -1,5 +1,8 @@
 #include "control_api.h"
 
+#include <map>
+#include <memory>
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
@@ -40,6 +43,21 @@ httplib::Server::Handler guarded(F f) {
 
 ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httplib::Server>()) {
   auto& s = *srv_;
+  // curl -XPOST without -d sends no Content-Length, which httplib rejects before routing; serve such
+  // body-less POSTs from a pre-routing handler instead.
+  auto bodiless = std::make_shared<std::map<std::string, httplib::Server::Handler>>();
+  auto post = [&s, bodiless](const std::string& path, httplib::Server::Handler h) {
+    s.Post(path, h);
+    (*bodiless)[path] = h;
+  };
+  s.set_pre_routing_handler([bodiless](const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "POST" || req.has_header("Content-Length") || req.has_header("Transfer-Encoding"))
+      return httplib::Server::HandlerResponse::Unhandled;
+    auto it = bodiless->find(req.path);
+    if (it == bodiless->end()) return httplib::Server::HandlerResponse::Unhandled;
+    it->second(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.new_task_queue = [] { return new httplib::ThreadPool(8); };
   s.set_keep_alive_max_count(100000);
 
@@ -52,7 +70,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
   }));
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
 
-  s.Post("/reset", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  post("/reset", guarded([this](const httplib::Request& req, httplib::Response& res) {
     json b = parse_or_empty(req);
     int dpus = -1;
     if (b.contains("dpus")) {
@@ -64,7 +82,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
     reply(res, 200, {{"ok", true}, {"dpus", dpus < 0 ? ctx_.initial_dpus : dpus}});
   }));
 
-  s.Post("/seed", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  post("/seed", guarded([this](const httplib::Request& req, httplib::Response& res) {
     json b = parse_or_empty(req);
     {
       std::lock_guard<std::mutex> l(ctx_.store.mutex());
@@ -76,7 +94,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
   s.Get("/delays", guarded([this](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, ctx_.delays.to_json());
   }));
-  s.Post("/delays", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  post("/delays", guarded([this](const httplib::Request& req, httplib::Response& res) {
     ctx_.delays.apply(parse_or_empty(req));
     reply(res, 200, ctx_.delays.to_json());
   }));
@@ -84,7 +102,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
   s.Get("/faults", guarded([this](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, {{"faults", ctx_.faults.list()}});
   }));
-  s.Post("/faults", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  post("/faults", guarded([this](const httplib::Request& req, httplib::Response& res) {
     json b = parse_or_empty(req);
     json ids = json::array();
     if (b.is_array()) {
@@ -107,7 +125,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
     reply(res, 200, {{"reachable", ctx_.dpu_reachable.load()},
                      {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
   }));
-  s.Post("/dpu-cluster", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  post("/dpu-cluster", guarded([this](const httplib::Request& req, httplib::Response& res) {
     json b = parse_or_empty(req);
     if (b.contains("mode")) {
       std::string m = b["mode"].is_string() ? b["mode"].get<std::string>() : b["mode"].dump();
@@ -126,7 +144,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
   s.Get("/counts", guarded([this](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, ctx_.reqlog.counts());
   }));
-  s.Post("/counts/reset", guarded([this](const httplib::Request&, httplib::Response& res) {
+  post("/counts/reset", guarded([this](const httplib::Request&, httplib::Response& res) {
     ctx_.reqlog.reset_counts();
     reply(res, 200, {{"ok", true}});
   }));
@@ -150,7 +168,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
     reply(res, 200, {{"ok", true}});
   }));
 
-  s.Post("/shutdown", guarded([this](const httplib::Request&, httplib::Response& res) {
+  post("/shutdown", guarded([this](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, {{"ok", true}});
     if (ctx_.request_shutdown) ctx_.request_shutdown();
   }));

@@ -112,6 +112,7 @@ std::vector<ObjPtr> Store::list_l(const ResourceInfo& ri, const std::string& ns)
 
 void Store::record_l(const ResourceInfo& ri, const char* type, const ObjPtr& obj) {
   events_.push_back({rv_, &ri, type, obj});
+  ++res_seq_[&ri];
   while (events_.size() > kMaxEvents) {
     events_floor_ = events_.front().rv;
     events_.pop_front();
@@ -240,6 +241,7 @@ void Store::erase_l(const ResourceInfo& ri, const std::string& ns, const std::st
 
 void Store::clear_l() {
   data_.clear();
+  for (auto& [ri, seq] : res_seq_) ++seq;
   ++rv_;
   events_.clear();
   events_floor_ = rv_;
@@ -268,6 +270,14 @@ bool Store::events_since(const ResourceInfo& ri, uint64_t after, std::vector<Wat
                              [](uint64_t v, const WatchEvent& e) { return v < e.rv; });
   for (; it != events_.end(); ++it)
     if (it->ri == &ri) out.push_back(*it);
+  return true;
+}
+
+bool Store::changes_since_l(uint64_t after, std::vector<WatchEvent>& out) const {
+  if (after < events_floor_) return false;
+  auto it = std::upper_bound(events_.begin(), events_.end(), after,
+                             [](uint64_t v, const WatchEvent& e) { return v < e.rv; });
+  out.insert(out.end(), it, events_.end());
   return true;
 }
 

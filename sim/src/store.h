@@ -93,6 +93,13 @@ class Store {
   void erase_l(const ResourceInfo& ri, const std::string& ns, const std::string& name);
   void clear_l();
   uint64_t rv_l() const { return rv_; }
+  // Number of writes to a resource so far (controllers skip work when nothing they read changed).
+  uint64_t resource_seq_l(const ResourceInfo& ri) const {
+    auto it = res_seq_.find(&ri);
+    return it == res_seq_.end() ? 0 : it->second;
+  }
+  // All events (any resource) with rv > after; false if the history no longer reaches back that far.
+  bool changes_since_l(uint64_t after, std::vector<WatchEvent>& out) const;
   json dump_l() const;
 
   // ---- Watch support ----
@@ -119,6 +126,7 @@ class Store {
   std::atomic<uint64_t> change_seq_{0};
   std::deque<WatchEvent> events_;
   uint64_t events_floor_ = 1000;  // events with rv <= floor were dropped
+  std::map<const ResourceInfo*, uint64_t> res_seq_;
 };
 
 }  // namespace dpfsim

@@ -51,8 +51,8 @@ void define_cluster(const char* prefix, const char* what, ClusterGucs* c) {
 void define_gucs() {
   define_string("extsvc.database", "Database the nico_extsvc workers connect to.", &gucs.database,
                 "postgres", PGC_POSTMASTER);
-  define_int("extsvc.workers", "Number of nico_extsvc background workers.", &gucs.workers, 2, 0,
-             16, PGC_POSTMASTER);
+  define_int("extsvc.workers", "Number of nico_extsvc background workers.", &gucs.workers, 2, 0, 16,
+             PGC_POSTMASTER);
   define_bool("extsvc.enabled", "Master switch: workers make Kubernetes calls only while on.",
               &gucs.enabled, true, PGC_SIGHUP);
   define_cluster("", "DPF management cluster", &gucs.management);
@@ -72,10 +72,9 @@ void define_gucs() {
              &gucs.lease_time_s, 60, 5, 3600, PGC_SIGHUP, GUC_UNIT_S);
   define_int("extsvc.batch_size", "Work rows claimed per worker iteration.", &gucs.batch_size, 32,
              1, 1000, PGC_SIGHUP);
-  DefineCustomRealVariable("extsvc.kube_qps",
-                           "Client-side request rate limit per worker and cluster (0 = none).",
-                           nullptr, &gucs.kube_qps, 50.0, 0.0, 100000.0, PGC_SIGHUP, 0, nullptr,
-                           nullptr, nullptr);
+  DefineCustomRealVariable(
+      "extsvc.kube_qps", "Client-side request rate limit per worker and cluster (0 = none).",
+      nullptr, &gucs.kube_qps, 50.0, 0.0, 100000.0, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   define_int("extsvc.kube_burst", "Client-side request burst per worker and cluster.",
              &gucs.kube_burst, 100, 1, 100000, PGC_SIGHUP);
   define_int("extsvc.connect_timeout", "TCP/TLS connect timeout of Kubernetes calls.",

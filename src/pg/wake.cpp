@@ -39,9 +39,13 @@ void at_commit(XactEvent event, void*) {
 
 }  // namespace
 
-SharedState* shared_state() { return g_shared; }
+SharedState* shared_state() {
+  return g_shared;
+}
 
-void request_shared_memory() { RequestAddinShmemSpace(MAXALIGN(sizeof(SharedState))); }
+void request_shared_memory() {
+  RequestAddinShmemSpace(MAXALIGN(sizeof(SharedState)));
+}
 
 void attach_shared_memory() {
   bool found = false;

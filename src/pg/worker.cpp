@@ -82,7 +82,9 @@ class Runtime {
   bool configured() const { return management_ != nullptr; }
   const std::string& config_error() const { return config_error_; }
 
-  reconcile::Outcome reconcile(const reconcile::ServiceWork& w) { return reconciler_->reconcile(w); }
+  reconcile::Outcome reconcile(const reconcile::ServiceWork& w) {
+    return reconciler_->reconcile(w);
+  }
 
   reconcile::DriftReport detect(const std::vector<reconcile::DesiredService>& services,
                                 const std::vector<std::string>& known) {
@@ -137,7 +139,9 @@ Runtime* g_runtime = nullptr;  // owned; replaced on SIGHUP, freed at exit
 int g_slot = -1;
 char g_worker_name[64];
 
-std::string str(const char* s) { return s ? std::string(s) : std::string(); }
+std::string str(const char* s) {
+  return s ? std::string(s) : std::string();
+}
 
 Settings current_settings() {
   Settings s;
@@ -161,8 +165,7 @@ void rebuild_runtime() {
     delete g_runtime;
     g_runtime = nullptr;
     g_runtime = new Runtime(current_settings());
-    if (!g_runtime->configured())
-      spdlog::warn("worker idle: {}", g_runtime->config_error());
+    if (!g_runtime->configured()) spdlog::warn("worker idle: {}", g_runtime->config_error());
   });
   flush_logs();
   if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
@@ -231,8 +234,8 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot) {
   char* result = nullptr;
   char* error = nullptr;
   if (!spi_complete(cxt, &c, &result, &error)) {
-    ereport(WARNING, (errmsg("nico_extsvc: recording the outcome for %s failed: %s",
-                             row.service_id, error)));
+    ereport(WARNING, (errmsg("nico_extsvc: recording the outcome for %s failed: %s", row.service_id,
+                             error)));
     return;
   }
   pg_atomic_fetch_add_u64(&slot->completed, 1);
@@ -279,13 +282,14 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
     const reconcile::DpuOutcome o = rec->reconcile(w);
     nlohmann::json results = nlohmann::json::array();
     for (const auto& r : o.results)
-      results.push_back({{"kind", r.item->kind},
-                         {"instance_id", r.item->instance_id.empty() ? nlohmann::json()
-                                                                     : nlohmann::json(r.item->instance_id)},
-                         {"service_id", r.item->service_id},
-                         {"version", r.item->version},
-                         {"state", r.state},
-                         {"message", r.message}});
+      results.push_back(
+          {{"kind", r.item->kind},
+           {"instance_id",
+            r.item->instance_id.empty() ? nlohmann::json() : nlohmann::json(r.item->instance_id)},
+           {"service_id", r.item->service_id},
+           {"version", r.item->version},
+           {"state", r.state},
+           {"message", r.message}});
     auto keep = [&](const std::string& s) -> const char* {
       return s.empty() ? nullptr : MemoryContextStrdup(cxt, s.c_str());
     };
@@ -387,7 +391,8 @@ void resync(MemoryContext cxt) {
     if (!spi_mark_drift(cxt, drift_ids[i], drift_details[i], &error))
       ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
     else
-      ereport(LOG, (errmsg("nico_extsvc: drift on service %s: %s", drift_ids[i], drift_details[i])));
+      ereport(LOG,
+              (errmsg("nico_extsvc: drift on service %s: %s", drift_ids[i], drift_details[i])));
   }
 }
 
@@ -444,8 +449,8 @@ void worker_loop() {
         resync(iter_cxt);
         if (!spi_mark_dpus_due(iter_cxt, &error))
           ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
-        next_resync = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-                                                  static_cast<int64>(gucs.resync_interval_s) * 1000);
+        next_resync = TimestampTzPlusMilliseconds(
+            GetCurrentTimestamp(), static_cast<int64>(gucs.resync_interval_s) * 1000);
       }
       if (batch.count >= gucs.batch_size || ndpus >= gucs.batch_size) {
         timeout_ms = 0;  // more may be due right now
@@ -456,8 +461,7 @@ void worker_loop() {
           timeout_ms = std::clamp<long>(static_cast<long>(due_s * 1000) + 1, 0, timeout_ms);
       }
       if (g_slot == 0) {
-        const long to_resync = static_cast<long>(
-            (next_resync - GetCurrentTimestamp()) / 1000);
+        const long to_resync = static_cast<long>((next_resync - GetCurrentTimestamp()) / 1000);
         timeout_ms = std::max<long>(0, std::min(timeout_ms, to_resync));
       }
     }
@@ -515,10 +519,11 @@ extern "C" void nico_extsvc_worker_main(Datum arg) {
 static SharedState* require_shared() {
   SharedState* st = shared_state();
   if (st == nullptr)
-    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("nico_extsvc workers are not running"),
-                    errdetail("The library was not loaded through shared_preload_libraries."),
-                    errhint("Add nico_extsvc to shared_preload_libraries and restart the server.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("nico_extsvc workers are not running"),
+             errdetail("The library was not loaded through shared_preload_libraries."),
+             errhint("Add nico_extsvc to shared_preload_libraries and restart the server.")));
   return st;
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "pg_prelude.hpp"
+
 namespace extsvc::pg {
 
 // Registers extsvc.workers static background workers (from _PG_init).

@@ -91,7 +91,8 @@ void claim_body(MemoryContext cxt, void* arg) {
       3, args, SPI_OK_SELECT);
   const int n = static_cast<int>(SPI_processed);
   a->out->count = n;
-  a->out->rows = static_cast<ClaimedRow*>(MemoryContextAllocZero(cxt, sizeof(ClaimedRow) * (n + 1)));
+  a->out->rows =
+      static_cast<ClaimedRow*>(MemoryContextAllocZero(cxt, sizeof(ClaimedRow) * (n + 1)));
   for (int i = 0; i < n; ++i) {
     ClaimedRow& r = a->out->rows[i];
     r.service_id = copy_value(cxt, i, 1);
@@ -245,8 +246,12 @@ void complete_dpu_body(MemoryContext cxt, void* arg) {
   snprintf(sv, sizeof sv, "%lld", static_cast<long long>(c->state_version));
   snprintf(status, sizeof status, "%d", c->http_status);
   snprintf(retry, sizeof retry, "%.3f", c->retry_after_s);
-  const char* args[] = {c->dpu_machine_id, sv,        c->lease_token,
-                        c->outcome,        c->results, c->message,
+  const char* args[] = {c->dpu_machine_id,
+                        sv,
+                        c->lease_token,
+                        c->outcome,
+                        c->results,
+                        c->message,
                         c->http_status > 0 ? status : nullptr,
                         c->retry_after_s >= 0 ? retry : nullptr,
                         c->observation,

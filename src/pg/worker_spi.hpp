@@ -36,9 +36,9 @@ struct Completion {
   const char* new_state;  // NULL when not a transition
   const char* reason;
   const char* message;
-  int applied_revision;   // 0 = NULL
-  int http_status;        // 0 = NULL
-  double retry_after_s;   // < 0 = NULL
+  int applied_revision;       // 0 = NULL
+  int http_status;            // 0 = NULL
+  double retry_after_s;       // < 0 = NULL
   int64 observed_generation;  // < 0 = NULL
   const char* observed_resource_version;
 };
@@ -81,8 +81,8 @@ struct DpuCompletion {
   const char* outcome;  // observed | retry
   const char* results;  // JSON
   const char* message;
-  int http_status;       // 0 = NULL
-  double retry_after_s;  // < 0 = NULL
+  int http_status;          // 0 = NULL
+  double retry_after_s;     // < 0 = NULL
   const char* observation;  // JSON or NULL
   bool keep_polling;
 };

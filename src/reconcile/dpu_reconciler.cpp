@@ -127,9 +127,10 @@ const std::map<std::string, DpuReconciler::Rollout>* DpuReconciler::rollouts(std
     const auto& observed = at(svc, {"status", "observedGeneration"});
     r.dpf_observed = observed.is_number_integer() && observed.get<int64_t>() == r.generation;
     for (const auto& c : at(svc, {"status", "conditions"}))
-      if (c.value("type", "") == "Ready") r.dpf_ready = r.dpf_observed && c.value("status", "") == "True";
+      if (c.value("type", "") == "Ready")
+        r.dpf_ready = r.dpf_observed && c.value("status", "") == "True";
     out[at(svc, {"metadata", "name"}).is_string() ? at(svc, {"metadata", "name"}).get<std::string>()
-                                                   : std::string()] = r;
+                                                  : std::string()] = r;
   }
   for (const auto& ds : daemonsets.value().body["items"]) {
     const auto& name = at(ds, {"metadata", "name"});
@@ -168,8 +169,8 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     return out;
   }
   json evidence = device.value().body;
-  const json patch = core::node_labels_patch(at(evidence, {"spec", "cluster", "nodeLabels"}),
-                                             w.wanted_keys);
+  const json patch =
+      core::node_labels_patch(at(evidence, {"spec", "cluster", "nodeLabels"}), w.wanted_keys);
   if (!patch.empty()) {
     ++calls_;
     auto patched = mgmt_.merge_patch(device_path, patch);
@@ -181,8 +182,9 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         out.http_status = e.http_status ? std::optional<int>(e.http_status) : std::nullopt;
         out.retry_after_s = e.retry_after_s;
       } else {
-        out.results = all(w, "ERROR", "patching DPUDevice " + w.device_name +
-                                          " was refused: " + kube::describe(e));
+        out.results =
+            all(w, "ERROR",
+                "patching DPUDevice " + w.device_name + " was refused: " + kube::describe(e));
         out.message = out.results.empty() ? kube::describe(e) : out.results.front().message;
       }
       out.api_calls = calls_;
@@ -252,7 +254,8 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
       if (r == progress->end()) {
         rollout_wait = "waiting for the DPUService to exist";
       } else if (!r->second.dpf_observed) {
-        rollout_wait = "waiting for DPF to process generation " + std::to_string(r->second.generation);
+        rollout_wait =
+            "waiting for DPF to process generation " + std::to_string(r->second.generation);
       } else if (!r->second.daemonset_current) {
         rollout_wait = "waiting for the DaemonSet to roll out the new spec";
       }
@@ -273,16 +276,16 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         msg = "pod of revision " + current + " Ready on " + w.node_name;
         break;
       case core::DeploymentState::kPending:
-        msg = !o.device_has_label   ? "waiting for the DPUDevice label"
-              : !o.node_has_label   ? "waiting for DPF to copy the label to the Node"
+        msg = !o.device_has_label     ? "waiting for the DPUDevice label"
+              : !o.node_has_label     ? "waiting for DPF to copy the label to the Node"
               : !rollout_wait.empty() ? rollout_wait
-              : current.empty()     ? "waiting for the DaemonSet's first revision"
-                                    : "waiting for a Ready pod of revision " + current;
+              : current.empty()       ? "waiting for the DaemonSet's first revision"
+                                      : "waiting for a Ready pod of revision " + current;
         break;
       case core::DeploymentState::kTerminating:
-        msg = (o.device_has_label || o.node_has_label) ? "label still present"
-                                                       : std::to_string(o.nonterminal_pods) +
-                                                             " pod(s) still on the Node";
+        msg = (o.device_has_label || o.node_has_label)
+                  ? "label still present"
+                  : std::to_string(o.nonterminal_pods) + " pod(s) still on the Node";
         break;
       case core::DeploymentState::kTerminated:
         msg = "label absent on DPUDevice and Node; no pod on the Node";

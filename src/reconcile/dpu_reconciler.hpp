@@ -27,8 +27,8 @@ class DpuReconciler {
   const std::map<std::string, std::string>* current_revisions(std::string* error);
 
   struct Rollout {
-    bool dpf_observed = false;  // DPUService status.observedGeneration == generation
-    bool dpf_ready = false;     // ... and its Ready condition is True
+    bool dpf_observed = false;       // DPUService status.observedGeneration == generation
+    bool dpf_ready = false;          // ... and its Ready condition is True
     bool daemonset_current = false;  // DaemonSet exists, status.observedGeneration == generation
     int64_t generation = 0;
   };

@@ -3,12 +3,11 @@
 // per object, no write when nothing differs).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kube/client.hpp"
 

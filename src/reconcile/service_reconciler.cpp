@@ -29,7 +29,9 @@ Outcome event(std::string reason, std::string message) {
   return o;
 }
 
-Outcome done() { return Outcome{}; }
+Outcome done() {
+  return Outcome{};
+}
 
 Outcome poll(std::string message) {
   Outcome o;
@@ -117,8 +119,9 @@ Outcome ServiceReconciler::create(const ServiceWork& w) {
   ++calls_;
   auto created = api_.create(kube::dpuservices_path(ns_), w.desired);
   if (created.ok()) {
-    Outcome o = transition("READY", "dpuservice_created",
-                           "DPUService created with revision " + std::to_string(w.desired_revision));
+    Outcome o =
+        transition("READY", "dpuservice_created",
+                   "DPUService created with revision " + std::to_string(w.desired_revision));
     o.applied_revision = w.desired_revision;
     observe(o, created.value().body);
     return o;
@@ -142,7 +145,8 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
   const auto& live = got.value().body;
   if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
     return ownership_conflict(w, *field);
-  if (being_deleted(live)) return poll("an earlier DPUService of this service is still being deleted");
+  if (being_deleted(live))
+    return poll("an earlier DPUService of this service is still being deleted");
   const auto patch = core::dpuservice_mutable_patch(live, w.desired);
   nlohmann::json current = live;
   if (!patch.empty()) {
@@ -151,9 +155,9 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
     if (!patched.ok()) return from_error(patched.error(), "patching the adopted DPUService");
     current = patched.value().body;
   }
-  Outcome o = transition("READY", "dpuservice_adopted",
-                         "existing DPUService adopted at revision " +
-                             std::to_string(w.desired_revision));
+  Outcome o =
+      transition("READY", "dpuservice_adopted",
+                 "existing DPUService adopted at revision " + std::to_string(w.desired_revision));
   o.applied_revision = w.desired_revision;
   observe(o, current);
   return o;
@@ -166,8 +170,9 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
   if (!got.ok()) {
     if (got.kind() == ErrorKind::kNotFound) {
       if (!drift_repair)
-        return transition("FAILED", "dpuservice_missing",
-                          "DPUService " + w.dpf_service_name + " is missing; the update was not applied");
+        return transition(
+            "FAILED", "dpuservice_missing",
+            "DPUService " + w.dpf_service_name + " is missing; the update was not applied");
       // READY but gone (deleted by hand): re-create it.
       ++calls_;
       auto created = api_.create(kube::dpuservices_path(ns_), w.desired);
@@ -213,9 +218,10 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
     o.message = "the API server's response does not show the patched fields yet";
     return o;
   }
-  Outcome o = drift_repair ? event("drift_patched", "DPUService spec had drifted; patched back")
-                           : transition("READY", "revision_applied",
-                                        "revision " + std::to_string(w.desired_revision) + " applied");
+  Outcome o = drift_repair
+                  ? event("drift_patched", "DPUService spec had drifted; patched back")
+                  : transition("READY", "revision_applied",
+                               "revision " + std::to_string(w.desired_revision) + " applied");
   if (!drift_repair) o.applied_revision = w.desired_revision;
   observe(o, after);
   return o;

@@ -70,14 +70,23 @@ void ControllerManager::tick() {
   if (seq == last_seq_ && timers_.empty() && dpu_reachable_ == last_reachable_) return;
   last_reachable_ = dpu_reachable_;
   ++tick_no_;
+  auto started = SteadyClock::now();
+  int passes = 0;
   for (int pass = 0; pass < 8; ++pass) {
+    ++passes;
     uint64_t before = ctx_.store.change_seq();
     now_ = SteadyClock::now();
-    reconcile_placement(*this);
-    reconcile_dpuservices(*this);
-    reconcile_dpuservice_workloads(*this);
-    reconcile_daemonsets(*this);
-    reconcile_kubelet(*this);
+    auto timed = [&](const char* name, void (*fn)(ControllerManager&)) {
+      auto t0 = SteadyClock::now();
+      fn(*this);
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0).count();
+      if (us > 5000) spdlog::debug("controller {} took {} us", name, us);
+    };
+    timed("placement", reconcile_placement);
+    timed("dpuservice", reconcile_dpuservices);
+    timed("dpuservice-workloads", reconcile_dpuservice_workloads);
+    timed("daemonset", reconcile_daemonsets);
+    timed("kubelet", reconcile_kubelet);
     if (ctx_.store.change_seq() == before) break;
   }
   for (auto it = timers_.begin(); it != timers_.end();) {
@@ -85,6 +94,8 @@ void ControllerManager::tick() {
     else ++it;
   }
   last_seq_ = ctx_.store.change_seq();
+  auto took = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - started).count();
+  if (took > 20000) spdlog::debug("controller tick took {} us ({} passes)", took, passes);
 }
 
 }  // namespace dpfsim

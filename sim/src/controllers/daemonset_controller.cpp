@@ -210,6 +210,11 @@ void reconcile_daemonsets(ControllerManager& cm) {
   const ResourceInfo& cr_ri = R(ClusterId::Dpu, "controllerrevisions");
   const ResourceInfo& pod_ri = R(ClusterId::Dpu, "pods");
   const ResourceInfo& node_ri = R(ClusterId::Dpu, "nodes");
+  // Purely reactive: nothing to do unless something this controller reads changed.
+  static uint64_t last_sig = ~0ULL;  // controller thread only
+  uint64_t sig = st.resource_seq_l(ds_ri) + st.resource_seq_l(cr_ri) + st.resource_seq_l(pod_ri) +
+                 st.resource_seq_l(node_ri);
+  if (sig == last_sig) return;
 
   std::vector<ObjPtr> nodes;
   std::map<std::string, ObjPtr> node_by_name;
@@ -389,6 +394,8 @@ void reconcile_daemonsets(ControllerManager& cm) {
     if (next != *latest) st.commit_l(ds_ri, std::move(next));
   }
 
+  last_sig = st.resource_seq_l(ds_ri) + st.resource_seq_l(cr_ri) + st.resource_seq_l(pod_ri) +
+             st.resource_seq_l(node_ri);
   // Garbage collection: pods and revisions whose DaemonSet is gone.
   for (const ObjPtr& p : st.list_l(pod_ri)) {
     const json* ref = controller_ref(*p, "DaemonSet");

@@ -10,11 +10,20 @@ void reconcile_kubelet(ControllerManager& cm) {
   const Delays& d = cm.ctx().delays;
   const ResourceInfo& pod_ri = *find_resource_by_plural(ClusterId::Dpu, "pods");
   const ResourceInfo& node_ri = *find_resource_by_plural(ClusterId::Dpu, "nodes");
+  // Skip the scan when no pod/node changed and no pod is waiting for a delay.
+  static uint64_t last_sig = ~0ULL;  // controller thread only
+  static bool pending = false;
+  uint64_t sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri);
+  if (sig == last_sig && !pending) return;
+  pending = false;
   for (const ObjPtr& pod : st.list_l(pod_ri)) {
     std::string uid = jstr(*pod, {"metadata", "uid"});
     if (is_terminating(*pod)) {
       std::string key = "pod-terminate/" + uid;
-      if (!cm.due(key, d.pod_termination_ms)) continue;
+      if (!cm.due(key, d.pod_termination_ms)) {
+        pending = true;
+        continue;
+      }
       const json* f = jptr(*pod, {"metadata", "finalizers"});
       if (!f || !f->is_array() || f->empty())
         st.erase_l(pod_ri, jstr(*pod, {"metadata", "namespace"}), jstr(*pod, {"metadata", "name"}));
@@ -25,7 +34,10 @@ void reconcile_kubelet(ControllerManager& cm) {
     if (node.empty() || jstr(*pod, {"status", "phase"}) != "Pending") continue;
     if (!st.find_l(node_ri, "", node)) continue;
     std::string key = "pod-ready/" + uid;
-    if (!cm.due(key, d.pod_ready_ms)) continue;
+    if (!cm.due(key, d.pod_ready_ms)) {
+      pending = true;
+      continue;
+    }
     json next = *pod;
     std::string now = rfc3339_now();
     json& status = next["status"];
@@ -52,6 +64,7 @@ void reconcile_kubelet(ControllerManager& cm) {
     st.commit_l(pod_ri, std::move(next));
     cm.clear(key);
   }
+  last_sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri);
 }
 
 }  // namespace dpfsim
