@@ -248,8 +248,13 @@ int main(int argc, char** argv) {
   ctx.stopping = true;
   ctx.store.notify_all();
   controllers.stop();
+  spdlog::debug("controllers stopped");
   control.stop();
+  spdlog::debug("control API stopped");
   mgmt.stop();
+  spdlog::debug("management API stopped");
   dpu.stop();
+  spdlog::debug("DPU API stopped");
+  spdlog::shutdown();
   return 0;
 }

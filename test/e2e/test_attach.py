@@ -225,8 +225,10 @@ def test_update_rolls_pods_and_status_passes_through_pending():
         s = summary(iid)[sid]
         seen.add(s[0])
         pods = [p for p in pods_on(4, name) if not p["metadata"].get("deletionTimestamp")]
-        return (s[0] == "RUNNING" and e().state(sid)[0] == "READY" and pods and
-                pods[0]["metadata"]["labels"]["controller-revision-hash"] != old_hash)
+        new_pod_ready = bool(pods) and pods[0]["metadata"]["labels"]["controller-revision-hash"] != old_hash \
+            and any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in pods[0].get("status", {}).get("conditions", []))
+        return s[0] == "RUNNING" and e().state(sid)[0] == "READY" and new_pod_ready
     try:
         wait_until(rolled, timeout=40, interval=0.05, what="rolled to the new revision")
     finally:
