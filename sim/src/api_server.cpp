@@ -2,13 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <httplib.h>
-#include <spdlog/spdlog.h>
 
 #include "discovery.h"
 #include "kube_errors.h"
@@ -24,11 +23,16 @@ struct KubeApiServer::Target {
   bool collection() const { return name.empty(); }
   std::string resource_label() const {
     switch (kind) {
-      case Discovery: return "discovery";
-      case Health: return "healthz";
-      case OpenApi: return "openapi";
-      case Resource: return sub.empty() ? ri->plural : ri->plural + "/" + sub;
-      default: return "unknown";
+      case Discovery:
+        return "discovery";
+      case Health:
+        return "healthz";
+      case OpenApi:
+        return "openapi";
+      case Resource:
+        return sub.empty() ? ri->plural : ri->plural + "/" + sub;
+      default:
+        return "unknown";
     }
   }
 };
@@ -65,13 +69,15 @@ std::vector<std::string> allowed_fields(const ResourceInfo& ri) {
   std::vector<std::string> f = {"metadata.name", "metadata.namespace"};
   if (ri.plural == "pods")
     f.insert(f.end(), {"spec.nodeName", "status.phase", "spec.restartPolicy", "spec.schedulerName",
-                       "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName", "spec.hostNetwork"});
+                       "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName",
+                       "spec.hostNetwork"});
   if (ri.plural == "nodes") f.push_back("spec.unschedulable");
   if (ri.plural == "namespaces") f.push_back("status.phase");
   return f;
 }
 
-ListOptions list_options(const httplib::Request& req, const ResourceInfo& ri, const std::string& ns) {
+ListOptions list_options(const httplib::Request& req, const ResourceInfo& ri,
+                         const std::string& ns) {
   ListOptions o;
   o.ns = ns;
   try {
@@ -105,9 +111,12 @@ DeleteOptions delete_options(const httplib::Request& req) {
       throw err_bad_request(std::string("error decoding DeleteOptions: ") + e.what());
     }
     if (b.is_object()) {
-      if (const json* p = jptr(b, {"preconditions", "resourceVersion"}); p && p->is_string()) o.precondition_rv = p->get<std::string>();
-      if (const json* p = jptr(b, {"preconditions", "uid"}); p && p->is_string()) o.precondition_uid = p->get<std::string>();
-      if (const json* g = jptr(b, {"gracePeriodSeconds"}); g && g->is_number_integer()) o.grace_seconds = g->get<long>();
+      if (const json* p = jptr(b, {"preconditions", "resourceVersion"}); p && p->is_string())
+        o.precondition_rv = p->get<std::string>();
+      if (const json* p = jptr(b, {"preconditions", "uid"}); p && p->is_string())
+        o.precondition_uid = p->get<std::string>();
+      if (const json* g = jptr(b, {"gracePeriodSeconds"}); g && g->is_number_integer())
+        o.grace_seconds = g->get<long>();
     }
   }
   std::string g = req.get_param_value("gracePeriodSeconds");
@@ -151,14 +160,16 @@ void drop_connection(const httplib::Request& req) {
   setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {
-    ::dup2(devnull, fd);  // closes the socket (RST because of SO_LINGER 0); the server keeps a harmless fd
+    ::dup2(devnull,
+           fd);  // closes the socket (RST because of SO_LINGER 0); the server keeps a harmless fd
     ::close(devnull);
   } else {
     ::shutdown(fd, SHUT_RDWR);
   }
 }
 
-KubeApiServer::KubeApiServer(SimContext& ctx, ClusterId cluster, const TlsFiles* tls) : ctx_(ctx), cluster_(cluster) {
+KubeApiServer::KubeApiServer(SimContext& ctx, ClusterId cluster, const TlsFiles* tls)
+    : ctx_(ctx), cluster_(cluster) {
   if (tls) {
     tls_ = true;
     srv_ = std::make_unique<httplib::SSLServer>(tls->server_cert.c_str(), tls->server_key.c_str());
@@ -180,7 +191,9 @@ KubeApiServer::KubeApiServer(SimContext& ctx, ClusterId cluster, const TlsFiles*
   srv_->Delete(".*", h);
 }
 
-KubeApiServer::~KubeApiServer() { stop(); }
+KubeApiServer::~KubeApiServer() {
+  stop();
+}
 
 int KubeApiServer::bind(const std::string& host, int port) {
   if (!srv_->is_valid()) return -1;
@@ -205,8 +218,9 @@ void KubeApiServer::stop() {
 
 KubeApiServer::Target KubeApiServer::classify(const std::string& path) const {
   Target t;
-  if (path == "/healthz" || path == "/livez" || path == "/readyz" || starts_with(path, "/healthz/") ||
-      starts_with(path, "/livez/") || starts_with(path, "/readyz/")) {
+  if (path == "/healthz" || path == "/livez" || path == "/readyz" ||
+      starts_with(path, "/healthz/") || starts_with(path, "/livez/") ||
+      starts_with(path, "/readyz/")) {
     t.kind = Target::Health;
     return t;
   }
@@ -284,13 +298,15 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   auto q = req.target.find('?');
   if (q != std::string::npos) rec.query = req.target.substr(q + 1);
   rec.content_type = req.get_header_value("Content-Type");
-  if (req.method != "GET") rec.body = req.body.size() > 65536 ? req.body.substr(0, 65536) : req.body;
+  if (req.method != "GET")
+    rec.body = req.body.size() > 65536 ? req.body.substr(0, 65536) : req.body;
 
   auto finish = [&](int status) {
     rec.status = status;
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0).count();
-    spdlog::debug("{} {} {} -> {} ({} us){}", cname, req.method, req.target.substr(0, 512), status, us,
-                  rec.fault.empty() ? "" : " fault=" + rec.fault);
+    auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0).count();
+    spdlog::debug("{} {} {} -> {} ({} us){}", cname, req.method, req.target.substr(0, 512), status,
+                  us, rec.fault.empty() ? "" : " fault=" + rec.fault);
     ctx_.reqlog.record(std::move(rec));
   };
 
@@ -319,7 +335,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
     rec.fault = f->action + "#" + std::to_string(f->id);
     if (f->action == "latency") {
       auto until = SteadyClock::now() + std::chrono::milliseconds(f->latency_ms);
-      while (SteadyClock::now() < until && !ctx_.stopping) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      while (SteadyClock::now() < until && !ctx_.stopping)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     } else if (f->action == "hang") {
       uint64_t epoch = ctx_.faults.epoch();
       auto until = SteadyClock::now() + std::chrono::milliseconds(f->latency_ms);
@@ -353,7 +370,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
     for (const auto& [k, v] : e.headers) res.set_header(k, v);
     send(res, e.code, e.body);
   } catch (const std::exception& e) {
-    ApiError ie = make_error(500, "InternalError", std::string("Internal error occurred: ") + e.what());
+    ApiError ie =
+        make_error(500, "InternalError", std::string("Internal error occurred: ") + e.what());
     send(res, ie.code, ie.body);
   }
   finish(res.status);
@@ -367,7 +385,9 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
       res.set_content("ok", "text/plain; charset=utf-8");
       return;
     case Target::Discovery:
-      if (req.method != "GET") throw err_method_not_allowed("the server does not allow this method on the requested resource");
+      if (req.method != "GET")
+        throw err_method_not_allowed(
+            "the server does not allow this method on the requested resource");
       send(res, 200, t.doc);
       return;
     case Target::OpenApi:
@@ -383,7 +403,9 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
     ListResult lr = ctx_.store.list(ri, opts);
     if (wants_table(req)) {
       std::string inc = req.get_param_value("includeObject");
-      send(res, 200, render_table(ri, lr.items, lr.resource_version, lr.cont, inc.empty() ? "Metadata" : inc));
+      send(
+          res, 200,
+          render_table(ri, lr.items, lr.resource_version, lr.cont, inc.empty() ? "Metadata" : inc));
     } else {
       send(res, 200, list_body(ri, lr));
     }
@@ -406,7 +428,8 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
   auto reply = [&](const WriteResult& w) { send(res, w.code, w.obj ? w.obj->dump() : w.text); };
   if (req.method == "POST") {
     if (!t.collection() || status_sub)
-      throw err_method_not_allowed("the server does not allow this method on the requested resource");
+      throw err_method_not_allowed(
+          "the server does not allow this method on the requested resource");
     json body;
     try {
       body = json::parse(req.body);
@@ -415,7 +438,9 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
     }
     if (ri.namespaced && t.ns.empty()) {
       std::string bns = jstr(body, {"metadata", "namespace"});
-      if (bns.empty()) throw err_bad_request("the server could not find the requested resource: namespace is required");
+      if (bns.empty())
+        throw err_bad_request(
+            "the server could not find the requested resource: namespace is required");
       reply(ctx_.store.create(ri, bns, std::move(body)));
       return;
     }
@@ -423,7 +448,9 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
     return;
   }
   if (req.method == "PUT") {
-    if (t.collection()) throw err_method_not_allowed("the server does not allow this method on the requested resource");
+    if (t.collection())
+      throw err_method_not_allowed(
+          "the server does not allow this method on the requested resource");
     json body;
     try {
       body = json::parse(req.body);
@@ -434,13 +461,17 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
     return;
   }
   if (req.method == "PATCH") {
-    if (t.collection()) throw err_method_not_allowed("the server does not allow this method on the requested resource");
+    if (t.collection())
+      throw err_method_not_allowed(
+          "the server does not allow this method on the requested resource");
     PatchType pt = patch_type_from_content_type(req.get_header_value("Content-Type"));
     reply(ctx_.store.patch(ri, t.ns, t.name, pt, req.body, status_sub));
     return;
   }
   if (req.method == "DELETE") {
-    if (status_sub) throw err_method_not_allowed("the server does not allow this method on the requested resource");
+    if (status_sub)
+      throw err_method_not_allowed(
+          "the server does not allow this method on the requested resource");
     DeleteOptions dopts = delete_options(req);
     if (t.collection()) {
       ListOptions opts = list_options(req, ri, t.ns);
@@ -461,7 +492,8 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
   throw err_method_not_allowed("the server does not allow this method on the requested resource");
 }
 
-void KubeApiServer::serve_watch(const httplib::Request& req, httplib::Response& res, const Target& t) {
+void KubeApiServer::serve_watch(const httplib::Request& req, httplib::Response& res,
+                                const Target& t) {
   struct WatchState {
     uint64_t after = 0;
     std::vector<ObjPtr> initial;
@@ -486,12 +518,14 @@ void KubeApiServer::serve_watch(const httplib::Request& req, httplib::Response& 
   SimContext* ctx = &ctx_;
   const ResourceInfo* ri = t.ri;
   // The socket, to notice a client that went away while no events flow.
-  int fd = req.ssl ? SSL_get_fd(const_cast<SSL*>(req.ssl)) : find_socket_fd(req.local_port, req.remote_port);
+  int fd = req.ssl ? SSL_get_fd(const_cast<SSL*>(req.ssl))
+                   : find_socket_fd(req.local_port, req.remote_port);
   bool dpu = cluster_ == ClusterId::Dpu;
   std::string ns = t.ns;
   res.status = 200;
   res.set_chunked_content_provider(
-      "application/json;stream=watch", [ctx, ri, ns, opts, state, fd, dpu](size_t, httplib::DataSink& sink) -> bool {
+      "application/json;stream=watch",
+      [ctx, ri, ns, opts, state, fd, dpu](size_t, httplib::DataSink& sink) -> bool {
         if (dpu && !ctx->dpu_reachable.load()) return false;  // partition: the stream breaks
         if (fd >= 0) {
           pollfd p{fd, POLLRDHUP, 0};
@@ -507,8 +541,8 @@ void KubeApiServer::serve_watch(const httplib::Request& req, httplib::Response& 
         std::vector<WatchEvent> evs;
         uint64_t latest = 0;
         if (!ctx->store.events_since(*ri, state->after, evs, latest)) {
-          json st = json::parse(status_failure_body(410, "Expired",
-                                                    "too old resource version: " + std::to_string(state->after)));
+          json st = json::parse(status_failure_body(
+              410, "Expired", "too old resource version: " + std::to_string(state->after)));
           emit("ERROR", st);
           sink.done();
           return true;

@@ -1,9 +1,10 @@
 // Bearer-token authentication backed by a file that may be rotated at any time.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <mutex>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 namespace dpfsim {
@@ -16,8 +17,8 @@ class TokenAuth {
   void set_path(std::string path) { path_ = std::move(path); }
   bool enabled() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
-  // authorization: the raw Authorization header value. Re-reads the file when its mtime/size/inode change.
-  // Each non-empty line of the file is an accepted token.
+  // authorization: the raw Authorization header value. Re-reads the file when its mtime/size/inode
+  // change. Each non-empty line of the file is an accepted token.
   bool check(const std::string& authorization);
 
  private:

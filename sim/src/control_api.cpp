@@ -1,10 +1,10 @@
 #include "control_api.h"
 
-#include <map>
-#include <memory>
-
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+
+#include <map>
+#include <memory>
 
 #include "seeding.h"
 
@@ -43,15 +43,16 @@ httplib::Server::Handler guarded(F f) {
 
 ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httplib::Server>()) {
   auto& s = *srv_;
-  // curl -XPOST without -d sends no Content-Length, which httplib rejects before routing; serve such
-  // body-less POSTs from a pre-routing handler instead.
+  // curl -XPOST without -d sends no Content-Length, which httplib rejects before routing; serve
+  // such body-less POSTs from a pre-routing handler instead.
   auto bodiless = std::make_shared<std::map<std::string, httplib::Server::Handler>>();
   auto post = [&s, bodiless](const std::string& path, httplib::Server::Handler h) {
     s.Post(path, h);
     (*bodiless)[path] = h;
   };
   s.set_pre_routing_handler([bodiless](const httplib::Request& req, httplib::Response& res) {
-    if (req.method != "POST" || req.has_header("Content-Length") || req.has_header("Transfer-Encoding"))
+    if (req.method != "POST" || req.has_header("Content-Length") ||
+        req.has_header("Transfer-Encoding"))
       return httplib::Server::HandlerResponse::Unhandled;
     auto it = bodiless->find(req.path);
     if (it == bodiless->end()) return httplib::Server::HandlerResponse::Unhandled;
@@ -62,126 +63,139 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
   s.set_keep_alive_max_count(100000);
 
   s.Get("/", guarded([](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200,
-          {{"endpoints",
-            {"GET /healthz", "POST /reset {\"dpus\":N}", "POST /seed {\"dpus\":N,\"objects\":[...]}", "GET|POST /delays",
-             "GET|POST|DELETE /faults", "DELETE /faults/<id>", "GET|POST /dpu-cluster", "GET /counts",
-             "POST /counts/reset", "GET /state", "GET /requests?limit=N", "DELETE /requests", "POST /shutdown"}}});
-  }));
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+          reply(res, 200,
+                {{"endpoints",
+                  {"GET /healthz", "POST /reset {\"dpus\":N}",
+                   "POST /seed {\"dpus\":N,\"objects\":[...]}", "GET|POST /delays",
+                   "GET|POST|DELETE /faults", "DELETE /faults/<id>", "GET|POST /dpu-cluster",
+                   "GET /counts", "POST /counts/reset", "GET /state", "GET /requests?limit=N",
+                   "DELETE /requests", "POST /shutdown"}}});
+        }));
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
 
   post("/reset", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    json b = parse_or_empty(req);
-    int dpus = -1;
-    if (b.contains("dpus")) {
-      if (!b["dpus"].is_number_integer() || b["dpus"].get<int>() < 0)
-        throw std::invalid_argument("dpus must be a non-negative integer");
-      dpus = b["dpus"].get<int>();
-    }
-    ctx_.reset(dpus);
-    reply(res, 200, {{"ok", true}, {"dpus", dpus < 0 ? ctx_.initial_dpus : dpus}});
-  }));
+         json b = parse_or_empty(req);
+         int dpus = -1;
+         if (b.contains("dpus")) {
+           if (!b["dpus"].is_number_integer() || b["dpus"].get<int>() < 0)
+             throw std::invalid_argument("dpus must be a non-negative integer");
+           dpus = b["dpus"].get<int>();
+         }
+         ctx_.reset(dpus);
+         reply(res, 200, {{"ok", true}, {"dpus", dpus < 0 ? ctx_.initial_dpus : dpus}});
+       }));
 
   post("/seed", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    json b = parse_or_empty(req);
-    {
-      std::lock_guard<std::mutex> l(ctx_.store.mutex());
-      seed_from_json_l(ctx_.store, b);
-    }
-    reply(res, 200, {{"ok", true}});
-  }));
+         json b = parse_or_empty(req);
+         {
+           std::lock_guard<std::mutex> l(ctx_.store.mutex());
+           seed_from_json_l(ctx_.store, b);
+         }
+         reply(res, 200, {{"ok", true}});
+       }));
 
   s.Get("/delays", guarded([this](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, ctx_.delays.to_json());
-  }));
+          reply(res, 200, ctx_.delays.to_json());
+        }));
   post("/delays", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    ctx_.delays.apply(parse_or_empty(req));
-    reply(res, 200, ctx_.delays.to_json());
-  }));
+         ctx_.delays.apply(parse_or_empty(req));
+         reply(res, 200, ctx_.delays.to_json());
+       }));
 
   s.Get("/faults", guarded([this](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, {{"faults", ctx_.faults.list()}});
-  }));
+          reply(res, 200, {{"faults", ctx_.faults.list()}});
+        }));
   post("/faults", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    json b = parse_or_empty(req);
-    json ids = json::array();
-    if (b.is_array()) {
-      for (const auto& r : b) ids.push_back(ctx_.faults.add(r));
-    } else {
-      ids.push_back(ctx_.faults.add(b));
-    }
-    reply(res, 200, {{"ok", true}, {"id", ids.size() == 1 ? ids[0] : ids}});
-  }));
+         json b = parse_or_empty(req);
+         json ids = json::array();
+         if (b.is_array()) {
+           for (const auto& r : b) ids.push_back(ctx_.faults.add(r));
+         } else {
+           ids.push_back(ctx_.faults.add(b));
+         }
+         reply(res, 200, {{"ok", true}, {"id", ids.size() == 1 ? ids[0] : ids}});
+       }));
   s.Delete("/faults", guarded([this](const httplib::Request&, httplib::Response& res) {
-    ctx_.faults.clear();
-    reply(res, 200, {{"ok", true}});
-  }));
+             ctx_.faults.clear();
+             reply(res, 200, {{"ok", true}});
+           }));
   s.Delete(R"(/faults/(\d+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    bool ok = ctx_.faults.remove(std::stoi(req.matches[1]));
-    reply(res, ok ? 200 : 404, {{"ok", ok}});
-  }));
+             bool ok = ctx_.faults.remove(std::stoi(req.matches[1]));
+             reply(res, ok ? 200 : 404, {{"ok", ok}});
+           }));
 
   s.Get("/dpu-cluster", guarded([this](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, {{"reachable", ctx_.dpu_reachable.load()},
-                     {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
-  }));
+          reply(res, 200,
+                {{"reachable", ctx_.dpu_reachable.load()},
+                 {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
+        }));
   post("/dpu-cluster", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    json b = parse_or_empty(req);
-    if (b.contains("mode")) {
-      std::string m = b["mode"].is_string() ? b["mode"].get<std::string>() : b["mode"].dump();
-      if (m == "reset") ctx_.dpu_unreachable_mode = 0;
-      else if (m == "503") ctx_.dpu_unreachable_mode = 1;
-      else throw std::invalid_argument("mode must be \"reset\" or \"503\"");
-    }
-    if (b.contains("reachable")) {
-      if (!b["reachable"].is_boolean()) throw std::invalid_argument("reachable must be a boolean");
-      ctx_.dpu_reachable = b["reachable"].get<bool>();
-    }
-    reply(res, 200, {{"reachable", ctx_.dpu_reachable.load()},
-                     {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
-  }));
+         json b = parse_or_empty(req);
+         if (b.contains("mode")) {
+           std::string m = b["mode"].is_string() ? b["mode"].get<std::string>() : b["mode"].dump();
+           if (m == "reset")
+             ctx_.dpu_unreachable_mode = 0;
+           else if (m == "503")
+             ctx_.dpu_unreachable_mode = 1;
+           else
+             throw std::invalid_argument("mode must be \"reset\" or \"503\"");
+         }
+         if (b.contains("reachable")) {
+           if (!b["reachable"].is_boolean())
+             throw std::invalid_argument("reachable must be a boolean");
+           ctx_.dpu_reachable = b["reachable"].get<bool>();
+         }
+         reply(res, 200,
+               {{"reachable", ctx_.dpu_reachable.load()},
+                {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
+       }));
 
   s.Get("/counts", guarded([this](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, ctx_.reqlog.counts());
-  }));
+          reply(res, 200, ctx_.reqlog.counts());
+        }));
   post("/counts/reset", guarded([this](const httplib::Request&, httplib::Response& res) {
-    ctx_.reqlog.reset_counts();
-    reply(res, 200, {{"ok", true}});
-  }));
+         ctx_.reqlog.reset_counts();
+         reply(res, 200, {{"ok", true}});
+       }));
 
   s.Get("/state", guarded([this](const httplib::Request&, httplib::Response& res) {
-    json dump;
-    {
-      std::lock_guard<std::mutex> l(ctx_.store.mutex());
-      dump = ctx_.store.dump_l();
-    }
-    reply(res, 200, dump);
-  }));
+          json dump;
+          {
+            std::lock_guard<std::mutex> l(ctx_.store.mutex());
+            dump = ctx_.store.dump_l();
+          }
+          reply(res, 200, dump);
+        }));
 
   s.Get("/requests", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    std::string lim = req.get_param_value("limit");
-    size_t n = lim.empty() ? 100 : static_cast<size_t>(std::stoul(lim));
-    reply(res, 200, {{"requests", ctx_.reqlog.recent(n)}});
-  }));
+          std::string lim = req.get_param_value("limit");
+          size_t n = lim.empty() ? 100 : static_cast<size_t>(std::stoul(lim));
+          reply(res, 200, {{"requests", ctx_.reqlog.recent(n)}});
+        }));
   s.Delete("/requests", guarded([this](const httplib::Request&, httplib::Response& res) {
-    ctx_.reqlog.clear_recent();
-    reply(res, 200, {{"ok", true}});
-  }));
+             ctx_.reqlog.clear_recent();
+             reply(res, 200, {{"ok", true}});
+           }));
 
   post("/shutdown", guarded([this](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, {{"ok", true}});
-    if (ctx_.request_shutdown) ctx_.request_shutdown();
-  }));
+         reply(res, 200, {{"ok", true}});
+         if (ctx_.request_shutdown) ctx_.request_shutdown();
+       }));
 }
 
-ControlApi::~ControlApi() { stop(); }
+ControlApi::~ControlApi() {
+  stop();
+}
 
 int ControlApi::bind(const std::string& host, int port) {
   int p = port == 0 ? srv_->bind_to_any_port(host) : (srv_->bind_to_port(host, port) ? port : -1);
   if (p < 0) return -1;
   std::string h = host;
   if (h == "0.0.0.0" || h == "::" || h.empty()) h = "127.0.0.1";
-  url_ = "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(p);
+  url_ =
+      "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(p);
   return p;
 }
 

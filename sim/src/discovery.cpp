@@ -21,10 +21,12 @@ ojson resource_list(ClusterId c, const std::string& group, const std::string& ve
     e["singularName"] = r.singular;
     e["namespaced"] = r.namespaced;
     e["kind"] = r.kind;
-    e["verbs"] = ojson::array({"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"});
+    e["verbs"] = ojson::array(
+        {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"});
     if (!r.short_names.empty()) e["shortNames"] = r.short_names;
     if (!r.categories.empty()) e["categories"] = r.categories;
-    e["storageVersionHash"] = base64url_encode(sha256_hex(r.qualified_kind()).substr(0, 8)).substr(0, 11);
+    e["storageVersionHash"] =
+        base64url_encode(sha256_hex(r.qualified_kind()).substr(0, 8)).substr(0, 11);
     arr.push_back(e);
     if (r.has_status) {
       ojson s;
@@ -57,15 +59,18 @@ ojson group_doc(const std::string& name, const std::vector<std::string>& version
   ojson g;
   g["name"] = name;
   ojson vs = ojson::array();
-  for (const auto& v : versions) vs.push_back(ojson{{"groupVersion", name + "/" + v}, {"version", v}});
+  for (const auto& v : versions)
+    vs.push_back(ojson{{"groupVersion", name + "/" + v}, {"version", v}});
   g["versions"] = vs;
-  g["preferredVersion"] = ojson{{"groupVersion", name + "/" + versions.front()}, {"version", versions.front()}};
+  g["preferredVersion"] =
+      ojson{{"groupVersion", name + "/" + versions.front()}, {"version", versions.front()}};
   return g;
 }
 
 }  // namespace
 
-std::optional<std::string> discovery_document(ClusterId c, const std::string& path, const std::string& addr) {
+std::optional<std::string> discovery_document(ClusterId c, const std::string& path,
+                                              const std::string& addr) {
   if (path == "/version" || path == "/version/") {
     ojson v;
     v["major"] = "1";
@@ -83,7 +88,8 @@ std::optional<std::string> discovery_document(ClusterId c, const std::string& pa
     ojson v;
     v["kind"] = "APIVersions";
     v["versions"] = ojson::array({"v1"});
-    v["serverAddressByClientCIDRs"] = ojson::array({ojson{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", addr}}});
+    v["serverAddressByClientCIDRs"] =
+        ojson::array({ojson{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", addr}}});
     return v.dump();
   }
   if (path == "/api/v1" || path == "/api/v1/") return resource_list(c, "", "v1").dump();

@@ -5,11 +5,16 @@
 namespace dpfsim {
 
 json FaultRule::to_json() const {
-  json j{{"id", id},         {"cluster", cluster.empty() ? "*" : cluster},
-         {"verb", verb},     {"path_regex", path_regex},
-         {"action", action}, {"status", status},
-         {"count", count},   {"probability", probability},
-         {"latency_ms", latency_ms}, {"hits", hits}};
+  json j{{"id", id},
+         {"cluster", cluster.empty() ? "*" : cluster},
+         {"verb", verb},
+         {"path_regex", path_regex},
+         {"action", action},
+         {"status", status},
+         {"count", count},
+         {"probability", probability},
+         {"latency_ms", latency_ms},
+         {"hits", hits}};
   if (retry_after >= 0) j["retry_after"] = retry_after;
   if (!message.empty()) j["message"] = message;
   return j;
@@ -24,11 +29,14 @@ int Faults::add(const json& spec) {
     throw std::invalid_argument("cluster must be management, dpu or *");
   r.verb = spec.value("verb", "*");
   for (auto& c : r.verb) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::vector<std::string> verbs = {"*", "GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE"};
+  static const std::vector<std::string> verbs = {"*",    "GET", "LIST",  "WATCH",
+                                                 "POST", "PUT", "PATCH", "DELETE"};
   bool ok = false;
   for (const auto& v : verbs)
     if (v == r.verb) ok = true;
-  if (!ok) throw std::invalid_argument("verb must be one of GET, LIST, WATCH, POST, PUT, PATCH, DELETE, *");
+  if (!ok)
+    throw std::invalid_argument(
+        "verb must be one of GET, LIST, WATCH, POST, PUT, PATCH, DELETE, *");
   r.path_regex = spec.value("path_regex", "");
   try {
     r.re = std::regex(r.path_regex.empty() ? std::string(".*") : r.path_regex);
@@ -40,12 +48,14 @@ int Faults::add(const json& spec) {
       r.action != "conflict")
     throw std::invalid_argument("action must be status, latency, hang, reset or conflict");
   r.status = spec.value("status", 503);
-  if (r.status < 100 || r.status > 599) throw std::invalid_argument("status must be an HTTP status code");
+  if (r.status < 100 || r.status > 599)
+    throw std::invalid_argument("status must be an HTTP status code");
   r.retry_after = spec.value("retry_after", -1);
   r.latency_ms = spec.value("latency_ms", r.action == "hang" ? 30000 : 0);
   r.count = spec.value("count", -1L);
   r.probability = spec.value("probability", 1.0);
-  if (r.probability < 0 || r.probability > 1) throw std::invalid_argument("probability must be within [0, 1]");
+  if (r.probability < 0 || r.probability > 1)
+    throw std::invalid_argument("probability must be within [0, 1]");
   r.message = spec.value("message", "");
   std::lock_guard<std::mutex> l(mu_);
   r.id = next_id_++;
@@ -78,7 +88,8 @@ json Faults::list() const {
   return arr;
 }
 
-std::optional<FaultRule> Faults::match(const std::string& cluster, const std::string& verb, const std::string& path) {
+std::optional<FaultRule> Faults::match(const std::string& cluster, const std::string& verb,
+                                       const std::string& path) {
   std::lock_guard<std::mutex> l(mu_);
   if (rules_.empty()) return std::nullopt;
   bool is_write = verb == "POST" || verb == "PUT" || verb == "PATCH" || verb == "DELETE";

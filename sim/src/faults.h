@@ -14,7 +14,7 @@ namespace dpfsim {
 
 struct FaultRule {
   int id = 0;
-  std::string cluster;  // "" = both, "management", "dpu"
+  std::string cluster;     // "" = both, "management", "dpu"
   std::string verb = "*";  // GET|LIST|WATCH|POST|PUT|PATCH|DELETE|*
   std::string path_regex;
   std::regex re;
@@ -39,7 +39,8 @@ class Faults {
   bool remove(int id);
   json list() const;
   // First matching rule that fires (consumes count / probability draw).
-  std::optional<FaultRule> match(const std::string& cluster, const std::string& verb, const std::string& path);
+  std::optional<FaultRule> match(const std::string& cluster, const std::string& verb,
+                                 const std::string& path);
   // Incremented on clear(): lets hanging requests give up early.
   uint64_t epoch() const { return epoch_.load(); }
 

@@ -4,22 +4,38 @@ namespace dpfsim {
 
 std::string reason_for_code(int code) {
   switch (code) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 406: return "NotAcceptable";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 413: return "RequestEntityTooLarge";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    default: return code >= 500 ? "InternalError" : "BadRequest";
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return code >= 500 ? "InternalError" : "BadRequest";
   }
 }
 
@@ -37,7 +53,8 @@ std::string status_failure_body(int code, const std::string& reason, const std::
   return s.dump();
 }
 
-ApiError make_error(int code, const std::string& reason, const std::string& message, const ojson& details) {
+ApiError make_error(int code, const std::string& reason, const std::string& message,
+                    const ojson& details) {
   return ApiError(code, status_failure_body(code, reason, message, details));
 }
 
@@ -50,7 +67,8 @@ static ojson name_details(const ResourceInfo& ri, const std::string& name) {
 }
 
 ApiError err_not_found(const ResourceInfo& ri, const std::string& name) {
-  return make_error(404, "NotFound", ri.qualified_resource() + " \"" + name + "\" not found", name_details(ri, name));
+  return make_error(404, "NotFound", ri.qualified_resource() + " \"" + name + "\" not found",
+                    name_details(ri, name));
 }
 
 ApiError err_already_exists(const ResourceInfo& ri, const std::string& name, bool terminating) {
@@ -61,18 +79,23 @@ ApiError err_already_exists(const ResourceInfo& ri, const std::string& name, boo
 
 ApiError err_conflict(const ResourceInfo& ri, const std::string& name) {
   return err_conflict_msg(ri, name,
-                          "the object has been modified; please apply your changes to the latest version and try again");
+                          "the object has been modified; please apply your changes to the latest "
+                          "version and try again");
 }
 
 ApiError err_conflict_msg(const ResourceInfo& ri, const std::string& name, const std::string& msg) {
-  return make_error(409, "Conflict",
-                    "Operation cannot be fulfilled on " + ri.qualified_resource() + " \"" + name + "\": " + msg,
-                    name_details(ri, name));
+  return make_error(
+      409, "Conflict",
+      "Operation cannot be fulfilled on " + ri.qualified_resource() + " \"" + name + "\": " + msg,
+      name_details(ri, name));
 }
 
-ApiError err_invalid(const ResourceInfo& ri, const std::string& name, const std::vector<FieldCause>& causes) {
+ApiError err_invalid(const ResourceInfo& ri, const std::string& name,
+                     const std::vector<FieldCause>& causes) {
   std::string msg = ri.qualified_kind() + " \"" + name + "\" is invalid: ";
-  auto one = [](const FieldCause& c) { return c.field.empty() ? c.message : c.field + ": " + c.message; };
+  auto one = [](const FieldCause& c) {
+    return c.field.empty() ? c.message : c.field + ": " + c.message;
+  };
   if (causes.size() == 1) {
     msg += one(causes[0]);
   } else {
@@ -100,22 +123,30 @@ ApiError err_invalid(const ResourceInfo& ri, const std::string& name, const std:
 }
 
 ApiError err_unsupported_patch() {
-  return make_error(415, "UnsupportedMediaType",
-                    "the body of the request was in an unknown format - accepted media types include: "
-                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml");
+  return make_error(
+      415, "UnsupportedMediaType",
+      "the body of the request was in an unknown format - accepted media types include: "
+      "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml");
 }
 
-ApiError err_bad_request(const std::string& msg) { return make_error(400, "BadRequest", msg); }
+ApiError err_bad_request(const std::string& msg) {
+  return make_error(400, "BadRequest", msg);
+}
 
 ApiError err_unknown_path() {
   ojson d;
-  d["causes"] = ojson::array({ojson{{"reason", "UnexpectedServerResponse"}, {"message", "404 page not found"}}});
+  d["causes"] = ojson::array(
+      {ojson{{"reason", "UnexpectedServerResponse"}, {"message", "404 page not found"}}});
   return make_error(404, "NotFound", "the server could not find the requested resource", d);
 }
 
-ApiError err_method_not_allowed(const std::string& msg) { return make_error(405, "MethodNotAllowed", msg); }
+ApiError err_method_not_allowed(const std::string& msg) {
+  return make_error(405, "MethodNotAllowed", msg);
+}
 
-ApiError err_unauthorized() { return make_error(401, "Unauthorized", "Unauthorized"); }
+ApiError err_unauthorized() {
+  return make_error(401, "Unauthorized", "Unauthorized");
+}
 
 ApiError err_too_many_requests(int retry_after) {
   ojson d;
@@ -138,12 +169,26 @@ ApiError err_injected(int code, int retry_after, const std::string& message) {
   std::string msg = message;
   if (msg.empty()) {
     switch (code) {
-      case 500: msg = "Internal error occurred: injected fault"; break;
-      case 503: msg = "the server is currently unable to handle the request"; break;
-      case 504: msg = "Timeout: request did not complete within requested timeout - context deadline exceeded"; break;
-      case 403: msg = "forbidden: injected fault"; break;
-      case 401: msg = "Unauthorized"; break;
-      default: msg = "injected fault"; break;
+      case 500:
+        msg = "Internal error occurred: injected fault";
+        break;
+      case 503:
+        msg = "the server is currently unable to handle the request";
+        break;
+      case 504:
+        msg =
+            "Timeout: request did not complete within requested timeout - context deadline "
+            "exceeded";
+        break;
+      case 403:
+        msg = "forbidden: injected fault";
+        break;
+      case 401:
+        msg = "Unauthorized";
+        break;
+      default:
+        msg = "injected fault";
+        break;
     }
   }
   ojson d;
@@ -153,7 +198,8 @@ ApiError err_injected(int code, int retry_after, const std::string& message) {
   return e;
 }
 
-std::string status_success_body(const ResourceInfo& ri, const std::string& name, const std::string& uid) {
+std::string status_success_body(const ResourceInfo& ri, const std::string& name,
+                                const std::string& uid) {
   ojson s;
   s["kind"] = "Status";
   s["apiVersion"] = "v1";
@@ -176,10 +222,13 @@ static std::string fmt_value(const json& v) {
   return v.dump();
 }
 
-FieldCause cause_required(const std::string& field) { return {"FieldValueRequired", field, "Required value"}; }
+FieldCause cause_required(const std::string& field) {
+  return {"FieldValueRequired", field, "Required value"};
+}
 
 FieldCause cause_invalid(const std::string& field, const json& value, const std::string& detail) {
-  std::string v = value.is_object() && value.contains("$raw") ? value["$raw"].get<std::string>() : fmt_value(value);
+  std::string v = value.is_object() && value.contains("$raw") ? value["$raw"].get<std::string>()
+                                                              : fmt_value(value);
   return {"FieldValueInvalid", field, "Invalid value: " + v + ": " + detail};
 }
 
@@ -187,7 +236,8 @@ FieldCause cause_forbidden(const std::string& field, const std::string& detail) 
   return {"FieldValueForbidden", field, "Forbidden: " + detail};
 }
 
-FieldCause cause_unsupported(const std::string& field, const json& value, const std::vector<std::string>& allowed) {
+FieldCause cause_unsupported(const std::string& field, const json& value,
+                             const std::vector<std::string>& allowed) {
   std::string m = "Unsupported value: " + fmt_value(value) + ": supported values: ";
   for (size_t i = 0; i < allowed.size(); ++i) {
     if (i) m += ", ";
@@ -198,13 +248,14 @@ FieldCause cause_unsupported(const std::string& field, const json& value, const 
 
 FieldCause cause_too_many(const std::string& field, size_t actual, size_t max) {
   return {"FieldValueTooMany", field,
-          "Too many: " + std::to_string(actual) + ": must have at most " + std::to_string(max) + " items"};
+          "Too many: " + std::to_string(actual) + ": must have at most " + std::to_string(max) +
+              " items"};
 }
 
 FieldCause cause_too_few(const std::string& field, size_t actual, size_t min) {
   return {"FieldValueInvalid", field,
-          "Invalid value: " + std::to_string(actual) + ": " + field + " in body should have at least " +
-              std::to_string(min) + " items"};
+          "Invalid value: " + std::to_string(actual) + ": " + field +
+              " in body should have at least " + std::to_string(min) + " items"};
 }
 
 }  // namespace dpfsim

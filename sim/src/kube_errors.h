@@ -37,7 +37,8 @@ ApiError err_not_found(const ResourceInfo& ri, const std::string& name);
 ApiError err_already_exists(const ResourceInfo& ri, const std::string& name, bool terminating);
 ApiError err_conflict(const ResourceInfo& ri, const std::string& name);
 ApiError err_conflict_msg(const ResourceInfo& ri, const std::string& name, const std::string& msg);
-ApiError err_invalid(const ResourceInfo& ri, const std::string& name, const std::vector<FieldCause>& causes);
+ApiError err_invalid(const ResourceInfo& ri, const std::string& name,
+                     const std::vector<FieldCause>& causes);
 ApiError err_unsupported_patch();
 ApiError err_bad_request(const std::string& msg);
 ApiError err_unknown_path();  // 404 "the server could not find the requested resource"
@@ -47,13 +48,15 @@ ApiError err_too_many_requests(int retry_after);
 ApiError err_injected(int code, int retry_after, const std::string& message);
 
 // Success Status returned when an object is actually removed.
-std::string status_success_body(const ResourceInfo& ri, const std::string& name, const std::string& uid);
+std::string status_success_body(const ResourceInfo& ri, const std::string& name,
+                                const std::string& uid);
 
 // Cause constructors with Kubernetes' message formats.
 FieldCause cause_required(const std::string& field);
 FieldCause cause_invalid(const std::string& field, const json& value, const std::string& detail);
 FieldCause cause_forbidden(const std::string& field, const std::string& detail);
-FieldCause cause_unsupported(const std::string& field, const json& value, const std::vector<std::string>& allowed);
+FieldCause cause_unsupported(const std::string& field, const json& value,
+                             const std::vector<std::string>& allowed);
 FieldCause cause_too_many(const std::string& field, size_t actual, size_t max);
 FieldCause cause_too_few(const std::string& field, size_t actual, size_t min);
 

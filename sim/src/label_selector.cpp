@@ -14,7 +14,9 @@ struct Token {
   std::string s;
 };
 
-bool is_special(char c) { return c == '!' || c == '=' || c == '(' || c == ')' || c == ',' || c == '>' || c == '<'; }
+bool is_special(char c) {
+  return c == '!' || c == '=' || c == '(' || c == ')' || c == ',' || c == '>' || c == '<';
+}
 
 std::vector<Token> lex(const std::string& in) {
   std::vector<Token> out;
@@ -45,26 +47,54 @@ std::vector<Token> lex(const std::string& in) {
       }
       continue;
     }
-    if (c == '(') { out.push_back({Tok::Open, "("}); ++i; continue; }
-    if (c == ')') { out.push_back({Tok::Close, ")"}); ++i; continue; }
-    if (c == ',') { out.push_back({Tok::Comma, ","}); ++i; continue; }
-    if (c == '>') { out.push_back({Tok::Gt, ">"}); ++i; continue; }
-    if (c == '<') { out.push_back({Tok::Lt, "<"}); ++i; continue; }
+    if (c == '(') {
+      out.push_back({Tok::Open, "("});
+      ++i;
+      continue;
+    }
+    if (c == ')') {
+      out.push_back({Tok::Close, ")"});
+      ++i;
+      continue;
+    }
+    if (c == ',') {
+      out.push_back({Tok::Comma, ","});
+      ++i;
+      continue;
+    }
+    if (c == '>') {
+      out.push_back({Tok::Gt, ">"});
+      ++i;
+      continue;
+    }
+    if (c == '<') {
+      out.push_back({Tok::Lt, "<"});
+      ++i;
+      continue;
+    }
     size_t j = i;
-    while (j < in.size() && !std::isspace(static_cast<unsigned char>(in[j])) && !is_special(in[j])) ++j;
+    while (j < in.size() && !std::isspace(static_cast<unsigned char>(in[j])) && !is_special(in[j]))
+      ++j;
     std::string word = in.substr(i, j - i);
-    if (word == "in") out.push_back({Tok::In, word});
-    else if (word == "notin") out.push_back({Tok::NotIn, word});
-    else out.push_back({Tok::Ident, word});
+    if (word == "in")
+      out.push_back({Tok::In, word});
+    else if (word == "notin")
+      out.push_back({Tok::NotIn, word});
+    else
+      out.push_back({Tok::Ident, word});
     i = j;
   }
   out.push_back({Tok::End, ""});
   return out;
 }
 
-[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("unable to parse requirement: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("unable to parse requirement: " + what);
+}
 
-std::string tok_name(const Token& t) { return t.t == Tok::End ? "" : t.s; }
+std::string tok_name(const Token& t) {
+  return t.t == Tok::End ? "" : t.s;
+}
 
 }  // namespace
 
@@ -90,16 +120,21 @@ LabelSelector LabelSelector::parse(const std::string& text) {
         case Tok::Eq:
         case Tok::DoubleEq:
         case Tok::NotEq: {
-          r.op = toks[p].t == Tok::NotEq ? LabelRequirement::Op::NotEquals : LabelRequirement::Op::Equals;
+          r.op = toks[p].t == Tok::NotEq ? LabelRequirement::Op::NotEquals
+                                         : LabelRequirement::Op::Equals;
           ++p;
-          if (toks[p].t == Tok::Ident) r.values.push_back(toks[p++].s);
-          else if (toks[p].t == Tok::End || toks[p].t == Tok::Comma) r.values.push_back("");
-          else fail("found '" + tok_name(toks[p]) + "', expected: identifier");
+          if (toks[p].t == Tok::Ident)
+            r.values.push_back(toks[p++].s);
+          else if (toks[p].t == Tok::End || toks[p].t == Tok::Comma)
+            r.values.push_back("");
+          else
+            fail("found '" + tok_name(toks[p]) + "', expected: identifier");
           break;
         }
         case Tok::Gt:
         case Tok::Lt: {
-          r.op = toks[p].t == Tok::Gt ? LabelRequirement::Op::GreaterThan : LabelRequirement::Op::LessThan;
+          r.op = toks[p].t == Tok::Gt ? LabelRequirement::Op::GreaterThan
+                                      : LabelRequirement::Op::LessThan;
           ++p;
           if (toks[p].t != Tok::Ident) fail("found '" + tok_name(toks[p]) + "', expected: integer");
           char* end = nullptr;
@@ -143,7 +178,8 @@ LabelSelector LabelSelector::parse(const std::string& text) {
     }
     sel.reqs_.push_back(std::move(r));
     if (toks[p].t == Tok::End) break;
-    if (toks[p].t != Tok::Comma) fail("found '" + tok_name(toks[p]) + "', expected: ',' or 'end of string'");
+    if (toks[p].t != Tok::Comma)
+      fail("found '" + tok_name(toks[p]) + "', expected: ',' or 'end of string'");
     ++p;
   }
   return sel;
@@ -166,11 +202,16 @@ LabelSelector LabelSelector::from_json(const json& sel) {
       LabelRequirement r;
       r.key = jstr(e, {"key"});
       std::string op = jstr(e, {"operator"});
-      if (op == "In") r.op = LabelRequirement::Op::In;
-      else if (op == "NotIn") r.op = LabelRequirement::Op::NotIn;
-      else if (op == "Exists") r.op = LabelRequirement::Op::Exists;
-      else if (op == "DoesNotExist") r.op = LabelRequirement::Op::DoesNotExist;
-      else continue;
+      if (op == "In")
+        r.op = LabelRequirement::Op::In;
+      else if (op == "NotIn")
+        r.op = LabelRequirement::Op::NotIn;
+      else if (op == "Exists")
+        r.op = LabelRequirement::Op::Exists;
+      else if (op == "DoesNotExist")
+        r.op = LabelRequirement::Op::DoesNotExist;
+      else
+        continue;
       if (auto vs = e.find("values"); vs != e.end() && vs->is_array())
         for (const auto& v : *vs)
           if (v.is_string()) r.values.push_back(v.get<std::string>());
@@ -238,7 +279,8 @@ std::string field_value(const json& obj, const std::string& path) {
   return "";
 }
 
-FieldSelector FieldSelector::parse(const std::string& text, const std::vector<std::string>& allowed) {
+FieldSelector FieldSelector::parse(const std::string& text,
+                                   const std::vector<std::string>& allowed) {
   FieldSelector fs;
   if (trim(text).empty()) return fs;
   for (const auto& raw : split(text, ',')) {
@@ -257,7 +299,8 @@ FieldSelector FieldSelector::parse(const std::string& text, const std::vector<st
       r.field = trim(term.substr(0, pos));
       r.value = trim(term.substr(pos + 1));
     } else {
-      throw std::invalid_argument("invalid selector: '" + text + "'; can't understand '" + term + "'");
+      throw std::invalid_argument("invalid selector: '" + text + "'; can't understand '" + term +
+                                  "'");
     }
     bool ok = false;
     for (const auto& a : allowed)

@@ -1,23 +1,23 @@
-// dpfsim: a simulator of the DPF management cluster and the DPU cluster speaking the Kubernetes REST API.
+// dpfsim: a simulator of the DPF management cluster and the DPU cluster speaking the Kubernetes
+// REST API.
 //
 //   dpfsim --listen HOST:PORT --dpu-listen HOST:PORT --control-listen HOST:PORT --dpus N
 //          [--tls-dir DIR --token-file FILE] [--seed S]
 //
 // Prints one JSON line on stdout when ready:
 //   {"management":"http://127.0.0.1:P","dpu":"...","control":"...","ca_file":"..."(TLS only)}
+#include <pthread.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <csignal>
-#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
-
-#include <pthread.h>
-#include <unistd.h>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "api_server.h"
 #include "control_api.h"
@@ -60,7 +60,8 @@ bool split_hostport(const std::string& s, std::string& host, int& port) {
   auto pos = s.rfind(':');
   if (pos == std::string::npos) return false;
   host = s.substr(0, pos);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   try {
     port = std::stoi(s.substr(pos + 1));
   } catch (...) {
@@ -72,13 +73,16 @@ bool split_hostport(const std::string& s, std::string& host, int& port) {
 void write_kubeconfig(const std::string& path, const std::string& name, const std::string& server,
                       const std::string& ca, const std::string& token_file) {
   std::ofstream out(path);
-  out << "apiVersion: v1\nkind: Config\nclusters:\n- name: " << name << "\n  cluster:\n    server: " << server << "\n";
+  out << "apiVersion: v1\nkind: Config\nclusters:\n- name: " << name
+      << "\n  cluster:\n    server: " << server << "\n";
   if (!ca.empty()) out << "    certificate-authority: " << ca << "\n";
   out << "users:\n- name: " << name << "-user\n  user:\n";
-  if (!token_file.empty()) out << "    tokenFile: " << token_file << "\n";
-  else out << "    {}\n";
-  out << "contexts:\n- name: " << name << "\n  context:\n    cluster: " << name << "\n    user: " << name
-      << "-user\ncurrent-context: " << name << "\n";
+  if (!token_file.empty())
+    out << "    tokenFile: " << token_file << "\n";
+  else
+    out << "    {}\n";
+  out << "contexts:\n- name: " << name << "\n  context:\n    cluster: " << name
+      << "\n    user: " << name << "-user\ncurrent-context: " << name << "\n";
 }
 
 }  // namespace
@@ -102,18 +106,30 @@ int main(int argc, char** argv) {
       if (a == "--help" || a == "-h") {
         std::cout << kUsage;
         return 0;
-      } else if (a == "--listen") listen = need("--listen");
-      else if (a == "--dpu-listen") dpu_listen = need("--dpu-listen");
-      else if (a == "--control-listen") control_listen = need("--control-listen");
-      else if (a == "--dpus") dpus = std::stoi(need("--dpus"));
-      else if (a == "--tls-dir") tls_dir = need("--tls-dir");
-      else if (a == "--token-file") token_file = need("--token-file");
-      else if (a == "--seed") seed = std::stoull(need("--seed"));
-      else if (a == "--seed-file") seed_file = need("--seed-file");
-      else if (a == "--log-level") log_level = need("--log-level");
-      else if (a == "--all-delays-ms") delay_overrides["all_ms"] = std::stoi(need("--all-delays-ms"));
-      else if (a == "--tick-ms") tick_ms = std::max(1, std::stoi(need("--tick-ms")));
-      else if (a == "--kubeconfig-dir") kubeconfig_dir = need("--kubeconfig-dir");
+      } else if (a == "--listen")
+        listen = need("--listen");
+      else if (a == "--dpu-listen")
+        dpu_listen = need("--dpu-listen");
+      else if (a == "--control-listen")
+        control_listen = need("--control-listen");
+      else if (a == "--dpus")
+        dpus = std::stoi(need("--dpus"));
+      else if (a == "--tls-dir")
+        tls_dir = need("--tls-dir");
+      else if (a == "--token-file")
+        token_file = need("--token-file");
+      else if (a == "--seed")
+        seed = std::stoull(need("--seed"));
+      else if (a == "--seed-file")
+        seed_file = need("--seed-file");
+      else if (a == "--log-level")
+        log_level = need("--log-level");
+      else if (a == "--all-delays-ms")
+        delay_overrides["all_ms"] = std::stoi(need("--all-delays-ms"));
+      else if (a == "--tick-ms")
+        tick_ms = std::max(1, std::stoi(need("--tick-ms")));
+      else if (a == "--kubeconfig-dir")
+        kubeconfig_dir = need("--kubeconfig-dir");
       else if (a == "--delay") {
         std::string kv = need("--delay");
         auto eq = kv.find('=');
@@ -203,7 +219,8 @@ int main(int argc, char** argv) {
   std::vector<Bind> binds = {
       {"--listen", listen, [&](const std::string& h, int p) { return mgmt.bind(h, p); }},
       {"--dpu-listen", dpu_listen, [&](const std::string& h, int p) { return dpu.bind(h, p); }},
-      {"--control-listen", control_listen, [&](const std::string& h, int p) { return control.bind(h, p); }},
+      {"--control-listen", control_listen,
+       [&](const std::string& h, int p) { return control.bind(h, p); }},
   };
   for (auto& b : binds) {
     if (!split_hostport(b.value, host, port)) {
@@ -227,8 +244,8 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(kubeconfig_dir);
     write_kubeconfig(kubeconfig_dir + "/management.kubeconfig", "dpf-management", mgmt.url(),
                      use_tls ? tls.ca_cert : "", token_file);
-    write_kubeconfig(kubeconfig_dir + "/dpu.kubeconfig", "dpu-cluster", dpu.url(), use_tls ? tls.ca_cert : "",
-                     token_file);
+    write_kubeconfig(kubeconfig_dir + "/dpu.kubeconfig", "dpu-cluster", dpu.url(),
+                     use_tls ? tls.ca_cert : "", token_file);
   }
 
   ojson ready;
@@ -239,8 +256,8 @@ int main(int argc, char** argv) {
   std::string line = ready.dump() + "\n";
   fwrite(line.data(), 1, line.size(), stdout);
   fflush(stdout);
-  spdlog::info("dpfsim ready: management={} dpu={} control={} dpus={} tls={} auth={}", mgmt.url(), dpu.url(),
-               control.url(), dpus, use_tls, ctx.auth.enabled());
+  spdlog::info("dpfsim ready: management={} dpu={} control={} dpus={} tls={} auth={}", mgmt.url(),
+               dpu.url(), control.url(), dpus, use_tls, ctx.auth.enabled());
 
   int sig = 0;
   sigwait(&sigs, &sig);

@@ -82,8 +82,8 @@ bool pod_spec_fits_node(const json& pod_spec, const json& node) {
       if (it == labels->end() || *it != v) return false;
     }
   }
-  const json* req =
-      jptr(pod_spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
+  const json* req = jptr(
+      pod_spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
   if (req && req->is_object()) return node_selector_matches(*req, node);
   return true;
 }

@@ -42,9 +42,9 @@ json RequestLog::recent(size_t limit) const {
   size_t start = recent_.size() > limit ? recent_.size() - limit : 0;
   for (size_t i = start; i < recent_.size(); ++i) {
     const auto& r = recent_[i];
-    json j{{"seq", r.seq},         {"time", r.time},     {"cluster", r.cluster},
-           {"method", r.method},   {"verb", r.verb},     {"resource", r.resource},
-           {"path", r.path},       {"query", r.query},   {"content_type", r.content_type},
+    json j{{"seq", r.seq},       {"time", r.time},   {"cluster", r.cluster},
+           {"method", r.method}, {"verb", r.verb},   {"resource", r.resource},
+           {"path", r.path},     {"query", r.query}, {"content_type", r.content_type},
            {"status", r.status}};
     if (!r.body.empty() || r.method != "GET") j["body"] = r.body;
     if (!r.fault.empty()) j["fault"] = r.fault;

@@ -2,13 +2,16 @@
 
 namespace dpfsim {
 
-const char* cluster_name(ClusterId c) { return c == ClusterId::Management ? "management" : "dpu"; }
+const char* cluster_name(ClusterId c) {
+  return c == ClusterId::Management ? "management" : "dpu";
+}
 
 static std::vector<ResourceInfo> build() {
   std::vector<ResourceInfo> v;
-  auto add = [&](ClusterId c, std::string g, std::string ver, std::string plural, std::string singular,
-                 std::string kind, bool namespaced, bool has_status, bool custom, bool has_generation,
-                 std::vector<std::string> shorts, std::vector<std::string> cats) {
+  auto add = [&](ClusterId c, std::string g, std::string ver, std::string plural,
+                 std::string singular, std::string kind, bool namespaced, bool has_status,
+                 bool custom, bool has_generation, std::vector<std::string> shorts,
+                 std::vector<std::string> cats) {
     ResourceInfo r;
     r.cluster = c;
     r.group = std::move(g);
@@ -26,17 +29,20 @@ static std::vector<ResourceInfo> build() {
   };
   const auto M = ClusterId::Management;
   const auto D = ClusterId::Dpu;
-  add(M, "svc.dpu.nvidia.com", "v1alpha1", "dpuservices", "dpuservice", "DPUService", true, true, true, true, {}, {});
-  add(M, "provisioning.dpu.nvidia.com", "v1alpha1", "dpudevices", "dpudevice", "DPUDevice", true, true, true, true, {},
-      {});
-  add(M, "provisioning.dpu.nvidia.com", "v1alpha1", "dpus", "dpu", "DPU", true, true, true, true, {}, {});
+  add(M, "svc.dpu.nvidia.com", "v1alpha1", "dpuservices", "dpuservice", "DPUService", true, true,
+      true, true, {}, {});
+  add(M, "provisioning.dpu.nvidia.com", "v1alpha1", "dpudevices", "dpudevice", "DPUDevice", true,
+      true, true, true, {}, {});
+  add(M, "provisioning.dpu.nvidia.com", "v1alpha1", "dpus", "dpu", "DPU", true, true, true, true,
+      {}, {});
   add(M, "", "v1", "namespaces", "namespace", "Namespace", false, true, false, false, {"ns"}, {});
   add(D, "", "v1", "nodes", "node", "Node", false, true, false, false, {"no"}, {});
   add(D, "", "v1", "pods", "pod", "Pod", true, true, false, false, {"po"}, {"all"});
   add(D, "", "v1", "namespaces", "namespace", "Namespace", false, true, false, false, {"ns"}, {});
-  add(D, "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, false, true, {"ds"}, {"all"});
-  add(D, "apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true, false, false, false,
-      {}, {});
+  add(D, "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, false, true, {"ds"},
+      {"all"});
+  add(D, "apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true,
+      false, false, false, {}, {});
   return v;
 }
 
@@ -52,7 +58,8 @@ const ResourceInfo* find_resource(ClusterId c, const std::string& group, const s
   return nullptr;
 }
 
-const ResourceInfo* find_resource_by_kind(ClusterId c, const std::string& api_version, const std::string& kind) {
+const ResourceInfo* find_resource_by_kind(ClusterId c, const std::string& api_version,
+                                          const std::string& kind) {
   for (const auto& r : all_resources())
     if (r.cluster == c && r.api_version() == api_version && r.kind == kind) return &r;
   return nullptr;

@@ -18,9 +18,9 @@ struct ResourceInfo {
   std::string singular;
   std::string kind;
   bool namespaced = true;
-  bool has_status = true;      // status subresource
-  bool custom = false;         // CustomResource semantics (strict PUT, no strategic merge)
-  bool has_generation = false; // metadata.generation maintained
+  bool has_status = true;       // status subresource
+  bool custom = false;          // CustomResource semantics (strict PUT, no strategic merge)
+  bool has_generation = false;  // metadata.generation maintained
   std::vector<std::string> short_names;
   std::vector<std::string> categories;
 
@@ -35,7 +35,8 @@ struct ResourceInfo {
 const std::vector<ResourceInfo>& all_resources();
 const ResourceInfo* find_resource(ClusterId c, const std::string& group, const std::string& version,
                                   const std::string& plural);
-const ResourceInfo* find_resource_by_kind(ClusterId c, const std::string& api_version, const std::string& kind);
+const ResourceInfo* find_resource_by_kind(ClusterId c, const std::string& api_version,
+                                          const std::string& kind);
 const ResourceInfo* find_resource_by_plural(ClusterId c, const std::string& plural);
 
 // Well-known names.
@@ -44,13 +45,16 @@ inline constexpr const char* kDpfNamespace = "dpf-operator-system";
 inline constexpr const char* kDpuServiceFinalizer = "dpu.nvidia.com/dpuservice";
 inline constexpr const char* kServiceIdLabel = "svc.dpu.nvidia.com/service";
 inline constexpr const char* kDpuNodeNameLabel = "provisioning.dpu.nvidia.com/dpunode-name";
-inline constexpr const char* kDpuNodeNamespaceLabel = "provisioning.dpu.nvidia.com/dpunode-namespace";
+inline constexpr const char* kDpuNodeNamespaceLabel =
+    "provisioning.dpu.nvidia.com/dpunode-namespace";
 inline constexpr const char* kDpfVersionLabel = "operator.dpu.nvidia.com/dpf-version";
-inline constexpr const char* kLastAppliedLabels = "provisioning.dpu.nvidia.com/last-applied-labels-on-dpu";
+inline constexpr const char* kLastAppliedLabels =
+    "provisioning.dpu.nvidia.com/last-applied-labels-on-dpu";
 inline constexpr const char* kDpuServiceNameLabel = "dpu.nvidia.com/dpuservice-name";
 inline constexpr const char* kDpuServiceNamespaceLabel = "dpu.nvidia.com/dpuservice-namespace";
 inline constexpr const char* kRevisionHashLabel = "controller-revision-hash";
-inline constexpr const char* kCurrentRevisionAnnotation = "sim.dpu.nvidia.com/current-revision-hash";
+inline constexpr const char* kCurrentRevisionAnnotation =
+    "sim.dpu.nvidia.com/current-revision-hash";
 inline constexpr const char* kDpfVersion = "v25.10.0";
 }  // namespace names
 

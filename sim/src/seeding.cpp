@@ -18,7 +18,9 @@ std::string pad4(int i) {
   return buf;
 }
 
-const ResourceInfo& res(ClusterId c, const char* plural) { return *find_resource_by_plural(c, plural); }
+const ResourceInfo& res(ClusterId c, const char* plural) {
+  return *find_resource_by_plural(c, plural);
+}
 
 }  // namespace
 
@@ -33,7 +35,8 @@ int index_from_name(const std::string& name) {
 std::string dpu_object_name(const std::string& dpu_node, const std::string& dpu_device) {
   std::string node = dpu_node;
   // GenerateDPUName: node part truncated so the whole name fits 63 characters.
-  if (node.size() + 1 + dpu_device.size() > 63 && dpu_device.size() < 62) node = node.substr(0, 62 - dpu_device.size());
+  if (node.size() + 1 + dpu_device.size() > 63 && dpu_device.size() < 62)
+    node = node.substr(0, 62 - dpu_device.size());
   return node + "-" + dpu_device;
 }
 
@@ -43,16 +46,19 @@ json dpf_system_node_labels(const std::string& dpu_node, const std::string& ns) 
               {names::kDpfVersionLabel, names::kDpfVersion}};
 }
 
-json make_dpudevice(const std::string& ns, const std::string& name, const std::string& dpu_node, int index) {
+json make_dpudevice(const std::string& ns, const std::string& name, const std::string& dpu_node,
+                    int index) {
   std::string serial = "MT2" + pad4(index) + "X0" + pad4(index);
   std::string now = rfc3339_now();
   return json{
       {"apiVersion", "provisioning.dpu.nvidia.com/v1alpha1"},
       {"kind", "DPUDevice"},
-      {"metadata", {{"name", name}, {"namespace", ns}, {"labels", {{names::kDpuNodeNameLabel, dpu_node}}}}},
+      {"metadata",
+       {{"name", name}, {"namespace", ns}, {"labels", {{names::kDpuNodeNameLabel, dpu_node}}}}},
       {"spec",
        {{"serialNumber", serial},
-        {"bmcIp", "10.1." + std::to_string((index / 250) % 250) + "." + std::to_string(index % 250 + 1)},
+        {"bmcIp",
+         "10.1." + std::to_string((index / 250) % 250) + "." + std::to_string(index % 250 + 1)},
         {"bmcPort", 443},
         {"numberOfPFs", 1}}},
       {"status",
@@ -63,17 +69,16 @@ json make_dpudevice(const std::string& ns, const std::string& name, const std::s
         {"pf0Name", "ens1f0np0"},
         {"dpuType", "BlueField3"},
         {"dpuMode", "dpu"},
-        {"conditions",
-         json::array({{{"type", "Ready"},
-                       {"status", "True"},
-                       {"reason", "Success"},
-                       {"message", ""},
-                       {"lastTransitionTime", now}},
-                      {{"type", "Discovered"},
-                       {"status", "True"},
-                       {"reason", "Success"},
-                       {"message", ""},
-                       {"lastTransitionTime", now}}})}}}};
+        {"conditions", json::array({{{"type", "Ready"},
+                                     {"status", "True"},
+                                     {"reason", "Success"},
+                                     {"message", ""},
+                                     {"lastTransitionTime", now}},
+                                    {{"type", "Discovered"},
+                                     {"status", "True"},
+                                     {"reason", "Success"},
+                                     {"message", ""},
+                                     {"lastTransitionTime", now}}})}}}};
 }
 
 json make_dpu(const std::string& ns, const json& device, const json& user_labels) {
@@ -84,36 +89,38 @@ json make_dpu(const std::string& ns, const json& device, const json& user_labels
   json labels = json::object();
   if (const json* dl = jptr(device, {"metadata", "labels"}); dl && dl->is_object()) labels = *dl;
   std::string now = rfc3339_now();
-  return json{
-      {"apiVersion", "provisioning.dpu.nvidia.com/v1alpha1"},
-      {"kind", "DPU"},
-      {"metadata",
-       {{"name", dpu_object_name(node, dev_name)},
-        {"namespace", ns},
-        {"labels", labels},
-        {"annotations", {{names::kLastAppliedLabels, user_labels.dump()}}}}},
-      {"spec",
-       {{"dpuNodeName", node},
-        {"dpuDeviceName", dev_name},
-        {"serialNumber", jstr(device, {"spec", "serialNumber"})},
-        {"pciAddress", "0000:3b:00.0"},
-        {"bfb", {{"name", "bf-bundle"}}},
-        {"nodeEffect", {{"noEffect", true}}},
-        {"cluster", {{"name", "dpu-cplane-tenant1"}, {"namespace", "dpu-cplane-tenant1"}, {"nodeLabels", node_labels}}}}},
-      {"status",
-       {{"phase", "Ready"},
-        {"conditions",
-         json::array({{{"type", "Ready"},
-                       {"status", "True"},
-                       {"reason", "DPUNodeReady"},
-                       {"message", ""},
-                       {"lastTransitionTime", now}}})}}}};
+  return json{{"apiVersion", "provisioning.dpu.nvidia.com/v1alpha1"},
+              {"kind", "DPU"},
+              {"metadata",
+               {{"name", dpu_object_name(node, dev_name)},
+                {"namespace", ns},
+                {"labels", labels},
+                {"annotations", {{names::kLastAppliedLabels, user_labels.dump()}}}}},
+              {"spec",
+               {{"dpuNodeName", node},
+                {"dpuDeviceName", dev_name},
+                {"serialNumber", jstr(device, {"spec", "serialNumber"})},
+                {"pciAddress", "0000:3b:00.0"},
+                {"bfb", {{"name", "bf-bundle"}}},
+                {"nodeEffect", {{"noEffect", true}}},
+                {"cluster",
+                 {{"name", "dpu-cplane-tenant1"},
+                  {"namespace", "dpu-cplane-tenant1"},
+                  {"nodeLabels", node_labels}}}}},
+              {"status",
+               {{"phase", "Ready"},
+                {"conditions", json::array({{{"type", "Ready"},
+                                             {"status", "True"},
+                                             {"reason", "DPUNodeReady"},
+                                             {"message", ""},
+                                             {"lastTransitionTime", now}}})}}}};
 }
 
 json make_node(const json& dpu, int index) {
   std::string name = jstr(dpu, {"metadata", "name"});
   json desired = json::object();
-  if (const json* nl = jptr(dpu, {"spec", "cluster", "nodeLabels"}); nl && nl->is_object()) desired = *nl;
+  if (const json* nl = jptr(dpu, {"spec", "cluster", "nodeLabels"}); nl && nl->is_object())
+    desired = *nl;
   json labels{{"kubernetes.io/hostname", name},
               {"kubernetes.io/os", "linux"},
               {"kubernetes.io/arch", "arm64"},
@@ -123,31 +130,32 @@ json make_node(const json& dpu, int index) {
   std::string now = rfc3339_now();
   int a = (index / 250) % 250, b = index % 250 + 1;
   std::string ip = "10.0." + std::to_string(a) + "." + std::to_string(b);
-  return json{
-      {"apiVersion", "v1"},
-      {"kind", "Node"},
-      {"metadata",
-       {{"name", name}, {"labels", labels}, {"annotations", {{names::kLastAppliedLabels, desired.dump()}}}}},
-      {"spec", {{"podCIDR", "10.244." + std::to_string(index % 256) + ".0/24"}}},
-      {"status",
-       {{"conditions",
-         json::array({{{"type", "Ready"},
-                       {"status", "True"},
-                       {"reason", "KubeletReady"},
-                       {"message", "kubelet is posting ready status"},
-                       {"lastHeartbeatTime", now},
-                       {"lastTransitionTime", now}}})},
-        {"addresses", json::array({{{"type", "InternalIP"}, {"address", ip}}, {{"type", "Hostname"}, {"address", name}}})},
-        {"capacity", {{"cpu", "16"}, {"memory", "32Gi"}, {"pods", "110"}}},
-        {"allocatable", {{"cpu", "16"}, {"memory", "31Gi"}, {"pods", "110"}}},
-        {"nodeInfo",
-         {{"architecture", "arm64"},
-          {"operatingSystem", "linux"},
-          {"osImage", "Ubuntu 22.04.5 LTS"},
-          {"kernelVersion", "5.15.0-1060-bluefield"},
-          {"containerRuntimeVersion", "containerd://1.7.22"},
-          {"kubeletVersion", "v1.32.0"},
-          {"kubeProxyVersion", "v1.32.0"}}}}}};
+  return json{{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata",
+               {{"name", name},
+                {"labels", labels},
+                {"annotations", {{names::kLastAppliedLabels, desired.dump()}}}}},
+              {"spec", {{"podCIDR", "10.244." + std::to_string(index % 256) + ".0/24"}}},
+              {"status",
+               {{"conditions", json::array({{{"type", "Ready"},
+                                             {"status", "True"},
+                                             {"reason", "KubeletReady"},
+                                             {"message", "kubelet is posting ready status"},
+                                             {"lastHeartbeatTime", now},
+                                             {"lastTransitionTime", now}}})},
+                {"addresses", json::array({{{"type", "InternalIP"}, {"address", ip}},
+                                           {{"type", "Hostname"}, {"address", name}}})},
+                {"capacity", {{"cpu", "16"}, {"memory", "32Gi"}, {"pods", "110"}}},
+                {"allocatable", {{"cpu", "16"}, {"memory", "31Gi"}, {"pods", "110"}}},
+                {"nodeInfo",
+                 {{"architecture", "arm64"},
+                  {"operatingSystem", "linux"},
+                  {"osImage", "Ubuntu 22.04.5 LTS"},
+                  {"kernelVersion", "5.15.0-1060-bluefield"},
+                  {"containerRuntimeVersion", "containerd://1.7.22"},
+                  {"kubeletVersion", "v1.32.0"},
+                  {"kubeProxyVersion", "v1.32.0"}}}}}};
 }
 
 json make_namespace(const std::string& name) {
@@ -199,11 +207,13 @@ void seed_from_json_l(Store& store, const json& spec) {
       std::string kind = obj.value("kind", "");
       const ResourceInfo* ri = nullptr;
       std::string cl = entry.value("cluster", "");
-      if (cl == "management" || cl.empty()) ri = find_resource_by_kind(ClusterId::Management, api, kind);
+      if (cl == "management" || cl.empty())
+        ri = find_resource_by_kind(ClusterId::Management, api, kind);
       if (!ri && (cl == "dpu" || cl.empty())) ri = find_resource_by_kind(ClusterId::Dpu, api, kind);
       if (!ri) throw std::invalid_argument("unknown object kind " + api + "/" + kind);
       obj.erase("cluster");
-      if (ri->namespaced && jstr(obj, {"metadata", "namespace"}).empty()) obj["metadata"]["namespace"] = "default";
+      if (ri->namespaced && jstr(obj, {"metadata", "namespace"}).empty())
+        obj["metadata"]["namespace"] = "default";
       std::string name = jstr(obj, {"metadata", "name"});
       if (ObjPtr old = store.find_l(*ri, jstr(obj, {"metadata", "namespace"}), name)) {
         json next = obj;

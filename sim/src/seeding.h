@@ -19,7 +19,8 @@ std::string dpu_object_name(const std::string& dpu_node, const std::string& dpu_
 
 // Labels DPF itself puts into DPU.spec.cluster.nodeLabels.
 json dpf_system_node_labels(const std::string& dpu_node, const std::string& ns);
-json make_dpudevice(const std::string& ns, const std::string& name, const std::string& dpu_node, int index);
+json make_dpudevice(const std::string& ns, const std::string& name, const std::string& dpu_node,
+                    int index);
 // DPU object for a device; user_labels is the device's spec.cluster.nodeLabels.
 json make_dpu(const std::string& ns, const json& device, const json& user_labels);
 // Ready DPU-cluster Node for a DPU object (labels already applied).
@@ -29,7 +30,8 @@ json make_namespace(const std::string& name);
 // Caller holds store.mutex().
 void seed_baseline_l(Store& store);
 void seed_dpus_l(Store& store, int n);
-// Seed file / POST /seed body: {"dpus": N, "objects": [{"cluster": "management|dpu", ...object...} | object]}.
+// Seed file / POST /seed body: {"dpus": N, "objects": [{"cluster": "management|dpu", ...object...}
+// | object]}.
 void seed_from_json_l(Store& store, const json& spec);
 
 }  // namespace dpfsim

@@ -12,9 +12,12 @@ struct DelayField {
   std::atomic<int> Delays::*field;
 };
 const DelayField kFields[] = {
-    {"label_propagation_ms", &Delays::label_propagation_ms}, {"node_provisioning_ms", &Delays::node_provisioning_ms},
-    {"dpuservice_sync_ms", &Delays::dpuservice_sync_ms},     {"pod_ready_ms", &Delays::pod_ready_ms},
-    {"pod_termination_ms", &Delays::pod_termination_ms},     {"dpuservice_ready_ms", &Delays::dpuservice_ready_ms},
+    {"label_propagation_ms", &Delays::label_propagation_ms},
+    {"node_provisioning_ms", &Delays::node_provisioning_ms},
+    {"dpuservice_sync_ms", &Delays::dpuservice_sync_ms},
+    {"pod_ready_ms", &Delays::pod_ready_ms},
+    {"pod_termination_ms", &Delays::pod_termination_ms},
+    {"dpuservice_ready_ms", &Delays::dpuservice_ready_ms},
     {"finalizer_ms", &Delays::finalizer_ms},
 };
 }  // namespace

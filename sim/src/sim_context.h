@@ -1,4 +1,5 @@
-// Shared state of one simulator process: store, faults, request log, auth, delays, DPU-cluster reachability.
+// Shared state of one simulator process: store, faults, request log, auth, delays, DPU-cluster
+// reachability.
 #pragma once
 
 #include <atomic>
@@ -15,13 +16,15 @@ namespace dpfsim {
 
 // Controller delays in milliseconds (POST /delays; all 0 for fast tests).
 struct Delays {
-  std::atomic<int> label_propagation_ms{300};  // DPUDevice nodeLabels -> DPU (half) -> Node (other half)
+  std::atomic<int> label_propagation_ms{
+      300};  // DPUDevice nodeLabels -> DPU (half) -> Node (other half)
   std::atomic<int> node_provisioning_ms{300};  // DPUDevice created -> DPU + Node appear
-  std::atomic<int> dpuservice_sync_ms{100};    // DPUService spec change -> DaemonSet/ControllerRevision updated
-  std::atomic<int> pod_ready_ms{300};          // Pod created -> Running + Ready
-  std::atomic<int> pod_termination_ms{300};    // Pod deletionTimestamp -> gone
-  std::atomic<int> dpuservice_ready_ms{200};   // DaemonSet healthy -> DPUService Ready=True
-  std::atomic<int> finalizer_ms{300};          // DPU-cluster objects gone -> DPUService finalizer removed
+  std::atomic<int> dpuservice_sync_ms{
+      100};  // DPUService spec change -> DaemonSet/ControllerRevision updated
+  std::atomic<int> pod_ready_ms{300};         // Pod created -> Running + Ready
+  std::atomic<int> pod_termination_ms{300};   // Pod deletionTimestamp -> gone
+  std::atomic<int> dpuservice_ready_ms{200};  // DaemonSet healthy -> DPUService Ready=True
+  std::atomic<int> finalizer_ms{300};  // DPU-cluster objects gone -> DPUService finalizer removed
 
   json to_json() const;
   // Applies the given keys; throws std::invalid_argument for unknown keys or bad values.

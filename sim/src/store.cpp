@@ -69,7 +69,8 @@ json parse_body(const std::string& body) {
 void normalize_metadata(json& md) {
   for (const char* k : {"labels", "annotations", "finalizers", "ownerReferences"}) {
     auto it = md.find(k);
-    if (it != md.end() && (it->is_null() || (it->is_object() && it->empty()) || (it->is_array() && it->empty())))
+    if (it != md.end() &&
+        (it->is_null() || (it->is_object() && it->empty()) || (it->is_array() && it->empty())))
       md.erase(it);
   }
 }
@@ -82,7 +83,8 @@ PatchType patch_type_from_content_type(const std::string& ct_in) {
   if (ct == "application/merge-patch+json") return PatchType::Merge;
   if (ct == "application/json-patch+json") return PatchType::Json;
   if (ct == "application/strategic-merge-patch+json") return PatchType::Strategic;
-  if (ct == "application/apply-patch+yaml" || ct == "application/apply-patch+cbor") return PatchType::Apply;
+  if (ct == "application/apply-patch+yaml" || ct == "application/apply-patch+cbor")
+    return PatchType::Apply;
   return PatchType::Unknown;
 }
 
@@ -104,7 +106,8 @@ std::vector<ObjPtr> Store::list_l(const ResourceInfo& ri, const std::string& ns)
     for (const auto& [k, v] : b->second) out.push_back(v);
   } else {
     std::string prefix = ns + "/";
-    for (auto it = b->second.lower_bound(prefix); it != b->second.end() && starts_with(it->first, prefix); ++it)
+    for (auto it = b->second.lower_bound(prefix);
+         it != b->second.end() && starts_with(it->first, prefix); ++it)
       out.push_back(it->second);
   }
   return out;
@@ -152,12 +155,16 @@ ObjPtr Store::create_l(const ResourceInfo& ri, json obj, bool from_api) {
     validate_or_throw(ri, obj, nullptr);
   }
   if (auto old = find_l(ri, ns, name)) throw err_already_exists(ri, name, is_terminating(*old));
-  for (const char* k : {"deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"}) md.erase(k);
+  for (const char* k :
+       {"deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"})
+    md.erase(k);
   normalize_metadata(md);
   md["uid"] = prng_.uuid();
   md["creationTimestamp"] = rfc3339_now();
-  if (ri.has_generation) md["generation"] = 1;
-  else md.erase("generation");
+  if (ri.has_generation)
+    md["generation"] = 1;
+  else
+    md.erase("generation");
   if (from_api) {
     if (ri.custom || ri.plural == "daemonsets") obj.erase("status");
     if (ri.plural == "pods") obj["status"] = json{{"phase", "Pending"}, {"qosClass", "BestEffort"}};
@@ -262,7 +269,8 @@ json Store::dump_l() const {
   return out;
 }
 
-bool Store::events_since(const ResourceInfo& ri, uint64_t after, std::vector<WatchEvent>& out, uint64_t& latest) {
+bool Store::events_since(const ResourceInfo& ri, uint64_t after, std::vector<WatchEvent>& out,
+                         uint64_t& latest) {
   std::lock_guard<std::mutex> l(mu_);
   latest = rv_;
   if (after < events_floor_) return false;
@@ -301,7 +309,8 @@ ListResult Store::list(const ResourceInfo& ri, const ListOptions& opts) {
   if (!opts.cont.empty()) {
     std::string raw;
     json tok;
-    if (!base64url_decode(opts.cont, raw)) throw err_bad_request("continue key is not valid: illegal base64 data");
+    if (!base64url_decode(opts.cont, raw))
+      throw err_bad_request("continue key is not valid: illegal base64 data");
     try {
       tok = json::parse(raw);
     } catch (...) {
@@ -325,7 +334,9 @@ ListResult Store::list(const ResourceInfo& ri, const ListOptions& opts) {
   for (; it != m.end(); ++it) {
     if (!prefix.empty() && !starts_with(it->first, prefix)) break;
     const json& obj = *it->second;
-    if (!opts.labels.empty() && !opts.labels.matches(jptr(obj, {"metadata", "labels"}) ? obj["metadata"]["labels"] : json()))
+    if (!opts.labels.empty() &&
+        !opts.labels.matches(jptr(obj, {"metadata", "labels"}) ? obj["metadata"]["labels"]
+                                                               : json()))
       continue;
     if (!opts.fields.empty() && !opts.fields.matches(obj)) continue;
     if (opts.limit > 0 && static_cast<long>(res.items.size()) >= opts.limit) {
@@ -347,9 +358,10 @@ ListResult Store::list(const ResourceInfo& ri, const ListOptions& opts) {
 WriteResult Store::create(const ResourceInfo& ri, const std::string& ns, json body) {
   if (!body.is_object()) throw err_bad_request("the body of the request must be a JSON object");
   if (body.contains("kind") && body["kind"].is_string() && body["kind"] != ri.kind)
-    throw err_bad_request("the kind in the data (" + body["kind"].get<std::string>() + ") does not match the expected kind (" +
-                          ri.kind + ")");
-  if (body.contains("apiVersion") && body["apiVersion"].is_string() && body["apiVersion"] != ri.api_version())
+    throw err_bad_request("the kind in the data (" + body["kind"].get<std::string>() +
+                          ") does not match the expected kind (" + ri.kind + ")");
+  if (body.contains("apiVersion") && body["apiVersion"].is_string() &&
+      body["apiVersion"] != ri.api_version())
     throw err_bad_request("the API version in the data (" + body["apiVersion"].get<std::string>() +
                           ") does not match the expected API version (" + ri.api_version() + ")");
   json& md = body["metadata"];
@@ -357,32 +369,39 @@ WriteResult Store::create(const ResourceInfo& ri, const std::string& ns, json bo
   if (ri.namespaced) {
     std::string bns = jstr(md, {"namespace"});
     if (!bns.empty() && bns != ns)
-      throw err_bad_request("the namespace of the provided object does not match the namespace sent on the request");
+      throw err_bad_request(
+          "the namespace of the provided object does not match the namespace sent on the request");
     md["namespace"] = ns;
   }
   std::lock_guard<std::mutex> l(mu_);
   return WriteResult{201, create_l(ri, std::move(body), true), ""};
 }
 
-WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json incoming, bool status_sub, bool is_put) {
+WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json incoming,
+                            bool status_sub, bool is_put) {
   if (!incoming.is_object()) throw err_bad_request("the body of the request must be a JSON object");
   const json& omd = (*old)["metadata"];
   std::string name = omd["name"].get<std::string>();
-  json inmd = incoming.contains("metadata") && incoming["metadata"].is_object() ? incoming["metadata"] : json::object();
+  json inmd = incoming.contains("metadata") && incoming["metadata"].is_object()
+                  ? incoming["metadata"]
+                  : json::object();
   if (is_put) {
     std::string bname = jstr(inmd, {"name"});
     if (!bname.empty() && bname != name)
-      throw err_bad_request("the name of the object (" + bname + ") does not match the name on the URL (" + name + ")");
+      throw err_bad_request("the name of the object (" + bname +
+                            ") does not match the name on the URL (" + name + ")");
     std::string bns = jstr(inmd, {"namespace"});
     if (ri.namespaced && !bns.empty() && bns != jstr(omd, {"namespace"}))
-      throw err_bad_request("the namespace of the provided object does not match the namespace sent on the request");
+      throw err_bad_request(
+          "the namespace of the provided object does not match the namespace sent on the request");
   }
   // Optimistic concurrency precondition.
   std::string brv = jstr(inmd, {"resourceVersion"});
   if (brv.empty()) {
     if (is_put && ri.custom)
-      throw err_invalid(ri, name, {cause_invalid("metadata.resourceVersion", json{{"$raw", "0x0"}},
-                                                 "must be specified for an update")});
+      throw err_invalid(ri, name,
+                        {cause_invalid("metadata.resourceVersion", json{{"$raw", "0x0"}},
+                                       "must be specified for an update")});
   } else if (brv != omd["resourceVersion"].get<std::string>()) {
     throw err_conflict(ri, name);
   }
@@ -390,8 +409,10 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
   json next;
   if (status_sub) {
     next = *old;
-    if (incoming.contains("status")) next["status"] = incoming["status"];
-    else next.erase("status");
+    if (incoming.contains("status"))
+      next["status"] = incoming["status"];
+    else
+      next.erase("status");
   } else {
     next = std::move(incoming);
     next["apiVersion"] = ri.api_version();
@@ -400,14 +421,18 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
     if (!md.is_object()) md = json::object();
     for (const char* k : {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
                           "deletionGracePeriodSeconds", "generation"}) {
-      if (omd.contains(k)) md[k] = omd[k];
-      else md.erase(k);
+      if (omd.contains(k))
+        md[k] = omd[k];
+      else
+        md.erase(k);
     }
     md.erase("managedFields");
     md.erase("selfLink");
     if (ri.has_status) {
-      if (old->contains("status")) next["status"] = (*old)["status"];
-      else next.erase("status");
+      if (old->contains("status"))
+        next["status"] = (*old)["status"];
+      else
+        next.erase("status");
     }
     prune_unknown_fields(ri, next);
     validate_or_throw(ri, next, old.get());
@@ -420,10 +445,13 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
         std::string list = "[]string{";
         for (size_t i = 0; i < added.size(); ++i) list += (i ? ", \"" : "\"") + added[i] + "\"";
         list += "}";
-        throw err_invalid(ri, name,
-                          {cause_forbidden("metadata.finalizers",
-                                           "no new finalizers can be added if the object is being deleted, found new "
-                                           "finalizers " + list)});
+        throw err_invalid(
+            ri, name,
+            {cause_forbidden(
+                "metadata.finalizers",
+                "no new finalizers can be added if the object is being deleted, found new "
+                "finalizers " +
+                    list)});
       }
     }
   }
@@ -438,23 +466,26 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
   return WriteResult{200, p, ""};
 }
 
-WriteResult Store::update(const ResourceInfo& ri, const std::string& ns, const std::string& name, json body,
-                          bool status_sub) {
+WriteResult Store::update(const ResourceInfo& ri, const std::string& ns, const std::string& name,
+                          json body, bool status_sub) {
   std::lock_guard<std::mutex> l(mu_);
   ObjPtr old = find_l(ri, ns, name);
   if (!old) throw err_not_found(ri, name);
   return update_l(ri, old, std::move(body), status_sub, true);
 }
 
-WriteResult Store::patch(const ResourceInfo& ri, const std::string& ns, const std::string& name, PatchType type,
-                         const std::string& body, bool status_sub) {
-  if (type == PatchType::Unknown || type == PatchType::Apply || (type == PatchType::Strategic && ri.custom))
+WriteResult Store::patch(const ResourceInfo& ri, const std::string& ns, const std::string& name,
+                         PatchType type, const std::string& body, bool status_sub) {
+  if (type == PatchType::Unknown || type == PatchType::Apply ||
+      (type == PatchType::Strategic && ri.custom))
     throw err_unsupported_patch();
   json p = parse_body(body);
   if (type == PatchType::Strategic) strip_directives(p);
   if (type == PatchType::Json) {
-    if (!p.is_array()) throw err_bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
-    if (p.size() > 10000) throw make_error(422, "Invalid", "The allowed maximum operations in a JSON patch is 10000");
+    if (!p.is_array())
+      throw err_bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
+    if (p.size() > 10000)
+      throw make_error(422, "Invalid", "The allowed maximum operations in a JSON patch is 10000");
   }
   std::lock_guard<std::mutex> l(mu_);
   ObjPtr old = find_l(ri, ns, name);
@@ -465,8 +496,10 @@ WriteResult Store::patch(const ResourceInfo& ri, const std::string& ns, const st
       patched = old->patch(p);
     } catch (const std::exception& e) {
       ojson d;
-      d["causes"] = ojson::array({ojson{{"reason", "UnexpectedServerResponse"}, {"message", e.what()}}});
-      throw make_error(422, "Invalid", "the server rejected our request due to an error in our request", d);
+      d["causes"] =
+          ojson::array({ojson{{"reason", "UnexpectedServerResponse"}, {"message", e.what()}}});
+      throw make_error(422, "Invalid",
+                       "the server rejected our request due to an error in our request", d);
     }
   } else {
     patched = *old;
@@ -486,7 +519,8 @@ WriteResult Store::remove_l(const ResourceInfo& ri, const ObjPtr& old, const Del
   if (opts.precondition_rv && *opts.precondition_rv != jstr(omd, {"resourceVersion"}))
     throw err_conflict_msg(ri, name,
                            "the ResourceVersion in the precondition (" + *opts.precondition_rv +
-                               ") does not match the ResourceVersion in record (" + jstr(omd, {"resourceVersion"}) +
+                               ") does not match the ResourceVersion in record (" +
+                               jstr(omd, {"resourceVersion"}) +
                                "). The object might have been modified");
   bool graceful_pod = ri.plural == "pods" && !jstr(*old, {"spec", "nodeName"}).empty() &&
                       !(opts.grace_seconds && *opts.grace_seconds == 0);

@@ -70,10 +70,10 @@ class Store {
   ObjPtr get(const ResourceInfo& ri, const std::string& ns, const std::string& name);
   ListResult list(const ResourceInfo& ri, const ListOptions& opts);
   WriteResult create(const ResourceInfo& ri, const std::string& ns, json body);
-  WriteResult update(const ResourceInfo& ri, const std::string& ns, const std::string& name, json body,
-                     bool status_sub);
-  WriteResult patch(const ResourceInfo& ri, const std::string& ns, const std::string& name, PatchType type,
-                    const std::string& body, bool status_sub);
+  WriteResult update(const ResourceInfo& ri, const std::string& ns, const std::string& name,
+                     json body, bool status_sub);
+  WriteResult patch(const ResourceInfo& ri, const std::string& ns, const std::string& name,
+                    PatchType type, const std::string& body, bool status_sub);
   WriteResult remove(const ResourceInfo& ri, const std::string& ns, const std::string& name,
                      const DeleteOptions& opts);
   std::vector<WriteResult> remove_collection(const ResourceInfo& ri, const ListOptions& opts,
@@ -98,13 +98,16 @@ class Store {
     auto it = res_seq_.find(&ri);
     return it == res_seq_.end() ? 0 : it->second;
   }
-  // All events (any resource) with rv > after; false if the history no longer reaches back that far.
+  // All events (any resource) with rv > after; false if the history no longer reaches back that
+  // far.
   bool changes_since_l(uint64_t after, std::vector<WatchEvent>& out) const;
   json dump_l() const;
 
   // ---- Watch support ----
-  // Collects events with rv > after for ri. Returns false if 'after' is older than the retained history.
-  bool events_since(const ResourceInfo& ri, uint64_t after, std::vector<WatchEvent>& out, uint64_t& latest);
+  // Collects events with rv > after for ri. Returns false if 'after' is older than the retained
+  // history.
+  bool events_since(const ResourceInfo& ri, uint64_t after, std::vector<WatchEvent>& out,
+                    uint64_t& latest);
   // Waits (lock not held) until an event newer than 'after' exists or the timeout elapses.
   void wait_for_change(uint64_t after, std::chrono::milliseconds timeout);
   void notify_all() { cv_.notify_all(); }
@@ -114,7 +117,8 @@ class Store {
     return ns.empty() ? name : ns + "/" + name;
   }
   void record_l(const ResourceInfo& ri, const char* type, const ObjPtr& obj);
-  WriteResult update_l(const ResourceInfo& ri, const ObjPtr& old, json incoming, bool status_sub, bool is_put);
+  WriteResult update_l(const ResourceInfo& ri, const ObjPtr& old, json incoming, bool status_sub,
+                       bool is_put);
   WriteResult remove_l(const ResourceInfo& ri, const ObjPtr& old, const DeleteOptions& opts);
   ObjPtr put_l(const ResourceInfo& ri, json&& obj);
 

@@ -28,7 +28,9 @@ const json* condition(const json& obj, const std::string& type) {
   return nullptr;
 }
 
-std::string or_none(const std::string& s) { return s.empty() ? "<none>" : s; }
+std::string or_none(const std::string& s) {
+  return s.empty() ? "<none>" : s;
+}
 
 std::string node_status(const json& n) {
   const json* c = condition(n, "Ready");
@@ -110,8 +112,8 @@ std::string containers_field(const json& ds, const char* field) {
   return or_none(out);
 }
 
-void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols, const std::vector<ObjPtr>& items,
-                       std::vector<json>& rows) {
+void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols,
+                       const std::vector<ObjPtr>& items, std::vector<json>& rows) {
   const std::string& k = ri.plural;
   cols.push_back({"Name", "string", "name", 0});
   if (k == "nodes") {
@@ -126,11 +128,12 @@ void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols, const 
                              {"Container-Runtime", "string", "", 1}});
     for (const auto& o : items) {
       const json& n = *o;
-      rows.push_back(json::array({jstr(n, {"metadata", "name"}), node_status(n), node_roles(n), age_of(n),
-                                  jstr(n, {"status", "nodeInfo", "kubeletVersion"}), node_address(n, "InternalIP"),
-                                  node_address(n, "ExternalIP"), or_none(jstr(n, {"status", "nodeInfo", "osImage"})),
-                                  or_none(jstr(n, {"status", "nodeInfo", "kernelVersion"})),
-                                  or_none(jstr(n, {"status", "nodeInfo", "containerRuntimeVersion"}))}));
+      rows.push_back(json::array(
+          {jstr(n, {"metadata", "name"}), node_status(n), node_roles(n), age_of(n),
+           jstr(n, {"status", "nodeInfo", "kubeletVersion"}), node_address(n, "InternalIP"),
+           node_address(n, "ExternalIP"), or_none(jstr(n, {"status", "nodeInfo", "osImage"})),
+           or_none(jstr(n, {"status", "nodeInfo", "kernelVersion"})),
+           or_none(jstr(n, {"status", "nodeInfo", "containerRuntimeVersion"}))}));
     }
   } else if (k == "pods") {
     cols.insert(cols.end(), {{"Ready", "string", "", 0},
@@ -144,7 +147,8 @@ void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols, const 
     for (const auto& o : items) {
       const json& p = *o;
       rows.push_back(json::array({jstr(p, {"metadata", "name"}), pod_ready(p), pod_status(p),
-                                  std::to_string(restarts(p)), age_of(p), or_none(jstr(p, {"status", "podIP"})),
+                                  std::to_string(restarts(p)), age_of(p),
+                                  or_none(jstr(p, {"status", "podIP"})),
                                   or_none(jstr(p, {"spec", "nodeName"})), "<none>", "<none>"}));
     }
   } else if (k == "daemonsets") {
@@ -162,28 +166,33 @@ void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols, const 
       const json& d = *o;
       const json* nsel = jptr(d, {"spec", "template", "spec", "nodeSelector"});
       const json* msel = jptr(d, {"spec", "selector", "matchLabels"});
-      rows.push_back(json::array({jstr(d, {"metadata", "name"}), int_field(d, {"status", "desiredNumberScheduled"}),
-                                  int_field(d, {"status", "currentNumberScheduled"}),
-                                  int_field(d, {"status", "numberReady"}),
-                                  int_field(d, {"status", "updatedNumberScheduled"}),
-                                  int_field(d, {"status", "numberAvailable"}),
-                                  selector_string(nsel ? *nsel : json()), age_of(d), containers_field(d, "name"),
-                                  containers_field(d, "image"), selector_string(msel ? *msel : json())}));
+      rows.push_back(json::array(
+          {jstr(d, {"metadata", "name"}), int_field(d, {"status", "desiredNumberScheduled"}),
+           int_field(d, {"status", "currentNumberScheduled"}),
+           int_field(d, {"status", "numberReady"}),
+           int_field(d, {"status", "updatedNumberScheduled"}),
+           int_field(d, {"status", "numberAvailable"}), selector_string(nsel ? *nsel : json()),
+           age_of(d), containers_field(d, "name"), containers_field(d, "image"),
+           selector_string(msel ? *msel : json())}));
     }
   } else if (k == "controllerrevisions") {
-    cols.insert(cols.end(), {{"Controller", "string", "", 0}, {"Revision", "integer", "", 0}, {"Age", "string", "", 0}});
+    cols.insert(cols.end(), {{"Controller", "string", "", 0},
+                             {"Revision", "integer", "", 0},
+                             {"Age", "string", "", 0}});
     for (const auto& o : items) {
       const json& c = *o;
       std::string ctrl = "<none>";
       const json* refs = jptr(c, {"metadata", "ownerReferences"});
       if (refs && refs->is_array() && !refs->empty())
         ctrl = "daemonset.apps/" + (*refs)[0].value("name", "");
-      rows.push_back(json::array({jstr(c, {"metadata", "name"}), ctrl, int_field(c, {"revision"}), age_of(c)}));
+      rows.push_back(json::array(
+          {jstr(c, {"metadata", "name"}), ctrl, int_field(c, {"revision"}), age_of(c)}));
     }
   } else if (k == "namespaces") {
     cols.insert(cols.end(), {{"Status", "string", "", 0}, {"Age", "string", "", 0}});
     for (const auto& o : items)
-      rows.push_back(json::array({jstr(*o, {"metadata", "name"}), jstr(*o, {"status", "phase"}, "Active"), age_of(*o)}));
+      rows.push_back(json::array(
+          {jstr(*o, {"metadata", "name"}), jstr(*o, {"status", "phase"}, "Active"), age_of(*o)}));
   } else if (k == "dpuservices" || k == "dpus" || k == "dpudevices") {
     bool with_phase = k != "dpudevices";
     cols.push_back({"Ready", "string", "", 0});
@@ -195,8 +204,10 @@ void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols, const 
       std::string ready = c ? c->value("status", "") : "";
       json row = json::array({jstr(x, {"metadata", "name"}), ready});
       if (with_phase) {
-        std::string phase = k == "dpus" ? jstr(x, {"status", "phase"}) : (c ? c->value("reason", "") : "");
-        if (k == "dpuservices" && jptr(x, {"metadata", "deletionTimestamp"})) phase = c ? c->value("reason", "") : "";
+        std::string phase =
+            k == "dpus" ? jstr(x, {"status", "phase"}) : (c ? c->value("reason", "") : "");
+        if (k == "dpuservices" && jptr(x, {"metadata", "deletionTimestamp"}))
+          phase = c ? c->value("reason", "") : "";
         row.push_back(phase);
       }
       row.push_back(age_of(x));
@@ -204,14 +215,16 @@ void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols, const 
     }
   } else {
     cols.push_back({"Age", "string", "", 0});
-    for (const auto& o : items) rows.push_back(json::array({jstr(*o, {"metadata", "name"}), age_of(*o)}));
+    for (const auto& o : items)
+      rows.push_back(json::array({jstr(*o, {"metadata", "name"}), age_of(*o)}));
   }
 }
 
 }  // namespace
 
-std::string render_table(const ResourceInfo& ri, const std::vector<ObjPtr>& items, const std::string& rv,
-                         const std::string& cont, const std::string& include_object) {
+std::string render_table(const ResourceInfo& ri, const std::vector<ObjPtr>& items,
+                         const std::string& rv, const std::string& cont,
+                         const std::string& include_object) {
   std::vector<Column> cols;
   std::vector<json> cells;
   columns_and_cells(ri, cols, items, cells);

@@ -10,7 +10,8 @@
 namespace dpfsim {
 
 // include_object: "None" | "Metadata" (default) | "Object".
-std::string render_table(const ResourceInfo& ri, const std::vector<ObjPtr>& items, const std::string& rv,
-                         const std::string& cont, const std::string& include_object);
+std::string render_table(const ResourceInfo& ri, const std::vector<ObjPtr>& items,
+                         const std::string& rv, const std::string& cont,
+                         const std::string& include_object);
 
 }  // namespace dpfsim

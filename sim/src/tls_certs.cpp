@@ -1,10 +1,5 @@
 #include "tls_certs.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <memory>
-#include <stdexcept>
-
 #include <openssl/bn.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -12,16 +7,27 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
 namespace dpfsim {
 
 namespace {
 
-struct PkeyFree { void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); } };
-struct X509Free { void operator()(X509* p) const { X509_free(p); } };
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct X509Free {
+  void operator()(X509* p) const { X509_free(p); }
+};
 using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
 using X509Ptr = std::unique_ptr<X509, X509Free>;
 
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error("tls: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw std::runtime_error("tls: " + what);
+}
 
 PkeyPtr make_key() {
   EVP_PKEY* k = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256");
@@ -53,8 +59,10 @@ X509Ptr make_cert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), 365L * 24 * 3600);
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("dpfsim"), -1, -1, 0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("dpfsim"), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn),
+                             -1, -1, 0);
   X509* iss = issuer ? issuer : cert.get();
   X509_set_issuer_name(cert.get(), X509_get_subject_name(iss));
   add_ext(cert.get(), iss, NID_subject_key_identifier, "hash");
@@ -82,7 +90,8 @@ void write_cert(const std::string& path, X509* cert) {
 void write_key(const std::string& path, EVP_PKEY* key) {
   FILE* f = fopen(path.c_str(), "w");
   if (!f) fail("cannot write " + path);
-  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
   fclose(f);
 }

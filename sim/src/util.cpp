@@ -1,11 +1,11 @@
 #include "util.h"
 
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
 #include <ctime>
 #include <iomanip>
 #include <sstream>
-
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 
 namespace dpfsim {
 
@@ -18,7 +18,9 @@ std::string rfc3339(std::chrono::system_clock::time_point tp) {
   return buf;
 }
 
-std::string rfc3339_now() { return rfc3339(std::chrono::system_clock::now()); }
+std::string rfc3339_now() {
+  return rfc3339(std::chrono::system_clock::now());
+}
 
 bool parse_rfc3339(const std::string& s, std::chrono::system_clock::time_point& out) {
   std::tm tm{};
@@ -37,20 +39,26 @@ std::string human_duration(std::chrono::seconds d) {
     snprintf(buf, sizeof buf, "%llds", s);
   } else if (s < 600) {
     long long m = s / 60, r = s % 60;
-    if (r == 0) snprintf(buf, sizeof buf, "%lldm", m);
-    else snprintf(buf, sizeof buf, "%lldm%llds", m, r);
+    if (r == 0)
+      snprintf(buf, sizeof buf, "%lldm", m);
+    else
+      snprintf(buf, sizeof buf, "%lldm%llds", m, r);
   } else if (s < 3 * 3600) {
     snprintf(buf, sizeof buf, "%lldm", s / 60);
   } else if (s < 8 * 3600) {
     long long h = s / 3600, m = (s % 3600) / 60;
-    if (m == 0) snprintf(buf, sizeof buf, "%lldh", h);
-    else snprintf(buf, sizeof buf, "%lldh%lldm", h, m);
+    if (m == 0)
+      snprintf(buf, sizeof buf, "%lldh", h);
+    else
+      snprintf(buf, sizeof buf, "%lldh%lldm", h, m);
   } else if (s < 48 * 3600) {
     snprintf(buf, sizeof buf, "%lldh", s / 3600);
   } else if (s < 8 * 86400) {
     long long dd = s / 86400, h = (s % 86400) / 3600;
-    if (h == 0) snprintf(buf, sizeof buf, "%lldd", dd);
-    else snprintf(buf, sizeof buf, "%lldd%lldh", dd, h);
+    if (h == 0)
+      snprintf(buf, sizeof buf, "%lldd", dd);
+    else
+      snprintf(buf, sizeof buf, "%lldd%lldh", dd, h);
   } else if (s < 2 * 365 * 86400LL) {
     snprintf(buf, sizeof buf, "%lldd", s / 86400);
   } else {
@@ -86,7 +94,8 @@ std::string Prng::uuid() {
   b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
   char buf[40];
   snprintf(buf, sizeof buf, "%08llx-%04llx-%04llx-%04llx-%012llx",
-           static_cast<unsigned long long>(a >> 32), static_cast<unsigned long long>((a >> 16) & 0xffff),
+           static_cast<unsigned long long>(a >> 32),
+           static_cast<unsigned long long>((a >> 16) & 0xffff),
            static_cast<unsigned long long>(a & 0xffff), static_cast<unsigned long long>(b >> 48),
            static_cast<unsigned long long>(b & 0xffffffffffffULL));
   return buf;
@@ -114,7 +123,8 @@ std::string sha256_hex(const std::string& s) {
   unsigned int len = 0;
   EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
   std::ostringstream os;
-  for (unsigned int i = 0; i < len; ++i) os << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(md[i]);
+  for (unsigned int i = 0; i < len; ++i)
+    os << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(md[i]);
   return os.str();
 }
 

@@ -4,11 +4,10 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace dpfsim {
 
@@ -54,7 +53,8 @@ bool starts_with(const std::string& s, const std::string& prefix);
 
 // JSON helpers.
 const json* jptr(const json& j, std::initializer_list<const char*> path);
-std::string jstr(const json& j, std::initializer_list<const char*> path, const std::string& def = "");
+std::string jstr(const json& j, std::initializer_list<const char*> path,
+                 const std::string& def = "");
 bool jbool(const json& j, std::initializer_list<const char*> path, bool def = false);
 
 }  // namespace dpfsim

@@ -7,28 +7,39 @@ namespace dpfsim {
 namespace {
 
 const char* kSubdomainMsg =
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start "
     "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const char* kPrefixMsg =
-    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+    "characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const char* kLabelMsg =
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end "
     "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const char* kQualifiedNameMsg =
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+    "with an alphanumeric "
     "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
     "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 const char* kLabelValueMsg =
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
-    "and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation "
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start "
+    "and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+    "used for validation "
     "is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
-bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+bool lower_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+bool alnum(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0;
+}
 
 // ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]
 bool is_qualified_part(const std::string& s) {
@@ -50,17 +61,19 @@ std::string type_name(const json& v) {
 }
 
 // Checks the JSON type of v; pushes a schema error if wrong. Returns true when the type is right.
-bool check_type(const json& v, const std::string& want, const std::string& field, std::vector<FieldCause>& causes) {
+bool check_type(const json& v, const std::string& want, const std::string& field,
+                std::vector<FieldCause>& causes) {
   std::string got = type_name(v);
   bool ok = got == want || (want == "number" && got == "integer");
   if (!ok)
     causes.push_back({"FieldValueTypeInvalid", field,
-                      "Invalid value: \"" + got + "\": " + field + " in body must be of type " + want + ": \"" + got +
-                          "\""});
+                      "Invalid value: \"" + got + "\": " + field + " in body must be of type " +
+                          want + ": \"" + got + "\""});
   return ok;
 }
 
-void validate_string_map(const json& m, const std::string& field, bool label_values, std::vector<FieldCause>& causes) {
+void validate_string_map(const json& m, const std::string& field, bool label_values,
+                         std::vector<FieldCause>& causes) {
   if (m.is_null()) return;
   if (!m.is_object()) {
     check_type(m, "object", field, causes);
@@ -89,13 +102,17 @@ void validate_string_map(const json& m, const std::string& field, bool label_val
     }
     if (label_values) {
       std::string val = v.get<std::string>();
-      if (val.size() > 63) causes.push_back(cause_invalid(field, val, "must be no more than 63 characters"));
-      else if (!val.empty() && !is_qualified_part(val)) causes.push_back(cause_invalid(field, val, kLabelValueMsg));
+      if (val.size() > 63)
+        causes.push_back(cause_invalid(field, val, "must be no more than 63 characters"));
+      else if (!val.empty() && !is_qualified_part(val))
+        causes.push_back(cause_invalid(field, val, kLabelValueMsg));
     }
   }
 }
 
-bool has_key(const json& j, const char* k) { return j.is_object() && j.contains(k) && !j[k].is_null(); }
+bool has_key(const json& j, const char* k) {
+  return j.is_object() && j.contains(k) && !j[k].is_null();
+}
 
 }  // namespace
 
@@ -116,14 +133,17 @@ bool is_dns1123_subdomain(const std::string& s) {
   return true;
 }
 
-void validate_object_meta(const ResourceInfo& ri, const json& obj, bool create, std::vector<FieldCause>& causes) {
+void validate_object_meta(const ResourceInfo& ri, const json& obj, bool create,
+                          std::vector<FieldCause>& causes) {
   const json& md = obj.contains("metadata") ? obj["metadata"] : json::object();
   std::string name = jstr(md, {"name"});
   if (create) {
     if (name.empty()) {
-      causes.push_back({"FieldValueRequired", "metadata.name", "Required value: name or generateName is required"});
+      causes.push_back({"FieldValueRequired", "metadata.name",
+                        "Required value: name or generateName is required"});
     } else if (ri.plural == "namespaces") {
-      if (!is_dns1123_label(name)) causes.push_back(cause_invalid("metadata.name", name, kLabelMsg));
+      if (!is_dns1123_label(name))
+        causes.push_back(cause_invalid("metadata.name", name, kLabelMsg));
     } else if (name.size() > 253) {
       causes.push_back(cause_invalid("metadata.name", name, "must be no more than 253 characters"));
     } else if (!is_dns1123_subdomain(name)) {
@@ -131,14 +151,17 @@ void validate_object_meta(const ResourceInfo& ri, const json& obj, bool create, 
     }
   }
   if (md.contains("labels")) validate_string_map(md["labels"], "metadata.labels", true, causes);
-  if (md.contains("annotations")) validate_string_map(md["annotations"], "metadata.annotations", false, causes);
+  if (md.contains("annotations"))
+    validate_string_map(md["annotations"], "metadata.annotations", false, causes);
   if (md.contains("finalizers") && !md["finalizers"].is_null()) {
     if (check_type(md["finalizers"], "array", "metadata.finalizers", causes))
       for (size_t i = 0; i < md["finalizers"].size(); ++i)
-        check_type(md["finalizers"][i], "string", "metadata.finalizers[" + std::to_string(i) + "]", causes);
+        check_type(md["finalizers"][i], "string", "metadata.finalizers[" + std::to_string(i) + "]",
+                   causes);
   }
   if (ri.custom && (ri.kind == "DPUService" || ri.kind == "DPUDevice") && name.size() > 63)
-    causes.push_back(cause_invalid("<nil>", json::object(), "name length can't be bigger than 63 chars"));
+    causes.push_back(
+        cause_invalid("<nil>", json::object(), "name length can't be bigger than 63 chars"));
 }
 
 void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCause>& causes) {
@@ -164,16 +187,19 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
         causes.push_back(cause_required(base + "repoURL"));
       } else if (check_type(src["repoURL"], "string", base + "repoURL", causes)) {
         std::string url = src["repoURL"].get<std::string>();
-        bool ok = (starts_with(url, "oci://") && url.size() > 6) || (starts_with(url, "https://") && url.size() > 8);
+        bool ok = (starts_with(url, "oci://") && url.size() > 6) ||
+                  (starts_with(url, "https://") && url.size() > 8);
         if (!ok)
-          causes.push_back(cause_invalid(base + "repoURL", url,
-                                         base + "repoURL in body should match '^(oci://|https://).+$'"));
+          causes.push_back(
+              cause_invalid(base + "repoURL", url,
+                            base + "repoURL in body should match '^(oci://|https://).+$'"));
       }
       if (!has_key(src, "version")) {
         causes.push_back(cause_required(base + "version"));
       } else if (check_type(src["version"], "string", base + "version", causes)) {
         if (src["version"].get<std::string>().empty())
-          causes.push_back(cause_invalid(base + "version", "", base + "version in body should be at least 1 chars long"));
+          causes.push_back(cause_invalid(base + "version", "",
+                                         base + "version in body should be at least 1 chars long"));
       }
       for (const char* k : {"path", "chart", "releaseName"})
         if (has_key(src, k)) check_type(src[k], "string", base + k, causes);
@@ -182,17 +208,21 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
   }
 
   if (has_key(s, "serviceID")) check_type(s["serviceID"], "string", "spec.serviceID", causes);
-  if (has_key(s, "deployInCluster")) check_type(s["deployInCluster"], "boolean", "spec.deployInCluster", causes);
+  if (has_key(s, "deployInCluster"))
+    check_type(s["deployInCluster"], "boolean", "spec.deployInCluster", causes);
   if (has_key(s, "paused")) check_type(s["paused"], "boolean", "spec.paused", causes);
 
-  if (has_key(s, "serviceDaemonSet") && check_type(s["serviceDaemonSet"], "object", "spec.serviceDaemonSet", causes)) {
+  if (has_key(s, "serviceDaemonSet") &&
+      check_type(s["serviceDaemonSet"], "object", "spec.serviceDaemonSet", causes)) {
     const json& sds = s["serviceDaemonSet"];
     const std::string base = "spec.serviceDaemonSet.";
-    if (has_key(sds, "nodeSelector") && check_type(sds["nodeSelector"], "object", base + "nodeSelector", causes)) {
+    if (has_key(sds, "nodeSelector") &&
+        check_type(sds["nodeSelector"], "object", base + "nodeSelector", causes)) {
       const json& nsel = sds["nodeSelector"];
       if (!has_key(nsel, "nodeSelectorTerms")) {
         causes.push_back(cause_required(base + "nodeSelector.nodeSelectorTerms"));
-      } else if (check_type(nsel["nodeSelectorTerms"], "array", base + "nodeSelector.nodeSelectorTerms", causes)) {
+      } else if (check_type(nsel["nodeSelectorTerms"], "array",
+                            base + "nodeSelector.nodeSelectorTerms", causes)) {
         const json& terms = nsel["nodeSelectorTerms"];
         for (size_t i = 0; i < terms.size(); ++i) {
           std::string tf = base + "nodeSelector.nodeSelectorTerms[" + std::to_string(i) + "]";
@@ -204,22 +234,31 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
             for (size_t j = 0; j < exprs.size(); ++j) {
               std::string ef = tf + "." + kind + "[" + std::to_string(j) + "]";
               if (!check_type(exprs[j], "object", ef, causes)) continue;
-              if (!has_key(exprs[j], "key")) causes.push_back(cause_required(ef + ".key"));
-              else check_type(exprs[j]["key"], "string", ef + ".key", causes);
-              if (!has_key(exprs[j], "operator")) causes.push_back(cause_required(ef + ".operator"));
-              else check_type(exprs[j]["operator"], "string", ef + ".operator", causes);
-              if (has_key(exprs[j], "values") && check_type(exprs[j]["values"], "array", ef + ".values", causes))
+              if (!has_key(exprs[j], "key"))
+                causes.push_back(cause_required(ef + ".key"));
+              else
+                check_type(exprs[j]["key"], "string", ef + ".key", causes);
+              if (!has_key(exprs[j], "operator"))
+                causes.push_back(cause_required(ef + ".operator"));
+              else
+                check_type(exprs[j]["operator"], "string", ef + ".operator", causes);
+              if (has_key(exprs[j], "values") &&
+                  check_type(exprs[j]["values"], "array", ef + ".values", causes))
                 for (size_t k = 0; k < exprs[j]["values"].size(); ++k)
-                  check_type(exprs[j]["values"][k], "string", ef + ".values[" + std::to_string(k) + "]", causes);
+                  check_type(exprs[j]["values"][k], "string",
+                             ef + ".values[" + std::to_string(k) + "]", causes);
             }
           }
         }
       }
     }
     if (has_key(sds, "labels")) validate_string_map(sds["labels"], base + "labels", false, causes);
-    if (has_key(sds, "annotations")) validate_string_map(sds["annotations"], base + "annotations", false, causes);
-    if (has_key(sds, "updateStrategy")) check_type(sds["updateStrategy"], "object", base + "updateStrategy", causes);
-    if (has_key(sds, "resources")) check_type(sds["resources"], "object", base + "resources", causes);
+    if (has_key(sds, "annotations"))
+      validate_string_map(sds["annotations"], base + "annotations", false, causes);
+    if (has_key(sds, "updateStrategy"))
+      check_type(sds["updateStrategy"], "object", base + "updateStrategy", causes);
+    if (has_key(sds, "resources"))
+      check_type(sds["resources"], "object", base + "resources", causes);
   }
 
   if (has_key(s, "interfaces") && check_type(s["interfaces"], "array", "spec.interfaces", causes)) {
@@ -227,21 +266,25 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
     if (n < 1) causes.push_back(cause_too_few("spec.interfaces", n, 1));
     if (n > 50) causes.push_back(cause_too_many("spec.interfaces", n, 50));
     for (size_t i = 0; i < n; ++i)
-      check_type(s["interfaces"][i], "string", "spec.interfaces[" + std::to_string(i) + "]", causes);
+      check_type(s["interfaces"][i], "string", "spec.interfaces[" + std::to_string(i) + "]",
+                 causes);
   }
 
-  if (has_key(s, "configPorts") && check_type(s["configPorts"], "object", "spec.configPorts", causes)) {
+  if (has_key(s, "configPorts") &&
+      check_type(s["configPorts"], "object", "spec.configPorts", causes)) {
     const json& cp = s["configPorts"];
     std::string st = jstr(cp, {"serviceType"}, "NodePort");
     if (st != "NodePort" && st != "ClusterIP" && st != "None")
-      causes.push_back(cause_unsupported("spec.configPorts.serviceType", st, {"NodePort", "ClusterIP", "None"}));
+      causes.push_back(
+          cause_unsupported("spec.configPorts.serviceType", st, {"NodePort", "ClusterIP", "None"}));
     if (old) {
       const json* ocp = jptr(*old, {"spec", "configPorts"});
       if (ocp && ocp->is_object() && jstr(*ocp, {"serviceType"}, "NodePort") != st)
         causes.push_back(cause_invalid("spec.configPorts.serviceType", st, "Value is immutable"));
     }
     bool any_node_port = false;
-    if (has_key(cp, "ports") && check_type(cp["ports"], "array", "spec.configPorts.ports", causes)) {
+    if (has_key(cp, "ports") &&
+        check_type(cp["ports"], "array", "spec.configPorts.ports", causes)) {
       for (size_t i = 0; i < cp["ports"].size(); ++i) {
         const json& p = cp["ports"][i];
         std::string pf = "spec.configPorts.ports[" + std::to_string(i) + "]";
@@ -250,12 +293,16 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
         bool name_ok = !pname.empty();
         for (char c : pname)
           if (!lower_alnum(c) && c != '-') name_ok = false;
-        if (!name_ok) causes.push_back(cause_invalid(pf + ".name", pname, pf + ".name in body should match '^[a-z0-9-]+$'"));
+        if (!name_ok)
+          causes.push_back(
+              cause_invalid(pf + ".name", pname, pf + ".name in body should match '^[a-z0-9-]+$'"));
         std::string proto = jstr(p, {"protocol"});
-        if (proto != "TCP" && proto != "UDP") causes.push_back(cause_unsupported(pf + ".protocol", proto, {"TCP", "UDP"}));
-        if (!has_key(p, "port") || !p["port"].is_number_integer() || p["port"].get<long long>() < 0 ||
-            p["port"].get<long long>() > 65535)
-          causes.push_back(cause_invalid(pf + ".port", p.value("port", json()), "must be a valid port number"));
+        if (proto != "TCP" && proto != "UDP")
+          causes.push_back(cause_unsupported(pf + ".protocol", proto, {"TCP", "UDP"}));
+        if (!has_key(p, "port") || !p["port"].is_number_integer() ||
+            p["port"].get<long long>() < 0 || p["port"].get<long long>() > 65535)
+          causes.push_back(
+              cause_invalid(pf + ".port", p.value("port", json()), "must be a valid port number"));
         if (has_key(p, "nodePort")) any_node_port = true;
       }
     }
@@ -266,27 +313,35 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
 
   // CEL rules on spec.
   bool deploy_in_cluster = jbool(s, {"deployInCluster"});
-  bool has_privileged = jptr(s, {"security", "privileged"}) != nullptr && !s["security"]["privileged"].is_null();
-  auto cel = [&](const std::string& msg) { causes.push_back(cause_invalid("spec", json::object(), msg)); };
+  bool has_privileged =
+      jptr(s, {"security", "privileged"}) != nullptr && !s["security"]["privileged"].is_null();
+  auto cel = [&](const std::string& msg) {
+    causes.push_back(cause_invalid("spec", json::object(), msg));
+  };
   bool has_interfaces = has_key(s, "interfaces");
   bool has_service_id = has_key(s, "serviceID");
-  if (!((has_interfaces && has_service_id) || (!has_interfaces && !has_service_id) || has_service_id))
+  if (!((has_interfaces && has_service_id) || (!has_interfaces && !has_service_id) ||
+        has_service_id))
     cel("serviceID must be provided when interfaces are provided");
-  if (deploy_in_cluster && has_key(s, "configPorts")) cel("configPorts cannot be set when deployInCluster is true");
+  if (deploy_in_cluster && has_key(s, "configPorts"))
+    cel("configPorts cannot be set when deployInCluster is true");
   if (deploy_in_cluster && has_key(s, "dpuClusterSelector"))
     cel("dpuClusterSelector cannot be set when deployInCluster is true");
-  if (deploy_in_cluster && has_privileged) cel("security.privileged must not be set when deployInCluster is true");
+  if (deploy_in_cluster && has_privileged)
+    cel("security.privileged must not be set when deployInCluster is true");
   if (!deploy_in_cluster && !has_privileged) {
     bool ratcheted = false;
     if (old) {
       const json* os = jptr(*old, {"spec"});
       bool old_dic = os ? jbool(*os, {"deployInCluster"}) : false;
-      bool old_priv = os && jptr(*os, {"security", "privileged"}) != nullptr && !(*os)["security"]["privileged"].is_null();
+      bool old_priv = os && jptr(*os, {"security", "privileged"}) != nullptr &&
+                      !(*os)["security"]["privileged"].is_null();
       ratcheted = !old_dic && !old_priv;
     }
     if (!ratcheted) cel("security.privileged must be set when deployInCluster is false");
   }
-  if (has_key(s, "security") && check_type(s["security"], "object", "spec.security", causes) && has_privileged)
+  if (has_key(s, "security") && check_type(s["security"], "object", "spec.security", causes) &&
+      has_privileged)
     check_type(s["security"]["privileged"], "boolean", "spec.security.privileged", causes);
 }
 
@@ -297,8 +352,10 @@ void keep_only(json& obj, std::initializer_list<const char*> keys) {
     bool known = false;
     for (const char* k : keys)
       if (it.key() == k) known = true;
-    if (known) ++it;
-    else it = obj.erase(it);
+    if (known)
+      ++it;
+    else
+      it = obj.erase(it);
   }
 }
 }  // namespace
@@ -308,15 +365,16 @@ void prune_unknown_fields(const ResourceInfo& ri, json& obj) {
   keep_only(obj, {"apiVersion", "kind", "metadata", "spec", "status"});
   if (!obj.contains("spec") || !obj["spec"].is_object()) return;
   json& s = obj["spec"];
-  keep_only(s, {"helmChart", "serviceID", "serviceDaemonSet", "deployInCluster", "interfaces", "paused", "configPorts",
-                "dpuClusterSelector", "security"});
+  keep_only(s, {"helmChart", "serviceID", "serviceDaemonSet", "deployInCluster", "interfaces",
+                "paused", "configPorts", "dpuClusterSelector", "security"});
   if (s.contains("helmChart") && s["helmChart"].is_object()) {
     keep_only(s["helmChart"], {"source", "values"});
     if (s["helmChart"].contains("source"))
       keep_only(s["helmChart"]["source"], {"repoURL", "path", "version", "chart", "releaseName"});
   }
   if (s.contains("serviceDaemonSet"))
-    keep_only(s["serviceDaemonSet"], {"nodeSelector", "updateStrategy", "labels", "annotations", "resources"});
+    keep_only(s["serviceDaemonSet"],
+              {"nodeSelector", "updateStrategy", "labels", "annotations", "resources"});
   if (s.contains("security")) keep_only(s["security"], {"privileged", "spiffe"});
   if (s.contains("configPorts")) keep_only(s["configPorts"], {"serviceType", "ports"});
 }

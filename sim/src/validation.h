@@ -1,4 +1,5 @@
-// Admission-time validation: object metadata for every resource, the DPUService schema and CEL rules.
+// Admission-time validation: object metadata for every resource, the DPUService schema and CEL
+// rules.
 #pragma once
 
 #include <vector>
@@ -12,10 +13,12 @@ namespace dpfsim {
 bool is_dns1123_subdomain(const std::string& s);
 bool is_dns1123_label(const std::string& s);
 
-void validate_object_meta(const ResourceInfo& ri, const json& obj, bool create, std::vector<FieldCause>& causes);
+void validate_object_meta(const ResourceInfo& ri, const json& obj, bool create,
+                          std::vector<FieldCause>& causes);
 // old: the stored object on update (nullptr on create); used for CEL transition rules/ratcheting.
 void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCause>& causes);
-// Structural-schema pruning: drops fields the DPUService CRD schema does not know (as the API server does).
+// Structural-schema pruning: drops fields the DPUService CRD schema does not know (as the API
+// server does).
 void prune_unknown_fields(const ResourceInfo& ri, json& obj);
 // Runs all checks for the resource; throws 422 Invalid with every cause.
 void validate_or_throw(const ResourceInfo& ri, const json& obj, const json* old);

@@ -1,5 +1,6 @@
 #include "sim_harness.h"
 
+#include <httplib.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -9,8 +10,6 @@
 #include <chrono>
 #include <stdexcept>
 #include <thread>
-
-#include <httplib.h>
 
 extern char** environ;
 
@@ -24,8 +23,8 @@ std::string Resp::header(const std::string& k) const {
   return "";
 }
 
-Resp http(const std::string& base, const std::string& method, const std::string& path, const std::string& body,
-          const std::string& content_type, const HttpOpts& opts) {
+Resp http(const std::string& base, const std::string& method, const std::string& path,
+          const std::string& body, const std::string& content_type, const HttpOpts& opts) {
   std::unique_ptr<httplib::Client> cli;
   cli = std::make_unique<httplib::Client>(base);
   cli->set_tcp_nodelay(true);
@@ -63,9 +62,9 @@ Resp http(const std::string& base, const std::string& method, const std::string&
 }
 
 std::unique_ptr<SimProcess> SimProcess::start(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {DPFSIM_BINARY,      "--listen",         "127.0.0.1:0",
-                                   "--dpu-listen",     "127.0.0.1:0",      "--control-listen",
-                                   "127.0.0.1:0",      "--log-level",      "warn"};
+  std::vector<std::string> args = {DPFSIM_BINARY,  "--listen",    "127.0.0.1:0",
+                                   "--dpu-listen", "127.0.0.1:0", "--control-listen",
+                                   "127.0.0.1:0",  "--log-level", "warn"};
   args.insert(args.end(), extra.begin(), extra.end());
   int out_pipe[2];
   if (pipe(out_pipe) != 0) throw std::runtime_error("pipe");
@@ -77,16 +76,19 @@ std::unique_ptr<SimProcess> SimProcess::start(const std::vector<std::string>& ex
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   auto sp = std::unique_ptr<SimProcess>(new SimProcess());
-  if (posix_spawn(&sp->pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) throw std::runtime_error("spawn failed");
+  if (posix_spawn(&sp->pid, argv[0], &fa, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("spawn failed");
   posix_spawn_file_actions_destroy(&fa);
   close(out_pipe[1]);
   std::string line;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (line.find('\n') == std::string::npos) {
     pollfd p{out_pipe[0], POLLIN, 0};
-    int left = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-    if (left <= 0 || poll(&p, 1, left) <= 0) throw std::runtime_error("dpfsim did not print its ready line");
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - std::chrono::steady_clock::now())
+                                    .count());
+    if (left <= 0 || poll(&p, 1, left) <= 0)
+      throw std::runtime_error("dpfsim did not print its ready line");
     char buf[512];
     ssize_t n = read(out_pipe[0], buf, sizeof buf);
     if (n <= 0) throw std::runtime_error("dpfsim exited before it was ready");
@@ -149,7 +151,10 @@ json make_dpuservice(const std::string& name, const json& spec_overrides) {
            {"metadata", {{"name", name}, {"namespace", kNs}}},
            {"spec",
             {{"helmChart",
-              {{"source", {{"repoURL", "oci://registry.example.com/charts"}, {"chart", "demo"}, {"version", "1.0.0"}}},
+              {{"source",
+                {{"repoURL", "oci://registry.example.com/charts"},
+                 {"chart", "demo"},
+                 {"version", "1.0.0"}}},
                {"values", {{"replicaHint", 1}}}}},
              {"security", {{"privileged", false}}}}}};
   svc["spec"].merge_patch(spec_overrides);

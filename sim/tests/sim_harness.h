@@ -2,14 +2,13 @@
 // small HTTP helpers (httplib, OpenSSL-backed for https).
 #pragma once
 
-#include <functional>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <sys/types.h>
 
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 namespace simtest {
 
@@ -33,8 +32,9 @@ struct HttpOpts {
   int timeout_ms = 10000;
 };
 
-Resp http(const std::string& base, const std::string& method, const std::string& path, const std::string& body = "",
-          const std::string& content_type = "application/json", const HttpOpts& opts = {});
+Resp http(const std::string& base, const std::string& method, const std::string& path,
+          const std::string& body = "", const std::string& content_type = "application/json",
+          const HttpOpts& opts = {});
 
 class SimProcess {
  public:

@@ -1,4 +1,5 @@
-// DPF behaviour timelines: seeding, label propagation, DaemonSet placement/rollout, DPUService status and deletion.
+// DPF behaviour timelines: seeding, label propagation, DaemonSet placement/rollout, DPUService
+// status and deletion.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -9,8 +10,10 @@ using namespace simtest;
 
 namespace {
 
-const std::string kDevPath = "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/";
-const std::string kDpuPath = "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpus/";
+const std::string kDevPath =
+    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/";
+const std::string kDpuPath =
+    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpus/";
 
 std::string node_name(int i) {
   char buf[64];
@@ -47,7 +50,8 @@ class Controllers : public ::testing::Test {
   std::string ready_of(const json& s) {
     if (!s.contains("status")) return "";
     for (const auto& c : s["status"].value("conditions", json::array()))
-      if (c["type"] == "Ready") return c["status"].get<std::string>() + "/" + c["reason"].get<std::string>();
+      if (c["type"] == "Ready")
+        return c["status"].get<std::string>() + "/" + c["reason"].get<std::string>();
     return "";
   }
   static bool pod_ready(const json& p) {
@@ -59,7 +63,8 @@ class Controllers : public ::testing::Test {
     return json{{"serviceDaemonSet",
                  {{"nodeSelector",
                    {{"nodeSelectorTerms",
-                     {{{"matchExpressions", {{{"key", "tenant"}, {"operator", "In"}, {"values", {value}}}}}}}}}}}}};
+                     {{{"matchExpressions",
+                        {{{"key", "tenant"}, {"operator", "In"}, {"values", {value}}}}}}}}}}}}};
   }
 };
 
@@ -82,10 +87,11 @@ TEST_F(Controllers, SeedingNames) {
 
 TEST_F(Controllers, LabelPropagationKeepsForeignLabelsAndRemovesKeys) {
   sim.ctl("POST", "/delays", json{{"label_propagation_ms", 300}});
-  ASSERT_EQ(sim.d("PATCH", "/api/v1/nodes/" + node_name(1), R"({"metadata":{"labels":{"foreign":"kubectl"}}})",
-                  "application/merge-patch+json")
-                .status,
-            200);
+  ASSERT_EQ(
+      sim.d("PATCH", "/api/v1/nodes/" + node_name(1),
+            R"({"metadata":{"labels":{"foreign":"kubectl"}}})", "application/merge-patch+json")
+          .status,
+      200);
   set_device_label(1, "tenant", "blue");
   set_device_label(1, "zone", "z1");
   // Not immediate: the delay applies.
@@ -94,8 +100,9 @@ TEST_F(Controllers, LabelPropagationKeepsForeignLabelsAndRemovesKeys) {
   EXPECT_EQ(node_label(1, "zone"), "z1");
   json dpu = sim.m("GET", kDpuPath + node_name(1)).j();
   EXPECT_EQ(dpu["spec"]["cluster"]["nodeLabels"]["tenant"], "blue");
-  json ann = json::parse(node(1)["metadata"]["annotations"]["provisioning.dpu.nvidia.com/last-applied-labels-on-dpu"]
-                             .get<std::string>());
+  json ann = json::parse(
+      node(1)["metadata"]["annotations"]["provisioning.dpu.nvidia.com/last-applied-labels-on-dpu"]
+          .get<std::string>());
   EXPECT_EQ(ann["tenant"], "blue");
   EXPECT_EQ(ann["provisioning.dpu.nvidia.com/dpunode-name"], "host-0001");
   // Remove one key upstream: it goes away on the Node, the foreign label stays.
@@ -111,7 +118,8 @@ TEST_F(Controllers, DaemonSetPodsOnMatchingNodesBecomeReady) {
   sim.ctl("POST", "/delays", json{{"pod_ready_ms", 300}});
   set_device_label(0, "tenant", "red");
   set_device_label(2, "tenant", "red");
-  ASSERT_TRUE(wait_until([&] { return node_label(0, "tenant") == "red" && node_label(2, "tenant") == "red"; }));
+  ASSERT_TRUE(wait_until(
+      [&] { return node_label(0, "tenant") == "red" && node_label(2, "tenant") == "red"; }));
   Resp r = sim.m("POST", dpuservice_path(), make_dpuservice("web", tenant_selector("red")).dump());
   ASSERT_EQ(r.status, 201) << r.body;
   ASSERT_TRUE(wait_until([&] { return pods().size() == 2; }));
@@ -129,7 +137,8 @@ TEST_F(Controllers, DaemonSetPodsOnMatchingNodesBecomeReady) {
   EXPECT_NE(ready_of(svc("web")), "True/Success");
   ASSERT_TRUE(wait_until([&] {
     json p = pods();
-    return p.size() == 2 && pod_ready(p[0]) && pod_ready(p[1]) && p[0]["status"]["phase"] == "Running";
+    return p.size() == 2 && pod_ready(p[0]) && pod_ready(p[1]) &&
+           p[0]["status"]["phase"] == "Running";
   }));
   ASSERT_TRUE(wait_until([&] { return ready_of(svc("web")) == "True/Success"; }));
   json s = svc("web");
@@ -143,7 +152,8 @@ TEST_F(Controllers, DaemonSetPodsOnMatchingNodesBecomeReady) {
   EXPECT_EQ(ds["status"]["numberReady"], 2);
   EXPECT_EQ(ds["status"]["updatedNumberScheduled"], 2);
   EXPECT_EQ(ds["status"]["observedGeneration"], ds["metadata"]["generation"]);
-  json crs = sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/controllerrevisions").j()["items"];
+  json crs =
+      sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/controllerrevisions").j()["items"];
   ASSERT_EQ(crs.size(), 1u);
   EXPECT_EQ(crs[0]["revision"], 1);
   std::string hash = crs[0]["metadata"]["labels"]["controller-revision-hash"];
@@ -153,18 +163,21 @@ TEST_F(Controllers, DaemonSetPodsOnMatchingNodesBecomeReady) {
 
 TEST_F(Controllers, RevisionRollsOnValuesChangeAndReleaseName) {
   json spec = tenant_selector("x");
-  spec["serviceDaemonSet"]["updateStrategy"] = {{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxUnavailable", "100%"}}}};
+  spec["serviceDaemonSet"]["updateStrategy"] = {{"type", "RollingUpdate"},
+                                                {"rollingUpdate", {{"maxUnavailable", "100%"}}}};
   spec["helmChart"] = {{"source", {{"releaseName", "rel"}}}};
   set_device_label(0, "tenant", "x");
   set_device_label(1, "tenant", "x");
   ASSERT_EQ(sim.m("POST", dpuservice_path(), make_dpuservice("roll", spec).dump()).status, 201);
   ASSERT_TRUE(wait_until([&] { return ready_of(svc("roll")) == "True/Success"; }));
-  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/rel").status, 200);
+  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/rel").status,
+            200);
   json before = pods();
   ASSERT_EQ(before.size(), 2u);
   std::string h1 = before[0]["metadata"]["labels"]["controller-revision-hash"];
   sim.ctl("POST", "/delays", json{{"pod_termination_ms", 300}, {"pod_ready_ms", 200}});
-  ASSERT_EQ(sim.m("PATCH", dpuservice_path("roll"), R"({"spec":{"helmChart":{"values":{"replicaHint":2}}}})",
+  ASSERT_EQ(sim.m("PATCH", dpuservice_path("roll"),
+                  R"({"spec":{"helmChart":{"values":{"replicaHint":2}}}})",
                   "application/merge-patch+json")
                 .status,
             200);
@@ -174,14 +187,18 @@ TEST_F(Controllers, RevisionRollsOnValuesChangeAndReleaseName) {
       if (p["metadata"].contains("deletionTimestamp")) return true;
     return false;
   }));
-  ASSERT_TRUE(wait_until([&] {
-    json p = pods();
-    if (p.size() != 2) return false;
-    for (const auto& x : p)
-      if (x["metadata"]["labels"]["controller-revision-hash"] == h1 || !pod_ready(x)) return false;
-    return true;
-  }, 5000));
-  json crs = sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/controllerrevisions").j()["items"];
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json p = pods();
+        if (p.size() != 2) return false;
+        for (const auto& x : p)
+          if (x["metadata"]["labels"]["controller-revision-hash"] == h1 || !pod_ready(x))
+            return false;
+        return true;
+      },
+      5000));
+  json crs =
+      sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/controllerrevisions").j()["items"];
   ASSERT_EQ(crs.size(), 2u);
   std::set<int> revs;
   for (const auto& c : crs) revs.insert(c["revision"].get<int>());
@@ -195,8 +212,13 @@ TEST_F(Controllers, RevisionRollsOnValuesChangeAndReleaseName) {
 TEST_F(Controllers, PodTerminatesWhenNodeStopsMatching) {
   sim.ctl("POST", "/delays", json{{"pod_termination_ms", 400}});
   set_device_label(3, "tenant", "g");
-  ASSERT_EQ(sim.m("POST", dpuservice_path(), make_dpuservice("g", tenant_selector("g")).dump()).status, 201);
-  ASSERT_TRUE(wait_until([&] { json p = pods(); return p.size() == 1 && pod_ready(p[0]); }));
+  ASSERT_EQ(
+      sim.m("POST", dpuservice_path(), make_dpuservice("g", tenant_selector("g")).dump()).status,
+      201);
+  ASSERT_TRUE(wait_until([&] {
+    json p = pods();
+    return p.size() == 1 && pod_ready(p[0]);
+  }));
   set_device_label(3, "tenant", nullptr);
   ASSERT_TRUE(wait_until([&] {
     json p = pods();
@@ -213,7 +235,9 @@ TEST_F(Controllers, PodTerminatesWhenNodeStopsMatching) {
 TEST_F(Controllers, DPUServiceDeletionWaitsForFinalizer) {
   sim.ctl("POST", "/delays", json{{"pod_termination_ms", 300}, {"finalizer_ms", 300}});
   set_device_label(0, "tenant", "d");
-  ASSERT_EQ(sim.m("POST", dpuservice_path(), make_dpuservice("gone", tenant_selector("d")).dump()).status, 201);
+  ASSERT_EQ(
+      sim.m("POST", dpuservice_path(), make_dpuservice("gone", tenant_selector("d")).dump()).status,
+      201);
   ASSERT_TRUE(wait_until([&] { return ready_of(svc("gone")) == "True/Success"; }));
   Resp r = sim.m("DELETE", dpuservice_path("gone"));
   ASSERT_EQ(r.status, 200);
@@ -223,10 +247,15 @@ TEST_F(Controllers, DPUServiceDeletionWaitsForFinalizer) {
     return p.size() == 1 && p[0]["metadata"].contains("deletionTimestamp");
   }));
   EXPECT_EQ(sim.m("GET", dpuservice_path("gone")).status, 200) << "still held by the finalizer";
-  ASSERT_TRUE(wait_until([&] { return sim.m("GET", dpuservice_path("gone")).status == 404; }, 5000));
+  ASSERT_TRUE(
+      wait_until([&] { return sim.m("GET", dpuservice_path("gone")).status == 404; }, 5000));
   EXPECT_TRUE(pods().empty());
-  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/gone").status, 404);
-  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/controllerrevisions").j()["items"].size(), 0u);
+  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/gone").status,
+            404);
+  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/controllerrevisions")
+                .j()["items"]
+                .size(),
+            0u);
 }
 
 TEST_F(Controllers, DeployInClusterHasNoDaemonSet) {
@@ -234,5 +263,6 @@ TEST_F(Controllers, DeployInClusterHasNoDaemonSet) {
   s["spec"].erase("security");
   ASSERT_EQ(sim.m("POST", dpuservice_path(), s.dump()).status, 201);
   ASSERT_TRUE(wait_until([&] { return ready_of(svc("host")) == "True/Success"; }));
-  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/host").status, 404);
+  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/host").status,
+            404);
 }

@@ -20,8 +20,13 @@ class Faults : public ::testing::Test {
 TEST_F(Faults, StatusWithRetryAfterIsCountLimitedAndCounted) {
   sim.ctl("POST", "/counts/reset");
   Resp f = sim.ctl("POST", "/faults",
-                   json{{"cluster", "management"}, {"verb", "LIST"}, {"path_regex", "dpudevices"}, {"action", "status"},
-                        {"status", 503}, {"retry_after", 2}, {"count", 2}});
+                   json{{"cluster", "management"},
+                        {"verb", "LIST"},
+                        {"path_regex", "dpudevices"},
+                        {"action", "status"},
+                        {"status", 503},
+                        {"retry_after", 2},
+                        {"count", 2}});
   ASSERT_EQ(f.status, 200) << f.body;
   const std::string path = "/apis/provisioning.dpu.nvidia.com/v1alpha1/dpudevices";
   for (int i = 0; i < 2; ++i) {
@@ -37,7 +42,8 @@ TEST_F(Faults, StatusWithRetryAfterIsCountLimitedAndCounted) {
   EXPECT_EQ(c["management"]["LIST dpudevices"], 3);
   EXPECT_EQ(c["management"]["LIST dpus"], 1);
   EXPECT_GE(c["total"].get<int>(), 4);
-  sim.ctl("POST", "/faults", json{{"verb", "*"}, {"action", "status"}, {"status", 429}, {"count", 1}});
+  sim.ctl("POST", "/faults",
+          json{{"verb", "*"}, {"action", "status"}, {"status", 429}, {"count", 1}});
   Resp r = sim.d("GET", node0);
   EXPECT_EQ(r.status, 429);
   EXPECT_EQ(r.header("Retry-After"), "1");
@@ -45,17 +51,26 @@ TEST_F(Faults, StatusWithRetryAfterIsCountLimitedAndCounted) {
 }
 
 TEST_F(Faults, LatencyResetAndHang) {
-  sim.ctl("POST", "/faults", json{{"cluster", "dpu"}, {"verb", "GET"}, {"action", "latency"}, {"latency_ms", 300}, {"count", 1}});
+  sim.ctl("POST", "/faults",
+          json{{"cluster", "dpu"},
+               {"verb", "GET"},
+               {"action", "latency"},
+               {"latency_ms", 300},
+               {"count", 1}});
   auto t0 = std::chrono::steady_clock::now();
   Resp r = sim.d("GET", node0);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_EQ(r.status, 200);
   EXPECT_GE(ms, 290);
-  sim.ctl("POST", "/faults", json{{"cluster", "dpu"}, {"verb", "GET"}, {"action", "reset"}, {"count", 1}});
+  sim.ctl("POST", "/faults",
+          json{{"cluster", "dpu"}, {"verb", "GET"}, {"action", "reset"}, {"count", 1}});
   r = sim.d("GET", node0);
   EXPECT_FALSE(r.ok) << "connection must be dropped";
   EXPECT_TRUE(sim.d("GET", node0).ok);
-  sim.ctl("POST", "/faults", json{{"cluster", "dpu"}, {"verb", "GET"}, {"action", "hang"}, {"count", 1}});
+  sim.ctl("POST", "/faults",
+          json{{"cluster", "dpu"}, {"verb", "GET"}, {"action", "hang"}, {"count", 1}});
   HttpOpts o;
   o.timeout_ms = 300;
   t0 = std::chrono::steady_clock::now();
@@ -68,7 +83,8 @@ TEST_F(Faults, LatencyResetAndHang) {
 TEST_F(Faults, ConflictOnNextWrite) {
   sim.ctl("POST", "/faults", json{{"verb", "*"}, {"action", "conflict"}, {"count", 1}});
   EXPECT_EQ(sim.d("GET", node0).status, 200) << "reads are not affected by conflict faults";
-  Resp r = sim.d("PATCH", node0, R"({"metadata":{"labels":{"a":"b"}}})", "application/merge-patch+json");
+  Resp r =
+      sim.d("PATCH", node0, R"({"metadata":{"labels":{"a":"b"}}})", "application/merge-patch+json");
   EXPECT_EQ(r.status, 409);
   EXPECT_EQ(r.j()["reason"], "Conflict");
   EXPECT_EQ(r.j()["details"]["name"], "host-0000-dpu-device-0000");
@@ -79,7 +95,8 @@ TEST_F(Faults, ConflictOnNextWrite) {
 TEST_F(Faults, ProbabilityIsDeterministic) {
   auto pattern = [&] {
     sim.ctl("DELETE", "/faults");
-    sim.ctl("POST", "/faults", json{{"cluster", "dpu"}, {"action", "status"}, {"status", 500}, {"probability", 0.5}});
+    sim.ctl("POST", "/faults",
+            json{{"cluster", "dpu"}, {"action", "status"}, {"status", 500}, {"probability", 0.5}});
     std::string out;
     for (int i = 0; i < 24; ++i) out += sim.d("GET", node0).status == 500 ? 'x' : '.';
     return out;
@@ -99,11 +116,14 @@ TEST_F(Faults, DpuClusterUnreachable) {
   Resp r = sim.d("GET", node0);
   EXPECT_EQ(r.status, 503);
   // Label changes do not reach the DPU cluster while it is unreachable.
-  sim.m("PATCH", "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/dpu-device-0000",
+  sim.m("PATCH",
+        "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/"
+        "dpu-device-0000",
         R"({"spec":{"cluster":{"nodeLabels":{"late":"yes"}}}})", "application/merge-patch+json");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   sim.ctl("POST", "/dpu-cluster", json{{"reachable", true}});
-  ASSERT_TRUE(wait_until([&] { return sim.d("GET", node0).j()["metadata"]["labels"].value("late", "") == "yes"; }));
+  ASSERT_TRUE(wait_until(
+      [&] { return sim.d("GET", node0).j()["metadata"]["labels"].value("late", "") == "yes"; }));
 }
 
 TEST_F(Faults, RecentRequestsShowPatchBody) {

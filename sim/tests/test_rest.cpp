@@ -1,5 +1,6 @@
-// REST semantics against a running dpfsim (plain HTTP): discovery, CRUD, resourceVersion, generation,
-// finalizers, selectors, paging, patch types, status subresource, error bodies, Table output.
+// REST semantics against a running dpfsim (plain HTTP): discovery, CRUD, resourceVersion,
+// generation, finalizers, selectors, paging, patch types, status subresource, error bodies, Table
+// output.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -16,14 +17,17 @@ class Rest : public ::testing::Test {
   SimProcess& sim = shared_sim();
   void SetUp() override {
     sim.reset(4, 0);
-    // Keep the DPUService controller out of these tests' way: no controller writes for paused services.
+    // Keep the DPUService controller out of these tests' way: no controller writes for paused
+    // services.
   }
   // A DPUService the controller leaves alone (paused) so resourceVersion checks are deterministic.
   json create_paused(const std::string& name) {
     Resp r = sim.m("POST", dpuservice_path(), make_dpuservice(name, {{"paused", true}}).dump());
     EXPECT_EQ(r.status, 201) << r.body;
     // Wait for the controller to add its finalizer so later writes don't race with it.
-    EXPECT_TRUE(wait_until([&] { return sim.m("GET", dpuservice_path(name)).j()["metadata"].contains("finalizers"); }));
+    EXPECT_TRUE(wait_until([&] {
+      return sim.m("GET", dpuservice_path(name)).j()["metadata"].contains("finalizers");
+    }));
     return sim.m("GET", dpuservice_path(name)).j();
   }
 };
@@ -70,19 +74,25 @@ TEST_F(Rest, CreateGetAndErrorBodies) {
   EXPECT_EQ(o["metadata"]["creationTimestamp"].get<std::string>().size(), 20u);
   r = sim.m("POST", dpuservice_path(), make_dpuservice("crud", {{"paused", true}}).dump());
   EXPECT_EQ(r.status, 409);
-  EXPECT_EQ(r.body,
-            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"dpuservices.svc.dpu.nvidia.com \"crud\" already exists","reason":"AlreadyExists","details":{"name":"crud","group":"svc.dpu.nvidia.com","kind":"dpuservices"},"code":409})");
+  EXPECT_EQ(
+      r.body,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"dpuservices.svc.dpu.nvidia.com \"crud\" already exists","reason":"AlreadyExists","details":{"name":"crud","group":"svc.dpu.nvidia.com","kind":"dpuservices"},"code":409})");
   r = sim.m("GET", dpuservice_path("nope"));
   EXPECT_EQ(r.status, 404);
-  EXPECT_EQ(r.body,
-            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"dpuservices.svc.dpu.nvidia.com \"nope\" not found","reason":"NotFound","details":{"name":"nope","group":"svc.dpu.nvidia.com","kind":"dpuservices"},"code":404})");
+  EXPECT_EQ(
+      r.body,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"dpuservices.svc.dpu.nvidia.com \"nope\" not found","reason":"NotFound","details":{"name":"nope","group":"svc.dpu.nvidia.com","kind":"dpuservices"},"code":404})");
   r = sim.d("GET", "/api/v1/nodes/nope");
   EXPECT_EQ(r.j()["message"], "nodes \"nope\" not found");
   EXPECT_FALSE(r.j()["details"].contains("group"));
   // List across all namespaces and in one namespace.
   EXPECT_EQ(sim.m("GET", "/apis/svc.dpu.nvidia.com/v1alpha1/dpuservices").j()["items"].size(), 1u);
-  EXPECT_EQ(sim.m("GET", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/other/dpuservices").j()["items"].size(), 0u);
-  EXPECT_EQ(sim.m("GET", "/apis/svc.dpu.nvidia.com/v1alpha1/dpuservices").j()["kind"], "DPUServiceList");
+  EXPECT_EQ(sim.m("GET", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/other/dpuservices")
+                .j()["items"]
+                .size(),
+            0u);
+  EXPECT_EQ(sim.m("GET", "/apis/svc.dpu.nvidia.com/v1alpha1/dpuservices").j()["kind"],
+            "DPUServiceList");
 }
 
 TEST_F(Rest, UpdateResourceVersionConflictAndNoop) {
@@ -95,7 +105,8 @@ TEST_F(Rest, UpdateResourceVersionConflictAndNoop) {
   EXPECT_EQ(r.j()["reason"], "Invalid");
   EXPECT_EQ(r.j()["details"]["causes"][0]["field"], "metadata.resourceVersion");
   EXPECT_EQ(r.j()["message"],
-            "DPUService.svc.dpu.nvidia.com \"upd\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be "
+            "DPUService.svc.dpu.nvidia.com \"upd\" is invalid: metadata.resourceVersion: Invalid "
+            "value: 0x0: must be "
             "specified for an update");
   // Metadata-only change: new RV, same generation.
   json lab = o;
@@ -111,7 +122,8 @@ TEST_F(Rest, UpdateResourceVersionConflictAndNoop) {
   EXPECT_EQ(r.status, 409);
   EXPECT_EQ(r.j()["reason"], "Conflict");
   EXPECT_EQ(r.j()["message"],
-            "Operation cannot be fulfilled on dpuservices.svc.dpu.nvidia.com \"upd\": the object has been modified; "
+            "Operation cannot be fulfilled on dpuservices.svc.dpu.nvidia.com \"upd\": the object "
+            "has been modified; "
             "please apply your changes to the latest version and try again");
   // No-op PUT keeps the RV.
   r = sim.m("PUT", dpuservice_path("upd"), o2.dump());
@@ -135,7 +147,8 @@ TEST_F(Rest, StatusSubresource) {
   EXPECT_EQ(r.j()["status"]["custom"], "x");
   EXPECT_EQ(r.j()["spec"]["helmChart"]["source"]["version"], "1.0.0");
   EXPECT_EQ(r.j()["metadata"]["generation"], 1);
-  r = sim.m("PATCH", dpuservice_path("st") + "/status", R"({"status":{"custom":"y"},"metadata":{"labels":{"z":"1"}}})",
+  r = sim.m("PATCH", dpuservice_path("st") + "/status",
+            R"({"status":{"custom":"y"},"metadata":{"labels":{"z":"1"}}})",
             "application/merge-patch+json");
   EXPECT_EQ(r.j()["status"]["custom"], "y");
   EXPECT_FALSE(r.j()["metadata"].contains("labels"));
@@ -149,29 +162,34 @@ TEST_F(Rest, PatchTypes) {
   Resp r = sim.m("PATCH", dpuservice_path("p"), R"({"metadata":{"labels":{"a":"1","b":"2"}}})",
                  "application/merge-patch+json");
   ASSERT_EQ(r.status, 200) << r.body;
-  r = sim.m("PATCH", dpuservice_path("p"), R"({"metadata":{"labels":{"a":null}}})", "application/merge-patch+json");
+  r = sim.m("PATCH", dpuservice_path("p"), R"({"metadata":{"labels":{"a":null}}})",
+            "application/merge-patch+json");
   EXPECT_EQ(r.j()["metadata"]["labels"], json({{"b", "2"}}));
-  r = sim.m("PATCH", dpuservice_path("p"),
-            R"([{"op":"add","path":"/metadata/annotations","value":{"x":"y"}},{"op":"replace","path":"/spec/helmChart/source/version","value":"3.0.0"}])",
-            "application/json-patch+json");
+  r = sim.m(
+      "PATCH", dpuservice_path("p"),
+      R"([{"op":"add","path":"/metadata/annotations","value":{"x":"y"}},{"op":"replace","path":"/spec/helmChart/source/version","value":"3.0.0"}])",
+      "application/json-patch+json");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.j()["metadata"]["annotations"]["x"], "y");
   EXPECT_EQ(r.j()["metadata"]["generation"], 2);
-  r = sim.m("PATCH", dpuservice_path("p"), R"([{"op":"test","path":"/spec/helmChart/source/version","value":"no"}])",
+  r = sim.m("PATCH", dpuservice_path("p"),
+            R"([{"op":"test","path":"/spec/helmChart/source/version","value":"no"}])",
             "application/json-patch+json");
   EXPECT_EQ(r.status, 422);
   r = sim.m("PATCH", dpuservice_path("p"), R"({"metadata":{"labels":{"c":"3"}}})",
             "application/strategic-merge-patch+json");
   EXPECT_EQ(r.status, 415);
   EXPECT_EQ(r.j()["reason"], "UnsupportedMediaType");
-  EXPECT_NE(r.j()["message"].get<std::string>().find("application/merge-patch+json"), std::string::npos);
+  EXPECT_NE(r.j()["message"].get<std::string>().find("application/merge-patch+json"),
+            std::string::npos);
   // Strategic merge is accepted (as merge) for built-in Nodes.
-  r = sim.d("PATCH", "/api/v1/nodes/host-0000-dpu-device-0000", R"({"metadata":{"labels":{"smp":"yes"}}})",
-            "application/strategic-merge-patch+json");
+  r = sim.d("PATCH", "/api/v1/nodes/host-0000-dpu-device-0000",
+            R"({"metadata":{"labels":{"smp":"yes"}}})", "application/strategic-merge-patch+json");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.j()["metadata"]["labels"]["smp"], "yes");
   // A patch carrying a stale resourceVersion is a precondition -> 409.
-  r = sim.m("PATCH", dpuservice_path("p"), R"({"metadata":{"resourceVersion":"1","labels":{"d":"4"}}})",
+  r = sim.m("PATCH", dpuservice_path("p"),
+            R"({"metadata":{"resourceVersion":"1","labels":{"d":"4"}}})",
             "application/merge-patch+json");
   EXPECT_EQ(r.status, 409);
   r = sim.m("PATCH", dpuservice_path("nope"), R"({})", "application/merge-patch+json");
@@ -179,7 +197,8 @@ TEST_F(Rest, PatchTypes) {
 }
 
 TEST_F(Rest, FinalizerDeletionFlow) {
-  json o = create_paused("del");  // paused: the controller keeps its finalizer, deletion never completes
+  json o =
+      create_paused("del");  // paused: the controller keeps its finalizer, deletion never completes
   Resp r = sim.m("DELETE", dpuservice_path("del"));
   ASSERT_EQ(r.status, 200);
   json d1 = r.j();
@@ -189,12 +208,14 @@ TEST_F(Rest, FinalizerDeletionFlow) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.j()["metadata"]["deletionTimestamp"], d1["metadata"]["deletionTimestamp"]);
   // Adding a finalizer to a terminating object is forbidden.
-  r = sim.m("PATCH", dpuservice_path("del"), R"({"metadata":{"finalizers":["dpu.nvidia.com/dpuservice","x.io/new"]}})",
+  r = sim.m("PATCH", dpuservice_path("del"),
+            R"({"metadata":{"finalizers":["dpu.nvidia.com/dpuservice","x.io/new"]}})",
             "application/merge-patch+json");
   EXPECT_EQ(r.status, 422);
   EXPECT_EQ(r.j()["details"]["causes"][0]["field"], "metadata.finalizers");
   // Removing the last finalizer removes the object.
-  r = sim.m("PATCH", dpuservice_path("del"), R"({"metadata":{"finalizers":null}})", "application/merge-patch+json");
+  r = sim.m("PATCH", dpuservice_path("del"), R"({"metadata":{"finalizers":null}})",
+            "application/merge-patch+json");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(sim.m("GET", dpuservice_path("del")).status, 404);
   // Objects without finalizers go away at once with a Success Status.
@@ -208,14 +229,17 @@ TEST_F(Rest, FinalizerDeletionFlow) {
 TEST_F(Rest, LabelSelectorsEachOperator) {
   for (int i = 0; i < 4; ++i) {
     std::string n = "host-000" + std::to_string(i) + "-dpu-device-000" + std::to_string(i);
-    std::string labels = i < 2 ? R"({"metadata":{"labels":{"tier":"a"}}})" : R"({"metadata":{"labels":{"tier":"b"}}})";
+    std::string labels = i < 2 ? R"({"metadata":{"labels":{"tier":"a"}}})"
+                               : R"({"metadata":{"labels":{"tier":"b"}}})";
     if (i == 3) labels = R"({"metadata":{"labels":{"tier":null,"other":"x"}}})";
-    ASSERT_EQ(sim.d("PATCH", "/api/v1/nodes/" + n, labels, "application/merge-patch+json").status, 200);
+    ASSERT_EQ(sim.d("PATCH", "/api/v1/nodes/" + n, labels, "application/merge-patch+json").status,
+              200);
   }
   auto cnt = [&](const std::string& sel) {
     std::string esc;
     for (char c : sel) {
-      if (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') esc += c;
+      if (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')
+        esc += c;
       else {
         char buf[4];
         snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
@@ -245,8 +269,9 @@ TEST_F(Rest, FieldSelectorAndPaging) {
     json pod{{"apiVersion", "v1"},
              {"kind", "Pod"},
              {"metadata", {{"name", "p" + std::to_string(i)}}},
-             {"spec", {{"nodeName", i < 3 ? "host-0000-dpu-device-0000" : "host-0001-dpu-device-0001"},
-                       {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+             {"spec",
+              {{"nodeName", i < 3 ? "host-0000-dpu-device-0000" : "host-0001-dpu-device-0001"},
+               {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
     ASSERT_EQ(sim.d("POST", "/api/v1/namespaces/default/pods", pod.dump()).status, 201);
   }
   Resp r = sim.d("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dhost-0000-dpu-device-0000");
@@ -274,7 +299,8 @@ TEST_F(Rest, FieldSelectorAndPaging) {
 }
 
 TEST_F(Rest, ValidationErrors) {
-  json bad = make_dpuservice("bad", {{"helmChart", {{"source", {{"repoURL", "http://plain"}, {"version", ""}}}}}});
+  json bad = make_dpuservice(
+      "bad", {{"helmChart", {{"source", {{"repoURL", "http://plain"}, {"version", ""}}}}}});
   Resp r = sim.m("POST", dpuservice_path(), bad.dump());
   ASSERT_EQ(r.status, 422);
   json j = r.j();
@@ -283,13 +309,15 @@ TEST_F(Rest, ValidationErrors) {
   EXPECT_EQ(j["details"]["causes"].size(), 2u);
   EXPECT_EQ(j["details"]["causes"][0]["field"], "spec.helmChart.source.repoURL");
   EXPECT_EQ(j["details"]["causes"][0]["message"],
-            "Invalid value: \"http://plain\": spec.helmChart.source.repoURL in body should match '^(oci://|https://).+$'");
+            "Invalid value: \"http://plain\": spec.helmChart.source.repoURL in body should match "
+            "'^(oci://|https://).+$'");
   json nopriv = make_dpuservice("np");
   nopriv["spec"].erase("security");
   r = sim.m("POST", dpuservice_path(), nopriv.dump());
   EXPECT_EQ(r.status, 422);
   EXPECT_EQ(r.j()["message"],
-            "DPUService.svc.dpu.nvidia.com \"np\" is invalid: spec: Invalid value: \"object\": security.privileged "
+            "DPUService.svc.dpu.nvidia.com \"np\" is invalid: spec: Invalid value: \"object\": "
+            "security.privileged "
             "must be set when deployInCluster is false");
   json dic = nopriv;
   dic["spec"]["deployInCluster"] = true;
@@ -297,7 +325,8 @@ TEST_F(Rest, ValidationErrors) {
   json nsel = make_dpuservice("ns", {{"serviceDaemonSet", {{"nodeSelector", json::object()}}}});
   r = sim.m("POST", dpuservice_path(), nsel.dump());
   EXPECT_EQ(r.status, 422);
-  EXPECT_EQ(r.j()["details"]["causes"][0]["field"], "spec.serviceDaemonSet.nodeSelector.nodeSelectorTerms");
+  EXPECT_EQ(r.j()["details"]["causes"][0]["field"],
+            "spec.serviceDaemonSet.nodeSelector.nodeSelectorTerms");
   r = sim.m("POST", dpuservice_path(), make_dpuservice(std::string(64, 'x')).dump());
   EXPECT_EQ(r.status, 422);
   r = sim.m("POST", dpuservice_path(), make_dpuservice("if", {{"interfaces", {"p0"}}}).dump());
@@ -326,8 +355,8 @@ TEST_F(Rest, WatchStreamsEvents) {
   std::string rv = l.j()["metadata"]["resourceVersion"];
   std::thread t([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    sim.d("PATCH", "/api/v1/nodes/host-0000-dpu-device-0000", R"({"metadata":{"labels":{"w":"1"}}})",
-          "application/merge-patch+json");
+    sim.d("PATCH", "/api/v1/nodes/host-0000-dpu-device-0000",
+          R"({"metadata":{"labels":{"w":"1"}}})", "application/merge-patch+json");
   });
   Resp w = sim.d("GET", "/api/v1/nodes?watch=1&timeoutSeconds=1&resourceVersion=" + rv);
   t.join();

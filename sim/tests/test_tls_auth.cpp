@@ -1,6 +1,5 @@
 // TLS with the generated CA and bearer-token authentication with rotation.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -26,7 +25,8 @@ void write_file(const std::string& path, const std::string& content) {
 TEST(TlsAuth, GeneratedCaAndBearerTokenWithRotation) {
   std::string dir = tmpdir();
   write_file(dir + "/token", "first-token\n");
-  auto sim = SimProcess::start({"--dpus", "1", "--tls-dir", dir + "/tls", "--token-file", dir + "/token"});
+  auto sim =
+      SimProcess::start({"--dpus", "1", "--tls-dir", dir + "/tls", "--token-file", dir + "/token"});
   ASSERT_EQ(sim->ca_file, dir + "/tls/ca.crt");
   EXPECT_EQ(sim->mgmt.rfind("https://127.0.0.1:", 0), 0u);
   EXPECT_EQ(sim->control.rfind("http://", 0), 0u);
@@ -35,7 +35,8 @@ TEST(TlsAuth, GeneratedCaAndBearerTokenWithRotation) {
   HttpOpts ok;
   ok.ca_file = sim->ca_file;
   ok.token = "first-token";
-  Resp r = sim->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/dpudevices", "", "application/json", ok);
+  Resp r = sim->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/dpudevices", "",
+                  "application/json", ok);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(sim->d("GET", "/api/v1/nodes", "", "application/json", ok).status, 200);
@@ -50,8 +51,9 @@ TEST(TlsAuth, GeneratedCaAndBearerTokenWithRotation) {
   notoken.token.clear();
   r = sim->m("GET", "/api/v1/namespaces", "", "application/json", notoken);
   EXPECT_EQ(r.status, 401);
-  EXPECT_EQ(r.body,
-            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401})");
+  EXPECT_EQ(
+      r.body,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401})");
   HttpOpts wrong = ok;
   wrong.token = "nope";
   EXPECT_EQ(sim->d("GET", "/api/v1/nodes", "", "application/json", wrong).status, 401);
@@ -60,7 +62,9 @@ TEST(TlsAuth, GeneratedCaAndBearerTokenWithRotation) {
   write_file(dir + "/token", "second-token\n");
   HttpOpts second = ok;
   second.token = "second-token";
-  EXPECT_TRUE(wait_until([&] { return sim->m("GET", "/version", "", "application/json", second).status == 200; }, 3000));
+  EXPECT_TRUE(wait_until(
+      [&] { return sim->m("GET", "/version", "", "application/json", second).status == 200; },
+      3000));
   EXPECT_EQ(sim->m("GET", "/version", "", "application/json", ok).status, 401);
 
   // The control API stays plain HTTP without auth.

@@ -1,4 +1,5 @@
-// Unit tests of the building blocks (no subprocess): selectors, node selectors, store semantics, validation.
+// Unit tests of the building blocks (no subprocess): selectors, node selectors, store semantics,
+// validation.
 #include <gtest/gtest.h>
 
 #include "kube_errors.h"
@@ -84,7 +85,8 @@ class StoreTest : public ::testing::Test {
                 {"kind", "DPUService"},
                 {"metadata", {{"name", name}}},
                 {"spec",
-                 {{"helmChart", {{"source", {{"repoURL", "https://charts.example.com"}, {"version", "1.0"}}}}},
+                 {{"helmChart",
+                   {{"source", {{"repoURL", "https://charts.example.com"}, {"version", "1.0"}}}}},
                   {"security", {{"privileged", true}}}}},
                 {"status", {{"x", 1}}}};
   }
@@ -103,7 +105,8 @@ TEST_F(StoreTest, CreateSetsMetadataAndDropsStatus) {
 TEST_F(StoreTest, GenerationAndNoop) {
   auto o = *store.create(svc, "ns", svc_body("a")).obj;
   std::string rv = o["metadata"]["resourceVersion"];
-  auto r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"metadata":{"labels":{"k":"v"}}})", false);
+  auto r =
+      store.patch(svc, "ns", "a", PatchType::Merge, R"({"metadata":{"labels":{"k":"v"}}})", false);
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 1);
   EXPECT_NE((*r.obj)["metadata"]["resourceVersion"], rv);
   rv = (*r.obj)["metadata"]["resourceVersion"];
@@ -114,7 +117,8 @@ TEST_F(StoreTest, GenerationAndNoop) {
   r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"y":2}})", true);
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 2);
   EXPECT_EQ((*r.obj)["status"]["y"], 2);
-  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"y":3},"spec":{"paused":false}})", false);
+  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"y":3},"spec":{"paused":false}})",
+                  false);
   EXPECT_EQ((*r.obj)["status"]["y"], 2) << "main resource writes ignore status";
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 3);
 }
@@ -141,7 +145,8 @@ TEST_F(StoreTest, ConflictAndMissingResourceVersion) {
   // Built-in Nodes allow unconditional update.
   json n{{"metadata", {{"name", "n1"}}}};
   store.create(node, "", n);
-  auto r = store.update(node, "", "n1", json{{"metadata", {{"name", "n1"}, {"labels", {{"a", "b"}}}}}}, false);
+  auto r = store.update(node, "", "n1",
+                        json{{"metadata", {{"name", "n1"}, {"labels", {{"a", "b"}}}}}}, false);
   EXPECT_EQ((*r.obj)["metadata"]["labels"]["a"], "b");
 }
 
@@ -156,7 +161,8 @@ TEST_F(StoreTest, FinalizerDeletion) {
   auto r2 = store.remove(svc, "ns", "a", {});
   EXPECT_EQ((*r2.obj)["metadata"]["resourceVersion"], (*r.obj)["metadata"]["resourceVersion"]);
   try {
-    store.patch(svc, "ns", "a", PatchType::Merge, R"({"metadata":{"finalizers":["x/y","new/one"]}})", false);
+    store.patch(svc, "ns", "a", PatchType::Merge,
+                R"({"metadata":{"finalizers":["x/y","new/one"]}})", false);
     FAIL() << "expected 422";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.code, 422);
@@ -189,7 +195,9 @@ TEST(Validation, DPUServiceRules) {
   nopriv["spec"].erase("security");
   c = causes_of(nopriv);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].message, "Invalid value: \"object\": security.privileged must be set when deployInCluster is false");
+  EXPECT_EQ(
+      c[0].message,
+      "Invalid value: \"object\": security.privileged must be set when deployInCluster is false");
   EXPECT_TRUE(causes_of(nopriv, &nopriv).empty()) << "ratcheting: old object lacked it too";
   json dic = nopriv;
   dic["spec"]["deployInCluster"] = true;
@@ -214,9 +222,11 @@ TEST(Validation, DPUServiceRules) {
 
 TEST(KubeErrors, NotFoundBodyExact) {
   const ResourceInfo& svc = *find_resource_by_plural(ClusterId::Management, "dpuservices");
-  EXPECT_EQ(err_not_found(svc, "x").body,
-            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"dpuservices.svc.dpu.nvidia.com \"x\" not found","reason":"NotFound","details":{"name":"x","group":"svc.dpu.nvidia.com","kind":"dpuservices"},"code":404})");
+  EXPECT_EQ(
+      err_not_found(svc, "x").body,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"dpuservices.svc.dpu.nvidia.com \"x\" not found","reason":"NotFound","details":{"name":"x","group":"svc.dpu.nvidia.com","kind":"dpuservices"},"code":404})");
   const ResourceInfo& node = *find_resource_by_plural(ClusterId::Dpu, "nodes");
-  EXPECT_EQ(err_not_found(node, "n").body,
-            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"nodes \"n\" not found","reason":"NotFound","details":{"name":"n","kind":"nodes"},"code":404})");
+  EXPECT_EQ(
+      err_not_found(node, "n").body,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"nodes \"n\" not found","reason":"NotFound","details":{"name":"n","kind":"nodes"},"code":404})");
 }

@@ -79,7 +79,8 @@ void ControllerManager::tick() {
     auto timed = [&](const char* name, void (*fn)(ControllerManager&)) {
       auto t0 = SteadyClock::now();
       fn(*this);
-      auto us = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0).count();
+      auto us =
+          std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0).count();
       if (us > 5000) spdlog::debug("controller {} took {} us", name, us);
     };
     timed("placement", reconcile_placement);
@@ -90,11 +91,14 @@ void ControllerManager::tick() {
     if (ctx_.store.change_seq() == before) break;
   }
   for (auto it = timers_.begin(); it != timers_.end();) {
-    if (it->second.touched != tick_no_) it = timers_.erase(it);
-    else ++it;
+    if (it->second.touched != tick_no_)
+      it = timers_.erase(it);
+    else
+      ++it;
   }
   last_seq_ = ctx_.store.change_seq();
-  auto took = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - started).count();
+  auto took =
+      std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - started).count();
   if (took > 20000) spdlog::debug("controller tick took {} us ({} passes)", took, passes);
 }
 

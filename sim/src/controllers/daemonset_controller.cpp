@@ -1,6 +1,9 @@
-// 1. DPUService -> DaemonSet in the DPU cluster (what Argo CD + the DPUService Helm chart would do).
-// 2. Generic DaemonSet controller: ControllerRevisions (<ds>-<hash>, increasing revision), one Pod per
-//    matching Node (node affinity / nodeSelector), rolling updates honouring maxUnavailable, status.
+// 1. DPUService -> DaemonSet in the DPU cluster (what Argo CD + the DPUService Helm chart would
+// do).
+// 2. Generic DaemonSet controller: ControllerRevisions (<ds>-<hash>, increasing revision), one Pod
+// per
+//    matching Node (node affinity / nodeSelector), rolling updates honouring maxUnavailable,
+//    status.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -16,7 +19,9 @@ namespace dpfsim {
 
 namespace {
 
-const ResourceInfo& R(ClusterId c, const char* plural) { return *find_resource_by_plural(c, plural); }
+const ResourceInfo& R(ClusterId c, const char* plural) {
+  return *find_resource_by_plural(c, plural);
+}
 
 std::string chart_name(const json& svc) {
   std::string chart = jstr(svc, {"spec", "helmChart", "source", "chart"});
@@ -78,7 +83,9 @@ std::string node_internal_ip(const json& node) {
 
 }  // namespace
 
-std::string template_hash(const json& pod_template) { return safe_encode_hash(fnv1a32(pod_template.dump())); }
+std::string template_hash(const json& pod_template) {
+  return safe_encode_hash(fnv1a32(pod_template.dump()));
+}
 
 json render_dpuservice_daemonset(const json& svc) {
   std::string name = jstr(svc, {"metadata", "name"});
@@ -112,16 +119,14 @@ json render_dpuservice_daemonset(const json& svc) {
     container["resources"] = {{"limits", *res}, {"requests", *res}};
   else
     container["resources"] = json::object();
-  json pod_spec{{"containers", json::array({container})},
-                {"restartPolicy", "Always"},
-                {"terminationGracePeriodSeconds", 30},
-                {"dnsPolicy", "ClusterFirst"},
-                {"schedulerName", "default-scheduler"},
-                {"securityContext", json::object()}};
+  json pod_spec{{"containers", json::array({container})}, {"restartPolicy", "Always"},
+                {"terminationGracePeriodSeconds", 30},    {"dnsPolicy", "ClusterFirst"},
+                {"schedulerName", "default-scheduler"},   {"securityContext", json::object()}};
   if (const json* nsel = jptr(sds, {"nodeSelector"}); nsel && nsel->is_object()) {
     const json* terms = jptr(*nsel, {"nodeSelectorTerms"});
     if (terms && terms->is_array() && !terms->empty())
-      pod_spec["affinity"] = {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", *nsel}}}};
+      pod_spec["affinity"] = {
+          {"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", *nsel}}}};
   }
   json tmpl{{"metadata", {{"labels", pod_labels}}}, {"spec", pod_spec}};
   if (!pod_annotations.empty()) tmpl["metadata"]["annotations"] = pod_annotations;
@@ -137,17 +142,25 @@ json render_dpuservice_daemonset(const json& svc) {
   json ds_annotations = string_map(jptr(sds, {"annotations"}));
   ds_annotations["meta.helm.sh/release-name"] = release;
   ds_annotations["meta.helm.sh/release-namespace"] = ns;
-  ds_annotations["sim.dpu.nvidia.com/dpuservice-generation"] =
-      std::to_string(jptr(svc, {"metadata", "generation"}) ? svc["metadata"]["generation"].get<long long>() : 1);
+  ds_annotations["sim.dpu.nvidia.com/dpuservice-generation"] = std::to_string(
+      jptr(svc, {"metadata", "generation"}) ? svc["metadata"]["generation"].get<long long>() : 1);
 
-  json strategy = json{{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxSurge", 0}, {"maxUnavailable", 1}}}};
-  if (const json* us = jptr(sds, {"updateStrategy"}); us && us->is_object() && !us->empty()) strategy = *us;
+  json strategy =
+      json{{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxSurge", 0}, {"maxUnavailable", 1}}}};
+  if (const json* us = jptr(sds, {"updateStrategy"}); us && us->is_object() && !us->empty())
+    strategy = *us;
 
   return json{{"apiVersion", "apps/v1"},
               {"kind", "DaemonSet"},
-              {"metadata", {{"name", release}, {"namespace", ns}, {"labels", ds_labels}, {"annotations", ds_annotations}}},
+              {"metadata",
+               {{"name", release},
+                {"namespace", ns},
+                {"labels", ds_labels},
+                {"annotations", ds_annotations}}},
               {"spec",
-               {{"selector", {{"matchLabels", {{"app.kubernetes.io/name", chart}, {"app.kubernetes.io/instance", release}}}}},
+               {{"selector",
+                 {{"matchLabels",
+                   {{"app.kubernetes.io/name", chart}, {"app.kubernetes.io/instance", release}}}}},
                 {"template", tmpl},
                 {"updateStrategy", strategy},
                 {"revisionHistoryLimit", 10}}}};
@@ -198,7 +211,8 @@ void reconcile_dpuservice_workloads(ControllerManager& cm) {
     std::string ns = jstr(*ds, {"metadata", "namespace"});
     std::string name = jstr(*ds, {"metadata", "name"});
     if (wanted.count(ns + "/" + name)) continue;
-    ObjPtr svc = st.find_l(svc_ri, jstr(*ds, {"metadata", "labels", names::kDpuServiceNamespaceLabel}), svc_name);
+    ObjPtr svc = st.find_l(
+        svc_ri, jstr(*ds, {"metadata", "labels", names::kDpuServiceNamespaceLabel}), svc_name);
     if (svc && is_terminating(*svc)) continue;  // the DPUService controller handles that
     st.erase_l(ds_ri, ns, name);
   }
@@ -258,11 +272,14 @@ void reconcile_daemonsets(ControllerManager& cm) {
       json data_tmpl = tmpl;
       data_tmpl["$patch"] = "replace";
       cur_rev = st.create_l(cr_ri, json{{"apiVersion", "apps/v1"},
-                                         {"kind", "ControllerRevision"},
-                                         {"metadata", {{"name", cr_name}, {"namespace", ns}, {"labels", labels},
-                                                       {"ownerReferences", owner}}},
-                                         {"data", {{"spec", {{"template", data_tmpl}}}}},
-                                         {"revision", max_rev + 1}});
+                                        {"kind", "ControllerRevision"},
+                                        {"metadata",
+                                         {{"name", cr_name},
+                                          {"namespace", ns},
+                                          {"labels", labels},
+                                          {"ownerReferences", owner}}},
+                                        {"data", {{"spec", {{"template", data_tmpl}}}}},
+                                        {"revision", max_rev + 1}});
       revs.push_back(cur_rev);
       max_rev += 1;
     } else if ((*cur_rev).value("revision", 0LL) != max_rev) {
@@ -304,26 +321,40 @@ void reconcile_daemonsets(ControllerManager& cm) {
         spec["nodeName"] = nname;
         spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
             {"nodeSelectorTerms",
-             json::array({{{"matchFields",
-                            json::array({{{"key", "metadata.name"}, {"operator", "In"}, {"values", {nname}}}})}}})}};
-        spec["tolerations"] = json::array({{{"key", "node.kubernetes.io/not-ready"}, {"operator", "Exists"}, {"effect", "NoExecute"}},
-                                           {{"key", "node.kubernetes.io/unreachable"}, {"operator", "Exists"}, {"effect", "NoExecute"}}});
+             json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                         {"operator", "In"},
+                                                         {"values", {nname}}}})}}})}};
+        spec["tolerations"] = json::array({{{"key", "node.kubernetes.io/not-ready"},
+                                            {"operator", "Exists"},
+                                            {"effect", "NoExecute"}},
+                                           {{"key", "node.kubernetes.io/unreachable"},
+                                            {"operator", "Exists"},
+                                            {"effect", "NoExecute"}}});
         std::string pod_name;
         for (int i = 0; i < 100; ++i) {
           pod_name = name + "-" + cm.ctx().prng.k8s_suffix(5);
           if (!st.find_l(pod_ri, ns, pod_name)) break;
         }
-        json md{{"name", pod_name}, {"generateName", name + "-"}, {"namespace", ns}, {"labels", labels},
+        json md{{"name", pod_name},
+                {"generateName", name + "-"},
+                {"namespace", ns},
+                {"labels", labels},
                 {"ownerReferences", owner}};
-        if (const json* a = jptr(tmpl, {"metadata", "annotations"}); a && a->is_object() && !a->empty())
+        if (const json* a = jptr(tmpl, {"metadata", "annotations"});
+            a && a->is_object() && !a->empty())
           md["annotations"] = *a;
         std::string now = rfc3339_now();
         json status{{"phase", "Pending"},
                     {"qosClass", "BestEffort"},
                     {"hostIP", node_internal_ip(*node)},
-                    {"conditions", json::array({{{"type", "PodScheduled"}, {"status", "True"},
-                                                 {"lastProbeTime", nullptr}, {"lastTransitionTime", now}}})}};
-        st.create_l(pod_ri, json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", md}, {"spec", spec},
+                    {"conditions", json::array({{{"type", "PodScheduled"},
+                                                 {"status", "True"},
+                                                 {"lastProbeTime", nullptr},
+                                                 {"lastTransitionTime", now}}})}};
+        st.create_l(pod_ri, json{{"apiVersion", "v1"},
+                                 {"kind", "Pod"},
+                                 {"metadata", md},
+                                 {"spec", spec},
                                  {"status", status}});
         ++current;
         continue;
@@ -331,7 +362,8 @@ void reconcile_daemonsets(ControllerManager& cm) {
       // Keep one live pod (prefer the current revision, then Ready); delete the rest.
       std::sort(live.begin(), live.end(), [&](const ObjPtr& a, const ObjPtr& b) {
         auto score = [&](const ObjPtr& p) {
-          return (jstr(*p, {"metadata", "labels", names::kRevisionHashLabel}) == hash ? 2 : 0) + (pod_ready(*p) ? 1 : 0);
+          return (jstr(*p, {"metadata", "labels", names::kRevisionHashLabel}) == hash ? 2 : 0) +
+                 (pod_ready(*p) ? 1 : 0);
         };
         return score(a) > score(b);
       });
@@ -340,11 +372,16 @@ void reconcile_daemonsets(ControllerManager& cm) {
       ++current;
       bool is_ready = pod_ready(*keep);
       bool is_updated = jstr(*keep, {"metadata", "labels", names::kRevisionHashLabel}) == hash;
-      if (is_ready) ++ready;
-      else ++unavailable;
-      if (is_updated) ++updated;
-      else if (is_ready) old_ready_pods.push_back(keep);
-      else st.mark_deleting_l(pod_ri, keep, 30);  // old and not ready: replace right away
+      if (is_ready)
+        ++ready;
+      else
+        ++unavailable;
+      if (is_updated)
+        ++updated;
+      else if (is_ready)
+        old_ready_pods.push_back(keep);
+      else
+        st.mark_deleting_l(pod_ri, keep, 30);  // old and not ready: replace right away
     }
     // Pods on nodes that no longer exist.
     for (auto& [nname, pods] : by_node)
@@ -355,8 +392,8 @@ void reconcile_daemonsets(ControllerManager& cm) {
     // Rolling update.
     std::string strategy = jstr(*ds, {"spec", "updateStrategy", "type"}, "RollingUpdate");
     if (strategy == "RollingUpdate" && !old_ready_pods.empty()) {
-      long long max_unavailable =
-          scaled(jptr(*ds, {"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"}), desired, 1);
+      long long max_unavailable = scaled(
+          jptr(*ds, {"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"}), desired, 1);
       if (max_unavailable < 1) max_unavailable = 1;
       long long budget = max_unavailable - unavailable;
       for (const auto& p : old_ready_pods) {
@@ -373,20 +410,17 @@ void reconcile_daemonsets(ControllerManager& cm) {
     for (const auto& r : revs)
       if (jstr(*r, {"metadata", "name"}) != cr_name) old_revs.push_back(r);
     if (static_cast<long long>(old_revs.size()) > limit) {
-      std::sort(old_revs.begin(), old_revs.end(),
-                [](const ObjPtr& a, const ObjPtr& b) { return a->value("revision", 0LL) < b->value("revision", 0LL); });
+      std::sort(old_revs.begin(), old_revs.end(), [](const ObjPtr& a, const ObjPtr& b) {
+        return a->value("revision", 0LL) < b->value("revision", 0LL);
+      });
       for (size_t i = 0; i + limit < old_revs.size(); ++i)
         st.erase_l(cr_ri, ns, jstr(*old_revs[i], {"metadata", "name"}));
     }
 
-    json status{{"currentNumberScheduled", current},
-                {"desiredNumberScheduled", desired},
-                {"numberMisscheduled", misscheduled},
-                {"numberReady", ready},
-                {"numberAvailable", ready},
-                {"numberUnavailable", desired - ready},
-                {"updatedNumberScheduled", updated},
-                {"observedGeneration", ds_gen}};
+    json status{{"currentNumberScheduled", current},  {"desiredNumberScheduled", desired},
+                {"numberMisscheduled", misscheduled}, {"numberReady", ready},
+                {"numberAvailable", ready},           {"numberUnavailable", desired - ready},
+                {"updatedNumberScheduled", updated},  {"observedGeneration", ds_gen}};
     ObjPtr latest = st.find_l(ds_ri, ns, name);
     json next = *latest;
     next["status"] = status;
@@ -399,7 +433,8 @@ void reconcile_daemonsets(ControllerManager& cm) {
   // Garbage collection: pods and revisions whose DaemonSet is gone.
   for (const ObjPtr& p : st.list_l(pod_ri)) {
     const json* ref = controller_ref(*p, "DaemonSet");
-    if (ref && !ds_uids.count(ref->value("uid", "")) && !is_terminating(*p)) st.mark_deleting_l(pod_ri, p, 30);
+    if (ref && !ds_uids.count(ref->value("uid", "")) && !is_terminating(*p))
+      st.mark_deleting_l(pod_ri, p, 30);
   }
   for (const ObjPtr& cr : st.list_l(cr_ri)) {
     const json* ref = controller_ref(*cr, "DaemonSet");

@@ -1,9 +1,10 @@
 // DPUService controller: finalizer, status.serviceID/observedGeneration/conditions, deletion.
 //
 // Ready=True/Success once the DaemonSet it deploys in the DPU cluster is healthy (all desired pods
-// updated and Ready) and dpuservice_ready_ms have passed; deployInCluster=true services become Ready
-// after dpuservice_ready_ms. On deletion (deletionTimestamp set) the DaemonSet, its ControllerRevisions
-// and pods are removed (pods terminate first), then the finalizer is removed after finalizer_ms.
+// updated and Ready) and dpuservice_ready_ms have passed; deployInCluster=true services become
+// Ready after dpuservice_ready_ms. On deletion (deletionTimestamp set) the DaemonSet, its
+// ControllerRevisions and pods are removed (pods terminate first), then the finalizer is removed
+// after finalizer_ms.
 #include "controller_manager.h"
 #include "resources.h"
 
@@ -60,7 +61,11 @@ Cond summary(const std::vector<Cond>& others) {
   if (not_ready.empty()) return {"Ready", "True", "Success", ""};
   std::string msg = "The following conditions are not ready: ";
   for (size_t i = 0; i < not_ready.size(); ++i) msg += (i ? ", " : "") + not_ready[i];
-  return {"Ready", "False", severity == 3 ? "AwaitingDeletion" : severity == 2 ? "Failure" : "Pending", msg};
+  return {"Ready", "False",
+          severity == 3   ? "AwaitingDeletion"
+          : severity == 2 ? "Failure"
+                          : "Pending",
+          msg};
 }
 
 bool ds_healthy(const json& ds, long long svc_generation) {
@@ -69,11 +74,13 @@ bool ds_healthy(const json& ds, long long svc_generation) {
     return false;
   const json* st = jptr(ds, {"status"});
   if (!st || !st->is_object()) return false;
-  long long gen = jptr(ds, {"metadata", "generation"}) ? ds["metadata"]["generation"].get<long long>() : 0;
+  long long gen =
+      jptr(ds, {"metadata", "generation"}) ? ds["metadata"]["generation"].get<long long>() : 0;
   if (st->value("observedGeneration", -1LL) != gen) return false;
   long long desired = st->value("desiredNumberScheduled", 0LL);
-  return st->value("updatedNumberScheduled", 0LL) == desired && st->value("numberReady", 0LL) == desired &&
-         st->value("numberAvailable", 0LL) == desired && st->value("numberMisscheduled", 0LL) == 0 &&
+  return st->value("updatedNumberScheduled", 0LL) == desired &&
+         st->value("numberReady", 0LL) == desired && st->value("numberAvailable", 0LL) == desired &&
+         st->value("numberMisscheduled", 0LL) == 0 &&
          st->value("currentNumberScheduled", 0LL) == desired;
 }
 
@@ -112,7 +119,8 @@ void reconcile_dpuservices(ControllerManager& cm) {
       bool remaining = !cm.dpu_reachable();
       if (cm.dpu_reachable()) {
         for (const ObjPtr& ds : st.list_l(ds_ri, ns)) {
-          if (jstr(*ds, {"metadata", "labels", names::kDpuServiceNameLabel}) != jstr(*svc, {"metadata", "name"}) ||
+          if (jstr(*ds, {"metadata", "labels", names::kDpuServiceNameLabel}) !=
+                  jstr(*svc, {"metadata", "name"}) ||
               jstr(*ds, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) != ns)
             continue;
           st.erase_l(ds_ri, ns, jstr(*ds, {"metadata", "name"}));
@@ -126,14 +134,16 @@ void reconcile_dpuservices(ControllerManager& cm) {
       }
       std::vector<Cond> others = {
           {"ApplicationPrereqsReconciled", "True", "Success", ""},
-          {"ApplicationsReconciled", remaining ? "False" : "True", remaining ? "AwaitingDeletion" : "Success",
+          {"ApplicationsReconciled", remaining ? "False" : "True",
+           remaining ? "AwaitingDeletion" : "Success",
            remaining ? "The following applications are awaiting deletion: dpu-cplane-tenant1-" +
                            jstr(*svc, {"metadata", "name"})
                      : ""},
           {"ApplicationsReady", "False", "Pending", "Application is being deleted."},
           {"DPUServiceInterfaceReconciled", "True", "Success", ""}};
       std::vector<Cond> all{summary(others)};
-      if (!remaining) all[0] = {"Ready", "False", "AwaitingDeletion", "The DPUService is being deleted"};
+      if (!remaining)
+        all[0] = {"Ready", "False", "AwaitingDeletion", "The DPUService is being deleted"};
       all.insert(all.end(), others.begin(), others.end());
       json next = *svc;
       next["status"]["conditions"] = build_conditions(old_status, all);
@@ -164,16 +174,19 @@ void reconcile_dpuservices(ControllerManager& cm) {
       already_ready = false;
       if (const json* cs = jptr(old_status, {"conditions"}); cs && cs->is_array())
         for (const auto& c : *cs)
-          if (c.value("type", "") == "Ready" && c.value("status", "") == "True") already_ready = true;
+          if (c.value("type", "") == "Ready" && c.value("status", "") == "True")
+            already_ready = true;
     }
-    bool ready = deployed && (already_ready || cm.due("dpuservice-ready/" + uid + "/" + std::to_string(gen),
-                                                      d.dpuservice_ready_ms));
+    bool ready =
+        deployed && (already_ready || cm.due("dpuservice-ready/" + uid + "/" + std::to_string(gen),
+                                             d.dpuservice_ready_ms));
     std::vector<Cond> others = {
         {"ApplicationPrereqsReconciled", "True", "Success", ""},
         {"ApplicationsReconciled", "True", "Success", ""},
         {"ApplicationsReady", ready ? "True" : "False", ready ? "Success" : "Pending",
-         ready ? "" : (deployed ? "Application is not ready (Sync: Synced, Health: Progressing)"
-                                : "Application is not yet deployed.")},
+         ready ? ""
+               : (deployed ? "Application is not ready (Sync: Synced, Health: Progressing)"
+                           : "Application is not yet deployed.")},
         {"DPUServiceInterfaceReconciled", "True", "Success", ""}};
     std::vector<Cond> all{summary(others)};
     all.insert(all.end(), others.begin(), others.end());

@@ -46,20 +46,25 @@ void reconcile_kubelet(ControllerManager& cm) {
     status["podIP"] = cm.next_pod_ip();
     status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
     json conds = json::array();
-    for (const char* t : {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
-      conds.push_back({{"type", t}, {"status", "True"}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now}});
+    for (const char* t :
+         {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
+      conds.push_back({{"type", t},
+                       {"status", "True"},
+                       {"lastProbeTime", nullptr},
+                       {"lastTransitionTime", now}});
     status["conditions"] = conds;
     json cstatuses = json::array();
     if (const json* cs = jptr(next, {"spec", "containers"}); cs && cs->is_array())
       for (const auto& c : *cs)
-        cstatuses.push_back({{"name", c.value("name", "")},
-                             {"image", c.value("image", "")},
-                             {"imageID", c.value("image", "") + "@sha256:" + sha256_hex(c.value("image", ""))},
-                             {"containerID", "containerd://" + sha256_hex(uid + c.value("name", ""))},
-                             {"ready", true},
-                             {"started", true},
-                             {"restartCount", 0},
-                             {"state", {{"running", {{"startedAt", now}}}}}});
+        cstatuses.push_back(
+            {{"name", c.value("name", "")},
+             {"image", c.value("image", "")},
+             {"imageID", c.value("image", "") + "@sha256:" + sha256_hex(c.value("image", ""))},
+             {"containerID", "containerd://" + sha256_hex(uid + c.value("name", ""))},
+             {"ready", true},
+             {"started", true},
+             {"restartCount", 0},
+             {"state", {{"running", {{"startedAt", now}}}}}});
     status["containerStatuses"] = cstatuses;
     st.commit_l(pod_ri, std::move(next));
     cm.clear(key);

@@ -1,12 +1,13 @@
 // DPUDevice.spec.cluster.nodeLabels -> DPU.spec.cluster.nodeLabels -> DPU-cluster Node labels.
 //
 // Mirrors DPF's DPUSet/DPU controllers: user labels are tracked in the annotation
-// provisioning.dpu.nvidia.com/last-applied-labels-on-dpu (on the DPU: the device's user labels; on the
-// Node: the DPU's full nodeLabels) so keys removed upstream are removed downstream while labels that DPF
-// never applied (e.g. set with kubectl) are kept. Each hop takes label_propagation_ms / 2.
+// provisioning.dpu.nvidia.com/last-applied-labels-on-dpu (on the DPU: the device's user labels; on
+// the Node: the DPU's full nodeLabels) so keys removed upstream are removed downstream while labels
+// that DPF never applied (e.g. set with kubectl) are kept. Each hop takes label_propagation_ms / 2.
 //
-// Work is incremental: each tick looks only at objects that changed (from the store's event history)
-// or have a pending delay; a full resync runs every 2 s (and whenever the history is insufficient).
+// Work is incremental: each tick looks only at objects that changed (from the store's event
+// history) or have a pending delay; a full resync runs every 2 s (and whenever the history is
+// insufficient).
 #include <map>
 #include <set>
 
@@ -51,7 +52,9 @@ PlacementState& state() {
   return s;
 }
 
-std::string key_of(const json& o) { return jstr(o, {"metadata", "namespace"}) + "/" + jstr(o, {"metadata", "name"}); }
+std::string key_of(const json& o) {
+  return jstr(o, {"metadata", "namespace"}) + "/" + jstr(o, {"metadata", "name"});
+}
 
 }  // namespace
 
@@ -87,8 +90,10 @@ void reconcile_placement(ControllerManager& cm) {
         dpus.insert(ns + "/" + name);
         devs.insert(ns + "/" + jstr(o, {"spec", "dpuDeviceName"}));
         nodes.insert(name);
-        if (ev.type == "DELETED") ps.dpu_ns_by_name.erase(name);
-        else ps.dpu_ns_by_name[name] = ns;
+        if (ev.type == "DELETED")
+          ps.dpu_ns_by_name.erase(name);
+        else
+          ps.dpu_ns_by_name[name] = ns;
       } else if (ev.ri == &node_ri) {
         nodes.insert(name);
         auto it = ps.dpu_ns_by_name.find(name);
@@ -145,7 +150,8 @@ void reconcile_placement(ControllerManager& cm) {
     json last = parse_last_applied(*dpu);
     json cur = string_map(jptr(*dpu, {"spec", "cluster", "nodeLabels"}));
     json want = apply_labels(cur, last, user);
-    bool annot_ok = jstr(*dpu, {"metadata", "annotations", names::kLastAppliedLabels}) == user.dump();
+    bool annot_ok =
+        jstr(*dpu, {"metadata", "annotations", names::kLastAppliedLabels}) == user.dump();
     if (want == cur && annot_ok) continue;
     std::string key = "dpu-labels/" + jstr(*dpu, {"metadata", "uid"});
     if (!cm.due(key, half1)) {
@@ -163,15 +169,18 @@ void reconcile_placement(ControllerManager& cm) {
   // 2. DPUs whose DPUDevice is gone are removed.
   for (const ObjPtr& dpu : dpu_list) {
     std::string dev_name = jstr(*dpu, {"spec", "dpuDeviceName"});
-    if (dev_name.empty() || st.find_l(dev_ri, jstr(*dpu, {"metadata", "namespace"}), dev_name)) continue;
+    if (dev_name.empty() || st.find_l(dev_ri, jstr(*dpu, {"metadata", "namespace"}), dev_name))
+      continue;
     if (is_terminating(*dpu)) continue;
     std::string key = "dpu-gc/" + jstr(*dpu, {"metadata", "uid"});
     if (!cm.due(key, d.node_provisioning_ms / 2)) {
       ps.pending_dpus.insert(key_of(*dpu));
       continue;
     }
-    if (jptr(*dpu, {"metadata", "finalizers"})) st.mark_deleting_l(dpu_ri, dpu, 0);
-    else st.erase_l(dpu_ri, jstr(*dpu, {"metadata", "namespace"}), jstr(*dpu, {"metadata", "name"}));
+    if (jptr(*dpu, {"metadata", "finalizers"}))
+      st.mark_deleting_l(dpu_ri, dpu, 0);
+    else
+      st.erase_l(dpu_ri, jstr(*dpu, {"metadata", "namespace"}), jstr(*dpu, {"metadata", "name"}));
     cm.clear(key);
   }
 
@@ -181,7 +190,8 @@ void reconcile_placement(ControllerManager& cm) {
     return;
   }
   for (const ObjPtr& dpu_old : dpu_list) {
-    ObjPtr dpu = st.find_l(dpu_ri, jstr(*dpu_old, {"metadata", "namespace"}), jstr(*dpu_old, {"metadata", "name"}));
+    ObjPtr dpu = st.find_l(dpu_ri, jstr(*dpu_old, {"metadata", "namespace"}),
+                           jstr(*dpu_old, {"metadata", "name"}));
     if (!dpu || is_terminating(*dpu)) continue;
     std::string name = jstr(*dpu, {"metadata", "name"});
     std::string uid = jstr(*dpu, {"metadata", "uid"});
@@ -201,7 +211,8 @@ void reconcile_placement(ControllerManager& cm) {
     json last = parse_last_applied(*node);
     json cur = string_map(jptr(*node, {"metadata", "labels"}));
     json want = apply_labels(cur, last, desired);
-    bool annot_ok = jstr(*node, {"metadata", "annotations", names::kLastAppliedLabels}) == desired.dump();
+    bool annot_ok =
+        jstr(*node, {"metadata", "annotations", names::kLastAppliedLabels}) == desired.dump();
     if (want == cur && annot_ok) continue;
     std::string key = "node-labels/" + uid;
     if (!cm.due(key, half2)) {
@@ -219,7 +230,8 @@ void reconcile_placement(ControllerManager& cm) {
   for (const ObjPtr& node : pick(node_ri, nodes, true)) {
     if (!jptr(*node, {"metadata", "annotations", names::kLastAppliedLabels})) continue;
     std::string name = jstr(*node, {"metadata", "name"});
-    std::string dpu_ns = jstr(*node, {"metadata", "labels", names::kDpuNodeNamespaceLabel}, names::kDpfNamespace);
+    std::string dpu_ns =
+        jstr(*node, {"metadata", "labels", names::kDpuNodeNamespaceLabel}, names::kDpfNamespace);
     if (st.find_l(dpu_ri, dpu_ns, name)) continue;
     std::string key = "node-gc/" + jstr(*node, {"metadata", "uid"});
     if (!cm.due(key, d.node_provisioning_ms / 2)) {
