@@ -261,8 +261,8 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
       } else if (!r->second.dpf_ready) {
         // DPF's Ready covers the whole rollout; before it, the DaemonSet may
         // not yet carry the new spec, so a Ready pod proves nothing new.
-        rollout_wait =
-            "waiting for DPF to report generation " + std::to_string(r->second.generation) + " Ready";
+        rollout_wait = "waiting for DPF to report generation " +
+                       std::to_string(r->second.generation) + " Ready";
       }
       if (r == progress->end() || !r->second.dpf_ready) out.keep_polling = true;
       if (!rollout_wait.empty()) current.clear();
