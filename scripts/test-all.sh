@@ -29,6 +29,7 @@ if [ -n "${CLEAN_BUILD:-${CI:-}}" ]; then rm -rf "$BUILD_DIR"; fi
 build_and_install || { echo "build failed"; echo "suites: 0 passed, 1 failed"; exit 1; }
 
 suite format "$ROOT/scripts/check-format.sh"
+suite meta "$ROOT/scripts/check-meta.sh"
 # GoogleTest suites (core, client, simulator) and the kubectl conformance test
 suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeout 300 -j 2"
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The extension's version lives in nico_extsvc.control; META.json (PGXN
+# meta-spec 1.0.0) and CMake must agree with it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" nico_extsvc.control)
+python3 - "$version" <<'PY'
+import json, sys
+version = sys.argv[1]
+meta = json.load(open("META.json"))
+problems = []
+for key in ("name", "abstract", "version", "maintainer", "license", "provides", "meta-spec"):
+    if key not in meta:
+        problems.append(f"META.json lacks required key {key}")
+if meta.get("meta-spec", {}).get("version") != "1.0.0":
+    problems.append("META.json meta-spec version must be 1.0.0")
+if meta.get("version") != version:
+    problems.append(f"META.json version {meta.get('version')} != control {version}")
+for ext, p in meta.get("provides", {}).items():
+    if p.get("version") != version:
+        problems.append(f"provides.{ext}.version {p.get('version')} != control {version}")
+    if p.get("file") != f"sql/nico_extsvc--{version}.sql":
+        problems.append(f"provides.{ext}.file does not name the {version} script")
+for p in problems:
+    print(p)
+print(f"META.json: {1 if not problems else 0} passed, {len(problems) and 1} failed")
+sys.exit(1 if problems else 0)
+PY
