@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every benchmark and prints its tables.
-#   bench/run.sh                 the sizes (~15 min on 2 cores)
+#   bench/run.sh                 the sizes (~8 min on 2 cores; fleet scaled down, see docs/performance.md)
 #   BENCH_QUICK=1 bench/run.sh   small sizes (~3 min)
 # Env: BUILD_DIR (default ./build; the harness takes DPFSIM from it), sizes as documented in
 # each bench/*.py and docs/performance.md. Needs the extension installed (sudo make install),

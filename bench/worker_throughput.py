@@ -94,6 +94,22 @@ def settle_counts(e, quiet_s=1.0, timeout=30):
     return
 
 
+def wait_resync_lists(e, timeout=30.0, quiet_s=2.0):
+    """After request_resync: waits until the paged LIST of DPUServices has
+    started and no further page came for quiet_s (a fixed wait is too short
+    when dpfsim is slow at large sizes); returns the management counts."""
+    deadline = c.now() + timeout
+    last, still = -1, c.now()
+    while c.now() < deadline:
+        n = mgmt_counts(e).get("LIST dpuservices", 0)
+        if n != last:
+            last, still = n, c.now()
+        elif n > 0 and c.now() - still >= quiet_s:
+            break
+        time.sleep(0.25)
+    return mgmt_counts(e)
+
+
 # --- (b) -------------------------------------------------------------------
 
 def throughput(workers, results, keep_env=False, qps=None):
@@ -136,12 +152,12 @@ def api_calls(e):
     e.sim.ctl("POST", "/counts/reset")
     t0 = c.now()
     e.pg.sql("SELECT extsvc.request_resync()")
-    time.sleep(3)
-    cnt = mgmt_counts(e)
+    cnt = wait_resync_lists(e)
     total = sum(cnt.values())
     writes = sum(v for k, v in cnt.items() if k.split()[0] in ("POST", "PUT", "PATCH", "DELETE"))
     rows.append((f"resync pass, {N} READY services (whole pass)", fmt_counts(cnt), total, writes))
-    print(f"    resync pass of {N}: {cnt} (within 3 s of request_resync at {t0:.0f})", flush=True)
+    print(f"    resync pass of {N}: {cnt} ({c.now() - t0:.1f}s after request_resync, incl. a 2 s quiet wait)",
+          flush=True)
     c.json_lines(JSON_OUT, {"bench": "resync_calls", "n": N, "counts": cnt})
 
     # create OPS
@@ -231,8 +247,7 @@ def memory(e, rows):
     settle_counts(e)
     e.sim.ctl("POST", "/counts/reset")
     e.pg.sql("SELECT extsvc.request_resync()")
-    time.sleep(3)
-    cnt = mgmt_counts(e)
+    cnt = wait_resync_lists(e)
     snap("after resync", live)
     return live, wall, batch_times, note, cnt
 

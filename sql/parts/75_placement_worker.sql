@@ -161,7 +161,9 @@ BEGIN
                    WHERE a.dpu_machine_id = q.dpu_machine_id AND a.deployment_state <> 'ERROR'
                      AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING'))
              THEN now() + extsvc._backoff(x.attempts + 1)
-           WHEN NOT v_final THEN now() + least(extsvc._backoff(x.attempts + 1), interval '5 seconds')
+           -- converging (labels propagating, pods starting): poll briskly,
+           -- 200 ms more per unchanged pass, at most every 5 s
+           WHEN NOT v_final THEN now() + least(interval '200 milliseconds' * (x.attempts + 1), interval '5 seconds')
            WHEN coalesce(complete_dpu_reconciliation.keep_polling, false)
              THEN now() + least(extsvc._backoff(x.attempts + 1), interval '30 seconds')
            ELSE NULL END,
