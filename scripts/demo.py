@@ -104,6 +104,23 @@ def watch_attachment(env, iid, sid, until, timeout=60):
     raise SystemExit(f"attachment did not reach {until} within {timeout}s")
 
 
+def watch_rollout(env, iid, sid, old_messages, timeout=60):
+    """Prints per-instance state changes until every DPU runs a new revision."""
+    seen = None
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        rows = env.pg.sql(f"SELECT deployment_state, status_message FROM "
+                          f"extsvc.instance_extension_service_status('{iid}') WHERE service_id = '{sid}'")
+        states = tuple(sorted(r[0] for r in rows))
+        if states != seen:
+            print(f"  +{time.time() - t0:5.2f}s  instance {iid[:8]}: per-DPU {', '.join(states)}", flush=True)
+            seen = states
+        if rows and all(r[0] == "RUNNING" and r[1] not in old_messages for r in rows):
+            return
+        time.sleep(0.05)
+    raise SystemExit("the rollout did not finish")
+
+
 def main():
     banner("starting dpfsim (TLS + bearer token) and PostgreSQL with the nico_extsvc worker")
     env = Env(dpus=4, workers=2)
@@ -162,14 +179,16 @@ def main():
         kubectl(env, "--server", env.sim.dpu, "get", "pods", "-A", "-o", "wide")
 
         banner("5. update the attached service: a new revision rolls the pods (PENDING, then RUNNING again)")
+        before = {r[0] for r in env.pg.sql(f"SELECT status_message FROM "
+                                           f"extsvc.instance_extension_service_status('{INSTANCE_1}')")}
         env.update(sid, helm_data(version="1.3.0", values={"logLevel": "debug"},
                                   serviceDaemonSet={"labels": {"app": "demo-agent"}}))
         watch(env, sid, "READY")
+        watch_rollout(env, INSTANCE_1, sid, before)
         reqs = env.sim.requests(100)
         reqs = reqs["requests"] if isinstance(reqs, dict) else reqs
         patch = [r for r in reqs if r.get("method") == "PATCH" and "/dpuservices/" in r.get("path", "")][-1]
         print("DPUService PATCH body seen by the API server:", patch.get("body"))
-        watch_attachment(env, INSTANCE_1, sid, "RUNNING")
         per_dpu(env, INSTANCE_1)
 
         banner("6. detach the service from instance 2: TERMINATING, then TERMINATED, then the tombstone goes")
