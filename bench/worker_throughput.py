@@ -255,19 +255,7 @@ def memory(e, rows):
 # --- (e) -------------------------------------------------------------------
 
 def write_kubeconfig(e):
-    """As scripts/demo.py write_kubeconfig does: CA file and token file of the sim."""
-    cfg = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "dpf",
-        "clusters": [{"name": "dpf", "cluster": {"server": e.sim.management,
-                                                 "certificate-authority": e.sim.ca_file}}],
-        "users": [{"name": "operator", "user": {"tokenFile": e.sim.token_file}}],
-        "contexts": [{"name": "dpf", "context": {"cluster": "dpf", "user": "operator",
-                                                  "namespace": "dpf-operator-system"}}],
-    }
-    path = os.path.join(e.workdir, "kubeconfig")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    return path
+    return e.write_kubeconfig()
 
 
 def kubectl_reference():

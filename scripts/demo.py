@@ -36,19 +36,6 @@ def kubectl(env, *args):
     print((r.stdout + r.stderr).rstrip(), flush=True)
 
 
-def write_kubeconfig(env):
-    cfg = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "dpf",
-        "clusters": [{"name": "dpf", "cluster": {"server": env.sim.management,
-                                                 "certificate-authority": env.sim.ca_file}}],
-        "users": [{"name": "operator", "user": {"tokenFile": env.sim.token_file}}],
-        "contexts": [{"name": "dpf", "context": {"cluster": "dpf", "user": "operator",
-                                                  "namespace": "dpf-operator-system"}}],
-    }
-    with open(os.path.join(env.workdir, "kubeconfig"), "w") as f:
-        json.dump(cfg, f)
-
-
 STATUS = ("SELECT service_name, lifecycle_state AS state, version, desired_revision AS desired, "
           "applied_revision AS applied, dpf_service_name, status_message FROM extsvc.services ORDER BY created_at")
 
@@ -124,7 +111,7 @@ def watch_rollout(env, iid, sid, old_messages, timeout=60):
 def main():
     banner("starting dpfsim (TLS + bearer token) and PostgreSQL with the nico_extsvc worker")
     env = Env(dpus=4, workers=2)
-    write_kubeconfig(env)
+    env.write_kubeconfig()
     ok = False
     try:
         print(f"management API {env.sim.management}, DPU cluster {env.sim.dpu}")

@@ -259,6 +259,22 @@ class Env:
             self.sim.stop()
             raise
 
+    def write_kubeconfig(self):
+        """A kubeconfig for the management cluster (the sim's CA and token
+        file), as an operator's kubectl would use; returns its path."""
+        cfg = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "dpf",
+            "clusters": [{"name": "dpf", "cluster": {"server": self.sim.management,
+                                                     "certificate-authority": self.sim.ca_file}}],
+            "users": [{"name": "operator", "user": {"tokenFile": self.sim.token_file}}],
+            "contexts": [{"name": "dpf", "context": {"cluster": "dpf", "user": "operator",
+                                                      "namespace": NAMESPACE}}],
+        }
+        path = os.path.join(self.workdir, "kubeconfig")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        return path
+
     def close(self, keep=False):
         self.pg.stop()
         self.sim.stop()
