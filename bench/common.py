@@ -293,3 +293,19 @@ def json_lines(path, record):
     if path:
         with open(path, "a") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def settle(e, quiet_s=1.0, timeout=60):
+    """Waits until dpfsim's total request count stops moving for quiet_s;
+    returns False when it still moved at the timeout."""
+    deadline = now() + timeout
+    last = e.sim.counts()["total"]
+    still = now()
+    while now() < deadline:
+        time.sleep(0.2)
+        cur = e.sim.counts()["total"]
+        if cur != last:
+            last, still = cur, now()
+        elif now() - still >= quiet_s:
+            return True
+    return False

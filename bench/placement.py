@@ -83,20 +83,6 @@ def dpu_queue_idle(e):
                     "WHERE next_due_at IS NOT NULL OR lease_token IS NOT NULL") == "0"
 
 
-def settle(e, quiet_s=1.0, timeout=60):
-    deadline = c.now() + timeout
-    last = e.sim.counts()["total"]
-    still = c.now()
-    while c.now() < deadline:
-        time.sleep(0.2)
-        cur = e.sim.counts()["total"]
-        if cur != last:
-            last, still = cur, c.now()
-        elif c.now() - still >= quiet_s:
-            return True
-    return False
-
-
 # --- 1. latency ----------------------------------------------------------------
 
 def latency_runs(e, s, sid, version, iid, label):
@@ -142,7 +128,7 @@ def latency():
               f"{c.lit(json.dumps([{'service_id': sid, 'version': version}]))})")
         c.wait_sql(s, f"SELECT extsvc.instance_extension_services_ready('{iid}')", "t", 60, 0.01)
         c.wait_until(lambda: dpu_queue_idle(e), 60, 0.1, "DPU queue idle")
-        settle(e)
+        c.settle(e)
         e.sim.ctl("POST", "/counts/reset")
         e.pg.sql("SELECT extsvc.request_resync()")
         time.sleep(3)
@@ -197,7 +183,7 @@ def fleet_steps(e, out):
              f"FROM generate_series(0, {INSTANCES - 1}) i")
     out["instances_s"] = c.now() - t0
     c.wait_until(lambda: dpu_queue_idle(e), 60, 0.5, "queue idle before attach")
-    settle(e, 0.5)
+    c.settle(e, 0.5)
     e.sim.ctl("POST", "/counts/reset")
     t0 = c.now()
     e.pg.sql(
@@ -241,7 +227,7 @@ def fleet_steps(e, out):
         out["quiet_s"] = c.now() - t1
     except AssertionError:
         out["quiet_s"] = None
-    settle(e)
+    c.settle(e)
     out["attach_counts"] = all_counts(e)
     out["mem_after_attach"] = c.worker_mem(e)
     # one steady-state pass
@@ -257,7 +243,7 @@ def fleet_steps(e, out):
     except TimeoutError as ex:
         out["steady_pass_s"] = None
         print(f"    {ex}", flush=True)
-    settle(e)
+    c.settle(e)
     out["steady_counts"] = all_counts(e)
     out["steady_writes"] = sum(v for k, v in out["steady_counts"].items() if k.split()[1] in WRITES)
     out["mem"] = c.worker_mem(e)

@@ -79,21 +79,6 @@ def fmt_counts(counts, per=1):
     return ", ".join(f"{k} {v / per:.2f}" if per != 1 else f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
-def settle_counts(e, quiet_s=1.0, timeout=30):
-    """Waits until the total request count stops moving for quiet_s."""
-    deadline = c.now() + timeout
-    last = e.sim.counts()["total"]
-    still = c.now()
-    while c.now() < deadline:
-        time.sleep(0.2)
-        cur = e.sim.counts()["total"]
-        if cur != last:
-            last, still = cur, c.now()
-        elif c.now() - still >= quiet_s:
-            return
-    return
-
-
 def wait_resync_lists(e, timeout=30.0, quiet_s=2.0):
     """After request_resync: waits until the paged LIST of DPUServices has
     started and no further page came for quiet_s (a fixed wait is too short
@@ -117,7 +102,7 @@ def throughput(workers, results, keep_env=False, qps=None):
     e = c.env(dpus=2, workers=workers, extra=extra)
     try:
         c.wait_until(lambda: len(e.pg.worker_pids()) == workers, 30, 0.1, f"{workers} workers running")
-        settle_counts(e, 0.5)
+        c.settle(e, 0.5)
         e.sim.ctl("POST", "/counts/reset")
         t0 = c.now()
         e.pg.sql(create_sql("svc-", 1, N))
@@ -148,7 +133,7 @@ def throughput(workers, results, keep_env=False, qps=None):
 def api_calls(e):
     rows = []
     # steady-state resync over N READY services
-    settle_counts(e)
+    c.settle(e)
     e.sim.ctl("POST", "/counts/reset")
     t0 = c.now()
     e.pg.sql("SELECT extsvc.request_resync()")
@@ -164,7 +149,7 @@ def api_calls(e):
     e.sim.ctl("POST", "/counts/reset")
     e.pg.sql(create_sql("op-", 1, OPS))
     wait_count(e, "READY", OPS, 60, like="op-%")
-    settle_counts(e, 0.5)
+    c.settle(e, 0.5)
     cnt = mgmt_counts(e)
     rows.append((f"create (per service, {OPS} services)", fmt_counts(cnt, OPS), sum(cnt.values()) / OPS,
                  sum(v for k, v in cnt.items() if not k.startswith(("GET", "LIST"))) / OPS))
@@ -181,7 +166,7 @@ def api_calls(e):
         if n >= OPS:
             break
         time.sleep(0.1)
-    settle_counts(e, 0.5)
+    c.settle(e, 0.5)
     cnt = mgmt_counts(e)
     rows.append((f"update (per service, {OPS} services)", fmt_counts(cnt, OPS), sum(cnt.values()) / OPS,
                  sum(v for k, v in cnt.items() if not k.startswith(("GET", "LIST"))) / OPS))
@@ -190,7 +175,7 @@ def api_calls(e):
     e.sim.ctl("POST", "/counts/reset")
     e.pg.sql("SELECT count(extsvc.delete_service(service_id)) FROM extsvc.services WHERE service_name LIKE 'op-%'")
     wait_count(e, "DELETED", OPS, 120, like="op-%")
-    settle_counts(e, 0.5)
+    c.settle(e, 0.5)
     cnt = mgmt_counts(e)
     rows.append((f"delete (per service, {OPS} services)", fmt_counts(cnt, OPS), sum(cnt.values()) / OPS,
                  sum(v for k, v in cnt.items() if not k.startswith(("GET", "LIST"))) / OPS))
@@ -244,7 +229,7 @@ def memory(e, rows):
         print("    " + note, flush=True)
     snap("after growth", live)
     # a steady-state resync at this size
-    settle_counts(e)
+    c.settle(e)
     e.sim.ctl("POST", "/counts/reset")
     e.pg.sql("SELECT extsvc.request_resync()")
     cnt = wait_resync_lists(e)
