@@ -134,6 +134,12 @@ CREATE TABLE extsvc.dpf_extension_service_reconciliations (
   last_success_at   timestamptz,
   observed_resource_version text,
   observed_generation bigint,
+  -- DPF's own view of the DPUService (its Ready condition) as last observed:
+  -- context for operators, never proof of a rollout (SPEC 2.8)
+  dpf_ready         boolean,
+  dpf_reason        text,
+  dpf_message       text,
+  dpf_observed_at   timestamptz,
   CONSTRAINT lease_complete CHECK ((lease_token IS NULL) = (lease_expires_at IS NULL))
 );
 CREATE INDEX dpf_extension_service_reconciliations_due

@@ -10,7 +10,8 @@ CREATE FUNCTION extsvc._dpf_service_name(service_id uuid, version text) RETURNS 
 CREATE FUNCTION extsvc._placement_label_key(service_id uuid, version text) RETURNS text
   LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_placement_label_key';
 
-CREATE FUNCTION extsvc._render_dpuservice(service_id uuid, version text, data jsonb, namespace text)
+CREATE FUNCTION extsvc._render_dpuservice(service_id uuid, version text, revision integer, data jsonb,
+                                          namespace text)
   RETURNS jsonb
   LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_render_dpuservice';
 

@@ -24,8 +24,12 @@ SELECT s.service_id,
        s.updated_at,
        s.deleted_at,
        s.has_credential,
-       s.observability
-FROM extsvc.service_records s;
+       s.observability,
+       r.dpf_ready,
+       r.dpf_reason,
+       r.dpf_message
+FROM extsvc.service_records s
+LEFT JOIN extsvc.dpf_extension_service_reconciliations r USING (service_id);
 COMMENT ON VIEW extsvc.services IS 'One row per extension service (SPEC 2.10).';
 
 -- Operators: the reconciliation queue with leases, attempts and last errors.

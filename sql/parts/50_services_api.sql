@@ -438,7 +438,8 @@ BEGIN
   END IF;
   SELECT r.data INTO v_data FROM extsvc.helm_revisions r
    WHERE r.service_id = s.service_id AND r.revision = s.desired_revision;
-  RETURN extsvc._render_dpuservice(s.service_id, s.attachable_version, v_data, extsvc._namespace());
+  RETURN extsvc._render_dpuservice(s.service_id, s.attachable_version, s.desired_revision, v_data,
+                                   extsvc._namespace());
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.render_dpuservice(uuid) IS

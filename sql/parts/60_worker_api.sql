@@ -45,7 +45,7 @@ BEGIN
   )
   SELECT c.service_id, c.state_version, c.lease_token, s.lifecycle_state, s.deployment_scope,
          s.dpf_service_name, s.attachable_version, s.desired_revision, s.applied_revision, c.attempts,
-         extsvc._render_dpuservice(s.service_id, s.attachable_version, h.data, extsvc._namespace()),
+         extsvc._render_dpuservice(s.service_id, s.attachable_version, h.revision, h.data, extsvc._namespace()),
          -- an ALL_DPUS service is deleted only after its labels are gone everywhere
          CASE WHEN s.deployment_scope = 'ALL_DPUS' AND s.lifecycle_state = 'DELETING'
               THEN extsvc._site_service_cleared(s.service_id) ELSE true END
@@ -110,6 +110,21 @@ BEGIN
            deleted_at = CASE WHEN complete_reconciliation.new_state = 'DELETED' THEN now() END,
            updated_at = now()
      WHERE x.service_id = s.service_id;
+    -- A newly applied revision needs new evidence: a RUNNING observed for the
+    -- previous revision no longer proves anything (SPEC 2.8).
+    IF complete_reconciliation.new_state = 'READY'
+       AND complete_reconciliation.applied_revision IS DISTINCT FROM s.applied_revision THEN
+      UPDATE extsvc.dpf_extension_service_attachments a
+         SET deployment_state = 'PENDING', updated_at = now(),
+             status_message = format('revision %s applied; waiting for a Ready pod of it',
+                                     complete_reconciliation.applied_revision)
+       WHERE a.service_id = s.service_id AND a.deployment_state = 'RUNNING';
+      UPDATE extsvc.site_service_dpu_status x
+         SET deployment_state = 'PENDING',
+             status_message = format('revision %s applied; waiting for a Ready pod of it',
+                                     complete_reconciliation.applied_revision)
+       WHERE x.service_id = s.service_id AND x.deployment_state = 'RUNNING';
+    END IF;
     IF complete_reconciliation.new_state = 'DELETED' THEN
       UPDATE extsvc.service_versions v SET deleted_at = now()
        WHERE v.service_id = s.service_id AND v.deleted_at IS NULL;
@@ -138,7 +153,9 @@ BEGIN
          observed_generation = coalesce(complete_reconciliation.observed_generation, q.observed_generation),
          observed_resource_version = coalesce(complete_reconciliation.observed_resource_version, q.observed_resource_version)
    WHERE q.service_id = r.service_id;
-  IF o = 'retry' THEN
+  -- what the worker waits for (finalizers, a paused DPUService) or last failed
+  -- on is shown to operators; written only when it changed
+  IF o = 'retry' OR (o = 'poll' AND complete_reconciliation.message IS NOT NULL) THEN
     UPDATE extsvc.service_records x
        SET status_message = complete_reconciliation.message, updated_at = now()
      WHERE x.service_id = s.service_id AND x.status_message IS DISTINCT FROM complete_reconciliation.message;
@@ -155,7 +172,7 @@ CREATE FUNCTION extsvc.resync_snapshot()
 RETURNS TABLE (service_id uuid, dpf_service_name text, lifecycle_state text, desired jsonb)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT s.service_id, s.dpf_service_name, s.lifecycle_state,
-         extsvc._render_dpuservice(s.service_id, s.attachable_version, h.data, extsvc._namespace())
+         extsvc._render_dpuservice(s.service_id, s.attachable_version, h.revision, h.data, extsvc._namespace())
     FROM extsvc.service_records s
     JOIN extsvc.helm_revisions h ON h.service_id = s.service_id AND h.revision = s.desired_revision
    WHERE s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state = 'READY'
@@ -173,6 +190,28 @@ BEGIN
   RETURN FOUND;
 END
 $fn$;
+
+-- DPF's Ready condition as observed by any pass (create/patch responses, the
+-- resync LIST, a DPU pass): statuses is a JSON array of
+-- {service_id, ready (boolean or null), reason, message}. Writes only rows
+-- whose recorded status differs; returns how many changed.
+CREATE FUNCTION extsvc.record_dpf_status(statuses jsonb) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  n integer;
+BEGIN
+  UPDATE extsvc.dpf_extension_service_reconciliations q
+     SET dpf_ready = x.ready, dpf_reason = x.reason, dpf_message = x.message, dpf_observed_at = now()
+    FROM jsonb_to_recordset(coalesce(record_dpf_status.statuses, '[]')) AS x(service_id uuid, ready boolean,
+                                                                             reason text, message text)
+   WHERE q.service_id = x.service_id
+     AND (q.dpf_ready, q.dpf_reason, q.dpf_message) IS DISTINCT FROM (x.ready, x.reason, x.message);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.record_dpf_status(jsonb) IS
+  'Worker: record DPF''s Ready condition (ready, reason, message) per service as last observed; writes only differences.';
 
 -- Operators ------------------------------------------------------------------
 

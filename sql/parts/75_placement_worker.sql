@@ -35,7 +35,7 @@ BEGIN
            SELECT jsonb_agg(x) FROM (
              SELECT jsonb_build_object('kind', 'attachment', 'instance_id', a.instance_id,
                       'service_id', a.service_id, 'version', a.version, 'label_key', s.placement_label_key,
-                      'dpf_service_name', s.dpf_service_name,
+                      'dpf_service_name', s.dpf_service_name, 'applied_revision', s.applied_revision,
                       'wanted', a.placement_state = 'ACTIVE' AND d.deregistered_at IS NULL) AS x
                FROM extsvc.dpf_extension_service_attachments a
                JOIN extsvc.service_records s USING (service_id)
@@ -43,7 +43,7 @@ BEGIN
              UNION ALL
              SELECT jsonb_build_object('kind', 'site', 'instance_id', NULL, 'service_id', s.service_id,
                       'version', s.attachable_version, 'label_key', s.placement_label_key,
-                      'dpf_service_name', s.dpf_service_name,
+                      'dpf_service_name', s.dpf_service_name, 'applied_revision', s.applied_revision,
                       'wanted', d.deregistered_at IS NULL
                                 AND extsvc._site_service_wanted(s.lifecycle_state, s.applied_revision))
                FROM extsvc.service_records s

@@ -49,13 +49,16 @@ DeploymentState aggregate(const std::vector<DeploymentState>& states) {
 
 DeploymentState derive_deployment_state(const DpuObservation& obs) {
   if (obs.error) return DeploymentState::kError;
+  // Both objects answered 404: nothing of the service can run there any more,
+  // which is termination for an unwanted item and a failure for a wanted one.
+  if (obs.dpu_gone) return obs.wanted ? DeploymentState::kError : DeploymentState::kTerminated;
   if (!obs.observed) return DeploymentState::kUnknown;
   if (obs.wanted) {
     const bool running =
-        obs.device_has_label && obs.node_has_label && obs.ready_pods_current_revision >= 1;
+        obs.device_has_label && obs.node_has_label && obs.ready_pods_applied_revision >= 1;
     return running ? DeploymentState::kRunning : DeploymentState::kPending;
   }
-  const bool gone = !obs.device_has_label && !obs.node_has_label && obs.nonterminal_pods == 0;
+  const bool gone = !obs.device_has_label && !obs.node_has_label && obs.pods_on_node == 0;
   return gone ? DeploymentState::kTerminated : DeploymentState::kTerminating;
 }
 

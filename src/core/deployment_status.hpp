@@ -18,15 +18,17 @@ std::optional<DeploymentState> deployment_state_from_string(std::string_view tex
 // and the aggregate must never claim more than was observed.
 DeploymentState aggregate(const std::vector<DeploymentState>& states);
 
-// One DPU's observation for one service version.
+// One DPU's observation for one service version (SPEC 2.8). Pods are found
+// by the service label and the Node, never by name.
 struct DpuObservation {
   bool wanted;    // an active reason to carry the label exists
   bool observed;  // false => DPU cluster unreachable, Node unmapped or observation stale
   bool device_has_label;
   bool node_has_label;
-  int ready_pods_current_revision;  // Ready pods of the DaemonSet's current revision on the Node
-  int nonterminal_pods;             // pods of the service on the Node not yet Succeeded/Failed/gone
+  int ready_pods_applied_revision;  // Running + Ready pods of the applied revision, not deleting
+  int pods_on_node;                 // every pod of the service on the Node, terminating included
   bool error;                       // non-transient failure (patch refused, DPUDevice missing)
+  bool dpu_gone = false;            // DPUDevice and Node both answered 404
 };
 
 DeploymentState derive_deployment_state(const DpuObservation& obs);

@@ -44,9 +44,10 @@ json placement_node_selector(std::string_view label_key) {
                             {"values", json::array({std::string(kPlacementLabelValue)})}}})}}})}};
 }
 
-json render_dpuservice(std::string_view uuid, std::string_view version, const json& normalized_data,
-                       std::string_view ns) {
+json render_dpuservice(std::string_view uuid, std::string_view version, int revision,
+                       const json& normalized_data, std::string_view ns) {
   const std::string id = require_uuid(uuid);
+  if (revision < 1) throw std::invalid_argument("revision must be at least 1");
   const std::string name = dpf_service_name(id, version);
 
   json source = {{"repoURL", normalized_data.at("repoURL")},
@@ -66,6 +67,10 @@ json render_dpuservice(std::string_view uuid, std::string_view version, const js
     for (const char* key : {"labels", "annotations", "resources", "updateStrategy"})
       if (it->contains(key)) daemon_set[key] = it->at(key);
   }
+  // Tenants cannot set nico/ keys (validation refuses them), so these never
+  // overwrite tenant data.
+  daemon_set["labels"][std::string(kOwnerIdLabel)] = id;
+  daemon_set["annotations"][std::string(kRevisionAnnotation)] = std::to_string(revision);
   daemon_set["nodeSelector"] = placement_node_selector(placement_label_key(id, version));
 
   return {{"apiVersion", std::string(kDpuServiceApiVersion)},

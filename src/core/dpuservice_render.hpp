@@ -11,10 +11,13 @@ inline constexpr std::string_view kDpuServiceApiVersion = "svc.dpu.nvidia.com/v1
 inline constexpr std::string_view kDpuServiceKind = "DPUService";
 inline constexpr std::string_view kDefaultNamespace = "dpf-operator-system";
 
-// The detached DPUService for one service version (SPEC 2.3) from the data
-// normalized by validate_helm_chart_data. Throws std::invalid_argument on a
-// bad uuid and nlohmann exceptions when required data fields are missing.
-nlohmann::json render_dpuservice(std::string_view uuid, std::string_view version,
+// The detached DPUService for one service version (SPEC 2.3) and Helm
+// revision from the data normalized by validate_helm_chart_data. The pods'
+// service label and revision annotation (SPEC 2.8) are injected into
+// spec.serviceDaemonSet so every pod can be tied to its service and revision.
+// Throws std::invalid_argument on a bad uuid or a revision < 1 and nlohmann
+// exceptions when required data fields are missing.
+nlohmann::json render_dpuservice(std::string_view uuid, std::string_view version, int revision,
                                  const nlohmann::json& normalized_data, std::string_view ns);
 
 // The node selector that confines the service to labelled DPUs.

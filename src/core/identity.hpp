@@ -14,6 +14,11 @@ inline constexpr std::string_view kPlacementLabelPrefix = "nico/extsvc-";
 inline constexpr std::string_view kPlacementLabelValue = "enabled";
 inline constexpr std::string_view kOwnerIdLabel = "nico/extension-service-id";
 inline constexpr std::string_view kOwnerVersionLabel = "nico/extension-service-version";
+// Put on the chart's pods through spec.serviceDaemonSet.annotations (DPF's
+// chart contract copies them onto pods): the revision a pod was rendered from.
+inline constexpr std::string_view kRevisionAnnotation = "nico/extension-service-revision";
+// Keys DPF itself writes into the DPUService spec (serviceDaemonSet.labels).
+inline constexpr std::string_view kDpfOwnedKeyPrefix = "svc.dpu.nvidia.com/";
 inline constexpr std::size_t kIdentityHashLength = 20;
 
 // Lowercase 8-4-4-4-12 form of a hyphenated UUID in any case; nullopt for

@@ -78,12 +78,35 @@ json dpuservice_mutable_patch(const json& live, const json& desired) {
       {"spec", "serviceDaemonSet", "resources"},
       {"spec", "serviceDaemonSet", "updateStrategy"},
   }};
+  // DPF writes its own keys into spec.serviceDaemonSet.labels (the newest
+  // controller persists svc.dpu.nvidia.com/service there); they are DPF's,
+  // never compared and never nulled, so a resync does not fight DPF.
+  const json* live_labels = lookup(live, {"spec", "serviceDaemonSet", "labels"});
+  bool dpf_keys = false;
+  json dpf_free_labels;
+  if (live_labels != nullptr && live_labels->is_object()) {
+    dpf_free_labels = json::object();
+    for (const auto& [key, value] : live_labels->items()) {
+      if (std::string_view(key).starts_with(kDpfOwnedKeyPrefix))
+        dpf_keys = true;
+      else
+        dpf_free_labels[key] = value;
+    }
+  }
   json patch = json::object();
   for (const auto& path : kOwned) {
-    const json* have = lookup(live, path);
+    const bool labels_path = path.size() == 3 && path[2] == "labels";
+    const json* have = (labels_path && dpf_keys) ? &dpf_free_labels : lookup(live, path);
     const json* want = lookup(desired, path);
     if (want == nullptr) {
-      if (have != nullptr) put(patch, path, nullptr);
+      if (have != nullptr && labels_path && dpf_keys) {
+        // Null our keys one by one: a whole-object null would drop DPF's.
+        json nulls = json::object();
+        for (const auto& [key, _] : have->items()) nulls[key] = nullptr;
+        if (!nulls.empty()) put(patch, path, std::move(nulls));
+      } else if (have != nullptr) {
+        put(patch, path, nullptr);
+      }
     } else if (have == nullptr) {
       put(patch, path, *want);
     } else if (*have != *want) {

@@ -23,7 +23,9 @@ nlohmann::json apply_merge_patch(nlohmann::json target, const nlohmann::json& pa
 //   spec.serviceDaemonSet.{labels, annotations, resources, updateStrategy}.
 // A field present in `live` but absent in `desired` is nulled; everything
 // else in `live` (metadata, nodeSelector, releaseName, foreign fields) is
-// never mentioned. Returns {} when the owned fields already match.
+// never mentioned. Keys under svc.dpu.nvidia.com/ in the live
+// serviceDaemonSet.labels are DPF's: ignored, never nulled. Returns {} when
+// the owned fields already match.
 nlohmann::json dpuservice_mutable_patch(const nlohmann::json& live, const nlohmann::json& desired);
 
 // Merge patch for a DPUDevice's spec.cluster.nodeLabels: sets each wanted key

@@ -80,17 +80,20 @@ extern "C" Datum nico_extsvc_placement_label_key(PG_FUNCTION_ARGS) {
   });
 }
 
-// (service_id uuid, version text, normalized data jsonb, namespace text) -> jsonb
+// (service_id uuid, version text, revision integer, normalized data jsonb,
+//  namespace text) -> jsonb
 extern "C" Datum nico_extsvc_render_dpuservice(PG_FUNCTION_ARGS) {
   const auto uuid = uuid_to_string(PG_GETARG_UUID_P(0));
   const std::string_view version = text_view(PG_GETARG_TEXT_PP(1));
-  const char* data = jsonb_to_cstring(PG_GETARG_JSONB_P(2));
-  const std::string_view ns = text_view(PG_GETARG_TEXT_PP(3));
+  const int revision = PG_GETARG_INT32(2);
+  const char* data = jsonb_to_cstring(PG_GETARG_JSONB_P(3));
+  const std::string_view ns = text_view(PG_GETARG_TEXT_PP(4));
   PendingError err;
   char* rendered = nullptr;
   cpp_call(err, [&] {
     const auto parsed = nlohmann::json::parse(data);
-    const std::string s = extsvc::core::render_dpuservice(uuid.view(), version, parsed, ns).dump();
+    const std::string s =
+        extsvc::core::render_dpuservice(uuid.view(), version, revision, parsed, ns).dump();
     rendered = pnstrdup(s.data(), s.size());
   });
   raise_if(err);

@@ -15,6 +15,7 @@
 
 #include "gucs.hpp"
 #include "guard.hpp"
+#include "core/dpf_status.hpp"
 #include "kube/client.hpp"
 #include "kube/config.hpp"
 #include "log_sink.hpp"
@@ -171,6 +172,23 @@ void rebuild_runtime() {
   if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
 }
 
+// DPF statuses seen during one batch, recorded with one call after it.
+nlohmann::json dpf_json(const std::string& service_id, const core::DpfStatus& st) {
+  return {{"service_id", service_id},
+          {"ready", st.ready ? nlohmann::json(*st.ready) : nlohmann::json()},
+          {"reason", st.reason.empty() ? nlohmann::json() : nlohmann::json(st.reason)},
+          {"message", st.message.empty() ? nlohmann::json() : nlohmann::json(st.message)}};
+}
+
+// Records what was collected. Called outside any guard; SPI copies the text
+// and run_transaction catches every PostgreSQL error.
+void record_dpf(MemoryContext cxt, const std::string& statuses) {
+  if (statuses.empty()) return;
+  char* error = nullptr;
+  if (!spi_record_dpf_status(cxt, statuses.c_str(), &error))
+    ereport(WARNING, (errmsg("nico_extsvc: recording DPF status failed: %s", error)));
+}
+
 void on_exit_clear_slot(int, Datum) {
   SharedState* st = shared_state();
   if (st != nullptr && g_slot >= 0) {
@@ -180,7 +198,8 @@ void on_exit_clear_slot(int, Datum) {
 }
 
 // One claimed row through the reconciler and back into the database.
-void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot) {
+void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
+                 nlohmann::json* dpf_seen) {
   // Everything C++ happens inside cpp_call; its results are copied into
   // palloc'd memory before the database is touched again.
   Completion c{};
@@ -220,6 +239,7 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot) {
     c.retry_after_s = o.retry_after_s.value_or(-1);
     c.observed_generation = o.observed_generation.value_or(-1);
     c.observed_resource_version = keep(o.observed_resource_version);
+    if (o.dpf) dpf_seen->push_back(dpf_json(w.service_id, *o.dpf));
     spdlog::debug("{} {} {}: {} {} ({} API calls)", w.dpf_service_name, w.lifecycle_state,
                   c.outcome, o.new_state, o.message, o.api_calls);
   });
@@ -276,6 +296,10 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
       item.version = it.value("version", "");
       item.label_key = it.value("label_key", "");
       item.dpf_service_name = it.value("dpf_service_name", "");
+      item.applied_revision =
+          it.contains("applied_revision") && it["applied_revision"].is_number_integer()
+              ? it["applied_revision"].get<int>()
+              : 0;
       item.wanted = it.value("wanted", false);
       w.items.push_back(std::move(item));
     }
@@ -339,7 +363,15 @@ int dpu_batch(MemoryContext cxt, WorkerSlot* slot) {
     CHECK_FOR_INTERRUPTS();
     process_dpu(cxt, batch.rows[i], rec, slot);
   }
-  cpp_call(err, [&] { delete rec; });
+  std::string statuses;
+  cpp_call(err, [&] {
+    nlohmann::json seen = nlohmann::json::array();
+    for (const auto& [id, st] : rec->dpf_statuses()) seen.push_back(dpf_json(id, st));
+    delete rec;
+    rec = nullptr;
+    if (!seen.empty()) statuses = seen.dump();
+  });
+  record_dpf(cxt, statuses);
   return batch.count;
 }
 
@@ -355,6 +387,7 @@ void resync(MemoryContext cxt) {
   int ndrift = 0;
   char** drift_ids = nullptr;
   char** drift_details = nullptr;
+  std::string dpf_statuses;
   cpp_call(err, [&] {
     std::vector<reconcile::DesiredService> services;
     services.reserve(snap.count);
@@ -376,6 +409,11 @@ void resync(MemoryContext cxt) {
       drift_ids[i] = MemoryContextStrdup(cxt, report.drifted[i].first.c_str());
       drift_details[i] = MemoryContextStrdup(cxt, report.drifted[i].second.c_str());
     }
+    if (!report.dpf.empty()) {
+      nlohmann::json seen = nlohmann::json::array();
+      for (const auto& [id, st] : report.dpf) seen.push_back(dpf_json(id, st));
+      dpf_statuses = seen.dump();
+    }
     if (!report.orphans.empty())
       spdlog::warn("{} DPUService(s) carry our ownership label but match no live service, e.g. {}",
                    report.orphans.size(), report.orphans.front());
@@ -387,6 +425,7 @@ void resync(MemoryContext cxt) {
     ereport(WARNING, (errmsg_internal("nico_extsvc: resync failed: %s", err.message)));
     return;
   }
+  record_dpf(cxt, dpf_statuses);
   for (int i = 0; i < ndrift; ++i) {
     if (!spi_mark_drift(cxt, drift_ids[i], drift_details[i], &error))
       ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
@@ -437,10 +476,19 @@ void worker_loop() {
         ereport(WARNING, (errmsg("nico_extsvc: claim failed: %s", error)));
       } else {
         pg_atomic_fetch_add_u64(&slot->claimed, batch.count);
-        for (int i = 0; i < batch.count; ++i) {
+        nlohmann::json* dpf_seen = nullptr;
+        PendingError jerr;
+        cpp_call(jerr, [&] { dpf_seen = new nlohmann::json(nlohmann::json::array()); });
+        for (int i = 0; dpf_seen != nullptr && i < batch.count; ++i) {
           CHECK_FOR_INTERRUPTS();
-          process_row(iter_cxt, batch.rows[i], slot);
+          process_row(iter_cxt, batch.rows[i], slot, dpf_seen);
         }
+        std::string statuses;
+        cpp_call(jerr, [&] {
+          if (dpf_seen != nullptr && !dpf_seen->empty()) statuses = dpf_seen->dump();
+          delete dpf_seen;
+        });
+        record_dpf(iter_cxt, statuses);
       }
       const int ndpus = dpu_batch(iter_cxt, slot);
       // Drift detection is one LIST per pass; the first worker does it.

@@ -263,6 +263,11 @@ void complete_dpu_body(MemoryContext cxt, void* arg) {
   *a->result = SPI_processed > 0 ? copy_value(cxt, 0, 1) : nullptr;
 }
 
+void record_dpf_body(MemoryContext, void* arg) {
+  const char* args[] = {static_cast<const char*>(arg)};
+  exec_text_args("SELECT extsvc.record_dpf_status($1::jsonb)", 1, args, SPI_OK_SELECT);
+}
+
 void mark_dpus_due_body(MemoryContext, void*) {
   exec_text_args("SELECT extsvc.mark_dpus_due()", 0, nullptr, SPI_OK_SELECT);
 }
@@ -285,6 +290,11 @@ bool spi_complete_dpu(MemoryContext cxt, const DpuCompletion* c, char** result, 
   CompleteDpuArgs a{c, result};
   *result = nullptr;
   return run_transaction("nico_extsvc: complete DPU pass", complete_dpu_body, cxt, &a, error);
+}
+
+bool spi_record_dpf_status(MemoryContext cxt, const char* statuses, char** error) {
+  return run_transaction("nico_extsvc: record DPF status", record_dpf_body, cxt,
+                         const_cast<char*>(statuses), error);
 }
 
 bool spi_mark_dpus_due(MemoryContext cxt, char** error) {

@@ -101,5 +101,7 @@ bool spi_claim_dpus(MemoryContext cxt, const char* worker, int batch, int lease_
                     DpuClaimResult* out, char** error);
 bool spi_complete_dpu(MemoryContext cxt, const DpuCompletion* c, char** result, char** error);
 bool spi_mark_dpus_due(MemoryContext cxt, char** error);
+// statuses: JSON array for extsvc.record_dpf_status().
+bool spi_record_dpf_status(MemoryContext cxt, const char* statuses, char** error);
 
 }  // namespace extsvc::pg

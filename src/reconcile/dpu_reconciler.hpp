@@ -1,14 +1,18 @@
 // One placement pass over one DPU (SPEC 2.7, 2.8): converge the DPUDevice's
 // NICo-owned node labels with one merge patch, then observe the DPU-cluster
-// Node and the pods on it, and derive a deployment state per attachment.
-// A few API calls per DPU, not per service: GET (+ PATCH) DPUDevice, GET
-// Node, LIST pods on the Node; ControllerRevisions are listed once per batch.
+// Node and the service's pods on it, and derive a deployment state per item.
+// Pods are found by the service label that the rendered DPUService puts on
+// them (nico/extension-service-id) and spec.nodeName, never by name: the
+// chart names them. A few API calls per DPU, not per service: GET (+ PATCH)
+// DPUDevice, GET Node, LIST the service pods on the Node; our DPUServices are
+// listed at most once per batch, only for DPF's context in PENDING messages.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
 
+#include "core/dpf_status.hpp"
 #include "kube/client.hpp"
 #include "reconcile/dpu_work.hpp"
 
@@ -22,27 +26,20 @@ class DpuReconciler {
 
   DpuOutcome reconcile(const DpuWork& work);
 
- private:
-  // DaemonSet name -> current controller-revision-hash; loaded once per batch.
-  const std::map<std::string, std::string>* current_revisions(std::string* error);
+  // DPF's status of every DPUService listed during this batch, by service id
+  // (empty when no item needed it), for the worker to record.
+  const std::map<std::string, core::DpfStatus>& dpf_statuses() const { return dpf_; }
 
-  struct Rollout {
-    bool dpf_observed = false;       // DPUService status.observedGeneration == generation
-    bool dpf_ready = false;          // ... and its Ready condition is True
-    bool daemonset_current = false;  // DaemonSet exists, status.observedGeneration == generation
-    int64_t generation = 0;
-  };
-  // DPUService/DaemonSet name -> rollout progress; loaded once per batch
-  // (one LIST of our DPUServices, one LIST of DaemonSets).
-  const std::map<std::string, Rollout>* rollouts(std::string* error);
+ private:
+  // DPF's view of the service, or null when the LIST failed or the service
+  // has no DPUService; the LIST runs once per batch.
+  const core::DpfStatus* dpf_status(const std::string& service_id);
 
   kube::Client& mgmt_;
   kube::Client* dpu_;
   std::string ns_;
-  std::optional<std::map<std::string, std::string>> revisions_;
-  std::optional<std::map<std::string, Rollout>> rollouts_;
-  std::string rollouts_error_;
-  std::string revisions_error_;
+  std::map<std::string, core::DpfStatus> dpf_;
+  bool dpf_listed_ = false;
   int calls_ = 0;
 };
 

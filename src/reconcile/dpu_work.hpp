@@ -18,7 +18,8 @@ struct DpuItem {
   std::string service_id;
   std::string version;
   std::string label_key;
-  std::string dpf_service_name;  // = DaemonSet name in the DPU cluster
+  std::string dpf_service_name;  // the DPUService (and Helm release) name
+  int applied_revision = 0;      // the revision a pod must carry to prove RUNNING; 0 = none yet
   bool wanted = false;
 };
 
@@ -49,8 +50,8 @@ struct DpuOutcome {
   nlohmann::json observation = nlohmann::json::object();  // for operators
   int api_calls = 0;
   bool patched = false;
-  // A rollout is still under way somewhere (DPF has not reported the latest
-  // generation Ready): keep observing even if this DPU looks converged.
+  // Observe again even if every item looks converged. Per-pod evidence makes
+  // this unnecessary today; kept for the queue's contract.
   bool keep_polling = false;
 };
 

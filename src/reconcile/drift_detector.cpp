@@ -33,9 +33,11 @@ DriftReport detect_drift(kube::Client& api, const std::string& ns,
     const auto& live = *it->second;
     if (auto field = core::identity_mismatch(live, s.service_id, s.attachable_version, ns)) {
       report.drifted.emplace_back(s.service_id, "identity differs at " + *field);
-    } else if (!core::dpuservice_mutable_patch(live, s.desired).empty()) {
-      report.drifted.emplace_back(s.service_id,
-                                  "DPUService spec differs from the desired revision");
+    } else {
+      report.dpf.emplace_back(s.service_id, core::dpf_status(live));
+      if (!core::dpuservice_mutable_patch(live, s.desired).empty())
+        report.drifted.emplace_back(s.service_id,
+                                    "DPUService spec differs from the desired revision");
     }
   }
   const std::unordered_set<std::string> known(known_names.begin(), known_names.end());

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dpf_status.hpp"
 #include "kube/client.hpp"
 
 namespace extsvc::reconcile {
@@ -23,6 +24,8 @@ struct DesiredService {
 struct DriftReport {
   std::vector<std::pair<std::string, std::string>> drifted;  // service_id, what differs
   std::vector<std::string> orphans;  // owned-labelled objects with no READY service
+  // DPF's Ready condition of every listed service that is ours and intact
+  std::vector<std::pair<std::string, core::DpfStatus>> dpf;
   size_t listed = 0;
   std::optional<kube::Error> error;  // the LIST failed: nothing can be concluded
 };

@@ -1,10 +1,13 @@
 #include "reconcile/service_reconciler.hpp"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "core/dpuservice_render.hpp"
 #include "core/merge_patch.hpp"
 #include "kube/error.hpp"
+#include "reconcile/errors.hpp"
 
 namespace extsvc::reconcile {
 
@@ -47,7 +50,20 @@ Outcome from_error(const kube::Error& e, const std::string& what) {
   o.retry_after_s = e.retry_after_s;
   // describe() is already redacted; it never carries request headers.
   o.message = what + ": " + kube::describe(e);
-  if (kube::is_transient(e)) {
+  if (e.kind == ErrorKind::kBadRequest) {
+    std::vector<std::string> fields = core::strict_unknown_fields(e.message);
+    for (const auto& [field, msg] : e.causes)
+      for (auto& f : core::strict_unknown_fields("strict decoding error: " + msg))
+        if (std::find(fields.begin(), fields.end(), f) == fields.end()) fields.push_back(f);
+    if (!fields.empty()) {
+      o.kind = Outcome::Kind::kTransition;
+      o.new_state = "FAILED";
+      o.reason = "unknown_fields";
+      o.message = what + ": " + core::unknown_fields_message(fields);
+      return o;
+    }
+  }
+  if (retryable(e)) {
     o.kind = Outcome::Kind::kRetry;
   } else {
     o.kind = Outcome::Kind::kTransition;
@@ -65,7 +81,23 @@ Outcome ownership_conflict(const ServiceWork& w, const std::string& field) {
                         " is not ours; it is left untouched");
 }
 
+// The API server answered 2xx but without fields we sent: it prunes unknown
+// fields (an API server that ignores fieldValidation). Permanent: the same
+// request would be pruned again.
+std::optional<Outcome> pruned(const nlohmann::json& sent, const nlohmann::json& echoed,
+                              const std::string& what) {
+  const auto dropped = core::dropped_fields(sent, echoed);
+  if (dropped.empty()) return std::nullopt;
+  std::string list;
+  for (const auto& f : dropped) list += (list.empty() ? "" : ", ") + f;
+  return transition("FAILED", "unknown_fields",
+                    what + ": the API server answered without " + list +
+                        ": its DPUService CRD does not define them (fields were dropped). "
+                        "Upgrade DPF or update the service without them");
+}
+
 void observe(Outcome& o, const nlohmann::json& obj) {
+  o.dpf = core::dpf_status(obj);
   const auto& md = obj.value("metadata", nlohmann::json::object());
   if (md.contains("generation") && md["generation"].is_number_integer())
     o.observed_generation = md["generation"].get<int64_t>();
@@ -117,8 +149,10 @@ Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
 
 Outcome ServiceReconciler::create(const ServiceWork& w) {
   ++calls_;
-  auto created = api_.create(kube::dpuservices_path(ns_), w.desired);
+  auto created = api_.create(kube::dpuservices_path(ns_) + kStrict, w.desired);
   if (created.ok()) {
+    if (auto failed = pruned(w.desired, created.value().body, "creating the DPUService"))
+      return *failed;
     Outcome o =
         transition("READY", "dpuservice_created",
                    "DPUService created with revision " + std::to_string(w.desired_revision));
@@ -127,6 +161,17 @@ Outcome ServiceReconciler::create(const ServiceWork& w) {
     return o;
   }
   if (created.kind() == ErrorKind::kAlreadyExists) return adopt_existing(w);
+  if (created.kind() == ErrorKind::kNotFound) {
+    // The collection answers 404 only when the namespace does not exist: a
+    // configuration error, not something a retry fixes.
+    Outcome o = transition("FAILED", "namespace_missing",
+                           "creating the DPUService: namespace \"" + ns_ +
+                               "\" does not exist in the management cluster (" +
+                               kube::describe(created.error()) +
+                               "); set extsvc.namespace to DPF's namespace and retry the service");
+    o.http_status = 404;
+    return o;
+  }
   return from_error(created.error(), "creating the DPUService");
 }
 
@@ -151,9 +196,11 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
   nlohmann::json current = live;
   if (!patch.empty()) {
     ++calls_;
-    auto patched = api_.merge_patch(kube::dpuservices_path(ns_, w.dpf_service_name), patch);
+    auto patched =
+        api_.merge_patch(kube::dpuservices_path(ns_, w.dpf_service_name) + kStrict, patch);
     if (!patched.ok()) return from_error(patched.error(), "patching the adopted DPUService");
     current = patched.value().body;
+    if (auto failed = pruned(w.desired, current, "patching the adopted DPUService")) return *failed;
   }
   Outcome o =
       transition("READY", "dpuservice_adopted",
@@ -175,7 +222,7 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
             "DPUService " + w.dpf_service_name + " is missing; the update was not applied");
       // READY but gone (deleted by hand): re-create it.
       ++calls_;
-      auto created = api_.create(kube::dpuservices_path(ns_), w.desired);
+      auto created = api_.create(kube::dpuservices_path(ns_) + kStrict, w.desired);
       if (!created.ok()) return from_error(created.error(), "re-creating the missing DPUService");
       Outcome o = event("drift_recreated", "DPUService was missing and has been re-created");
       observe(o, created.value().body);
@@ -203,7 +250,7 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
     return o;
   }
   ++calls_;
-  auto patched = api_.merge_patch(path, patch);
+  auto patched = api_.merge_patch(path + kStrict, patch);
   if (!patched.ok()) {
     if (patched.kind() == ErrorKind::kNotFound && !drift_repair)
       return transition("FAILED", "dpuservice_missing",
@@ -212,18 +259,15 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
   }
   // The PATCH response is the object after the write: no second GET.
   const auto& after = patched.value().body;
-  if (!core::dpuservice_mutable_patch(after, w.desired).empty()) {
-    Outcome o;
-    o.kind = Outcome::Kind::kRetry;
-    o.message = "the API server's response does not show the patched fields yet";
-    return o;
-  }
+  if (auto failed = pruned(w.desired, after, "patching the DPUService")) return *failed;
   Outcome o = drift_repair
                   ? event("drift_patched", "DPUService spec had drifted; patched back")
                   : transition("READY", "revision_applied",
                                "revision " + std::to_string(w.desired_revision) + " applied");
   if (!drift_repair) o.applied_revision = w.desired_revision;
   observe(o, after);
+  if (o.dpf->paused)
+    o.message += "; the DPUService is paused (spec.paused), so DPF will not roll it out";
   return o;
 }
 
@@ -242,7 +286,10 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
   if (!core::owned_by(live, w.service_id))
     return ownership_conflict(w, "metadata.labels[\"nico/extension-service-id\"]");
   if (being_deleted(live)) {
-    Outcome o = poll("waiting for DPF to remove the DPUService's finalizers");
+    const bool paused = core::dpf_status(live).paused;
+    Outcome o = poll(paused ? "the DPUService is paused (spec.paused is true): DPF does not "
+                              "finish its delete until someone unpauses it"
+                            : "waiting for DPF to remove the DPUService's finalizers");
     observe(o, live);
     return o;
   }
@@ -254,6 +301,10 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
     return from_error(deleted.error(), "deleting the DPUService");
   }
   // Deleted at once or now terminating: either way confirm with a 404 later.
+  if (core::dpf_status(live).paused)
+    return poll(
+        "delete requested, but the DPUService is paused (spec.paused is true): DPF does "
+        "not finish its delete until someone unpauses it");
   return poll("delete requested; waiting for the API to answer 404");
 }
 

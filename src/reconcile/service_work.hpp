@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "core/dpf_status.hpp"
+
 namespace extsvc::reconcile {
 
 struct ServiceWork {
@@ -36,6 +38,7 @@ struct Outcome {
   std::optional<double> retry_after_s;
   std::optional<int64_t> observed_generation;
   std::string observed_resource_version;
+  std::optional<core::DpfStatus> dpf;  // DPF's view when a live object was seen
   int api_calls = 0;
 };
 

@@ -54,16 +54,19 @@ def wait_until(fn, timeout=30.0, interval=0.05, what="condition"):
 class Sim:
     """A dpfsim process with TLS and a bearer token."""
 
-    def __init__(self, workdir, dpus=4, tls=True):
+    def __init__(self, workdir, dpus=4, tls=True, args=()):
         self.dir = os.path.join(workdir, "sim")
         os.makedirs(self.dir, exist_ok=True)
         os.chmod(self.dir, 0o755)
         self.token_file = os.path.join(self.dir, "token")
         self.write_token("e2e-token-1")
-        args = [DPFSIM, "--listen", "127.0.0.1:0", "--dpu-listen", "127.0.0.1:0",
-                "--control-listen", "127.0.0.1:0", "--dpus", str(dpus), "--seed", "7"]
+        cmd = [DPFSIM, "--listen", "127.0.0.1:0", "--dpu-listen", "127.0.0.1:0",
+               "--control-listen", "127.0.0.1:0", "--dpus", str(dpus), "--seed", "7"]
+        extra = list(args)
+        args = cmd
         if tls:
             args += ["--tls-dir", self.dir, "--token-file", self.token_file]
+        args += extra
         self.log = open(os.path.join(self.dir, "dpfsim.log"), "w")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()
@@ -236,10 +239,10 @@ class Postgres:
 class Env:
     """dpfsim + PostgreSQL wired together; the worker talks TLS with a token."""
 
-    def __init__(self, dpus=4, workers=2, extra=None):
+    def __init__(self, dpus=4, workers=2, extra=None, sim_args=()):
         self.workdir = tempfile.mkdtemp(prefix="nico-extsvc-e2e.")
         os.chmod(self.workdir, 0o755)
-        self.sim = Sim(self.workdir, dpus=dpus)
+        self.sim = Sim(self.workdir, dpus=dpus, args=sim_args)
         settings = {
             "extsvc.workers": str(workers),
             "extsvc.kube_server": f"'{self.sim.management}'",

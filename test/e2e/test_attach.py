@@ -80,12 +80,13 @@ def node_labels(i):
     return body["metadata"].get("labels", {})
 
 
-def pods_on(i, ds_name):
-    code, body = e().sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node(i)}",
-                              base=e().sim.dpu)
+def pods_on(i, sid):
+    """The service's pods on DPU i, found as the product finds them: by the
+    service label the rendered DPUService puts on them, never by name."""
+    code, body = e().sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node(i)}"
+                              f"&labelSelector=nico%2Fextension-service-id%3D{sid}", base=e().sim.dpu)
     assert code == 200, body
-    return [p for p in body["items"]
-            if any(r.get("name") == ds_name for r in p["metadata"].get("ownerReferences", []))]
+    return body["items"]
 
 
 def status(iid):
@@ -122,13 +123,12 @@ def test_attach_labels_only_the_target_dpu_and_reaches_running():
     assert not ready(iid) or True
     attach(iid, sid)
     key = label_key(sid)
-    name = e().state(sid)[3]
     wait_summary(iid, sid, "RUNNING")
     assert ready(iid)
     assert device_labels(1).get(key) == "enabled"
     assert key not in device_labels(0)
     assert node_labels(1).get(key) == "enabled" and key not in node_labels(0)
-    assert len(pods_on(1, name)) == 1 and not pods_on(0, name)
+    assert len(pods_on(1, sid)) == 1 and not pods_on(0, sid)
     assert all(key not in device_labels(i) for i in (2, 3, 4))
 
 
@@ -156,7 +156,6 @@ def test_detach_terminates_then_tombstone_goes_and_delete_is_allowed():
     iid = new_instance(HOST_C)
     attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
-    name = e().state(sid)[3]
     err = e().pg.sql(f"SELECT extsvc.delete_service('{sid}')", check=False)
     assert "still has active or removing attachments" in err, err
     attach(iid)  # detach
@@ -170,7 +169,7 @@ def test_detach_terminates_then_tombstone_goes_and_delete_is_allowed():
     wait_until(gone, timeout=40, interval=0.05, what="tombstone gone")
     assert "PENDING" not in seen and "RUNNING" not in seen, seen
     assert label_key(sid) not in device_labels(4) and label_key(sid) not in node_labels(4)
-    assert not pods_on(4, name)
+    assert not pods_on(4, sid)
     assert e().delete(sid) == "DELETING"
     e().wait_state(sid, "DELETED")
 
@@ -198,13 +197,12 @@ def test_network_change_moves_the_target_set_without_leaks():
     attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     key = label_key(sid)
-    name = e().state(sid)[3]
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST_A}', ARRAY['{dpu_id(0)}']::uuid[])")
     wait_until(lambda: status(iid).get((sid, device(1))) is None and
                status(iid).get((sid, device(0))) == ("ACTIVE", "RUNNING"), timeout=40, interval=0.1,
                what="target moved")
     assert device_labels(0).get(key) == "enabled" and key not in device_labels(1)
-    assert key not in node_labels(1) and not pods_on(1, name)
+    assert key not in node_labels(1) and not pods_on(1, sid)
     attach(iid)
     wait_until(lambda: summary(iid) == {}, timeout=40, what="detached")
 
@@ -214,8 +212,7 @@ def test_update_rolls_pods_and_status_passes_through_pending():
     iid = new_instance(HOST_C)
     attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
-    name = e().state(sid)[3]
-    old_hash = pods_on(4, name)[0]["metadata"]["labels"]["controller-revision-hash"]
+    old_rev = pods_on(4, sid)[0]["metadata"]["annotations"]["nico/extension-service-revision"]
     # a slow pod start makes the rollout long enough to be seen
     e().sim.ctl("POST", "/delays", {"pod_ready_ms": 2000})
     e().update(sid, helm_data(values={"v": 2}))
@@ -224,8 +221,8 @@ def test_update_rolls_pods_and_status_passes_through_pending():
     def rolled():
         s = summary(iid)[sid]
         seen.add(s[0])
-        pods = [p for p in pods_on(4, name) if not p["metadata"].get("deletionTimestamp")]
-        new_pod_ready = bool(pods) and pods[0]["metadata"]["labels"]["controller-revision-hash"] != old_hash \
+        pods = [p for p in pods_on(4, sid) if not p["metadata"].get("deletionTimestamp")]
+        new_pod_ready = bool(pods) and pods[0]["metadata"]["annotations"]["nico/extension-service-revision"] != old_rev \
             and any(c.get("type") == "Ready" and c.get("status") == "True"
                     for c in pods[0].get("status", {}).get("conditions", []))
         return s[0] == "RUNNING" and e().state(sid)[0] == "READY" and new_pod_ready

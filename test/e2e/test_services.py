@@ -9,6 +9,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Env, helm_data, lit, run_tests, wait_until  # noqa: E402
 
+REV = "nico/extension-service-revision"
+
 ENV = None
 
 
@@ -68,8 +70,10 @@ def test_update_sends_the_minimal_patch_and_promotes_the_revision():
     st = e.wait_state(sid, "READY")
     assert st[1] == "2" and st[2] == "2", st
     patch = json.loads(last_patch(name)["body"])
+    # the revision annotation rides along: it is how pods prove their revision
     assert patch == {"spec": {"helmChart": {"source": {"version": "1.2.4"},
-                                            "values": {"b": {"c": None, "d": 3}}}}}, patch
+                                            "values": {"b": {"c": None, "d": 3}}},
+                              "serviceDaemonSet": {"annotations": {REV: "2"}}}}, patch
     live = e.sim.dpuservice(name)
     assert live["spec"]["helmChart"]["values"] == {"a": 1, "b": {"d": 3}}
     assert ("UPDATING", "READY", "worker", "revision_applied") in e.history(sid)
@@ -82,11 +86,13 @@ def test_values_present_to_absent_and_empty_object():
     name = e.wait_state(sid, "READY")[3]
     e.update(sid, helm_data())  # values absent
     e.wait_state(sid, "READY")
-    assert json.loads(last_patch(name)["body"]) == {"spec": {"helmChart": {"values": None}}}
+    assert json.loads(last_patch(name)["body"]) == {"spec": {"helmChart": {"values": None},
+                                                             "serviceDaemonSet": {"annotations": {REV: "2"}}}}
     assert "values" not in e.sim.dpuservice(name)["spec"]["helmChart"]
     e.update(sid, helm_data(values={}))
     e.wait_state(sid, "READY")
-    assert json.loads(last_patch(name)["body"]) == {"spec": {"helmChart": {"values": {}}}}
+    assert json.loads(last_patch(name)["body"]) == {"spec": {"helmChart": {"values": {}},
+                                                             "serviceDaemonSet": {"annotations": {REV: "3"}}}}
     assert e.sim.dpuservice(name)["spec"]["helmChart"]["values"] == {}
 
 

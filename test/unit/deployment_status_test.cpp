@@ -57,7 +57,8 @@ TEST(DeploymentState, DeriveTable) {
     S out;
     const char* why;
   };
-  // wanted, observed, device label, node label, ready pods, nonterminal pods, error
+  // wanted, observed, device label, node label, ready pods of the applied revision,
+  // pods on the node (terminating included), error, DPU gone
   const Row rows[] = {
       {{true, true, true, true, 1, 1, true}, S::kError, "error wins over running"},
       {{false, false, false, false, 0, 0, true}, S::kError, "error wins over unobserved"},
@@ -67,13 +68,16 @@ TEST(DeploymentState, DeriveTable) {
       {{true, true, true, true, 3, 3, false}, S::kRunning, "several ready pods"},
       {{true, true, false, true, 1, 1, false}, S::kPending, "device label missing"},
       {{true, true, true, false, 1, 1, false}, S::kPending, "node label missing"},
-      {{true, true, true, true, 0, 1, false}, S::kPending, "pod not ready or old revision"},
+      {{true, true, true, true, 0, 1, false}, S::kPending, "no Ready pod of the applied revision"},
       {{true, true, false, false, 0, 0, false}, S::kPending, "nothing yet"},
       {{false, true, false, false, 0, 0, false}, S::kTerminated, "all gone"},
       {{false, true, true, false, 0, 0, false}, S::kTerminating, "device label remains"},
       {{false, true, false, true, 0, 0, false}, S::kTerminating, "node label remains"},
       {{false, true, false, false, 0, 1, false}, S::kTerminating, "pod remains"},
       {{false, true, true, true, 1, 1, false}, S::kTerminating, "still running"},
+      {{false, false, false, false, 0, 0, false, true}, S::kTerminated, "DPU gone, not wanted"},
+      {{true, false, false, false, 0, 0, false, true}, S::kError, "DPU gone but wanted"},
+      {{false, true, false, false, 0, 2, false}, S::kTerminating, "terminating pods count"},
   };
   for (const auto& r : rows) EXPECT_EQ(derive_deployment_state(r.obs), r.out) << r.why;
 }

@@ -47,11 +47,14 @@ TEST(RenderDpuService, Minimal) {
                                "chart": "tenant-service", "version": "1.2.3",
                                "releaseName": "extsvc-qquz5u6fxoepw7najclp"}},
       "security": {"privileged": false},
-      "serviceDaemonSet": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+      "serviceDaemonSet": {
+        "labels": {"nico/extension-service-id": "7b4d3c2a-1e5f-4a6b-9c8d-0e1f2a3b4c5d"},
+        "annotations": {"nico/extension-service-revision": "1"},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "nico/extsvc-qquz5u6fxoepw7najclp", "operator": "In", "values": ["enabled"]}]}]}}
     }
   })");
-  EXPECT_EQ(render_dpuservice(kUuid, kVersion, data, kNs), expected);
+  EXPECT_EQ(render_dpuservice(kUuid, kVersion, 1, data, kNs), expected);
 }
 
 TEST(RenderDpuService, Full) {
@@ -76,19 +79,20 @@ TEST(RenderDpuService, Full) {
                     "values": {"image": {"tag": "1"}, "serviceDaemonSet": {"labels": {"v": "w"}}}},
       "security": {"privileged": true, "spiffe": {}},
       "serviceDaemonSet": {
-        "labels": {"app": "x"}, "annotations": {"a": "b"}, "resources": {"cpu": "1"},
+        "labels": {"app": "x", "nico/extension-service-id": "7b4d3c2a-1e5f-4a6b-9c8d-0e1f2a3b4c5d"},
+        "annotations": {"a": "b", "nico/extension-service-revision": "7"}, "resources": {"cpu": "1"},
         "updateStrategy": {"type": "OnDelete"},
         "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
           {"key": "nico/extsvc-qquz5u6fxoepw7najclp", "operator": "In", "values": ["enabled"]}]}]}}
     }
   })");
-  EXPECT_EQ(render_dpuservice(kUuid, kVersion, data, "other-ns"), expected);
+  EXPECT_EQ(render_dpuservice(kUuid, kVersion, 7, data, "other-ns"), expected);
 }
 
 TEST(RenderDpuService, EmptyValuesKeptAndNeverAttachmentFields) {
   const auto data = normalized(R"({"repoURL":"oci://r.io/c","chartName":"c","chartVersion":"1.0.0",
       "security":{"privileged":false},"values":{}})");
-  const auto r = render_dpuservice(kUuid, kVersion, data, kNs);
+  const auto r = render_dpuservice(kUuid, kVersion, 1, data, kNs);
   EXPECT_EQ(r["spec"]["helmChart"]["values"], json::object());
   for (const char* f : {"serviceID", "interfaces", "configPorts", "dpuClusterSelector", "paused"})
     EXPECT_FALSE(r["spec"].contains(f)) << f;
@@ -97,10 +101,11 @@ TEST(RenderDpuService, EmptyValuesKeptAndNeverAttachmentFields) {
 TEST(RenderDpuService, CanonicalizesUuidAndRefusesBadOne) {
   const auto data = normalized(R"({"repoURL":"oci://r.io/c","chartName":"c","chartVersion":"1.0.0",
       "security":{"privileged":false}})");
-  const auto r = render_dpuservice("7B4D3C2A-1E5F-4A6B-9C8D-0E1F2A3B4C5D", kVersion, data, kNs);
+  const auto r = render_dpuservice("7B4D3C2A-1E5F-4A6B-9C8D-0E1F2A3B4C5D", kVersion, 1, data, kNs);
   EXPECT_EQ(r["metadata"]["name"], kName);
   EXPECT_EQ(r["metadata"]["labels"]["nico/extension-service-id"], std::string(kUuid));
-  EXPECT_THROW(render_dpuservice("nope", kVersion, data, kNs), std::invalid_argument);
+  EXPECT_THROW(render_dpuservice("nope", kVersion, 1, data, kNs), std::invalid_argument);
+  EXPECT_THROW(render_dpuservice(kUuid, kVersion, 0, data, kNs), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------- identity_mismatch
@@ -108,7 +113,7 @@ TEST(RenderDpuService, CanonicalizesUuidAndRefusesBadOne) {
 json live_object() {
   const auto data = normalized(R"({"repoURL":"oci://r.io/c","chartName":"c","chartVersion":"1.0.0",
       "security":{"privileged":false},"values":{"secret":"s3cret"}})");
-  json live = render_dpuservice(kUuid, kVersion, data, kNs);
+  json live = render_dpuservice(kUuid, kVersion, 1, data, kNs);
   // Fields the API server and DPF add are not identity.
   live["metadata"]["resourceVersion"] = "42";
   live["metadata"]["finalizers"] = json::array({"dpu.nvidia.com/dpuservice"});

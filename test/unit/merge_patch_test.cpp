@@ -87,6 +87,28 @@ json desired_from(const json& live) {
   return d;
 }
 
+TEST(MutablePatch, DpfOwnedLabelKeysAreNeverComparedOrNulled) {
+  // The newest DPF controller persists svc.dpu.nvidia.com/service into the
+  // spec's labels; a resync must not fight it.
+  json live = base_live();
+  live["spec"]["serviceDaemonSet"]["labels"]["svc.dpu.nvidia.com/service"] = "abc";
+  json desired = desired_from(base_live());
+  EXPECT_EQ(dpuservice_mutable_patch(live, desired), json::object());
+  desired["spec"]["serviceDaemonSet"]["labels"] = {{"l2", "w"}};
+  EXPECT_EQ(dpuservice_mutable_patch(live, desired),
+            json::parse(R"({"spec":{"serviceDaemonSet":{"labels":{"l1":null,"l2":"w"}}}})"));
+  desired["spec"]["serviceDaemonSet"].erase("labels");
+  EXPECT_EQ(dpuservice_mutable_patch(live, desired),
+            json::parse(R"({"spec":{"serviceDaemonSet":{"labels":{"l1":null}}}})"));
+  // Only DPF's key left: nothing of ours to remove.
+  live["spec"]["serviceDaemonSet"]["labels"] = {{"svc.dpu.nvidia.com/service", "abc"}};
+  EXPECT_EQ(dpuservice_mutable_patch(live, desired), json::object());
+  const json after =
+      apply_merge_patch(live, dpuservice_mutable_patch(live, desired_from(base_live())));
+  EXPECT_EQ(after["spec"]["serviceDaemonSet"]["labels"],
+            json::parse(R"({"l1":"v","svc.dpu.nvidia.com/service":"abc"})"));
+}
+
 TEST(MutablePatch, NoOpIsEmpty) {
   EXPECT_EQ(dpuservice_mutable_patch(base_live(), desired_from(base_live())), json::object());
 }

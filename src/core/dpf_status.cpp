@@ -1,0 +1,99 @@
+#include "core/dpf_status.hpp"
+
+#include <algorithm>
+
+#include "core/merge_patch.hpp"
+
+namespace extsvc::core {
+namespace {
+
+using nlohmann::json;
+
+const json& at(const json& j, std::initializer_list<std::string_view> path) {
+  static const json kNull;
+  const json* cur = &j;
+  for (auto k : path) {
+    if (!cur->is_object()) return kNull;
+    const auto it = cur->find(std::string(k));
+    if (it == cur->end()) return kNull;
+    cur = &*it;
+  }
+  return *cur;
+}
+
+// Collects the paths of a merge patch ("spec.security") down to the first
+// level the echoed object lacks: that is what the server dropped. Nulls
+// (fields the server added) are not losses and are skipped.
+void dropped_paths(const json& patch, const json* echoed, const std::string& prefix,
+                   std::vector<std::string>& out) {
+  if (patch.is_null()) return;
+  if (echoed == nullptr || echoed->is_null() || !patch.is_object() || patch.empty() ||
+      !echoed->is_object()) {
+    out.push_back(prefix);
+    return;
+  }
+  for (const auto& [key, value] : patch.items()) {
+    const auto it = echoed->find(key);
+    dropped_paths(value, it == echoed->end() ? nullptr : &*it,
+                  prefix.empty() ? key : prefix + "." + key, out);
+  }
+}
+
+}  // namespace
+
+DpfStatus dpf_status(const json& obj) {
+  DpfStatus s;
+  const json& gen = at(obj, {"metadata", "generation"});
+  if (gen.is_number_integer()) s.generation = gen.get<int64_t>();
+  const json& observed = at(obj, {"status", "observedGeneration"});
+  s.generation_observed = observed.is_number_integer() && observed.get<int64_t>() == s.generation;
+  s.paused = at(obj, {"spec", "paused"}) == json(true);
+  for (const auto& c : at(obj, {"status", "conditions"})) {
+    if (!c.is_object() || c.value("type", "") != "Ready") continue;
+    const std::string status = c.value("status", "");
+    if (status == "True") s.ready = true;
+    if (status == "False") s.ready = false;
+    s.reason = c.value("reason", "");
+    s.message = c.value("message", "");
+  }
+  if (s.paused)
+    s.message = "spec.paused is true: DPF does not reconcile or delete this DPUService" +
+                (s.message.empty() ? std::string() : "; " + s.message);
+  return s;
+}
+
+std::vector<std::string> strict_unknown_fields(const std::string& msg) {
+  std::vector<std::string> out;
+  if (msg.find("strict decoding error") == std::string::npos) return out;
+  static const std::string kMarker = "unknown field \"";
+  for (std::size_t pos = msg.find(kMarker); pos != std::string::npos;
+       pos = msg.find(kMarker, pos)) {
+    pos += kMarker.size();
+    const auto end = msg.find('"', pos);
+    if (end == std::string::npos) break;
+    std::string field = msg.substr(pos, end - pos);
+    if (std::find(out.begin(), out.end(), field) == out.end()) out.push_back(std::move(field));
+    pos = end;
+  }
+  return out;
+}
+
+std::string unknown_fields_message(const std::vector<std::string>& fields) {
+  std::string list;
+  for (const auto& f : fields) list += (list.empty() ? "" : ", ") + f;
+  return "the DPF API refused field(s) its CRD does not define: " + list +
+         " (fieldValidation=Strict). The installed DPF release is older than this service "
+         "needs: upgrade DPF to a release whose CRD has these fields, or update the service "
+         "without them (docs/placement.md lists which release has which field)";
+}
+
+std::vector<std::string> dropped_fields(const json& sent, const json& echoed) {
+  std::vector<std::string> out;
+  // What it would take to turn the echo back into what was sent: exactly the
+  // owned fields the server did not keep.
+  const json patch = dpuservice_mutable_patch(echoed, sent);
+  if (!patch.empty()) dropped_paths(patch, &echoed, "", out);
+  return out;
+}
+
+}  // namespace extsvc::core

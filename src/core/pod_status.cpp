@@ -1,0 +1,105 @@
+#include "core/pod_status.hpp"
+
+#include <charconv>
+
+#include "core/identity.hpp"
+
+namespace extsvc::core {
+namespace {
+
+using nlohmann::json;
+
+const json& at(const json& j, std::initializer_list<std::string_view> path) {
+  static const json kNull;
+  const json* cur = &j;
+  for (auto k : path) {
+    if (!cur->is_object()) return kNull;
+    const auto it = cur->find(std::string(k));
+    if (it == cur->end()) return kNull;
+    cur = &*it;
+  }
+  return *cur;
+}
+
+std::string str(const json& j) {
+  return j.is_string() ? j.get<std::string>() : std::string();
+}
+
+int parse_revision(const json& annotation) {
+  if (!annotation.is_string()) return 0;
+  const auto& s = annotation.get_ref<const std::string&>();
+  int value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  return (ec == std::errc() && end == s.data() + s.size() && value > 0) ? value : 0;
+}
+
+// The first container (init containers first) that is waiting or terminated
+// with a reason: what a person would look at in `kubectl describe pod`.
+std::string container_problem(const json& pod) {
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    for (const auto& c : at(pod, {"status", list})) {
+      const json& waiting = at(c, {"state", "waiting"});
+      if (waiting.is_object() && !str(waiting.value("reason", json())).empty())
+        return "container " + str(c.value("name", json())) + " waiting (" + str(waiting["reason"]) +
+               ")";
+      const json& terminated = at(c, {"state", "terminated"});
+      if (terminated.is_object() && !str(terminated.value("reason", json())).empty())
+        return "container " + str(c.value("name", json())) + " terminated (" +
+               str(terminated["reason"]) + ")";
+    }
+  }
+  return {};
+}
+
+bool ready_condition(const json& pod) {
+  for (const auto& c : at(pod, {"status", "conditions"}))
+    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+  return false;
+}
+
+}  // namespace
+
+PodVerdict classify_pod(const json& pod, int applied_revision) {
+  PodVerdict v;
+  const std::string name = str(at(pod, {"metadata", "name"}));
+  v.terminating = !at(pod, {"metadata", "deletionTimestamp"}).is_null();
+  v.revision = parse_revision(at(pod, {"metadata", "annotations", kRevisionAnnotation}));
+  const std::string phase = str(at(pod, {"status", "phase"}));
+  const std::string pod_ref = "pod " + name;
+  if (v.terminating) {
+    v.reason = pod_ref + " is terminating";
+  } else if (v.revision == 0) {
+    v.reason = pod_ref + " carries no revision annotation";
+  } else if (v.revision != applied_revision) {
+    v.reason = pod_ref + " is of revision " + std::to_string(v.revision) +
+               " (applied: " + std::to_string(applied_revision) + ")";
+  } else if (phase != "Running") {
+    const std::string problem = container_problem(pod);
+    v.reason = pod_ref + " is " + (phase.empty() ? std::string("without a phase") : phase) +
+               (problem.empty() ? std::string() : ": " + problem);
+  } else if (!ready_condition(pod)) {
+    const std::string problem = container_problem(pod);
+    v.reason = pod_ref + " is not Ready" + (problem.empty() ? std::string() : ": " + problem);
+  } else {
+    v.proves_running = true;
+  }
+  return v;
+}
+
+std::string pending_pods_reason(const std::vector<PodVerdict>& pods, const std::string& node) {
+  if (pods.empty()) return "no pod of the service on Node " + node + " yet";
+  // A pod of the applied revision says more than an old or terminating one.
+  const PodVerdict* best = nullptr;
+  auto rank = [&](const PodVerdict& p) {
+    if (p.terminating) return 0;
+    if (p.revision == 0) return 1;
+    return p.reason.find(" (applied: ") != std::string::npos ? 2 : 3;
+  };
+  for (const auto& p : pods)
+    if (best == nullptr || rank(p) > rank(*best)) best = &p;
+  std::string out = best->reason;
+  if (pods.size() > 1) out += " (" + std::to_string(pods.size()) + " pods on the Node)";
+  return out;
+}
+
+}  // namespace extsvc::core

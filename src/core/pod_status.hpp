@@ -1,0 +1,29 @@
+// What one pod of a service proves about its DPU (SPEC 2.8). Pure logic over
+// the pod JSON as the DPU cluster's API returns it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace extsvc::core {
+
+struct PodVerdict {
+  // Running, Ready=True, no deletionTimestamp and the revision annotation
+  // equal to the applied revision: the only evidence that counts as RUNNING.
+  bool proves_running = false;
+  bool terminating = false;  // deletionTimestamp set
+  int revision = 0;          // from the revision annotation; 0 when absent or not a number
+  // Why it does not prove RUNNING, for status_message ("" when it does):
+  // "pod X of revision 3 (applied: 4)", "pod X: container waiting (CrashLoopBackOff)", ...
+  std::string reason;
+};
+
+PodVerdict classify_pod(const nlohmann::json& pod, int applied_revision);
+
+// The PENDING message for a wanted service on one Node from its pods'
+// verdicts: the most telling reason first ("no pod of the service on Node
+// N yet" when there is none).
+std::string pending_pods_reason(const std::vector<PodVerdict>& pods, const std::string& node);
+
+}  // namespace extsvc::core

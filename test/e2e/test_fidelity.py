@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""End-to-end against dpfsim's realistic defaults (issue 9): Helm-named
+workloads found by label, revisions proven per pod under an Argo CD refresh
+lag, one DPU's crash loop isolated to that DPU, terminations never claimed
+early, DPF-written spec keys and `paused` left alone, and DPF releases whose
+CRDs lack fields refused loudly instead of pruned silently."""
+import json
+import os
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Env, helm_data, lit, run_tests, wait_until  # noqa: E402
+
+ENV = None
+NS = "dpf-operator-system"
+HOST = "00000000-0000-0000-0000-0000000000f1"
+REV = "nico/extension-service-revision"
+
+
+def dpu_id(i):
+    return f"00000000-0000-0000-0000-00000000e{i:03d}"
+
+
+def device(i):
+    return f"dpu-device-{i:04d}"
+
+
+def node(i):
+    return f"host-{i:04d}-dpu-device-{i:04d}"
+
+
+def e():
+    return ENV
+
+
+def setup_fleet(env):
+    for i in range(4):  # one host with four DPUs; DPU 0 is the primary
+        env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOST}', '{device(i)}', '{node(i)}', {i == 0})")
+
+
+def new_instance(network):
+    iid = str(uuid.uuid4())
+    arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::uuid[]"
+    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', {arr})")
+    return iid
+
+
+def version_of(sid):
+    return e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
+
+
+def attach(iid, *sids):
+    services = json.dumps([{"service_id": s, "version": version_of(s)} for s in sids])
+    e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(services)})")
+
+
+def per_dpu(iid, sid):
+    """device -> (deployment_state, status_message, applied_revision)."""
+    return {r[0]: (r[1], r[2], int(r[3])) for r in e().pg.sql(
+        f"SELECT st.dpu_device_name, st.deployment_state, coalesce(st.status_message, ''), s.applied_revision "
+        f"FROM extsvc.instance_extension_service_status('{iid}') st "
+        f"JOIN extsvc.services s USING (service_id) WHERE st.service_id = '{sid}'")}
+
+
+def pods_on(i, sid):
+    code, body = e().sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node(i)}"
+                              f"&labelSelector=nico%2Fextension-service-id%3D{sid}", base=e().sim.dpu)
+    assert code == 200, body
+    return body["items"]
+
+
+def ready_pod_of(pods, revision):
+    return any(p["metadata"].get("annotations", {}).get(REV) == str(revision)
+               and not p["metadata"].get("deletionTimestamp")
+               and p.get("status", {}).get("phase") == "Running"
+               and any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in p.get("status", {}).get("conditions", []))
+               for p in pods)
+
+
+def ready_service(name, target="ALL_ACTIVE", **data_kw):
+    sid = e().create(name, helm_data(values={"v": 1}, **data_kw), target=target)
+    e().wait_state(sid, "READY")
+    return sid
+
+
+def wait_dpu(iid, sid, dev, state, timeout=40):
+    def check():
+        row = per_dpu(iid, sid).get(dev)
+        return row if row and row[0] == state else False
+    return wait_until(check, timeout, interval=0.1, what=f"{dev} {state}")
+
+
+def detach_all(iid):
+    attach(iid)
+    wait_until(lambda: not e().pg.sql(f"SELECT 1 FROM extsvc.instance_extension_services_summary('{iid}')"),
+               timeout=60, interval=0.1, what="detached")
+
+
+def management_writes(resource):
+    c = e().sim.counts().get("management", {})
+    return sum(v for k, v in c.items() if k.split(" ")[0] in ("PATCH", "PUT", "POST", "DELETE")
+               and k.endswith(resource))
+
+
+# --------------------------------------------------------------------------- tests
+
+def test_helm_named_workload_reaches_running_by_label():
+    sid = ready_service("helm-named")
+    iid = new_instance([1])
+    attach(iid, sid)
+    wait_dpu(iid, sid, device(1), "RUNNING")
+    name = e().state(sid)[3]
+    pods = pods_on(1, sid)
+    assert pods and ready_pod_of(pods, 1), pods
+    owners = {r["name"] for p in pods for r in p["metadata"].get("ownerReferences", [])
+              if r.get("kind") == "DaemonSet"}
+    # The chart names the DaemonSet (<release>-<chart>), never the product.
+    assert owners == {f"{name}-demo-agent"}, owners
+    assert not pods_on(0, sid)
+    detach_all(iid)
+
+
+def test_update_under_argo_lag_is_never_running_before_a_new_pod():
+    sid = ready_service("argo-lag")
+    iid = new_instance([1, 2])
+    attach(iid, sid)
+    wait_dpu(iid, sid, device(1), "RUNNING")
+    wait_dpu(iid, sid, device(2), "RUNNING")
+    e().sim.ctl("POST", "/delays", {"argo_refresh_ms": 2000, "pod_ready_ms": 1500})
+    try:
+        e().update(sid, helm_data(values={"v": 2}))
+        violations, samples, seen = [], 0, set()
+        deadline = time.time() + 45
+        done = False
+        while time.time() < deadline and not done:
+            rows = per_dpu(iid, sid)
+            samples += 1
+            done = True
+            for i in (1, 2):
+                state, msg, applied = rows[device(i)]
+                seen.add(state)
+                if applied == 2 and state == "RUNNING" and not ready_pod_of(pods_on(i, sid), 2):
+                    violations.append((device(i), msg))
+                done = done and applied == 2 and state == "RUNNING"
+            time.sleep(0.1)
+        assert not violations, violations
+        assert done, per_dpu(iid, sid)
+        assert "PENDING" in seen, seen
+        print(f"    {samples} samples, never RUNNING without a Ready pod of revision 2")
+    finally:
+        e().sim.ctl("POST", "/delays", {"argo_refresh_ms": 300, "pod_ready_ms": 300})
+    detach_all(iid)
+
+
+def test_one_crash_looping_dpu_leaves_the_others_running():
+    sid = ready_service("crashloop")
+    iid = new_instance([1, 2, 3])
+    e().sim.ctl("POST", "/pod-faults", {"node": node(2), "reason": "CrashLoopBackOff"})
+    try:
+        attach(iid, sid)
+        wait_dpu(iid, sid, device(1), "RUNNING")
+        wait_dpu(iid, sid, device(3), "RUNNING")
+        state, msg, _ = wait_until(
+            lambda: (lambda r: r if "CrashLoopBackOff" in r[1] else False)(per_dpu(iid, sid)[device(2)]),
+            timeout=30, interval=0.1, what="CrashLoopBackOff on DPU 2")
+        assert state == "PENDING", (state, msg)
+        agg = e().pg.one(f"SELECT aggregate_state FROM extsvc.instance_extension_services_summary('{iid}') "
+                         f"WHERE service_id = '{sid}'")
+        assert agg == "PENDING"
+        assert e().pg.one(f"SELECT extsvc.instance_extension_services_ready('{iid}')") == "f"
+    finally:
+        e().sim.ctl("DELETE", "/pod-faults")
+    wait_dpu(iid, sid, device(2), "RUNNING", timeout=60)
+    assert per_dpu(iid, sid)[device(1)][0] == "RUNNING"
+    detach_all(iid)
+
+
+def test_detach_with_slow_termination_is_never_terminated_early():
+    sid = ready_service("slow-stop")
+    iid = new_instance([1])
+    attach(iid, sid)
+    wait_dpu(iid, sid, device(1), "RUNNING")
+    e().sim.ctl("POST", "/delays", {"pod_termination_ms": 3000})
+    try:
+        attach(iid)
+        violations, samples, terminating = [], 0, False
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            rows = per_dpu(iid, sid)
+            samples += 1
+            if not rows:
+                if pods_on(1, sid):
+                    violations.append("tombstone released while a pod remains")
+                break
+            state = rows[device(1)][0]
+            terminating = terminating or state == "TERMINATING"
+            if state == "TERMINATED" and pods_on(1, sid):
+                violations.append(rows[device(1)])
+            time.sleep(0.1)
+        assert not violations, violations
+        assert terminating, "the 3 s termination was never reported TERMINATING"
+        assert not per_dpu(iid, sid)
+        print(f"    {samples} samples, TERMINATED only once no pod remained")
+    finally:
+        e().sim.ctl("POST", "/delays", {"pod_termination_ms": 300})
+
+
+def test_dpf_written_label_causes_no_writes_over_three_resyncs():
+    sid = ready_service("dpf-label", target="PRIMARY")
+    name = e().state(sid)[3]
+
+    def dpf_key_present():
+        svc = e().sim.dpuservice(name)
+        return svc and "svc.dpu.nvidia.com/service" in svc["spec"]["serviceDaemonSet"].get("labels", {})
+    wait_until(dpf_key_present, timeout=20, what="DPF writing its label into the spec")
+    before = management_writes("dpuservices")
+    for _ in range(3):
+        n = int(e().pg.one("SELECT (sum(iterations))::bigint FROM extsvc.worker_status()"))
+        e().pg.sql("SELECT extsvc.request_resync()")
+        wait_until(lambda: int(e().pg.one("SELECT (sum(iterations))::bigint FROM extsvc.worker_status()")) > n + 2,
+                   timeout=20, what="a resync pass")
+        time.sleep(0.5)
+    assert management_writes("dpuservices") == before, e().sim.counts()
+    assert dpf_key_present()
+    assert e().state(sid)[0] == "READY"
+
+
+def test_paused_is_shown_not_fought_and_blocks_delete_visibly():
+    sid = ready_service("paused", target="PRIMARY")
+    name = e().state(sid)[3]
+    path = f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpuservices/{name}"
+    code, body = e().sim.kube("PATCH", path, {"spec": {"paused": True}}, content_type="application/merge-patch+json")
+    assert code == 200, body
+    e().pg.sql("SELECT extsvc.request_resync()")
+    wait_until(lambda: "paused" in (e().pg.one(f"SELECT coalesce(dpf_message, '') FROM extsvc.services "
+                                               f"WHERE service_id = '{sid}'") or ""),
+               timeout=20, what="paused visible in dpf_message")
+    assert e().sim.dpuservice(name)["spec"].get("paused") is True  # not fought
+    assert e().delete(sid) == "DELETING"
+    wait_until(lambda: "paused" in (e().state(sid)[4] or ""), timeout=20, what="delete waiting on paused")
+    time.sleep(1.0)
+    assert e().state(sid)[0] == "DELETING"
+    code, body = e().sim.kube("PATCH", path, {"spec": {"paused": False}}, content_type="application/merge-patch+json")
+    assert code == 200, body
+    e().wait_state(sid, "DELETED", timeout=60)
+
+
+def test_dpf_ready_condition_reaches_sql():
+    sid = ready_service("dpf-ready", target="PRIMARY")
+    iid = new_instance([])
+    attach(iid, sid)
+    wait_dpu(iid, sid, device(0), "RUNNING")
+    e().pg.sql("SELECT extsvc.request_resync()")
+    wait_until(lambda: e().pg.one(f"SELECT dpf_ready FROM extsvc.services WHERE service_id = '{sid}'") == "t",
+               timeout=20, what="dpf_ready true")
+    detach_all(iid)
+
+
+def test_old_dpf_release_fails_naming_the_field_never_ready():
+    env = Env(dpus=1, workers=1, sim_args=["--dpf-version", "v24.10"])
+    try:
+        states = set()
+        sid = env.create("old-dpf", helm_data())
+
+        def failed():
+            s = env.state(sid)
+            states.add(s[0])
+            return s if s[0] == "FAILED" else False
+        s = wait_until(failed, timeout=30, interval=0.05, what="FAILED on v24.10")
+        assert "READY" not in states, states
+        assert "spec.security" in (s[4] or ""), s
+        assert env.pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}' "
+                          f"AND reason = 'unknown_fields'") == "1"
+    finally:
+        env.close()
+
+
+def test_missing_namespace_fails_naming_the_setting():
+    env = Env(dpus=1, workers=1, extra={"extsvc.namespace": "'no-such-ns'"})
+    try:
+        sid = env.create("no-ns", helm_data())
+        s = env.wait_state(sid, "FAILED", timeout=30)
+        assert "extsvc.namespace" in (s[4] or "") and "no-such-ns" in (s[4] or ""), s
+    finally:
+        env.close()
+
+
+def main():
+    global ENV
+    ENV = Env(dpus=4, workers=2)
+    ok = False
+    try:
+        setup_fleet(ENV)
+        ok = run_tests([
+            test_helm_named_workload_reaches_running_by_label,
+            test_update_under_argo_lag_is_never_running_before_a_new_pod,
+            test_one_crash_looping_dpu_leaves_the_others_running,
+            test_detach_with_slow_termination_is_never_terminated_early,
+            test_dpf_written_label_causes_no_writes_over_three_resyncs,
+            test_paused_is_shown_not_fought_and_blocks_delete_visibly,
+            test_dpf_ready_condition_reaches_sql,
+            # these two start their own dpfsim and PostgreSQL
+            test_old_dpf_release_fails_naming_the_field_never_ready,
+            test_missing_namespace_fails_naming_the_setting,
+        ], "# e2e: real-DPF fidelity (Helm names, per-pod revisions, skew, DPF-owned keys)")
+    finally:
+        ENV.close(keep=not ok)
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,112 @@
+#include "core/pod_status.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/dpf_status.hpp"
+
+namespace extsvc::core {
+namespace {
+
+using nlohmann::json;
+
+json pod(const std::string& name, const std::string& revision, const std::string& phase,
+         bool ready) {
+  json p = {
+      {"metadata",
+       {{"name", name},
+        {"labels", {{"nico/extension-service-id", "u"}}},
+        {"annotations", {{"nico/extension-service-revision", revision}}}}},
+      {"status",
+       {{"phase", phase},
+        {"conditions", json::array({{{"type", "Ready"}, {"status", ready ? "True" : "False"}}})}}}};
+  return p;
+}
+
+TEST(ClassifyPod, OnlyARunningReadyPodOfTheAppliedRevisionProvesRunning) {
+  EXPECT_TRUE(classify_pod(pod("a", "4", "Running", true), 4).proves_running);
+  const auto old = classify_pod(pod("a", "3", "Running", true), 4);
+  EXPECT_FALSE(old.proves_running);
+  EXPECT_EQ(old.revision, 3);
+  EXPECT_EQ(old.reason, "pod a is of revision 3 (applied: 4)");
+  EXPECT_FALSE(classify_pod(pod("a", "4", "Running", false), 4).proves_running);
+  EXPECT_FALSE(classify_pod(pod("a", "4", "Pending", true), 4).proves_running);
+  json deleting = pod("a", "4", "Running", true);
+  deleting["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
+  const auto d = classify_pod(deleting, 4);
+  EXPECT_FALSE(d.proves_running);
+  EXPECT_TRUE(d.terminating);
+  json bare = pod("a", "4", "Running", true);
+  bare["metadata"].erase("annotations");
+  EXPECT_FALSE(classify_pod(bare, 4).proves_running);
+  EXPECT_EQ(classify_pod(bare, 4).reason, "pod a carries no revision annotation");
+  for (const char* bad : {"", "4x", "-4", "04a", "99999999999999999999"})
+    EXPECT_FALSE(classify_pod(pod("a", bad, "Running", true), 4).proves_running) << bad;
+}
+
+TEST(ClassifyPod, ContainerWaitingReasonsReachTheMessage) {
+  json crash = pod("a-x", "2", "Running", false);
+  crash["status"]["containerStatuses"] =
+      json::array({{{"name", "main"}, {"state", {{"waiting", {{"reason", "CrashLoopBackOff"}}}}}}});
+  EXPECT_EQ(classify_pod(crash, 2).reason,
+            "pod a-x is not Ready: container main waiting (CrashLoopBackOff)");
+  json pull = pod("a-y", "2", "Pending", false);
+  pull["status"]["containerStatuses"] =
+      json::array({{{"name", "main"}, {"state", {{"waiting", {{"reason", "ImagePullBackOff"}}}}}}});
+  EXPECT_EQ(classify_pod(pull, 2).reason,
+            "pod a-y is Pending: container main waiting (ImagePullBackOff)");
+}
+
+TEST(PendingPodsReason, PrefersThePodOfTheAppliedRevision) {
+  EXPECT_EQ(pending_pods_reason({}, "n1"), "no pod of the service on Node n1 yet");
+  json crash = pod("new", "5", "Running", false);
+  const std::vector<PodVerdict> v = {classify_pod(pod("old", "4", "Running", true), 5),
+                                     classify_pod(crash, 5)};
+  EXPECT_EQ(pending_pods_reason(v, "n1"), "pod new is not Ready (2 pods on the Node)");
+}
+
+TEST(DpfStatus, ReadsReadyConditionGenerationAndPaused) {
+  const json svc = json::parse(R"({"metadata":{"generation":3},"spec":{"paused":true},
+    "status":{"observedGeneration":3,"conditions":[{"type":"ApplicationsReady","status":"True"},
+      {"type":"Ready","status":"False","reason":"Pending","message":"chart pull failed"}]}})");
+  const auto s = dpf_status(svc);
+  EXPECT_EQ(s.ready, std::optional<bool>(false));
+  EXPECT_EQ(s.reason, "Pending");
+  EXPECT_TRUE(s.paused);
+  EXPECT_TRUE(s.generation_observed);
+  EXPECT_NE(s.message.find("chart pull failed"), std::string::npos);
+  EXPECT_NE(s.message.find("spec.paused"), std::string::npos);
+  const auto none = dpf_status(json::parse(R"({"metadata":{"generation":2},"status":{}})"));
+  EXPECT_FALSE(none.ready.has_value());
+  EXPECT_FALSE(none.generation_observed);
+  EXPECT_FALSE(none.paused);
+}
+
+TEST(StrictUnknownFields, ParsesTheApiServersMessage) {
+  EXPECT_EQ(strict_unknown_fields(
+                "DPUService in version \"v1alpha1\" cannot be handled as a DPUService: strict "
+                "decoding error: unknown field \"spec.security\", unknown field "
+                "\"spec.serviceDaemonSet.resources\", unknown field \"spec.security\""),
+            (std::vector<std::string>{"spec.security", "spec.serviceDaemonSet.resources"}));
+  EXPECT_TRUE(strict_unknown_fields("unknown field \"x\"").empty());
+  EXPECT_TRUE(strict_unknown_fields("spec.x: Invalid value").empty());
+  EXPECT_NE(unknown_fields_message({"spec.security"}).find("spec.security"), std::string::npos);
+}
+
+TEST(DroppedFields, NamesWhatThePrunedEchoLacks) {
+  const json sent = json::parse(R"({"spec":{"helmChart":{"source":{"repoURL":"oci://r/c",
+    "chart":"c","version":"1.0.0"}},"security":{"privileged":false,"spiffe":{}},
+    "serviceDaemonSet":{"labels":{"a":"b"},"resources":{"cpu":"1"}}}})");
+  json echoed = sent;
+  EXPECT_TRUE(dropped_fields(sent, echoed).empty());
+  echoed["spec"].erase("security");
+  echoed["spec"]["serviceDaemonSet"].erase("resources");
+  echoed["spec"]["serviceDaemonSet"]["labels"]["svc.dpu.nvidia.com/service"] = "x";
+  EXPECT_EQ(dropped_fields(sent, echoed),
+            (std::vector<std::string>{"spec.security", "spec.serviceDaemonSet.resources"}));
+  echoed["spec"]["security"] = {{"privileged", false}};
+  EXPECT_EQ(dropped_fields(sent, echoed),
+            (std::vector<std::string>{"spec.security.spiffe", "spec.serviceDaemonSet.resources"}));
+}
+
+}  // namespace
+}  // namespace extsvc::core
