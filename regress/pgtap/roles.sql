@@ -3,7 +3,7 @@
 -- ALL_DPUS service; the optional trailing tenant_organization_id argument
 -- refuses another tenant's rows exactly like unknown ones (42501).
 BEGIN;
-SELECT plan(48);
+SELECT plan(49);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 
@@ -81,27 +81,33 @@ SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc._allow_chart
           '42501: permission denied for function _allow_chart_as_admin', 'extsvc_api cannot call the admin gate of allow_chart');
 
 -- 3. ALL_DPUS services: update and delete are for extsvc_admin only ---------
-SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000001',
+-- (a service of its own, made by the superuser, so this part does not
+-- depend on the ones above; before the fix the refusals below were 'ok')
+SELECT lives_ok($$SELECT extsvc.create_service('ops', 'site-c', 'DPF_HELM_CHART',
+                    (SELECT data FROM chart WHERE name = 'plain'), deployment_scope => 'ALL_DPUS',
+                    service_id => 'a1000000-0000-0000-0000-000000000002')$$,
+                'the superuser creates an ALL_DPUS service');
+SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000002',
             data => (SELECT data FROM chart WHERE name = 'evil'))$$),
           '42501: only extsvc_admin members may update ALL_DPUS services',
           'extsvc_api cannot rewrite an ALL_DPUS service to a privileged chart');
-SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000001', description => 'mine')$$),
+SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000002', description => 'mine')$$),
           '42501: only extsvc_admin members may update ALL_DPUS services', 'extsvc_api cannot even re-describe an ALL_DPUS service');
-SELECT is(pg_temp.run_as('extsvc_tap_r_operator', 'extsvc_api', $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000001',
+SELECT is(pg_temp.run_as('extsvc_tap_r_operator', 'extsvc_api', $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000002',
             data => (SELECT data FROM chart WHERE name = 'evil'))$$),
           '42501: only extsvc_admin members may update ALL_DPUS services', 'nor can an admin login after SET ROLE extsvc_api');
-SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000001')$$),
+SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000002')$$),
           '42501: only extsvc_admin members may delete ALL_DPUS services', 'extsvc_api cannot delete an ALL_DPUS service');
-SELECT is(pg_temp.run_as('extsvc_tap_r_operator', 'extsvc_api', $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000001')$$),
+SELECT is(pg_temp.run_as('extsvc_tap_r_operator', 'extsvc_api', $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000002')$$),
           '42501: only extsvc_admin members may delete ALL_DPUS services', 'nor can an admin login after SET ROLE extsvc_api');
 SELECT results_eq($$SELECT desired_revision, version_ctr, lifecycle_state, description FROM extsvc.services
-                     WHERE service_id = 'a1000000-0000-0000-0000-000000000001'$$,
+                     WHERE service_id = 'a1000000-0000-0000-0000-000000000002'$$,
                   $$VALUES (1, 1, 'CREATING', NULL::text)$$, 'the ALL_DPUS service is unchanged');
-SELECT is(pg_temp.run_as('extsvc_tap_r_operator', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000001', description => 'site')$$),
+SELECT is(pg_temp.run_as('extsvc_tap_r_operator', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000002', description => 'site')$$),
           'ok', 'extsvc_admin updates an ALL_DPUS service');
-SELECT is(pg_temp.run_as('extsvc_tap_r_operator', NULL, $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000001')$$),
+SELECT is(pg_temp.run_as('extsvc_tap_r_operator', NULL, $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000002')$$),
           'ok', 'extsvc_admin deletes an ALL_DPUS service');
-SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = 'a1000000-0000-0000-0000-000000000001'),
+SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = 'a1000000-0000-0000-0000-000000000002'),
           'DELETING', 'the ALL_DPUS service is DELETING');
 
 -- 4. the tenant argument ----------------------------------------------------
