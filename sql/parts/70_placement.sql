@@ -337,8 +337,11 @@ BEGIN
                             'Wait until the deletion finished.');
     END IF;
     IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
-      PERFORM extsvc._raise('42501', 'an instance cannot change its tenant',
-                            format('instance_id: %s', old.instance_id), 'Create a new instance.');
+      -- an instance never changes its tenant; the answer names nothing of the row
+      PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
+                            format('instance_id: %s, tenant_organization_id: %s', old.instance_id,
+                                   upsert_instance.tenant_organization_id),
+                            'An instance keeps the tenant it was registered with; use another instance_id.');
     END IF;
   END IF;
   INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
@@ -352,7 +355,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
-  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets.';
+  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. Another tenant''s instance_id is refused (42501).';
 
 CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
                                                        if_config_version_match integer DEFAULT NULL,
