@@ -19,7 +19,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: cmake-build install-lib regress-links check-unit pgtap
+.PHONY: cmake-build install-lib regress-links check-unit pgtap installcheck-nopreload
 
 all: cmake-build
 
@@ -44,6 +44,17 @@ regress-links:
 	@mkdir -p $(BUILD_DIR)/regress-in $(BUILD_DIR)/regress-out
 	@ln -sfn $(CURDIR)/regress/sql $(BUILD_DIR)/regress-in/sql
 	@ln -sfn $(CURDIR)/expected $(BUILD_DIR)/regress-in/expected
+
+# pg_regress against a server WITHOUT shared_preload_libraries = 'nico_extsvc'
+# (SPEC 6: CREATE EXTENSION and the SQL API work without preloading):
+# regress/nopreload/*.sql, expected output in expected/nopreload/.
+REGRESS_NOPRELOAD = $(sort $(basename $(notdir $(wildcard regress/nopreload/*.sql))))
+installcheck-nopreload:
+	@mkdir -p $(BUILD_DIR)/regress-nopreload-in $(BUILD_DIR)/regress-nopreload-out
+	@ln -sfn $(CURDIR)/regress/nopreload $(BUILD_DIR)/regress-nopreload-in/sql
+	@ln -sfn $(CURDIR)/expected/nopreload $(BUILD_DIR)/regress-nopreload-in/expected
+	$(pg_regress_installcheck) --inputdir=$(BUILD_DIR)/regress-nopreload-in \
+	  --outputdir=$(BUILD_DIR)/regress-nopreload-out --dbname=$(CONTRIB_TESTDB) $(REGRESS_NOPRELOAD)
 
 check-unit: cmake-build
 	cd $(BUILD_DIR) && ctest --output-on-failure

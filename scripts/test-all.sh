@@ -42,9 +42,21 @@ suite pgtap "$ROOT/scripts/run-pgtap.sh"
 suite lifecycle-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap
 pg_cluster_stop
 
+# SPEC 6: without shared_preload_libraries, CREATE EXTENSION and the SQL API
+# work and the worker functions say the worker is not loaded.
+if PG_CLUSTER_PRELOAD=0 pg_cluster_start nopreload; then
+  suite pg_regress-nopreload make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" installcheck-nopreload \
+    PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER="$PGUSER"
+else
+  failed=$((failed + 1)); failed_names+=("pg_regress-nopreload")
+fi
+pg_cluster_stop
+
 suite e2e "$ROOT/test/e2e/run.sh"
 
-if [ -s "$BUILD_DIR/regress-out/regression.diffs" ]; then head -n 80 "$BUILD_DIR/regress-out/regression.diffs"; fi
+for d in regress-out regress-nopreload-out; do
+  if [ -s "$BUILD_DIR/$d/regression.diffs" ]; then head -n 80 "$BUILD_DIR/$d/regression.diffs"; fi
+done
 [ "$failed" -eq 0 ] || echo "failed suites: ${failed_names[*]}"
 echo "suites: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -102,7 +102,8 @@ SELECT throws_ok($$SELECT extsvc.create_service('t1', 'dpf-one', 'DPF_HELM_CHART
                  '23505', 'service_id already exists', '23505: same id, other data');
 SELECT throws_ok($$SELECT extsvc.create_service('t2', 'other', 'KUBERNETES_POD', 'pod',
                    service_id => 'e0000000-0000-0000-0000-000000000002')$$,
-                 '23505', 'service_id already exists', '23505: same id, other tenant and name');
+                 '42501', 'service_id is not available to this tenant',
+                 '42501: the id of another tenant''s service is refused without saying it exists (issue #10)');
 -- a generated-name collision (a row squatting on the name the next create
 -- would generate in this transaction)
 SELECT lives_ok($$

@@ -173,7 +173,7 @@ SELECT lives_ok(format($$
   SELECT extsvc.upsert_instance(%L, 'place-a', %L, dpf_managed => false);
 $$, :I1, :H1, :DA, :I2, :H1, :DA, :I3, :H4, :I4, :H3), 'fixture: instances');
 SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-b', %L)$$, :I1, :H1), '42501',
-                 'an instance cannot change its tenant', 'upsert_instance: tenant change refused');
+                 'instance_id is not available to this tenant', 'upsert_instance: tenant change refused');
 SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, '', %L)$$, :I1, :H1), '22023', NULL,
                  'upsert_instance: empty tenant');
 SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', NULL)$$, :I1), '22023', NULL,

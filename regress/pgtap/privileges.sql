@@ -1,13 +1,14 @@
 -- SPEC 2.10: SECURITY DEFINER API with a fixed search_path, EXECUTE revoked
 -- from PUBLIC and granted to extsvc_api and extsvc_admin; ALL_DPUS and the
--- chart allow-list are for extsvc_admin members only.
+-- chart allow-list are for extsvc_admin members only. The role-dependent
+-- entries are SECURITY INVOKER in front of SECURITY DEFINER gates (issue #10:
+-- admin rights follow the calling role); regress/pgtap/roles.sql tests SET ROLE.
 BEGIN;
-SELECT plan(66);
+SELECT plan(72);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 
--- Runs stmt as a login role (SECURITY DEFINER functions check session_user,
--- so SET ROLE would not do); returns 'ok' or 'SQLSTATE: message'.
+-- Runs stmt as a login role; returns 'ok' or 'SQLSTATE: message'.
 CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   v_res text := 'ok';
@@ -29,8 +30,8 @@ CREATE ROLE extsvc_tap_operator LOGIN IN ROLE extsvc_admin;
 CREATE TEMP TABLE api (fn text, args text[]);
 INSERT INTO api VALUES
   ('create_service', ARRAY['text', 'text', 'text', 'text', 'text', 'text', 'text', 'uuid', 'boolean', 'jsonb']),
-  ('update_service', ARRAY['uuid', 'text', 'text', 'text', 'integer', 'boolean', 'jsonb']),
-  ('delete_service', ARRAY['uuid', 'text']),
+  ('update_service', ARRAY['uuid', 'text', 'text', 'text', 'integer', 'boolean', 'jsonb', 'text']),
+  ('delete_service', ARRAY['uuid', 'text', 'text']),
   ('validate_dpf_helm_chart_data', ARRAY['text']),
   ('render_dpuservice', ARRAY['uuid']),
   ('dpf_service_name', ARRAY['uuid', 'text']),
@@ -40,11 +41,11 @@ INSERT INTO api VALUES
   ('register_dpu', ARRAY['uuid', 'uuid', 'text', 'text', 'boolean']),
   ('deregister_dpu', ARRAY['uuid']),
   ('upsert_instance', ARRAY['uuid', 'text', 'uuid', 'uuid[]', 'boolean']),
-  ('set_instance_extension_services', ARRAY['uuid', 'jsonb', 'integer']),
-  ('delete_instance', ARRAY['uuid']),
-  ('instance_extension_service_status', ARRAY['uuid']),
-  ('instance_extension_services_summary', ARRAY['uuid']),
-  ('instance_extension_services_ready', ARRAY['uuid']),
+  ('set_instance_extension_services', ARRAY['uuid', 'jsonb', 'integer', 'text']),
+  ('delete_instance', ARRAY['uuid', 'text']),
+  ('instance_extension_service_status', ARRAY['uuid', 'text']),
+  ('instance_extension_services_summary', ARRAY['uuid', 'text']),
+  ('instance_extension_services_ready', ARRAY['uuid', 'text']),
   ('dpu_agent_extension_services', ARRAY['uuid']);
 GRANT SELECT ON api TO PUBLIC;
 
@@ -55,8 +56,48 @@ SELECT function_privs_are('extsvc', fn, args, 'extsvc_tap_nobody', ARRAY[]::text
   FROM api ORDER BY fn;
 SELECT ok(bool_and(has_function_privilege('extsvc_admin', format('extsvc.%I(%s)', fn, array_to_string(args, ','))::regprocedure, 'EXECUTE')),
           'extsvc_admin may execute the whole API') FROM api;
-SELECT ok(bool_and(p.prosecdef), 'every API function is SECURITY DEFINER')
-  FROM api JOIN pg_proc p ON p.oid = format('extsvc.%I(%s)', fn, array_to_string(args, ','))::regprocedure;
+SELECT is(ARRAY(SELECT fn FROM api JOIN pg_proc p ON p.oid = format('extsvc.%I(%s)', fn, array_to_string(args, ','))::regprocedure
+                 WHERE NOT p.prosecdef ORDER BY fn),
+          ARRAY['allow_chart', 'create_service', 'delete_service', 'disallow_chart', 'update_service'],
+          'every API function is SECURITY DEFINER except the role-dependent SECURITY INVOKER entries');
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM api
+                  JOIN pg_proc p ON p.oid = format('extsvc.%I(%s)', fn, array_to_string(args, ','))::regprocedure
+                 WHERE NOT EXISTS (SELECT FROM unnest(p.proconfig) c WHERE c ~ '^search_path=.*\mpg_temp$')
+                 ORDER BY 1),
+          ARRAY[]::text[], 'every API function (SECURITY INVOKER entries too) has search_path ending in pg_temp');
+-- the tenant argument is optional and trailing: the SPEC 2.10 positional
+-- forms resolve to the same functions
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
+                 WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname IN (SELECT fn FROM api)
+                   AND 'tenant_organization_id' = p.proargnames[p.pronargs] AND p.pronargdefaults > 0
+                 ORDER BY 1),
+          ARRAY['extsvc.delete_instance(uuid,text)', 'extsvc.delete_service(uuid,text,text)',
+                'extsvc.instance_extension_service_status(uuid,text)', 'extsvc.instance_extension_services_ready(uuid,text)',
+                'extsvc.instance_extension_services_summary(uuid,text)',
+                'extsvc.set_instance_extension_services(uuid,jsonb,integer,text)',
+                'extsvc.update_service(uuid,text,text,text,integer,boolean,jsonb,text)'],
+          'the mutating and status functions take an optional trailing tenant_organization_id');
+SELECT is(ARRAY(SELECT p.proname::text FROM pg_proc p
+                 WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname IN (SELECT fn FROM api)
+                 GROUP BY p.proname HAVING count(*) > 1),
+          ARRAY[]::text[], 'no API function is overloaded (no ambiguous old signature left)');
+-- the gates: the admin ones for extsvc_admin only, the bodies for nobody
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
+                 WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname ~ '_as_admin$'
+                   AND has_function_privilege('extsvc_api', p.oid, 'EXECUTE')
+                 ORDER BY 1),
+          ARRAY[]::text[], 'extsvc_api may execute no admin gate');
+SELECT is((SELECT count(*)::int FROM pg_proc p
+            WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname ~ '_as_admin$' AND p.prosecdef
+              AND has_function_privilege('extsvc_admin', p.oid, 'EXECUTE')),
+          5, 'extsvc_admin may execute the five SECURITY DEFINER admin gates');
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
+                 WHERE p.pronamespace = 'extsvc'::regnamespace
+                   AND p.proname IN ('_create_service', '_update_service', '_delete_service', '_allow_chart', '_disallow_chart')
+                   AND (p.prosecdef OR has_function_privilege('extsvc_admin', p.oid, 'EXECUTE')
+                        OR has_function_privilege('extsvc_api', p.oid, 'EXECUTE'))
+                 ORDER BY 1),
+          ARRAY[]::text[], 'the bodies behind the gates are neither SECURITY DEFINER nor executable by the API roles');
 
 -- nothing in the schema for PUBLIC
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p

@@ -1,5 +1,6 @@
 # A throw-away PostgreSQL cluster on a private port and socket directory,
-# owned by an unprivileged user, with nico_extsvc preloaded.
+# owned by an unprivileged user, with nico_extsvc preloaded (unless
+# PG_CLUSTER_PRELOAD=0: then the library is loaded only by CREATE EXTENSION).
 # shellcheck shell=bash
 # Usage: pg_cluster_start NAME [extra postgresql.conf lines...]; then $PGHOST,
 # $PGPORT, $PGUSER, $PGDATABASE are exported; pg_cluster_stop removes it.
@@ -22,7 +23,7 @@ pg_cluster_start() {
     echo "port = $PGPORT"
     echo "listen_addresses = ''"
     echo "unix_socket_directories = '$PG_CLUSTER_DIR'"
-    echo "shared_preload_libraries = 'nico_extsvc'"
+    [ "${PG_CLUSTER_PRELOAD:-1}" = 0 ] || echo "shared_preload_libraries = 'nico_extsvc'"
     echo "fsync = off"
     echo "full_page_writes = off"
     echo "max_connections = 50"

@@ -55,9 +55,45 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT format('V%s-T%s', n, (extract(epoch FROM now()) * 1000000)::bigint)
 $fn$;
 
--- Is the session user a member of extsvc_admin? (Inside a SECURITY DEFINER
--- function current_user is the owner, so the caller is the session user.)
-CREATE FUNCTION extsvc._caller_is_admin() RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT pg_has_role(session_user, 'extsvc_admin', 'MEMBER')
+-- Admin rights follow the calling role, the way PostgreSQL privileges do
+-- (SET ROLE included), never session_user. Inside a SECURITY DEFINER function
+-- current_user is the owner, so no definer body can ask who called it. The
+-- role-dependent API functions (create_service, update_service,
+-- delete_service, allow_chart, disallow_chart) are therefore SECURITY INVOKER
+-- entries that pick one of two SECURITY DEFINER gates: *_as_admin, executable
+-- by extsvc_admin only, or *_as_api. PostgreSQL's own EXECUTE check on the
+-- gate decides; a caller cannot claim admin rights it does not have.
+CREATE FUNCTION extsvc._tenant_denied(p_what text, p_id uuid, p_tenant text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  -- One answer for "does not exist" and "belongs to another tenant".
+  PERFORM extsvc._raise('42501', format('%s is not accessible to this tenant', p_what),
+    format('%s_id: %s, tenant_organization_id: %s', p_what, p_id, p_tenant),
+    format('Pass the id of one of this tenant''s %ss; an unknown id and another tenant''s id get this same answer.', p_what));
+END
+$fn$;
+
+-- Raises the tenant refusal when a tenant is given and the service is not one
+-- of its services (unknown or another tenant's).
+CREATE FUNCTION extsvc._check_service_tenant(p_service_id uuid, p_tenant text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF p_tenant IS NOT NULL AND NOT EXISTS (
+       SELECT FROM extsvc.service_records s
+        WHERE s.service_id = p_service_id AND s.tenant_organization_id = p_tenant) THEN
+    PERFORM extsvc._tenant_denied('service', p_service_id, p_tenant);
+  END IF;
+END
+$fn$;
+
+-- The same for an instance.
+CREATE FUNCTION extsvc._check_instance_tenant(p_instance_id uuid, p_tenant text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF p_tenant IS NOT NULL AND NOT EXISTS (
+       SELECT FROM extsvc.instances i
+        WHERE i.instance_id = p_instance_id AND i.tenant_organization_id = p_tenant) THEN
+    PERFORM extsvc._tenant_denied('instance', p_instance_id, p_tenant);
+  END IF;
+END
 $fn$;

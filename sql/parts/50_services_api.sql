@@ -71,24 +71,25 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION extsvc.create_service(
+-- The body of create_service; p_admin comes from the gate that called it.
+CREATE FUNCTION extsvc._create_service(
     tenant_organization_id text, service_name text, service_type text, data text,
     description text DEFAULT NULL, dpu_target text DEFAULT NULL,
     deployment_scope text DEFAULT NULL, service_id uuid DEFAULT NULL,
-    has_credential boolean DEFAULT false, observability jsonb DEFAULT NULL)
+    has_credential boolean DEFAULT false, observability jsonb DEFAULT NULL, p_admin boolean DEFAULT false)
 RETURNS extsvc.services
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  v_id      uuid := coalesce(create_service.service_id, gen_random_uuid());
-  v_type    text := upper(btrim(create_service.service_type));
-  v_scope   text := coalesce(upper(btrim(create_service.deployment_scope)), 'INSTANCE_DPUS');
-  v_target  text := upper(btrim(create_service.dpu_target));
-  v_name    text := btrim(create_service.service_name);
+  v_id      uuid := coalesce(_create_service.service_id, gen_random_uuid());
+  v_type    text := upper(btrim(_create_service.service_type));
+  v_scope   text := coalesce(upper(btrim(_create_service.deployment_scope)), 'INSTANCE_DPUS');
+  v_target  text := upper(btrim(_create_service.dpu_target));
+  v_name    text := btrim(_create_service.service_name);
   v_data    jsonb;
   v_version text := extsvc._config_version(1);
   v_existing extsvc.service_records;
 BEGIN
-  IF create_service.tenant_organization_id IS NULL OR btrim(create_service.tenant_organization_id) = '' THEN
+  IF _create_service.tenant_organization_id IS NULL OR btrim(_create_service.tenant_organization_id) = '' THEN
     PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
                           'Pass the tenant organization id of the service owner.');
   END IF;
@@ -96,37 +97,37 @@ BEGIN
     PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
                           'Pass a non-empty display name.');
   END IF;
-  IF length(create_service.description) > 4096 THEN
+  IF length(_create_service.description) > 4096 THEN
     PERFORM extsvc._raise('22023', 'description is longer than 4096 characters', 'field: description',
                           'Shorten the description.');
   END IF;
   IF v_type IS NULL OR v_type NOT IN ('KUBERNETES_POD', 'DPF_HELM_CHART') THEN
-    PERFORM extsvc._raise('22023', 'unknown service_type', format('field: service_type = %s', create_service.service_type),
+    PERFORM extsvc._raise('22023', 'unknown service_type', format('field: service_type = %s', _create_service.service_type),
                           'Use KUBERNETES_POD or DPF_HELM_CHART.');
   END IF;
   IF v_scope NOT IN ('INSTANCE_DPUS', 'ALL_DPUS') THEN
-    PERFORM extsvc._raise('22023', 'unknown deployment_scope', format('field: deployment_scope = %s', create_service.deployment_scope),
+    PERFORM extsvc._raise('22023', 'unknown deployment_scope', format('field: deployment_scope = %s', _create_service.deployment_scope),
                           'Use INSTANCE_DPUS (default) or ALL_DPUS.');
   END IF;
   IF v_target IS NOT NULL AND v_target NOT IN ('PRIMARY', 'ALL_ACTIVE', 'ALL') THEN
-    PERFORM extsvc._raise('22023', 'unknown dpu_target', format('field: dpu_target = %s', create_service.dpu_target),
+    PERFORM extsvc._raise('22023', 'unknown dpu_target', format('field: dpu_target = %s', _create_service.dpu_target),
                           'Use PRIMARY, ALL_ACTIVE or ALL.');
   END IF;
-  IF create_service.data IS NULL THEN
+  IF _create_service.data IS NULL THEN
     PERFORM extsvc._raise('22023', 'data must not be NULL', 'field: data', 'Pass the service definition.');
   END IF;
 
   IF v_type = 'DPF_HELM_CHART' THEN
-    IF coalesce(create_service.has_credential, false) THEN
+    IF coalesce(_create_service.has_credential, false) THEN
       PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not accept credentials', 'field: has_credential',
         'Provision an Argo CD repository Secret or a labelled image-pull Secret in the management namespace instead.');
     END IF;
-    IF create_service.observability IS NOT NULL THEN
+    IF _create_service.observability IS NOT NULL THEN
       PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not support observability configuration',
                             'field: observability', 'Omit observability for DPF_HELM_CHART services.');
     END IF;
     IF v_scope = 'ALL_DPUS' THEN
-      IF NOT extsvc._caller_is_admin() THEN
+      IF NOT p_admin THEN
         PERFORM extsvc._raise('42501', 'only extsvc_admin members may create ALL_DPUS services',
                               'field: deployment_scope = ALL_DPUS', 'Ask an operator to create site-wide services.');
       END IF;
@@ -138,7 +139,7 @@ BEGIN
       PERFORM extsvc._raise('22023', 'dpu_target is required for INSTANCE_DPUS services', 'field: dpu_target',
                             'Use PRIMARY, ALL_ACTIVE or ALL.');
     END IF;
-    v_data := extsvc._validate_helm_chart_data(create_service.data);
+    v_data := extsvc._validate_helm_chart_data(_create_service.data);
     PERFORM extsvc._check_chart_allowed(v_data);
   ELSE
     IF v_target IS NOT NULL THEN
@@ -149,7 +150,7 @@ BEGIN
       PERFORM extsvc._raise('22023', 'ALL_DPUS applies only to DPF_HELM_CHART services', 'field: deployment_scope',
                             'Omit deployment_scope for KUBERNETES_POD services.');
     END IF;
-    IF btrim(create_service.data) = '' OR octet_length(create_service.data) > 131072 THEN
+    IF btrim(_create_service.data) = '' OR octet_length(_create_service.data) > 131072 THEN
       PERFORM extsvc._raise('22023', 'data must be 1 to 131072 bytes', 'field: data',
                             'Pass the pod definition.');
     END IF;
@@ -159,26 +160,32 @@ BEGIN
   -- existing service; anything else with that id is a conflict.
   SELECT * INTO v_existing FROM extsvc.service_records s WHERE s.service_id = v_id FOR UPDATE;
   IF FOUND THEN
-    IF v_existing.tenant_organization_id = create_service.tenant_organization_id
+    IF v_existing.tenant_organization_id <> _create_service.tenant_organization_id THEN
+      -- never confirm another tenant's service (nor return its row)
+      PERFORM extsvc._raise('42501', 'service_id is not available to this tenant',
+        format('service_id: %s, tenant_organization_id: %s', v_id, _create_service.tenant_organization_id),
+        'Omit service_id to get a fresh one, or pass the id of one of this tenant''s services.');
+    END IF;
+    IF v_existing.tenant_organization_id = _create_service.tenant_organization_id
        AND v_existing.service_name = v_name
        AND v_existing.service_type = v_type
        AND v_existing.deployment_scope = v_scope
        AND v_existing.dpu_target IS NOT DISTINCT FROM v_target
-       AND v_existing.description IS NOT DISTINCT FROM create_service.description
+       AND v_existing.description IS NOT DISTINCT FROM _create_service.description
        AND v_existing.lifecycle_state NOT IN ('DELETING', 'DELETED')
        AND ((v_type = 'DPF_HELM_CHART'
              AND (SELECT r.data FROM extsvc.helm_revisions r
                    WHERE r.service_id = v_id AND r.revision = v_existing.desired_revision) = v_data)
          OR (v_type = 'KUBERNETES_POD'
              AND (SELECT v.data FROM extsvc.service_versions v WHERE v.service_id = v_id
-                   ORDER BY v.version_number DESC LIMIT 1) = create_service.data)) THEN
+                   ORDER BY v.version_number DESC LIMIT 1) = _create_service.data)) THEN
       RETURN extsvc._service_row(v_id);
     END IF;
     PERFORM extsvc._raise('23505', 'service_id already exists', format('service_id: %s', v_id),
                           'Repeat a create only with identical arguments, or omit service_id.');
   END IF;
 
-  PERFORM extsvc._check_name_free(create_service.tenant_organization_id, v_name, NULL);
+  PERFORM extsvc._check_name_free(_create_service.tenant_organization_id, v_name, NULL);
 
   IF v_type = 'DPF_HELM_CHART' THEN
     IF EXISTS (SELECT FROM extsvc.service_records s
@@ -190,7 +197,7 @@ BEGIN
     INSERT INTO extsvc.service_records (service_id, tenant_organization_id, service_name, description,
         service_type, deployment_scope, dpu_target, lifecycle_state, state_actor, state_reason,
         attachable_version, desired_revision, dpf_service_name, placement_label_key, status_message)
-    VALUES (v_id, create_service.tenant_organization_id, v_name, create_service.description,
+    VALUES (v_id, _create_service.tenant_organization_id, v_name, _create_service.description,
         v_type, v_scope, v_target, 'CREATING', 'api', 'create',
         v_version, 1, extsvc._dpf_service_name(v_id, v_version), extsvc._placement_label_key(v_id, v_version),
         'waiting for the worker to create the DPUService');
@@ -203,73 +210,126 @@ BEGIN
     INSERT INTO extsvc.service_records (service_id, tenant_organization_id, service_name, description,
         service_type, deployment_scope, dpu_target, lifecycle_state, state_actor, state_reason,
         has_credential, observability)
-    VALUES (v_id, create_service.tenant_organization_id, v_name, create_service.description,
+    VALUES (v_id, _create_service.tenant_organization_id, v_name, _create_service.description,
         v_type, v_scope, NULL, 'READY', 'api', 'create',
-        coalesce(create_service.has_credential, false), create_service.observability);
+        coalesce(_create_service.has_credential, false), _create_service.observability);
     INSERT INTO extsvc.service_versions (service_id, version, version_number, data, has_credential, observability)
-    VALUES (v_id, v_version, 1, create_service.data, coalesce(create_service.has_credential, false),
-            create_service.observability);
+    VALUES (v_id, v_version, 1, _create_service.data, coalesce(_create_service.has_credential, false),
+            _create_service.observability);
   END IF;
   RETURN extsvc._service_row(v_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
-  'Creates a service. DPF_HELM_CHART answers CREATING: the worker creates the DPUService later.';
+COMMENT ON FUNCTION extsvc._create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb, boolean) IS
+  'Internal: body of extsvc.create_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
-CREATE FUNCTION extsvc.update_service(
+-- The gates: SECURITY DEFINER; the admin one is executable by extsvc_admin only.
+CREATE FUNCTION extsvc._create_service_as_admin(
+    tenant_organization_id text, service_name text, service_type text, data text, description text,
+    dpu_target text, deployment_scope text, service_id uuid, has_credential boolean, observability jsonb)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._create_service($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true)
+$fn$;
+COMMENT ON FUNCTION extsvc._create_service_as_admin(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
+  'Internal gate of extsvc.create_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
+
+CREATE FUNCTION extsvc._create_service_as_api(
+    tenant_organization_id text, service_name text, service_type text, data text, description text,
+    dpu_target text, deployment_scope text, service_id uuid, has_credential boolean, observability jsonb)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._create_service($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false)
+$fn$;
+COMMENT ON FUNCTION extsvc._create_service_as_api(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
+  'Internal gate of extsvc.create_service for callers without extsvc_admin rights.';
+
+CREATE FUNCTION extsvc.create_service(
+    tenant_organization_id text, service_name text, service_type text, data text,
+    description text DEFAULT NULL, dpu_target text DEFAULT NULL,
+    deployment_scope text DEFAULT NULL, service_id uuid DEFAULT NULL,
+    has_credential boolean DEFAULT false, observability jsonb DEFAULT NULL)
+RETURNS extsvc.services
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
+  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+    RETURN extsvc._create_service_as_admin(create_service.tenant_organization_id, create_service.service_name,
+      create_service.service_type, create_service.data, create_service.description, create_service.dpu_target,
+      create_service.deployment_scope, create_service.service_id, create_service.has_credential,
+      create_service.observability);
+  END IF;
+  RETURN extsvc._create_service_as_api(create_service.tenant_organization_id, create_service.service_name,
+    create_service.service_type, create_service.data, create_service.description, create_service.dpu_target,
+    create_service.deployment_scope, create_service.service_id, create_service.has_credential,
+    create_service.observability);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
+  'Creates a service. DPF_HELM_CHART answers CREATING: the worker creates the DPUService later. ALL_DPUS needs extsvc_admin rights of the calling role (SET ROLE included); another tenant''s service_id is refused (42501).';
+
+-- The body of update_service; p_admin comes from the gate that called it.
+CREATE FUNCTION extsvc._update_service(
     service_id uuid, data text DEFAULT NULL, service_name text DEFAULT NULL,
     description text DEFAULT NULL, if_version_ctr_match integer DEFAULT NULL,
-    has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL)
+    has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL,
+    tenant_organization_id text DEFAULT NULL, p_admin boolean DEFAULT false)
 RETURNS extsvc.services
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s        extsvc.service_records;
-  v_name   text := btrim(update_service.service_name);
+  v_name   text := btrim(_update_service.service_name);
   v_data   jsonb;
   v_cur    jsonb;
   v_rev    integer;
   v_next   text;
   v_vnum   integer;
 BEGIN
-  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = update_service.service_id FOR UPDATE;
+  PERFORM extsvc._check_service_tenant(_update_service.service_id, _update_service.tenant_organization_id);
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _update_service.service_id FOR UPDATE;
   IF NOT FOUND THEN
-    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', update_service.service_id),
+    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', _update_service.service_id),
                           'Check the service id; deleted services stay visible in extsvc.services.');
+  END IF;
+  IF s.deployment_scope = 'ALL_DPUS' AND NOT p_admin THEN
+    PERFORM extsvc._raise('42501', 'only extsvc_admin members may update ALL_DPUS services',
+                          format('service_id: %s, deployment_scope: ALL_DPUS', s.service_id),
+                          'Ask an operator to change site-wide services.');
   END IF;
   IF s.lifecycle_state IN ('DELETING', 'DELETED') THEN
     PERFORM extsvc._raise('55000', format('service is %s and cannot be updated', s.lifecycle_state),
                           format('service_id: %s, lifecycle_state: %s', s.service_id, s.lifecycle_state),
                           'Create a new service instead.');
   END IF;
-  IF update_service.if_version_ctr_match IS NOT NULL AND update_service.if_version_ctr_match <> s.version_ctr THEN
+  IF _update_service.if_version_ctr_match IS NOT NULL AND _update_service.if_version_ctr_match <> s.version_ctr THEN
     PERFORM extsvc._raise('55000', 'version_ctr does not match',
-                          format('if_version_ctr_match: %s, version_ctr: %s', update_service.if_version_ctr_match, s.version_ctr),
+                          format('if_version_ctr_match: %s, version_ctr: %s', _update_service.if_version_ctr_match, s.version_ctr),
                           'Re-read the service and retry with its current version_ctr.');
   END IF;
-  IF update_service.service_name IS NOT NULL AND (v_name = '' OR length(v_name) > 256) THEN
+  IF _update_service.service_name IS NOT NULL AND (v_name = '' OR length(v_name) > 256) THEN
     PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
                           'Pass a non-empty display name.');
   END IF;
-  IF length(update_service.description) > 4096 THEN
+  IF length(_update_service.description) > 4096 THEN
     PERFORM extsvc._raise('22023', 'description is longer than 4096 characters', 'field: description',
                           'Shorten the description.');
   END IF;
 
   IF s.service_type = 'DPF_HELM_CHART' THEN
-    IF coalesce(update_service.has_credential, false) THEN
+    IF coalesce(_update_service.has_credential, false) THEN
       PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not accept credentials', 'field: has_credential',
         'Provision an Argo CD repository Secret or a labelled image-pull Secret in the management namespace instead.');
     END IF;
-    IF update_service.observability IS NOT NULL THEN
+    IF _update_service.observability IS NOT NULL THEN
       PERFORM extsvc._raise('0A000', 'DPF_HELM_CHART services do not support observability configuration',
                             'field: observability', 'Omit observability for DPF_HELM_CHART services.');
     END IF;
-    IF update_service.data IS NOT NULL THEN
-      v_data := extsvc._validate_helm_chart_data(update_service.data);
+    IF _update_service.data IS NOT NULL THEN
+      v_data := extsvc._validate_helm_chart_data(_update_service.data);
       PERFORM extsvc._check_chart_allowed(v_data);
     END IF;
-  ELSIF update_service.data IS NOT NULL
-        AND (btrim(update_service.data) = '' OR octet_length(update_service.data) > 131072) THEN
+  ELSIF _update_service.data IS NOT NULL
+        AND (btrim(_update_service.data) = '' OR octet_length(_update_service.data) > 131072) THEN
     PERFORM extsvc._raise('22023', 'data must be 1 to 131072 bytes', 'field: data', 'Pass the pod definition.');
   END IF;
 
@@ -278,8 +338,8 @@ BEGIN
     UPDATE extsvc.service_records r SET service_name = v_name, updated_at = now()
      WHERE r.service_id = s.service_id;
   END IF;
-  IF update_service.description IS NOT NULL AND update_service.description IS DISTINCT FROM s.description THEN
-    UPDATE extsvc.service_records r SET description = update_service.description, updated_at = now()
+  IF _update_service.description IS NOT NULL AND _update_service.description IS DISTINCT FROM s.description THEN
+    UPDATE extsvc.service_records r SET description = _update_service.description, updated_at = now()
      WHERE r.service_id = s.service_id;
   END IF;
 
@@ -307,27 +367,27 @@ BEGIN
       END IF;
       PERFORM extsvc._intent_changed(s.service_id);
     END IF;
-  ELSIF s.service_type = 'KUBERNETES_POD' AND (update_service.data IS NOT NULL
-        OR update_service.has_credential IS NOT NULL OR update_service.observability IS NOT NULL) THEN
+  ELSIF s.service_type = 'KUBERNETES_POD' AND (_update_service.data IS NOT NULL
+        OR _update_service.has_credential IS NOT NULL OR _update_service.observability IS NOT NULL) THEN
     SELECT v.version_number INTO v_vnum FROM extsvc.service_versions v
      WHERE v.service_id = s.service_id ORDER BY v.version_number DESC LIMIT 1;
-    IF update_service.data IS NOT NULL AND EXISTS (
+    IF _update_service.data IS NOT NULL AND EXISTS (
          SELECT FROM extsvc.service_versions v WHERE v.service_id = s.service_id
-            AND v.version_number = v_vnum AND v.deleted_at IS NULL AND v.data = update_service.data
-            AND v.has_credential = coalesce(update_service.has_credential, v.has_credential)
-            AND v.observability IS NOT DISTINCT FROM coalesce(update_service.observability, v.observability)) THEN
+            AND v.version_number = v_vnum AND v.deleted_at IS NULL AND v.data = _update_service.data
+            AND v.has_credential = coalesce(_update_service.has_credential, v.has_credential)
+            AND v.observability IS NOT DISTINCT FROM coalesce(_update_service.observability, v.observability)) THEN
       NULL;  -- same definition: idempotent no-op
     ELSE
       INSERT INTO extsvc.service_versions (service_id, version, version_number, data, has_credential, observability)
       SELECT s.service_id, extsvc._config_version(v_vnum + 1), v_vnum + 1,
-             coalesce(update_service.data, v.data),
-             coalesce(update_service.has_credential, v.has_credential),
-             coalesce(update_service.observability, v.observability)
+             coalesce(_update_service.data, v.data),
+             coalesce(_update_service.has_credential, v.has_credential),
+             coalesce(_update_service.observability, v.observability)
         FROM extsvc.service_versions v WHERE v.service_id = s.service_id AND v.version_number = v_vnum;
       UPDATE extsvc.service_records r
          SET version_ctr = r.version_ctr + 1, updated_at = now(),
-             has_credential = coalesce(update_service.has_credential, r.has_credential),
-             observability = coalesce(update_service.observability, r.observability)
+             has_credential = coalesce(_update_service.has_credential, r.has_credential),
+             observability = coalesce(_update_service.observability, r.observability)
        WHERE r.service_id = s.service_id;
       PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'new_version',
                                    format('version %s', extsvc._config_version(v_vnum + 1)), NULL);
@@ -336,8 +396,50 @@ BEGIN
   RETURN extsvc._service_row(s.service_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb) IS
-  'Updates name, description or data. A DPF data change becomes a new Helm revision; the same data again is a no-op.';
+COMMENT ON FUNCTION extsvc._update_service(uuid, text, text, text, integer, boolean, jsonb, text, boolean) IS
+  'Internal: body of extsvc.update_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
+
+CREATE FUNCTION extsvc._update_service_as_admin(
+    service_id uuid, data text, service_name text, description text, if_version_ctr_match integer,
+    has_credential boolean, observability jsonb, tenant_organization_id text)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._update_service($1, $2, $3, $4, $5, $6, $7, $8, true)
+$fn$;
+COMMENT ON FUNCTION extsvc._update_service_as_admin(uuid, text, text, text, integer, boolean, jsonb, text) IS
+  'Internal gate of extsvc.update_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
+
+CREATE FUNCTION extsvc._update_service_as_api(
+    service_id uuid, data text, service_name text, description text, if_version_ctr_match integer,
+    has_credential boolean, observability jsonb, tenant_organization_id text)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._update_service($1, $2, $3, $4, $5, $6, $7, $8, false)
+$fn$;
+COMMENT ON FUNCTION extsvc._update_service_as_api(uuid, text, text, text, integer, boolean, jsonb, text) IS
+  'Internal gate of extsvc.update_service for callers without extsvc_admin rights.';
+
+CREATE FUNCTION extsvc.update_service(
+    service_id uuid, data text DEFAULT NULL, service_name text DEFAULT NULL,
+    description text DEFAULT NULL, if_version_ctr_match integer DEFAULT NULL,
+    has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL,
+    tenant_organization_id text DEFAULT NULL)
+RETURNS extsvc.services
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
+  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+    RETURN extsvc._update_service_as_admin(update_service.service_id, update_service.data,
+      update_service.service_name, update_service.description, update_service.if_version_ctr_match,
+      update_service.has_credential, update_service.observability, update_service.tenant_organization_id);
+  END IF;
+  RETURN extsvc._update_service_as_api(update_service.service_id, update_service.data,
+    update_service.service_name, update_service.description, update_service.if_version_ctr_match,
+    update_service.has_credential, update_service.observability, update_service.tenant_organization_id);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb, text) IS
+  'Updates name, description or data. A DPF data change becomes a new Helm revision; the same data again is a no-op. ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, a service of another tenant is refused (42501) exactly like an unknown one.';
 
 -- Instances whose configuration or attachments still reference a service.
 CREATE FUNCTION extsvc._blocking_instances(p_service_id uuid, p_version text) RETURNS text
@@ -353,23 +455,31 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
          LIMIT 20) x
 $fn$;
 
-CREATE FUNCTION extsvc.delete_service(service_id uuid, version text DEFAULT NULL)
+-- The body of delete_service; p_admin comes from the gate that called it.
+CREATE FUNCTION extsvc._delete_service(service_id uuid, version text DEFAULT NULL,
+    tenant_organization_id text DEFAULT NULL, p_admin boolean DEFAULT false)
 RETURNS extsvc.services
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s          extsvc.service_records;
   v_blocking text;
 BEGIN
-  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = delete_service.service_id FOR UPDATE;
+  PERFORM extsvc._check_service_tenant(_delete_service.service_id, _delete_service.tenant_organization_id);
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _delete_service.service_id FOR UPDATE;
   IF NOT FOUND THEN
-    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', delete_service.service_id),
+    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', _delete_service.service_id),
                           'Check the service id.');
   END IF;
-  IF delete_service.version IS NOT NULL AND NOT EXISTS (
+  IF s.deployment_scope = 'ALL_DPUS' AND NOT p_admin THEN
+    PERFORM extsvc._raise('42501', 'only extsvc_admin members may delete ALL_DPUS services',
+                          format('service_id: %s, deployment_scope: ALL_DPUS', s.service_id),
+                          'Ask an operator to delete site-wide services.');
+  END IF;
+  IF _delete_service.version IS NOT NULL AND NOT EXISTS (
        SELECT FROM extsvc.service_versions v
-        WHERE v.service_id = s.service_id AND v.version = delete_service.version) THEN
+        WHERE v.service_id = s.service_id AND v.version = _delete_service.version) THEN
     PERFORM extsvc._raise('P0002', 'service version not found',
-                          format('service_id: %s, version: %s', s.service_id, delete_service.version),
+                          format('service_id: %s, version: %s', s.service_id, _delete_service.version),
                           'List the versions with SELECT version FROM extsvc.services.');
   END IF;
   IF s.lifecycle_state IN ('DELETING', 'DELETED') THEN
@@ -380,7 +490,7 @@ BEGIN
     SELECT string_agg(DISTINCT i.instance_id::text, ', ') INTO v_blocking
       FROM extsvc.instance_extension_services i
      WHERE i.service_id = s.service_id AND i.removed_at IS NULL
-       AND (delete_service.version IS NULL OR i.version = delete_service.version);
+       AND (_delete_service.version IS NULL OR i.version = _delete_service.version);
     IF v_blocking IS NOT NULL THEN
       PERFORM extsvc._raise('55000', 'service is still attached to instances',
                             format('instances: %s', v_blocking),
@@ -388,7 +498,7 @@ BEGIN
     END IF;
     UPDATE extsvc.service_versions v SET deleted_at = now()
      WHERE v.service_id = s.service_id AND v.deleted_at IS NULL
-       AND (delete_service.version IS NULL OR v.version = delete_service.version);
+       AND (_delete_service.version IS NULL OR v.version = _delete_service.version);
     IF NOT EXISTS (SELECT FROM extsvc.service_versions v
                     WHERE v.service_id = s.service_id AND v.deleted_at IS NULL) THEN
       UPDATE extsvc.service_records r
@@ -397,7 +507,7 @@ BEGIN
        WHERE r.service_id = s.service_id;
     ELSE
       PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'version_deleted',
-                                   format('version %s', delete_service.version), NULL);
+                                   format('version %s', _delete_service.version), NULL);
     END IF;
     RETURN extsvc._service_row(s.service_id);
   END IF;
@@ -418,8 +528,41 @@ BEGIN
   RETURN extsvc._service_row(s.service_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.delete_service(uuid, text) IS
-  'Deletes a service (or one KUBERNETES_POD version). DPF services go DELETING; the worker finishes the delete.';
+COMMENT ON FUNCTION extsvc._delete_service(uuid, text, text, boolean) IS
+  'Internal: body of extsvc.delete_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
+
+CREATE FUNCTION extsvc._delete_service_as_admin(service_id uuid, version text, tenant_organization_id text)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._delete_service($1, $2, $3, true)
+$fn$;
+COMMENT ON FUNCTION extsvc._delete_service_as_admin(uuid, text, text) IS
+  'Internal gate of extsvc.delete_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
+
+CREATE FUNCTION extsvc._delete_service_as_api(service_id uuid, version text, tenant_organization_id text)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._delete_service($1, $2, $3, false)
+$fn$;
+COMMENT ON FUNCTION extsvc._delete_service_as_api(uuid, text, text) IS
+  'Internal gate of extsvc.delete_service for callers without extsvc_admin rights.';
+
+CREATE FUNCTION extsvc.delete_service(service_id uuid, version text DEFAULT NULL,
+                                      tenant_organization_id text DEFAULT NULL)
+RETURNS extsvc.services
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
+  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+    RETURN extsvc._delete_service_as_admin(delete_service.service_id, delete_service.version,
+                                           delete_service.tenant_organization_id);
+  END IF;
+  RETURN extsvc._delete_service_as_api(delete_service.service_id, delete_service.version,
+                                       delete_service.tenant_organization_id);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.delete_service(uuid, text, text) IS
+  'Deletes a service (or one KUBERNETES_POD version). DPF services go DELETING; the worker finishes the delete. ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, a service of another tenant is refused (42501) exactly like an unknown one.';
 
 CREATE FUNCTION extsvc.render_dpuservice(service_id uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -445,42 +588,77 @@ $fn$;
 COMMENT ON FUNCTION extsvc.render_dpuservice(uuid) IS
   'The DPUService object of the desired revision, as the worker sends it to the management cluster.';
 
-CREATE FUNCTION extsvc.allow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+-- The body of allow_chart: reached only through its admin gate.
+CREATE FUNCTION extsvc._allow_chart(repo_url text, chart_name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   v_probe text;
 BEGIN
-  IF NOT extsvc._caller_is_admin() THEN
-    PERFORM extsvc._raise('42501', 'only extsvc_admin members may change the chart allow-list',
-                          'function: extsvc.allow_chart', 'Ask an operator.');
-  END IF;
   -- The entry must itself be a valid repository URL.
   v_probe := format('{"repoURL":%s,"chartName":"probe","chartVersion":"1.0.0","security":{"privileged":false}}',
-                    to_json(allow_chart.repo_url));
+                    to_json(_allow_chart.repo_url));
   PERFORM extsvc._validate_helm_chart_data(v_probe);
   INSERT INTO extsvc.chart_allowlist (repo_url, chart_name)
-  VALUES (rtrim(allow_chart.repo_url, '/'), coalesce(allow_chart.chart_name, ''))
+  VALUES (rtrim(_allow_chart.repo_url, '/'), coalesce(_allow_chart.chart_name, ''))
   ON CONFLICT DO NOTHING;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.allow_chart(text, text) IS
-  'Admin: allow charts from a repository URL prefix (chart_name NULL = any chart).';
+COMMENT ON FUNCTION extsvc._allow_chart(text, text) IS 'Internal: body of extsvc.allow_chart. No grants.';
 
-CREATE FUNCTION extsvc.disallow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+CREATE FUNCTION extsvc._allow_chart_as_admin(repo_url text, chart_name text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._allow_chart($1, $2)
+$fn$;
+COMMENT ON FUNCTION extsvc._allow_chart_as_admin(text, text) IS
+  'Internal gate of extsvc.allow_chart (EXECUTE for extsvc_admin only).';
+
+CREATE FUNCTION extsvc.allow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  IF NOT extsvc._caller_is_admin() THEN
-    PERFORM extsvc._raise('42501', 'only extsvc_admin members may change the chart allow-list',
-                          'function: extsvc.disallow_chart', 'Ask an operator.');
+  -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
+  IF NOT pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'only extsvc_admin members may change the chart allow-list',
+                          DETAIL = 'function: extsvc.allow_chart', HINT = 'Ask an operator.';
   END IF;
+  PERFORM extsvc._allow_chart_as_admin(allow_chart.repo_url, allow_chart.chart_name);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.allow_chart(text, text) IS
+  'Admin: allow charts from a repository URL prefix (chart_name NULL = any chart). Needs extsvc_admin rights of the calling role (SET ROLE included).';
+
+-- The body of disallow_chart: reached only through its admin gate.
+CREATE FUNCTION extsvc._disallow_chart(repo_url text, chart_name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
   DELETE FROM extsvc.chart_allowlist a
-   WHERE a.repo_url = rtrim(disallow_chart.repo_url, '/')
-     AND a.chart_name = coalesce(disallow_chart.chart_name, '');
+   WHERE a.repo_url = rtrim(_disallow_chart.repo_url, '/')
+     AND a.chart_name = coalesce(_disallow_chart.chart_name, '');
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'allow-list entry not found',
-                          format('repo_url: %s, chart_name: %s', disallow_chart.repo_url, coalesce(disallow_chart.chart_name, '(any)')),
+                          format('repo_url: %s, chart_name: %s', _disallow_chart.repo_url, coalesce(_disallow_chart.chart_name, '(any)')),
                           'List entries with SELECT * FROM extsvc.chart_allowlist.');
   END IF;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.disallow_chart(text, text) IS 'Admin: remove an allow-list entry.';
+COMMENT ON FUNCTION extsvc._disallow_chart(text, text) IS 'Internal: body of extsvc.disallow_chart. No grants.';
+
+CREATE FUNCTION extsvc._disallow_chart_as_admin(repo_url text, chart_name text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._disallow_chart($1, $2)
+$fn$;
+COMMENT ON FUNCTION extsvc._disallow_chart_as_admin(text, text) IS
+  'Internal gate of extsvc.disallow_chart (EXECUTE for extsvc_admin only).';
+
+CREATE FUNCTION extsvc.disallow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
+  IF NOT pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'only extsvc_admin members may change the chart allow-list',
+                          DETAIL = 'function: extsvc.disallow_chart', HINT = 'Ask an operator.';
+  END IF;
+  PERFORM extsvc._disallow_chart_as_admin(disallow_chart.repo_url, disallow_chart.chart_name);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.disallow_chart(text, text) IS
+  'Admin: remove an allow-list entry. Needs extsvc_admin rights of the calling role (SET ROLE included).';

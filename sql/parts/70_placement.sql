@@ -337,8 +337,11 @@ BEGIN
                             'Wait until the deletion finished.');
     END IF;
     IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
-      PERFORM extsvc._raise('42501', 'an instance cannot change its tenant',
-                            format('instance_id: %s', old.instance_id), 'Create a new instance.');
+      -- an instance never changes its tenant; the answer names nothing of the row
+      PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
+                            format('instance_id: %s, tenant_organization_id: %s', old.instance_id,
+                                   upsert_instance.tenant_organization_id),
+                            'An instance keeps the tenant it was registered with; use another instance_id.');
     END IF;
   END IF;
   INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
@@ -352,10 +355,11 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
-  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets.';
+  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. Another tenant''s instance_id is refused (42501).';
 
 CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
-                                                       if_config_version_match integer DEFAULT NULL)
+                                                       if_config_version_match integer DEFAULT NULL,
+                                                       tenant_organization_id text DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
@@ -371,6 +375,8 @@ DECLARE
   v_vers text[] := '{}';   -- their versions
   v_changed boolean := false;
 BEGIN
+  PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
+                                        set_instance_extension_services.tenant_organization_id);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', set_instance_extension_services.instance_id),
@@ -411,6 +417,14 @@ BEGIN
     END IF;
     v_seen := v_seen || v_sid;
     SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = v_sid;
+    IF set_instance_extension_services.tenant_organization_id IS NOT NULL
+       AND (NOT FOUND OR s.tenant_organization_id <> set_instance_extension_services.tenant_organization_id) THEN
+      -- with a tenant given: one answer for unknown and foreign services
+      PERFORM extsvc._raise('42501', 'service is not accessible to this tenant',
+        format('JSON path: $[%s].service_id = %s, tenant_organization_id: %s', n, v_sid,
+               set_instance_extension_services.tenant_organization_id),
+        'Pass the id of one of this tenant''s services; an unknown id and another tenant''s id get this same answer.');
+    END IF;
     IF NOT FOUND THEN
       PERFORM extsvc._raise('P0002', 'service not found', format('JSON path: $[%s].service_id = %s', n, v_sid),
                             'Check the service id.');
@@ -476,15 +490,16 @@ BEGIN
   RETURN i.config_version + 1;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, integer) IS
-  'Sets an instance''s extension services; removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version.';
+COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, integer, text) IS
+  'Sets an instance''s extension services; removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one.';
 
-CREATE FUNCTION extsvc.delete_instance(instance_id uuid) RETURNS void
+CREATE FUNCTION extsvc.delete_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
   i extsvc.instances;
 BEGIN
+  PERFORM extsvc._check_instance_tenant(delete_instance.instance_id, delete_instance.tenant_organization_id);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = delete_instance.instance_id FOR UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', delete_instance.instance_id),
@@ -501,17 +516,19 @@ BEGIN
   PERFORM extsvc._cleanup_instance(i.instance_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.delete_instance(uuid) IS
-  'Deletes an instance: every attachment goes REMOVING on every DPU of the host; the instance disappears when all are TERMINATED.';
+COMMENT ON FUNCTION extsvc.delete_instance(uuid, text) IS
+  'Deletes an instance: every attachment goes REMOVING on every DPU of the host; the instance disappears when all are TERMINATED. With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
 
 -- Status -------------------------------------------------------------------------
 
-CREATE FUNCTION extsvc.instance_extension_service_status(instance_id uuid)
+CREATE FUNCTION extsvc.instance_extension_service_status(instance_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id uuid, dpu_device_name text,
                dpu_node_name text, placement_state text, deployment_state text, removed_at timestamptz,
                status_message text, observed_at timestamptz, config_version integer,
                observed_config_version integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._check_instance_tenant(instance_extension_service_status.instance_id,
+                                       instance_extension_service_status.tenant_organization_id);
   SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
          a.placement_state, a.deployment_state, c.removed_at, a.status_message, a.observed_at,
          i.config_version, a.observed_config_version
@@ -524,8 +541,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
    WHERE a.instance_id = instance_extension_service_status.instance_id
    ORDER BY s.service_name, a.version, d.dpu_device_name
 $fn$;
-COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid) IS
-  'One row per (service, version, DPU) of an instance: placement and observed deployment state.';
+COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid, text) IS
+  'One row per (service, version, DPU) of an instance: placement and observed deployment state. With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
 
 -- Aggregate with the precedence of SPEC 2.8.
 CREATE FUNCTION extsvc._aggregate_state(states text[]) RETURNS text
@@ -541,10 +558,12 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ELSE 'UNKNOWN' END
 $fn$;
 
-CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid)
+CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
                removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._check_instance_tenant(instance_extension_services_summary.instance_id,
+                                       instance_extension_services_summary.tenant_organization_id);
   SELECT c.service_id, s.service_name, s.service_type, c.version,
          CASE WHEN s.service_type = 'KUBERNETES_POD' THEN NULL
               WHEN NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
@@ -568,13 +587,16 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
    WHERE c.instance_id = instance_extension_services_summary.instance_id
    ORDER BY s.service_name, c.version
 $fn$;
-COMMENT ON FUNCTION extsvc.instance_extension_services_summary(uuid) IS
-  'One row per (service, version) of an instance: aggregate state (SPEC 2.8 precedence), removed, configs_synced.';
+COMMENT ON FUNCTION extsvc.instance_extension_services_summary(uuid, text) IS
+  'One row per (service, version) of an instance: aggregate state (SPEC 2.8 precedence), removed, configs_synced. With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
 
-CREATE FUNCTION extsvc.instance_extension_services_ready(instance_id uuid) RETURNS boolean
+CREATE FUNCTION extsvc.instance_extension_services_ready(instance_id uuid, tenant_organization_id text DEFAULT NULL)
+RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
+  PERFORM extsvc._check_instance_tenant(instance_extension_services_ready.instance_id,
+                                        instance_extension_services_ready.tenant_organization_id);
   IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = instance_extension_services_ready.instance_id) THEN
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', instance_extension_services_ready.instance_id),
                           'Check the instance id.');
@@ -587,8 +609,8 @@ BEGIN
             OR (x.removed AND x.aggregate_state <> 'TERMINATED')));
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.instance_extension_services_ready(uuid) IS
-  'True when every active DPF attachment is RUNNING and every removed one TERMINATED for the current config_version.';
+COMMENT ON FUNCTION extsvc.instance_extension_services_ready(uuid, text) IS
+  'True when every active DPF attachment is RUNNING and every removed one TERMINATED for the current config_version. With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
 
 CREATE FUNCTION extsvc.dpu_agent_extension_services(dpu_machine_id uuid)
 RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, version text, data text,

@@ -10,8 +10,8 @@ GRANT SELECT ON extsvc.reconciliation_queue, extsvc.service_history, extsvc.life
 
 GRANT EXECUTE ON FUNCTION
   extsvc.create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb),
-  extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb),
-  extsvc.delete_service(uuid, text),
+  extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb, text),
+  extsvc.delete_service(uuid, text, text),
   extsvc.validate_dpf_helm_chart_data(text),
   extsvc.render_dpuservice(uuid),
   extsvc.dpf_service_name(uuid, text),
@@ -21,13 +21,27 @@ GRANT EXECUTE ON FUNCTION
   extsvc.register_dpu(uuid, uuid, text, text, boolean),
   extsvc.deregister_dpu(uuid),
   extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean),
-  extsvc.set_instance_extension_services(uuid, jsonb, integer),
-  extsvc.delete_instance(uuid),
-  extsvc.instance_extension_service_status(uuid),
-  extsvc.instance_extension_services_summary(uuid),
-  extsvc.instance_extension_services_ready(uuid),
-  extsvc.dpu_agent_extension_services(uuid)
+  extsvc.set_instance_extension_services(uuid, jsonb, integer, text),
+  extsvc.delete_instance(uuid, text),
+  extsvc.instance_extension_service_status(uuid, text),
+  extsvc.instance_extension_services_summary(uuid, text),
+  extsvc.instance_extension_services_ready(uuid, text),
+  extsvc.dpu_agent_extension_services(uuid),
+  -- the non-admin gates of the role-dependent SECURITY INVOKER entries
+  extsvc._create_service_as_api(text, text, text, text, text, text, text, uuid, boolean, jsonb),
+  extsvc._update_service_as_api(uuid, text, text, text, integer, boolean, jsonb, text),
+  extsvc._delete_service_as_api(uuid, text, text)
 TO extsvc_api, extsvc_admin;
+
+-- The admin gates: PostgreSQL's EXECUTE check on these (made as the calling
+-- role, SET ROLE included) is what grants admin rights.
+GRANT EXECUTE ON FUNCTION
+  extsvc._create_service_as_admin(text, text, text, text, text, text, text, uuid, boolean, jsonb),
+  extsvc._update_service_as_admin(uuid, text, text, text, integer, boolean, jsonb, text),
+  extsvc._delete_service_as_admin(uuid, text, text),
+  extsvc._allow_chart_as_admin(text, text),
+  extsvc._disallow_chart_as_admin(text, text)
+TO extsvc_admin;
 
 GRANT EXECUTE ON FUNCTION
   extsvc.reconcile_now(uuid),

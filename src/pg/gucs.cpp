@@ -49,10 +49,15 @@ void define_cluster(const char* prefix, const char* what, ClusterGucs* c) {
 }  // namespace
 
 void define_gucs() {
-  define_string("extsvc.database", "Database the nico_extsvc workers connect to.", &gucs.database,
-                "postgres", PGC_POSTMASTER);
-  define_int("extsvc.workers", "Number of nico_extsvc background workers.", &gucs.workers, 2, 0, 16,
-             PGC_POSTMASTER);
+  // PostgreSQL refuses PGC_POSTMASTER variables after startup with FATAL, so
+  // the worker-only ones exist only when the library is preloaded; a plain
+  // CREATE EXTENSION or LOAD gets the SQL API without them.
+  if (process_shared_preload_libraries_in_progress) {
+    define_string("extsvc.database", "Database the nico_extsvc workers connect to.", &gucs.database,
+                  "postgres", PGC_POSTMASTER);
+    define_int("extsvc.workers", "Number of nico_extsvc background workers.", &gucs.workers, 2, 0,
+               16, PGC_POSTMASTER);
+  }
   define_bool("extsvc.enabled", "Master switch: workers make Kubernetes calls only while on.",
               &gucs.enabled, true, PGC_SIGHUP);
   define_cluster("", "DPF management cluster", &gucs.management);

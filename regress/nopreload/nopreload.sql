@@ -1,0 +1,55 @@
+-- SPEC 6 / issue #10: runs against a server WITHOUT shared_preload_libraries.
+-- Before the fix, loading the library outside preload defined PGC_POSTMASTER
+-- GUCs and PostgreSQL ended the session with FATAL.
+SHOW shared_preload_libraries;
+
+-- The install preamble refuses a schema extsvc prepared by another role ...
+\set SHOW_CONTEXT never
+CREATE ROLE extsvc_np_squatter;
+CREATE SCHEMA extsvc AUTHORIZATION extsvc_np_squatter;
+CREATE EXTENSION nico_extsvc;
+-- ... or one where other roles may create objects ...
+ALTER SCHEMA extsvc OWNER TO CURRENT_USER;
+GRANT CREATE ON SCHEMA extsvc TO extsvc_np_squatter;
+CREATE EXTENSION nico_extsvc;
+-- ... or one that already holds objects.
+REVOKE CREATE ON SCHEMA extsvc FROM extsvc_np_squatter;
+CREATE TABLE extsvc.services (service_id uuid);
+CREATE EXTENSION nico_extsvc;
+\set SHOW_CONTEXT errors
+DROP SCHEMA extsvc CASCADE;
+DROP ROLE extsvc_np_squatter;
+
+-- CREATE EXTENSION works and the session survives it
+CREATE EXTENSION nico_extsvc;
+SELECT 'session survived CREATE EXTENSION' AS ok;
+SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc';
+
+-- the library is loaded (a C function ran) but the postmaster-only GUCs do
+-- not exist; the others do
+SELECT extsvc.dpf_service_name('00000000-0000-0000-0000-000000000000', 'V1-T1');
+SELECT name, setting, context FROM pg_settings
+ WHERE name IN ('extsvc.workers', 'extsvc.database', 'extsvc.enabled', 'extsvc.enforce_chart_allowlist')
+ ORDER BY name;
+
+-- the SQL API works
+SET extsvc.enforce_chart_allowlist = off;
+SELECT service_name, service_type, deployment_scope, dpu_target, lifecycle_state, version_ctr
+  FROM extsvc.create_service('tenant-a', 'chart', 'DPF_HELM_CHART',
+    '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}',
+    dpu_target => 'PRIMARY', service_id => '11111111-0000-0000-0000-000000000001');
+SELECT service_name, lifecycle_state, version_ctr, desired_revision
+  FROM extsvc.update_service('11111111-0000-0000-0000-000000000001',
+    '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.1","security":{"privileged":false}}');
+SELECT service_name, lifecycle_state FROM extsvc.create_service('tenant-a', 'pod', 'KUBERNETES_POD', 'pod-spec');
+SELECT extsvc.register_dpu('22222222-0000-0000-0000-000000000001', '33333333-0000-0000-0000-000000000001',
+                           'dpu0', 'node-dpu0', true);
+SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000001', 'tenant-a', '33333333-0000-0000-0000-000000000001');
+SELECT extsvc.instance_extension_services_ready('44444444-0000-0000-0000-000000000001');
+SELECT lifecycle_state FROM extsvc.delete_service('11111111-0000-0000-0000-000000000001');
+
+-- worker functions say that the worker is not loaded
+SELECT * FROM extsvc.worker_status();
+SELECT extsvc.request_resync();
+
+DROP EXTENSION nico_extsvc;
