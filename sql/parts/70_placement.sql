@@ -513,7 +513,8 @@ RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id 
                observed_config_version integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
-         a.placement_state, a.deployment_state, c.removed_at, a.status_message, a.observed_at,
+         a.placement_state, extsvc._effective_deployment_state(a.deployment_state, a.observed_at),
+         c.removed_at, a.status_message, a.observed_at,
          i.config_version, a.observed_config_version
     FROM extsvc.dpf_extension_service_attachments a
     JOIN extsvc.instances i USING (instance_id)
@@ -525,7 +526,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
    ORDER BY s.service_name, a.version, d.dpu_device_name
 $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid) IS
-  'One row per (service, version, DPU) of an instance: placement and observed deployment state.';
+  'One row per (service, version, DPU) of an instance: placement and observed deployment state (UNKNOWN once older than extsvc.observation_max_age).';
 
 -- Aggregate with the precedence of SPEC 2.8.
 CREATE FUNCTION extsvc._aggregate_state(states text[]) RETURNS text
@@ -552,7 +553,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
                                   AND a.version = c.version)
                    AND c.removed_at IS NOT NULL THEN 'TERMINATED'
               ELSE extsvc._aggregate_state(ARRAY(
-                     SELECT a.deployment_state FROM extsvc.dpf_extension_service_attachments a
+                     SELECT extsvc._effective_deployment_state(a.deployment_state, a.observed_at)
+                       FROM extsvc.dpf_extension_service_attachments a
                       WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id AND a.version = c.version
                         AND (c.removed_at IS NOT NULL OR a.placement_state = 'ACTIVE')))
          END,
