@@ -258,7 +258,7 @@ END $$;
 UPDATE cases c SET result = pg_temp.run_site(c) WHERE c.machine = 'site_deployment';
 
 ------------------------------------------------------------------ the plan
-SELECT plan((SELECT count(*)::integer FROM cases) + (SELECT count(*)::integer FROM extsvc.placement_transitions) + 31);
+SELECT plan((SELECT count(*)::integer FROM cases) + (SELECT count(*)::integer FROM extsvc.placement_transitions) + 32);
 
 -- every combination: listed -> accepted and recorded with actor and reason;
 -- otherwise -> 55000 with a DETAIL naming from, to and actor
@@ -349,6 +349,22 @@ SELECT is((SELECT count(*)::integer FROM extsvc.instance_dpu_state_history((SELE
           'instance deletion of a row already REMOVING (not TERMINATED) records nothing new');
 SELECT throws_ok(format($$DELETE FROM extsvc.dpf_extension_service_attachments WHERE instance_id = %L$$, (SELECT instance_id FROM bk)),
                  '55000', NULL, 'a REMOVING row that was not observed TERMINATED cannot be deleted');
+
+------------------------------------------------------------------ a tenant cannot claim to be the worker
+CREATE ROLE extsvc_tap_trans_tenant LOGIN IN ROLE extsvc_api;
+CREATE TEMP TABLE tn AS SELECT * FROM pg_temp.att('live', 'ACTIVE', 'RUNNING', now());
+UPDATE extsvc.dpus SET host_machine_id = (SELECT host_machine_id FROM extsvc.instances WHERE instance_id = (SELECT instance_id FROM tn))
+ WHERE machine_id = (SELECT dpu FROM tn);
+GRANT SELECT ON tn TO extsvc_tap_trans_tenant;
+SET SESSION AUTHORIZATION extsvc_tap_trans_tenant;
+SET LOCAL nico_extsvc.actor = 'worker';
+SELECT extsvc.deregister_dpu((SELECT dpu FROM tn));
+SET LOCAL nico_extsvc.actor = '';
+RESET SESSION AUTHORIZATION;
+SELECT is((SELECT string_agg(format('%s:%s/%s', machine, actor, reason), ', ' ORDER BY machine DESC)
+             FROM extsvc.instance_dpu_state_history((SELECT instance_id FROM tn))),
+          'placement:api/dpu_deregistered, deployment:api/removal_requested',
+          'a tenant session setting nico_extsvc.actor = worker still acts as api');
 
 ------------------------------------------------------------------ history: bounded, readable by extsvc_api for one instance
 CREATE TEMP TABLE hb AS SELECT * FROM pg_temp.att('live', 'ACTIVE', 'PENDING', now());

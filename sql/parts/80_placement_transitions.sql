@@ -88,10 +88,14 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
  WHERE NOT (m.machine = 'deployment' AND f.s = 'NEW' AND r.actor = 'worker');
 
 -- Who is changing the row: 'worker' inside the worker's entry points (they
--- carry SET nico_extsvc.actor = 'worker'), 'api' otherwise.
+-- carry SET nico_extsvc.actor = 'worker'; the workers connect as a
+-- superuser), 'api' otherwise. A tenant session setting the variable itself
+-- stays 'api'.
 CREATE FUNCTION extsvc._transition_actor() RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE WHEN current_setting('nico_extsvc.actor', true) = 'worker' THEN 'worker' ELSE 'api' END
+  SELECT CASE WHEN current_setting('nico_extsvc.actor', true) = 'worker'
+                   AND coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
+              THEN 'worker' ELSE 'api' END
 $fn$;
 COMMENT ON FUNCTION extsvc._transition_actor() IS
   'Actor of a per-DPU state change: worker inside the worker''s entry points (nico_extsvc.actor), api otherwise.';
@@ -302,6 +306,7 @@ DECLARE
   v_new extsvc.dpf_extension_service_attachments;
   r extsvc.dpf_extension_service_attachments;
   v_placement_changed boolean;
+  v_wanted boolean;
 BEGIN
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
@@ -317,10 +322,12 @@ BEGIN
     RETURN OLD;
   END IF;
   IF TG_OP = 'INSERT' OR NEW.deployment_state <> OLD.deployment_state THEN
+    v_wanted := extsvc._attachment_wanted(NEW);
     PERFORM extsvc._refuse_transition('deployment', v_old.deployment_state, NEW.deployment_state, v_actor,
       extsvc._deployment_reason(TG_OP = 'INSERT', v_placement_changed, NEW.placement_state, NEW.deployment_state,
-                                extsvc._went_stale(v_old.observed_at, NEW.observed_at), extsvc._attachment_wanted(NEW),
-                                extsvc._attachment_shared(NEW)),
+                                extsvc._went_stale(v_old.observed_at, NEW.observed_at), v_wanted,
+                                NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
+                                AND extsvc._attachment_shared(NEW)),
       v_row);
   END IF;
   RETURN NEW;
@@ -337,6 +344,7 @@ DECLARE
   v_new extsvc.dpf_extension_service_attachments;
   r extsvc.dpf_extension_service_attachments;
   v_placement_changed boolean;
+  v_wanted boolean;
 BEGIN
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
@@ -348,11 +356,13 @@ BEGIN
                                      extsvc._placement_reason(v_old, v_new), r.status_message, r.observed_at);
   END IF;
   IF TG_OP <> 'DELETE' AND (TG_OP = 'INSERT' OR NEW.deployment_state <> OLD.deployment_state) THEN
+    v_wanted := extsvc._attachment_wanted(NEW);
     PERFORM extsvc._record_dpu_state('deployment', r.instance_id, r.dpu_machine_id, r.service_id, r.version,
       v_old.deployment_state, NEW.deployment_state, v_actor,
       extsvc._deployment_reason(TG_OP = 'INSERT', v_placement_changed, NEW.placement_state, NEW.deployment_state,
-                                extsvc._went_stale(v_old.observed_at, NEW.observed_at), extsvc._attachment_wanted(NEW),
-                                extsvc._attachment_shared(NEW)),
+                                extsvc._went_stale(v_old.observed_at, NEW.observed_at), v_wanted,
+                                NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
+                                AND extsvc._attachment_shared(NEW)),
       NEW.status_message, NEW.observed_at);
   END IF;
   RETURN NULL;
