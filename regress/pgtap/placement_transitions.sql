@@ -258,7 +258,7 @@ END $$;
 UPDATE cases c SET result = pg_temp.run_site(c) WHERE c.machine = 'site_deployment';
 
 ------------------------------------------------------------------ the plan
-SELECT plan((SELECT count(*)::integer FROM cases) + (SELECT count(*)::integer FROM extsvc.placement_transitions) + 32);
+SELECT plan((SELECT count(*)::integer FROM cases) + (SELECT count(*)::integer FROM extsvc.placement_transitions) + 33);
 
 -- every combination: listed -> accepted and recorded with actor and reason;
 -- otherwise -> 55000 with a DETAIL naming from, to and actor
@@ -291,6 +291,8 @@ SELECT throws_like($$SELECT extsvc._refuse_transition('deployment', 'RUNNING', '
 SELECT is(extsvc._observation_max_age(), interval '15 min', 'observation_max_age defaults to 15min');
 SET LOCAL extsvc.observation_max_age = '10min';
 SELECT is(extsvc._observation_max_age(), interval '10 min', 'observation_max_age is read from the GUC');
+SET LOCAL extsvc.observation_max_age = '1min';
+SELECT is(extsvc._observation_max_age(), interval '10 min', 'never less than twice extsvc.resync_interval (5min)');
 RESET extsvc.observation_max_age;
 SET LOCAL extsvc.observation_max_age = '15min';
 
