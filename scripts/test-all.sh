@@ -40,6 +40,7 @@ suite pg_regress make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG
   PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER="$PGUSER"
 suite pgtap "$ROOT/scripts/run-pgtap.sh"
 suite lifecycle-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap
+suite placement-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap placement
 pg_cluster_stop
 
 # SPEC 6: without shared_preload_libraries, CREATE EXTENSION and the SQL API

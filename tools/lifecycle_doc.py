@@ -1,30 +1,45 @@
 #!/usr/bin/env python3
-"""Keeps docs/lifecycle.md true to extsvc.lifecycle_transitions.
+"""Keeps the state tables in docs/ true to the transition tables.
 
-The transition table in the doc is generated from the database table (the
-one the trigger enforces). `--check` (used by the test suite) fails when they
-differ; `--write` regenerates the block. Connection: psql's PG* variables.
+docs/lifecycle.md's table is generated from extsvc.lifecycle_transitions and
+docs/placement.md's tables from extsvc.placement_transitions (one block per
+state machine) -- the tables the triggers enforce. `--check` (used by the
+test suite) fails when a block differs; `--write` regenerates the blocks.
+Usage: lifecycle_doc.py [--check|--write] [DBNAME] [lifecycle|placement ...]
+(default: lifecycle only). Connection: psql's PG* variables.
 """
 import os
 import subprocess
 import sys
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "lifecycle.md")
-BEGIN = "<!-- BEGIN generated: extsvc.lifecycle_transitions -->"
-END = "<!-- END generated: extsvc.lifecycle_transitions -->"
-QUERY = ("SELECT coalesce(from_state, '(new)'), to_state, actor, reason, description "
-         "FROM extsvc.lifecycle_transitions "
-         "ORDER BY array_position(ARRAY['(new)','CREATING','READY','UPDATING','FAILED','DELETING','DELETED'], "
-         "coalesce(from_state, '(new)')), to_state, actor, reason")
+DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+LIFECYCLE_QUERY = (
+    "SELECT coalesce(from_state, '(new)'), to_state, actor, reason, description "
+    "FROM extsvc.lifecycle_transitions "
+    "ORDER BY array_position(ARRAY['(new)','CREATING','READY','UPDATING','FAILED','DELETING','DELETED'], "
+    "coalesce(from_state, '(new)')), to_state, actor, reason")
+PLACEMENT_ORDER = ("ARRAY['(new)','ACTIVE','REMOVING','PENDING','RUNNING','TERMINATING','TERMINATED',"
+                   "'ERROR','UNKNOWN','(removed)']")
+# One row per (to, actor, reason, meaning): the from states are listed together.
+PLACEMENT_QUERY = (
+    "SELECT string_agg(coalesce(from_state, '(new)'), ', ' ORDER BY array_position({o}, "
+    "coalesce(from_state, '(new)'))), coalesce(to_state, '(removed)'), actor, reason, description "
+    "FROM extsvc.placement_transitions WHERE machine = '{m}' "
+    "GROUP BY to_state, actor, reason, description "
+    "ORDER BY array_position({o}, coalesce(to_state, '(removed)')), reason, actor, "
+    "min(array_position({o}, coalesce(from_state, '(new)')))")
 
 
-def render(dbname):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-F", "\t", "-d", dbname, "-c", QUERY],
+def psql(dbname, query):
+    out = subprocess.run(["psql", "-X", "-A", "-t", "-F", "\t", "-d", dbname, "-c", query],
                          capture_output=True, text=True, check=True).stdout
+    return [row.split("\t") for row in out.strip().splitlines()]
+
+
+def render_lifecycle(dbname):
     lines = ["| from | to | actor | reason | meaning |", "|---|---|---|---|---|"]
     edges = []
-    for row in out.strip().splitlines():
-        f, t, a, r, d = row.split("\t")
+    for f, t, a, r, d in psql(dbname, LIFECYCLE_QUERY):
         lines.append(f"| {f} | {t} | {a} | `{r}` | {d} |")
         edges.append((f, t, a, r))
     lines += ["", "```mermaid", "stateDiagram-v2"]
@@ -41,25 +56,56 @@ def render(dbname):
     return "\n".join(lines)
 
 
+def render_placement(machine):
+    def render(dbname):
+        query = PLACEMENT_QUERY.format(o=PLACEMENT_ORDER, m=machine)
+        lines = ["| from | to | actor | reason | why the move is allowed |", "|---|---|---|---|---|"]
+        for f, t, a, r, d in psql(dbname, query):
+            lines.append(f"| {f} | {t} | {a} | `{r}` | {d} |")
+        return "\n".join(lines)
+    return render
+
+
+# (doc name, file, [(table name in the markers, renderer)])
+DOCSETS = {
+    "lifecycle": ("lifecycle.md", [("extsvc.lifecycle_transitions", render_lifecycle)]),
+    "placement": ("placement.md", [
+        (f"extsvc.placement_transitions {m}", render_placement(m))
+        for m in ("placement", "deployment", "site_deployment")]),
+}
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "--check"
     dbname = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("PGDATABASE", "postgres")
-    block = render(dbname)
-    with open(DOC) as f:
-        doc = f.read()
-    start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-    current = doc[start:end].strip()
+    names = sys.argv[3:] or ["lifecycle"]
+    failed = passed = 0
+    for name in names:
+        fname, blocks = DOCSETS[name]
+        path = os.path.join(DOCS, fname)
+        with open(path) as f:
+            doc = f.read()
+        for table, render in blocks:
+            begin, end = f"<!-- BEGIN generated: {table} -->", f"<!-- END generated: {table} -->"
+            block = render(dbname)
+            start, stop = doc.index(begin) + len(begin), doc.index(end)
+            if mode == "--write":
+                doc = doc[:start] + "\n" + block + "\n" + doc[stop:]
+            elif doc[start:stop].strip() != block:
+                print(f"docs/{fname} is out of date with {table}; "
+                      f"run tools/lifecycle_doc.py --write DBNAME {name}")
+                failed += 1
+            else:
+                passed += 1
+        if mode == "--write":
+            with open(path, "w") as f:
+                f.write(doc)
+            print(f"docs/{fname} regenerated")
     if mode == "--write":
-        with open(DOC, "w") as f:
-            f.write(doc[:start] + "\n" + block + "\n" + doc[end:])
-        print("docs/lifecycle.md regenerated")
         return 0
-    if current != block:
-        print("docs/lifecycle.md is out of date with extsvc.lifecycle_transitions; "
-              "run tools/lifecycle_doc.py --write")
-        return 1
-    print("docs/lifecycle.md matches extsvc.lifecycle_transitions: 1 passed, 0 failed")
-    return 0
+    print(f"{', '.join('docs/' + DOCSETS[n][0] for n in names)} match the transition tables: "
+          f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

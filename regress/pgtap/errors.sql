@@ -171,7 +171,7 @@ SELECT lives_ok($$
   INSERT INTO extsvc.dpf_extension_service_attachments (instance_id, dpu_machine_id, service_id, version,
       placement_state, deployment_state)
   SELECT 'e1000000-0000-0000-0000-000000000001', 'e3000000-0000-0000-0000-000000000001', service_id, version,
-         'REMOVING', 'TERMINATING'
+         'REMOVING', 'UNKNOWN'
     FROM extsvc.services WHERE service_id = 'e0000000-0000-0000-0000-000000000001';$$,
   'fixture: the DPF service only has a REMOVING attachment left');
 UPDATE snap SET s = pg_temp.snapshot();

@@ -305,10 +305,13 @@ SELECT ok((SELECT next_due_at IS NULL AND attempts = 0 AND lease_token IS NULL A
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA), 'converged: not due, lease released, observation kept');
 SELECT is(extsvc.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA),
             (SELECT lease_token FROM ka WHERE dpu_machine_id = :DA), 'observed', '[]'), 'lost', 'a used token is lost');
+-- direct status writes play the worker (extsvc.placement_transitions)
+SET LOCAL nico_extsvc.actor = 'worker';
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'ERROR' WHERE dpu_machine_id = :DA AND service_id = :P;
 SELECT ok(pg_temp.sv(:DA) = (SELECT v FROM sva) AND (SELECT next_due_at IS NULL FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA),
           'a direct deployment_state write does not wake the DPU');
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'RUNNING' WHERE dpu_machine_id = :DA AND service_id = :P;
+SET LOCAL nico_extsvc.actor = '';
 -- retry
 CREATE TEMP TABLE kb AS SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
 SELECT throws_ok(format($$SELECT extsvc.complete_dpu_reconciliation(%L, %s, %L, 'bogus')$$, :DB,
@@ -360,6 +363,7 @@ SELECT is((SELECT array_agg(aggregate_state || '/' || configs_synced ORDER BY se
 SELECT is((SELECT count(*)::integer FROM extsvc.instance_extension_service_status(:I1)), 5, 'status: one row per (service, version, DPU)');
 SELECT is((SELECT array_agg(dpu_node_name ORDER BY dpu_node_name) FROM extsvc.instance_extension_service_status(:I1) WHERE service_id = :A),
           ARRAY['place-node-a', 'place-node-b'], 'status rows name the Nodes');
+SET LOCAL nico_extsvc.actor = 'worker';
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'PENDING' WHERE instance_id = :I1 AND dpu_machine_id = :DB AND service_id = :A;
 SELECT is((SELECT aggregate_state FROM extsvc.instance_extension_services_summary(:I1) WHERE service_id = :A), 'PENDING', 'PENDING over RUNNING');
 SELECT is(extsvc.instance_extension_services_ready(:I1), false, 'not ready while one DPU is PENDING');
@@ -368,6 +372,7 @@ SELECT is((SELECT aggregate_state FROM extsvc.instance_extension_services_summar
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'ERROR' WHERE instance_id = :I1 AND dpu_machine_id = :DA AND service_id = :A;
 SELECT is((SELECT aggregate_state FROM extsvc.instance_extension_services_summary(:I1) WHERE service_id = :A), 'ERROR', 'ERROR over UNKNOWN');
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'RUNNING' WHERE instance_id = :I1;
+SET LOCAL nico_extsvc.actor = '';
 SELECT is(extsvc._aggregate_state(ARRAY['TERMINATING', 'TERMINATED']), 'TERMINATING', 'TERMINATING over TERMINATED');
 SELECT is(extsvc._aggregate_state(ARRAY['TERMINATED', 'TERMINATED']), 'TERMINATED', 'all TERMINATED');
 SELECT is(extsvc._aggregate_state(ARRAY['RUNNING', 'TERMINATED']), 'UNKNOWN', 'mixed RUNNING/TERMINATED: UNKNOWN');

@@ -530,7 +530,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
   SELECT extsvc._check_instance_tenant(instance_extension_service_status.instance_id,
                                        instance_extension_service_status.tenant_organization_id);
   SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
-         a.placement_state, a.deployment_state, c.removed_at, a.status_message, a.observed_at,
+         a.placement_state, extsvc._effective_deployment_state(a.deployment_state, a.observed_at),
+         c.removed_at, a.status_message, a.observed_at,
          i.config_version, a.observed_config_version
     FROM extsvc.dpf_extension_service_attachments a
     JOIN extsvc.instances i USING (instance_id)
@@ -542,7 +543,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
    ORDER BY s.service_name, a.version, d.dpu_device_name
 $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid, text) IS
-  'One row per (service, version, DPU) of an instance: placement and observed deployment state. With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
+  'One row per (service, version, DPU) of an instance: placement and observed deployment state (UNKNOWN once older than extsvc.observation_max_age). With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
 
 -- Aggregate with the precedence of SPEC 2.8.
 CREATE FUNCTION extsvc._aggregate_state(states text[]) RETURNS text
@@ -571,7 +572,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
                                   AND a.version = c.version)
                    AND c.removed_at IS NOT NULL THEN 'TERMINATED'
               ELSE extsvc._aggregate_state(ARRAY(
-                     SELECT a.deployment_state FROM extsvc.dpf_extension_service_attachments a
+                     SELECT extsvc._effective_deployment_state(a.deployment_state, a.observed_at)
+                       FROM extsvc.dpf_extension_service_attachments a
                       WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id AND a.version = c.version
                         AND (c.removed_at IS NOT NULL OR a.placement_state = 'ACTIVE')))
          END,

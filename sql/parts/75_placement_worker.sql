@@ -196,6 +196,8 @@ BEGIN
   SELECT d.machine_id, now() FROM extsvc.dpus d
   ON CONFLICT (dpu_machine_id) DO UPDATE SET next_due_at = coalesce(extsvc.dpu_reconciliations.next_due_at, now());
   GET DIAGNOSTICS n = ROW_COUNT;
+  -- observations nobody renewed within extsvc.observation_max_age: UNKNOWN
+  PERFORM extsvc.expire_stale_observations();
   RETURN n;
 END
 $fn$;

@@ -5,6 +5,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA extsvc FROM PUBLIC;
 
 GRANT SELECT ON extsvc.services TO extsvc_api, extsvc_admin;
 GRANT SELECT ON extsvc.reconciliation_queue, extsvc.service_history, extsvc.lifecycle_transitions,
+                extsvc.placement_transitions, extsvc.dpu_state_history,
                 extsvc.chart_allowlist, extsvc.dpu_placement, extsvc.dpu_desired_labels
   TO extsvc_admin;
 
@@ -26,6 +27,7 @@ GRANT EXECUTE ON FUNCTION
   extsvc.instance_extension_service_status(uuid, text),
   extsvc.instance_extension_services_summary(uuid, text),
   extsvc.instance_extension_services_ready(uuid, text),
+  extsvc.instance_dpu_state_history(uuid),
   extsvc.dpu_agent_extension_services(uuid),
   -- the non-admin gates of the role-dependent SECURITY INVOKER entries
   extsvc._create_service_as_api(text, text, text, text, text, text, text, uuid, boolean, jsonb),
@@ -48,6 +50,7 @@ GRANT EXECUTE ON FUNCTION
   extsvc.retry_service(uuid),
   extsvc.worker_status(),
   extsvc.request_resync(),
+  extsvc.expire_stale_observations(),
   extsvc.repo_url_matches(text, text),
   extsvc.dpuservice_mutable_patch(jsonb, jsonb),
   extsvc.dpuservice_identity_mismatch(jsonb, uuid, text, text)

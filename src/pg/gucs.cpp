@@ -92,6 +92,9 @@ void define_gucs() {
   define_bool("extsvc.enforce_chart_allowlist",
               "Refuse Helm chart repositories that are not on extsvc.chart_allowlist.",
               &gucs.enforce_chart_allowlist, true, PGC_SUSET);
+  define_int("extsvc.observation_max_age",
+             "Age after which a per-DPU observation is stale and reads as UNKNOWN.",
+             &gucs.observation_max_age_s, 900, 1, 604800, PGC_SUSET, GUC_UNIT_S);
   MarkGUCPrefixReserved("extsvc");
 }
 

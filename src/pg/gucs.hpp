@@ -30,6 +30,7 @@ struct Gucs {
   int http_timeout_ms;
   int log_level;  // spdlog::level::level_enum value
   bool enforce_chart_allowlist;
+  int observation_max_age_s;
 };
 
 extern Gucs gucs;
