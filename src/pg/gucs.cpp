@@ -87,6 +87,15 @@ void define_gucs() {
   define_bool("extsvc.enforce_chart_allowlist",
               "Refuse Helm chart repositories that are not on extsvc.chart_allowlist.",
               &gucs.enforce_chart_allowlist, true, PGC_SUSET);
+  define_int("extsvc.kube_max_response_size",
+             "Largest Kubernetes response body accepted for a single object.",
+             &gucs.kube_max_response_kb, 4096, 64, 524288, PGC_SIGHUP, GUC_UNIT_KB);
+  define_int("extsvc.kube_max_list_size",
+             "Largest total of Kubernetes response bodies accepted for one paginated LIST.",
+             &gucs.kube_max_list_kb, 65536, 64, 524288, PGC_SIGHUP, GUC_UNIT_KB);
+  define_bool("extsvc.kube_allow_insecure_http",
+              "Allow sending bearer tokens to http:// API servers (test clusters only).",
+              &gucs.kube_allow_insecure_http, false, PGC_SIGHUP);
   MarkGUCPrefixReserved("extsvc");
 }
 
