@@ -41,9 +41,11 @@ struct ClusterConfig {
 // Returns an error text, or nullopt when the configuration is usable.
 std::optional<std::string> validate(const ClusterConfig& cfg);
 
-// Loads a kubeconfig file (YAML subset or JSON). `context` overrides current-context.
-// Relative file references resolve against the kubeconfig's directory. On success the result is
-// also validate()d. Returns ClusterConfig or an error text (never containing secret values).
+// Loads a kubeconfig file (YAML via yaml-cpp, or JSON); exec and auth-provider plugins are
+// refused. `context` overrides current-context. Relative file references resolve against the
+// kubeconfig's directory. On success the result is also validate()d, except for the
+// http://-with-token check, which depends on the caller's allow_insecure_http: validate() the
+// final configuration. Returns ClusterConfig or an error text (never containing secret values).
 std::variant<ClusterConfig, std::string> load_kubeconfig(const std::string& path,
                                                          const std::string& context = "");
 
