@@ -382,5 +382,25 @@ TEST(KubeConfig, PlainHttpWithTokenNeedsTheExplicitOptIn) {
   EXPECT_FALSE(validate(c).has_value());
 }
 
+TEST(KubeConfig, DpfsimWriterOutputLoads) {
+  // The exact shapes sim/src/main.cpp writes (with and without a token file).
+  TempDir dir;
+  for (const bool with_token : {true, false}) {
+    std::string text =
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: management\n  cluster:\n    server: "
+        "https://127.0.0.1:40001\n    certificate-authority: /tmp/tls/ca.crt\nusers:\n- name: "
+        "management-user\n  user:\n";
+    text += with_token ? "    tokenFile: /tmp/token\n" : "    {}\n";
+    text +=
+        "contexts:\n- name: management\n  context:\n    cluster: management\n    user: "
+        "management-user\ncurrent-context: management\n";
+    write_file(dir.file("kc"), text);
+    const ClusterConfig c = ok(load_kubeconfig(dir.file("kc")));
+    EXPECT_EQ(c.server, "https://127.0.0.1:40001");
+    EXPECT_EQ(c.ca_file, "/tmp/tls/ca.crt");
+    EXPECT_EQ(c.token_file, with_token ? "/tmp/token" : "");
+  }
+}
+
 }  // namespace
 }  // namespace extsvc::kube
