@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config clang-format
   postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
-  nlohmann-json3-dev libspdlog-dev libcurl4-openssl-dev libssl-dev openssl
+  nlohmann-json3-dev libspdlog-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   curl python3 procps
 )

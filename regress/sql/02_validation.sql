@@ -141,4 +141,34 @@ SELECT n AS "case", pg_temp.e(x) AS refused FROM unnest(ARRAY[
 -- size limit: 131072 bytes
 SELECT pg_temp.e('{"repoURL":"oci://r.example.com/x",' || :'req' || ',"values":{"pad":"' || repeat('x', 131072) || '"}}') AS too_large;
 
+------------------------------------------------------------------ exact numbers, NUL, long tokens
+-- numbers in values are kept exactly: the validated form and the rendered
+-- DPUService carry the same values (no rounding through double)
+SELECT d -> 'values' AS exact_values,
+       extsvc._render_dpuservice('6f1c2b1e-0000-4000-8000-000000000001', 'V1-T1700000000000000', 1, d, 'ns')
+         #> '{spec,helmChart,values}' = d -> 'values' AS rendered_same
+  FROM extsvc.validate_dpf_helm_chart_data('{"repoURL":"oci://r.example.com/x",' || :'req' ||
+         ',"values":{"u64":18446744073709551615,"i64":-9223372036854775808,"frac":0.1,"small":2.5e-7,"f":1.0,"e":1e2}}') d;
+-- numbers that would change are refused with the path; huge ones are not echoed
+SELECT n, pg_temp.e('{"repoURL":"oci://r.example.com/x",' || :'req' || ',"values":' || x || '}')
+  FROM unnest(ARRAY[
+  '{"n":123456789012345678901234567890}',
+  '{"t":[1,1e-400]}',
+  '{"h":{"x":1e400}}',
+  '{"p":0.30000000000000000001}',
+  '{"long":' || repeat('9', 120000) || '}',
+  -- U+0000 cannot be stored in jsonb: refused by the validator, not by jsonb
+  '{"s":"a\u0000b"}',
+  '{"k\u0000":"v"}',
+  -- a 100000-byte key is quoted only by its first 64 bytes
+  '{"' || repeat('k', 100000) || '":{"a":1,"a":2}}'
+]) WITH ORDINALITY t(x, n) ORDER BY n;
+SELECT pg_temp.e('{"' || repeat('k', 100000) || '":1}') AS long_unknown_key;
+
+------------------------------------------------------------------ Retry-After bound
+-- honoured up to extsvc.retry_cap (300 s): neither a retry decades away nor
+-- an interval overflow that would lose the outcome
+SELECT extsvc._backoff(1, 42) AS honoured, extsvc._backoff(1, 1e9) AS e9,
+       extsvc._backoff(1, 1e13) AS e13, extsvc._backoff(1, 'Infinity') AS inf;
+
 DROP EXTENSION nico_extsvc;

@@ -65,10 +65,10 @@ SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.dpf_extension_ser
 -- a transient failure: attempts + 1, due later (never before Retry-After),
 -- the error kept, the lease released, the state unchanged
 SELECT extsvc.complete_reconciliation(:A, :sv_a, :'tok_a', 'retry', message => 'HTTP 503 from the API server',
-                                      http_status => 503, retry_after_s => 600);
+                                      http_status => 503, retry_after_s => 200);
 SELECT * FROM pg_temp.q(:A);
-SELECT next_due_at >= last_error_at + interval '600 seconds' AS honours_retry_after,
-       next_due_at <= last_error_at + interval '600.001 seconds' AS not_longer
+SELECT next_due_at >= last_error_at + interval '200 seconds' AS honours_retry_after,
+       next_due_at <= last_error_at + interval '200.001 seconds' AS not_longer
   FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :A;
 -- not due: no claim
 SELECT count(*) AS claimed FROM extsvc.claim_reconciliations('w1');
@@ -85,9 +85,9 @@ SELECT service_id, state_version, attempts FROM extsvc.claim_reconciliations('w1
 SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.dpf_extension_service_reconciliations
  WHERE service_id = :A \gset
 -- poll (waiting on the cluster): attempts + 1, due later, last error kept
-SELECT extsvc.complete_reconciliation(:A, :sv_a, :'tok_a', 'poll', retry_after_s => 600);
+SELECT extsvc.complete_reconciliation(:A, :sv_a, :'tok_a', 'poll', retry_after_s => 200);
 SELECT * FROM pg_temp.q(:A);
-SELECT next_due_at >= last_success_at + interval '600 seconds' AS honours_retry_after
+SELECT next_due_at >= last_success_at + interval '200 seconds' AS honours_retry_after
   FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :A;
 SELECT extsvc.reconcile_now(:A) AS made_due;
 SELECT service_id, attempts FROM extsvc.claim_reconciliations('w1');

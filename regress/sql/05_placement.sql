@@ -294,10 +294,10 @@ SELECT * FROM pg_temp.try($$SELECT extsvc.complete_dpu_reconciliation(dpu_machin
 
 -- 'retry' backs off: attempts counted, error kept, due later (here after Retry-After)
 SELECT extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'retry',
-         message => 'DPU cluster unreachable', http_status => 503, retry_after_s => 600) AS result
+         message => 'DPU cluster unreachable', http_status => 503, retry_after_s => 200) AS result
   FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_device_name = 'dpu-b';
 SELECT * FROM pg_temp.q();
-SELECT next_due_at >= last_error_at + interval '600 s' AS honours_retry_after, last_http_status
+SELECT next_due_at >= last_error_at + interval '200 s' AS honours_retry_after, last_http_status
   FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB;
 SELECT * FROM pg_temp.pass();
 SELECT * FROM pg_temp.rows(:I1);

@@ -3,7 +3,9 @@
 -- outcome with a compare-and-swap on (state_version, lease_token).
 
 -- Exponential backoff with positive jitter, bounded by extsvc.retry_cap and
--- never shorter than the server's Retry-After.
+-- never shorter than the server's Retry-After, which is itself honoured only up
+-- to extsvc.retry_cap (clamped as a number first: 1e13 s must not overflow the
+-- interval and lose the outcome).
 CREATE FUNCTION extsvc._backoff(p_attempts integer, p_retry_after_s double precision DEFAULT NULL)
 RETURNS interval LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
   WITH cfg AS (
@@ -12,7 +14,8 @@ RETURNS interval LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS 
   SELECT greatest(
            least(cfg.cap, cfg.base * power(2, least(greatest(p_attempts, 1) - 1, 30)))
              * (1 + 0.2 * random()),
-           coalesce(p_retry_after_s, 0) * interval '1 second')
+           least(coalesce(p_retry_after_s, 0), extract(epoch FROM cfg.cap)::double precision)
+             * interval '1 second')
   FROM cfg
 $fn$;
 

@@ -377,8 +377,21 @@ nlohmann::ordered_json validate_helm_chart_data(std::string_view text) {
             "Shorten values or move bulk configuration into the chart.");
   Json data;
   try {
-    data = parse_strict_json(text);
+    StrictJsonOptions options;
+    options.exact_numbers = true;  // never round a tenant's number (issue #10)
+    options.refuse_nul = true;     // jsonb cannot store U+0000
+    data = parse_strict_json(text, options);
   } catch (const JsonSyntaxError& e) {
+    switch (e.kind) {
+      case JsonSyntaxError::Kind::kInexactNumber:
+        invalid(e.path, e.what(),
+                "Send the number as a string, or as an integer within 64 bits or a decimal "
+                "with at most 15 significant digits.");
+      case JsonSyntaxError::Kind::kNulCharacter:
+        invalid(e.path, e.what(), "Remove the \\u0000 escape; NUL characters cannot be stored.");
+      case JsonSyntaxError::Kind::kSyntax:
+        break;
+    }
     throw ValidationError(ErrorClass::kNotJson, e.path, e.what(),
                           "Send exactly one UTF-8 JSON object with unique keys.");
   }

@@ -23,6 +23,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// Hard ceiling; ClusterConfig::max_response_bytes / max_list_bytes are the working limits.
 constexpr size_t kMaxResponseBytes = size_t{512} << 20;
 constexpr size_t kMaxTokenBytes = 64 * 1024;
 constexpr size_t kMaxMessageBytes = 512;
@@ -93,8 +94,14 @@ bool is_tls_error(CURLcode c) {
   }
 }
 
+// The effective body limit for a configured value (0 = the hard ceiling).
+size_t body_limit(size_t configured) {
+  return configured == 0 ? kMaxResponseBytes : std::min(configured, kMaxResponseBytes);
+}
+
 struct Transfer {
   std::string body;
+  size_t limit = kMaxResponseBytes;
   bool too_large = false;
   const std::function<bool()>* interrupted = nullptr;
   bool was_interrupted = false;
@@ -103,7 +110,7 @@ struct Transfer {
 size_t write_cb(char* ptr, size_t size, size_t nmemb, void* userdata) {
   auto* t = static_cast<Transfer*>(userdata);
   size_t n = size * nmemb;
-  if (t->body.size() + n > kMaxResponseBytes) {
+  if (n > t->limit || t->body.size() > t->limit - n) {
     t->too_large = true;
     return 0;
   }
@@ -143,6 +150,7 @@ struct Client::Impl {
   std::shared_ptr<spdlog::logger> logger;
   const std::function<bool()>* interrupted = nullptr;
   char errbuf[CURL_ERROR_SIZE] = {};
+  size_t last_body_bytes = 0;  // decoded body size of the last response
 
   // Token file cache.
   std::string file_token;
@@ -158,6 +166,7 @@ struct Client::Impl {
     int status = 0;
     std::string body;
     std::optional<double> retry_after;
+    std::vector<std::string> warnings;
     std::optional<Error> error;  // transport-level failure
   };
 
@@ -285,9 +294,10 @@ struct Client::Impl {
   }
 
   Raw perform(const char* method, const std::string& path, const std::string* body,
-              const char* content_type, const std::string& token) {
+              const char* content_type, const std::string& token, size_t limit) {
     Raw raw;
     Transfer t;
+    t.limit = limit;
     t.interrupted = interrupted;
     const std::string url = cfg.server + path;
     curl_easy_reset(curl);
@@ -382,8 +392,11 @@ struct Client::Impl {
       if (t.was_interrupted) {
         raw.error = interrupted_error();
       } else if (t.too_large) {
-        raw.error = make_error(ErrorKind::kOther, 0, "ResponseTooLarge",
-                               "response body exceeds the client limit");
+        long status = 0;
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        raw.error = make_error(
+            ErrorKind::kOther, static_cast<int>(status), "ResponseTooLarge",
+            "response body exceeds the client limit of " + std::to_string(limit) + " bytes");
       } else {
         std::string text = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
         scrub(text, token);
@@ -407,12 +420,14 @@ struct Client::Impl {
     long status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     raw.status = static_cast<int>(status);
+    last_body_bytes = t.body.size();
     raw.body = std::move(t.body);
     struct curl_header* h = nullptr;
     if (curl_easy_header(curl, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
         h != nullptr && h->value != nullptr) {
       raw.retry_after = detail::parse_retry_after(h->value, std::time(nullptr));
     }
+    raw.warnings = warning_headers();
     if (raw.status < 200 || raw.status >= 300) ++stats.errors;
     if (log().should_log(spdlog::level::debug)) {
       log().debug("kube {} {} -> {} in {:.1f} ms", method, redact(path), raw.status, ms);
@@ -420,21 +435,40 @@ struct Client::Impl {
     return raw;
   }
 
+  // Values of every Warning header of the last response, as received.
+  std::vector<std::string> warning_headers() {
+    std::vector<std::string> out;
+    struct curl_header* h = nullptr;
+    if (curl_easy_header(curl, "Warning", 0, CURLH_HEADER, -1, &h) != CURLHE_OK || h == nullptr)
+      return out;
+    const size_t amount = std::min(h->amount, kMaxWarnings);
+    for (size_t i = 0; i < amount; ++i) {
+      if (curl_easy_header(curl, "Warning", i, CURLH_HEADER, -1, &h) != CURLHE_OK || h == nullptr)
+        break;
+      if (h->value != nullptr) out.emplace_back(h->value);
+    }
+    return out;
+  }
+
   Result to_result(Raw&& raw, const std::string& token) {
     if (raw.error) return std::move(*raw.error);
     if (raw.status >= 200 && raw.status < 300) {
       Response r;
       r.http_status = raw.status;
+      r.warnings = std::move(raw.warnings);
       if (raw.body.find_first_not_of(" \t\r\n") == std::string::npos) return r;
       r.body = json::parse(raw.body, nullptr, false);
       if (r.body.is_discarded()) {
-        return make_error(ErrorKind::kOther, raw.status, "InvalidResponse",
-                          "the server returned HTTP " + std::to_string(raw.status) +
-                              " with a body that is not valid JSON");
+        Error e = make_error(ErrorKind::kOther, raw.status, "InvalidResponse",
+                             "the server returned HTTP " + std::to_string(raw.status) +
+                                 " with a body that is not valid JSON");
+        e.warnings = std::move(r.warnings);
+        return e;
       }
       return r;
     }
     Error e = detail::error_from_response(raw.status, raw.body, raw.retry_after);
+    e.warnings = std::move(raw.warnings);
     if (!token.empty()) {
       scrub(e.message, token);
       for (auto& c : e.causes) {
@@ -445,8 +479,10 @@ struct Client::Impl {
     return e;
   }
 
+  // `limit`: the response body limit in bytes; 0 = cfg.max_response_bytes.
   Result request(const char* method, const std::string& path, const std::string* body,
-                 const char* content_type) {
+                 const char* content_type, size_t limit = 0) {
+    if (limit == 0) limit = body_limit(cfg.max_response_bytes);
     if (config_error) {
       ++stats.errors;
       return make_error(ErrorKind::kOther, 0, "InvalidConfig",
@@ -464,7 +500,7 @@ struct Client::Impl {
     }
     std::string token = std::get<std::string>(std::move(tok));
     if (!throttle()) return interrupted_error();
-    Raw raw = perform(method, path, body, content_type, token);
+    Raw raw = perform(method, path, body, content_type, token, limit);
     if (!raw.error && raw.status == 401 && !cfg.token_file.empty()) {
       // Token rotation: always re-read the file after a 401; retry once if it changed.
       auto fresh = current_token(true);
@@ -473,7 +509,7 @@ struct Client::Impl {
                     redact(path));
         token = *s;
         if (!throttle()) return interrupted_error();
-        raw = perform(method, path, body, content_type, token);
+        raw = perform(method, path, body, content_type, token, limit);
       }
     }
     return to_result(std::move(raw), token);
@@ -496,6 +532,18 @@ struct Client::Impl {
 
     json items = json::array();
     json out = json::object();
+    std::vector<std::string> warnings;
+    auto add_warnings = [&](std::vector<std::string>& more) {
+      for (auto& w : more) {
+        if (warnings.size() >= kMaxWarnings) break;
+        if (std::find(warnings.begin(), warnings.end(), w) == warnings.end())
+          warnings.push_back(std::move(w));
+      }
+    };
+    // One budget for the bodies of all pages, so a server cannot grow the result without bound
+    // by paginating.
+    const size_t budget = body_limit(cfg.max_list_bytes);
+    size_t used = 0;
     std::string cont;
     bool restarted = false;
     int pages = 0;
@@ -506,7 +554,15 @@ struct Client::Impl {
         p += params.empty() ? sep : '&';
         p += "continue=" + url_encode(cont);
       }
-      Result r = request("GET", p, nullptr, nullptr);
+      if (used >= budget) {
+        ++stats.errors;
+        Error e = make_error(ErrorKind::kOther, last_status, "ResponseTooLarge",
+                             "list response exceeds the client limit of " + std::to_string(budget) +
+                                 " bytes over all pages");
+        e.warnings = std::move(warnings);
+        return e;
+      }
+      Result r = request("GET", p, nullptr, nullptr, budget - used);
       if (!r.ok()) {
         if (r.error().http_status == 410 && !cont.empty() && !restarted) {
           // Continue token expired: restart the list once from a fresh snapshot.
@@ -515,11 +571,22 @@ struct Client::Impl {
           items = json::array();
           out = json::object();
           pages = 0;
+          used = 0;
           continue;
         }
+        if (r.error().reason == "ResponseTooLarge" && pages > 0) {
+          r.error().message =
+              detail::sanitize_utf8("list response exceeds the client limit of " +
+                                        std::to_string(budget) + " bytes over all pages",
+                                    kMaxMessageBytes);
+        }
+        add_warnings(r.error().warnings);
+        r.error().warnings = std::move(warnings);
         return r;
       }
+      used += last_body_bytes;
       Response& resp = r.value();
+      add_warnings(resp.warnings);
       last_status = resp.http_status;
       if (!resp.body.is_object()) {
         ++stats.errors;
@@ -567,6 +634,7 @@ struct Client::Impl {
     Response resp;
     resp.http_status = last_status;
     resp.body = std::move(out);
+    resp.warnings = std::move(warnings);
     return resp;
   }
 };

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "kube/config.hpp"
 #include "kube/error.hpp"
@@ -26,6 +27,10 @@ namespace extsvc::kube {
 struct Response {
   int http_status = 0;
   nlohmann::json body;  // parsed JSON body; null for an empty body
+  // Values of the response's `Warning` headers (RFC 7234 / Kubernetes API warnings such as
+  // deprecations or unknown fields under fieldValidation=Warn), as received, in order. For list()
+  // the warnings of every page, without repeats. At most kMaxWarnings are kept.
+  std::vector<std::string> warnings;
 };
 
 // Either a Response (HTTP 2xx) or an Error.
@@ -40,6 +45,7 @@ class Result {
   const Response& value() const { return std::get<Response>(v_); }
   Response& value() { return std::get<Response>(v_); }
   const Error& error() const { return std::get<Error>(v_); }
+  Error& error() { return std::get<Error>(v_); }
   // ErrorKind::kNone when ok().
   ErrorKind kind() const { return ok() ? ErrorKind::kNone : error().kind; }
 

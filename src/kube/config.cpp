@@ -77,6 +77,9 @@ std::optional<std::string> validate(const ClusterConfig& cfg) {
   if (cfg.server.size() <= (https ? 8u : 7u)) return "server has no host";
   if (cfg.server.find_first_of(" \t\r\n") != std::string::npos)
     return "server must not contain whitespace";
+  if (!https && (!cfg.token.empty() || !cfg.token_file.empty()) && !cfg.allow_insecure_http)
+    return "refusing to send a bearer token over plain http://; use an https:// server (or "
+           "explicitly allow insecure HTTP for a test cluster)";
   if (cfg.insecure_skip_verify && (!cfg.ca_file.empty() || !cfg.ca_data.empty()))
     return "specifying a root certificates file with the insecure flag is not allowed";
   if (!cfg.ca_file.empty() && !cfg.ca_data.empty())
@@ -182,16 +185,24 @@ std::variant<ClusterConfig, std::string> load_kubeconfig(const std::string& path
       }
       bool has_cred = !cfg.token.empty() || !cfg.token_file.empty() ||
                       !cfg.client_cert_file.empty() || !cfg.client_cert_data.empty();
+      // Refused even next to a token: kubectl would run the plugin, the worker cannot.
+      for (const char* plugin : {"exec", "auth-provider"}) {
+        auto p = user->find(plugin);
+        if (p != user->end() && !p->is_null())
+          return "user \"" + user_name + "\": " + plugin +
+                 " credential plugins are not supported (the worker runs no external programs); "
+                 "use a token, tokenFile or client certificate";
+      }
       if (!has_cred) {
-        if (user->contains("exec") || user->contains("auth-provider"))
-          return "user \"" + user_name +
-                 "\": exec and auth-provider credential plugins are not supported; use a token, "
-                 "tokenFile or client certificate";
         if (user->contains("username") || user->contains("password"))
           return "user \"" + user_name + "\": basic authentication is not supported";
       }
     }
-    if (auto v = validate(cfg)) return "kubeconfig " + path + ": " + *v;
+    // http:// with a token is refused later, by validate() of the final configuration, where
+    // the caller has decided whether insecure HTTP is allowed.
+    ClusterConfig probe = cfg;
+    probe.allow_insecure_http = true;
+    if (auto v = validate(probe)) return "kubeconfig " + path + ": " + *v;
     return cfg;
   } catch (const std::exception& e) {
     return "cannot load kubeconfig " + path + ": " + e.what();

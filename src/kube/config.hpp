@@ -4,6 +4,7 @@
 // contain secret material (tokens, key data); they may contain file paths and names.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <variant>
@@ -25,14 +26,26 @@ struct ClusterConfig {
   int burst = 100;
   long connect_timeout_ms = 5000, timeout_ms = 30000;  // 0 = no limit
   std::string user_agent = "nico-extsvc/0.1";
+  // Response body limits (decoded bytes). A larger body ends the call with
+  // Error{kOther, status, "ResponseTooLarge"} instead of growing the worker's memory.
+  // max_response_bytes bounds each single-object response (get/create/patch/put/del);
+  // max_list_bytes bounds the sum of all pages of one list() call. 0 = the built-in hard
+  // limit (512 MiB).
+  size_t max_response_bytes = size_t{4} << 20;
+  size_t max_list_bytes = size_t{64} << 20;
+  // A bearer token is never sent over plain http:// unless this is set (test clusters only):
+  // validate() refuses http:// together with token/token_file otherwise.
+  bool allow_insecure_http = false;
 };
 
 // Returns an error text, or nullopt when the configuration is usable.
 std::optional<std::string> validate(const ClusterConfig& cfg);
 
-// Loads a kubeconfig file (YAML subset or JSON). `context` overrides current-context.
-// Relative file references resolve against the kubeconfig's directory. On success the result is
-// also validate()d. Returns ClusterConfig or an error text (never containing secret values).
+// Loads a kubeconfig file (YAML via yaml-cpp, or JSON); exec and auth-provider plugins are
+// refused. `context` overrides current-context. Relative file references resolve against the
+// kubeconfig's directory. On success the result is also validate()d, except for the
+// http://-with-token check, which depends on the caller's allow_insecure_http: validate() the
+// final configuration. Returns ClusterConfig or an error text (never containing secret values).
 std::variant<ClusterConfig, std::string> load_kubeconfig(const std::string& path,
                                                          const std::string& context = "");
 

@@ -102,8 +102,10 @@ bool is_transient(const Error& err) {
     case ErrorKind::kForbidden:
     case ErrorKind::kUnsupportedMediaType:
     case ErrorKind::kMethodNotAllowed:
-    case ErrorKind::kOther:
       return false;
+    case ErrorKind::kOther:
+      // The limit may be raised by the operator, or the object may shrink.
+      return err.reason == "ResponseTooLarge";
   }
   return false;
 }
@@ -332,12 +334,14 @@ std::optional<double> parse_retry_after(std::string_view value, std::time_t now)
     errno = 0;
     char* end = nullptr;
     double d = std::strtod(s.c_str(), &end);
-    if (errno != 0 || end == s.c_str() || *end != '\0') return std::nullopt;
-    return std::max(0.0, d);
+    if (end == s.c_str() || *end != '\0') return std::nullopt;
+    // ERANGE (e.g. 400 digits) is just "very large": clamp like any other large value.
+    if (errno == ERANGE && d < 1) return std::nullopt;
+    return std::clamp(d, 0.0, kMaxRetryAfterSeconds);
   }
   std::time_t t = curl_getdate(s.c_str(), nullptr);
   if (t == static_cast<std::time_t>(-1)) return std::nullopt;
-  return std::max(0.0, static_cast<double>(t - now));
+  return std::clamp(static_cast<double>(t) - static_cast<double>(now), 0.0, kMaxRetryAfterSeconds);
 }
 
 namespace {
@@ -461,7 +465,7 @@ Error error_from_response(int http_status, std::string_view body,
     if (d != j.end() && d->is_object()) {
       auto ra = d->find("retryAfterSeconds");
       if (!e.retry_after_s && ra != d->end() && ra->is_number() && ra->get<double>() > 0)
-        e.retry_after_s = ra->get<double>();
+        e.retry_after_s = std::min(ra->get<double>(), kMaxRetryAfterSeconds);
       auto causes = d->find("causes");
       if (causes != d->end() && causes->is_array()) {
         for (const auto& c : *causes) {

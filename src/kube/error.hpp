@@ -1,6 +1,7 @@
 // Typed errors of the Kubernetes REST client, and secret redaction.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,9 +38,18 @@ struct Error {
   std::string message;
   std::optional<double> retry_after_s;  // Retry-After header, or details.retryAfterSeconds
   std::vector<std::pair<std::string, std::string>> causes;  // details.causes: (field, message)
+  // `Warning` response headers, as received (see Response::warnings); empty without a response.
+  std::vector<std::string> warnings;
 };
 
-// True when retrying later may succeed: transport errors, timeouts, 5xx, 429, 409 Conflict.
+// Upper bound on the Warning header values kept per call.
+inline constexpr size_t kMaxWarnings = 64;
+// Upper bound on Error::retry_after_s: a Retry-After (header or details.retryAfterSeconds) larger
+// than this, e.g. 1e9 or 1e13 seconds from a broken server, is clamped to it.
+inline constexpr double kMaxRetryAfterSeconds = 3600;
+
+// True when retrying later may succeed: transport errors, timeouts, 5xx, 429, 409 Conflict, and
+// a response larger than the configured body limit (reason "ResponseTooLarge").
 // False for 400, 404, 405, 409 AlreadyExists, 415, 422, 403 and kOther.
 // 401 is treated as transient: the client has already re-read the token file and retried once,
 // so a remaining 401 usually means token rotation has not reached us yet. 403 is permanent.

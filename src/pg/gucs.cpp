@@ -95,6 +95,15 @@ void define_gucs() {
   define_int("extsvc.observation_max_age",
              "Age after which a per-DPU observation is stale and reads as UNKNOWN.",
              &gucs.observation_max_age_s, 900, 1, 604800, PGC_SUSET, GUC_UNIT_S);
+  define_int("extsvc.kube_max_response_size",
+             "Largest Kubernetes response body accepted for a single object.",
+             &gucs.kube_max_response_kb, 4096, 64, 524288, PGC_SIGHUP, GUC_UNIT_KB);
+  define_int("extsvc.kube_max_list_size",
+             "Largest total of Kubernetes response bodies accepted for one paginated LIST.",
+             &gucs.kube_max_list_kb, 65536, 64, 524288, PGC_SIGHUP, GUC_UNIT_KB);
+  define_bool("extsvc.kube_allow_insecure_http",
+              "Allow sending bearer tokens to http:// API servers (test clusters only).",
+              &gucs.kube_allow_insecure_http, false, PGC_SIGHUP);
   MarkGUCPrefixReserved("extsvc");
 }
 

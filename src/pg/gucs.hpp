@@ -31,6 +31,9 @@ struct Gucs {
   int log_level;  // spdlog::level::level_enum value
   bool enforce_chart_allowlist;
   int observation_max_age_s;
+  int kube_max_response_kb;       // extsvc.kube_max_response_size
+  int kube_max_list_kb;           // extsvc.kube_max_list_size
+  bool kube_allow_insecure_http;  // extsvc.kube_allow_insecure_http
 };
 
 extern Gucs gucs;

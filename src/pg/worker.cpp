@@ -122,6 +122,9 @@ class Runtime {
     cfg.burst = s.burst;
     cfg.connect_timeout_ms = s.connect_timeout_ms;
     cfg.timeout_ms = s.timeout_ms;
+    cfg.max_response_bytes = static_cast<size_t>(gucs.kube_max_response_kb) * 1024;
+    cfg.max_list_bytes = static_cast<size_t>(gucs.kube_max_list_kb) * 1024;
+    cfg.allow_insecure_http = gucs.kube_allow_insecure_http;
     if (auto err = kube::validate(cfg)) {
       config_error_ = *err;
       return std::nullopt;

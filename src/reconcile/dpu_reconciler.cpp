@@ -111,6 +111,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         out.api_calls = calls_;
         return out;
       }
+      log_warnings(patched.value(), "DPUDevice " + w.device_name);
       evidence = patched.value().body;  // the PATCH response is the placement evidence
       out.patched = true;
     }

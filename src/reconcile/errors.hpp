@@ -2,6 +2,11 @@
 // retries, what fails the service for good.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
+#include <string_view>
+
+#include "kube/client.hpp"
 #include "kube/error.hpp"
 
 namespace extsvc::reconcile {
@@ -13,6 +18,13 @@ inline bool retryable(const kube::Error& e) {
   if (kube::is_transient(e)) return true;
   if (e.kind == kube::ErrorKind::kForbidden) return true;
   return e.kind == kube::ErrorKind::kOther && e.reason == "InvalidResponse";
+}
+
+// The API server's Warning headers (deprecations, pruned fields when a server
+// ignores fieldValidation) go to the server log: they are the only trace of a
+// 2xx that did not do everything that was asked.
+inline void log_warnings(const kube::Response& r, std::string_view what) {
+  for (const auto& w : r.warnings) spdlog::warn("{}: API warning: {}", what, kube::redact(w));
 }
 
 // Kubernetes' fieldValidation=Strict: unknown fields are refused with 400

@@ -151,6 +151,7 @@ Outcome ServiceReconciler::create(const ServiceWork& w) {
   ++calls_;
   auto created = api_.create(kube::dpuservices_path(ns_) + kStrict, w.desired);
   if (created.ok()) {
+    log_warnings(created.value(), w.dpf_service_name);
     if (auto failed = pruned(w.desired, created.value().body, "creating the DPUService"))
       return *failed;
     Outcome o =
@@ -199,6 +200,7 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
     auto patched =
         api_.merge_patch(kube::dpuservices_path(ns_, w.dpf_service_name) + kStrict, patch);
     if (!patched.ok()) return from_error(patched.error(), "patching the adopted DPUService");
+    log_warnings(patched.value(), w.dpf_service_name);
     current = patched.value().body;
     if (auto failed = pruned(w.desired, current, "patching the adopted DPUService")) return *failed;
   }
@@ -258,6 +260,7 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
     return from_error(patched.error(), "patching the DPUService");
   }
   // The PATCH response is the object after the write: no second GET.
+  log_warnings(patched.value(), w.dpf_service_name);
   const auto& after = patched.value().body;
   if (auto failed = pruned(w.desired, after, "patching the DPUService")) return *failed;
   Outcome o = drift_repair

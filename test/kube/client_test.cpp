@@ -33,6 +33,7 @@ ClusterConfig http_config(const TestServer& s) {
   c.qps = 0;  // no throttling unless a test wants it
   c.connect_timeout_ms = 2000;
   c.timeout_ms = 5000;
+  c.allow_insecure_http = true;  // the plain-HTTP test server receives test tokens
   return c;
 }
 
@@ -651,6 +652,7 @@ TEST(KubeClient, MissingTokenFile) {
   test::TempDir dir;
   ClusterConfig cfg;
   cfg.server = "http://127.0.0.1:" + std::to_string(test::closed_port());
+  cfg.allow_insecure_http = true;
   cfg.token_file = dir.file("absent");
   Client c(cfg);
   Result r = c.get("/x");
@@ -755,6 +757,175 @@ TEST(KubeClient, ReloadSwitchesServer) {
   EXPECT_EQ(rb.value().body["server"], "b");
   EXPECT_EQ(c.stats().connects, 2u);
   EXPECT_EQ(c.stats().requests, 2u);
+}
+
+// ---------------------------------------------------------------- issue #10
+
+TEST(KubeClient, BearerTokenNeverSentOverPlainHttp) {
+  TestServer s;
+  std::atomic<int> hits{0};
+  std::mutex mu;
+  std::string auth;
+  s.srv().Get("/x", [&](const httplib::Request& req, httplib::Response& res) {
+    ++hits;
+    std::lock_guard<std::mutex> lock(mu);
+    auth = req.get_header_value("Authorization");
+    res.set_content("{}", "application/json");
+  });
+  s.start();
+  test::TempDir dir;
+  test::write_file(dir.file("token"), "file-token-abcdefgh");
+  for (const bool use_file : {false, true}) {
+    ClusterConfig cfg = http_config(s);
+    cfg.allow_insecure_http = false;
+    if (use_file)
+      cfg.token_file = dir.file("token");
+    else
+      cfg.token = "static-token-abcdefgh";
+    EXPECT_TRUE(validate(cfg).has_value());
+    Client c(cfg);
+    Result r = c.get("/x");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().reason, "InvalidConfig");
+    EXPECT_NE(r.error().message.find("http://"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find("abcdefgh"), std::string::npos);
+  }
+  EXPECT_EQ(hits.load(), 0);
+  // Without a token, plain HTTP is fine; with the explicit opt-in the token is sent.
+  ClusterConfig anon = http_config(s);
+  anon.allow_insecure_http = false;
+  EXPECT_TRUE(Client(anon).get("/x").ok());
+  ClusterConfig opted = http_config(s);
+  opted.token = "static-token-abcdefgh";
+  EXPECT_TRUE(Client(opted).get("/x").ok());
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(auth, "Bearer static-token-abcdefgh");
+}
+
+TEST(KubeClient, RetryAfterHeaderIsClamped) {
+  TestServer s;
+  s.srv().Get("/slow-down", [](const httplib::Request& req, httplib::Response& res) {
+    res.status = 429;
+    res.set_header("Retry-After", req.get_param_value("s"));
+    res.set_content(status_body(429, "TooManyRequests", "later"), "application/json");
+  });
+  s.start();
+  Client c(http_config(s));
+  for (const char* v : {"1000000000", "10000000000000"}) {
+    Result r = c.get(std::string("/slow-down?s=") + v);
+    ASSERT_FALSE(r.ok());
+    ASSERT_TRUE(r.error().retry_after_s.has_value()) << v;
+    EXPECT_EQ(*r.error().retry_after_s, kMaxRetryAfterSeconds) << v;
+  }
+  Result r = c.get("/slow-down?s=7");
+  ASSERT_TRUE(r.error().retry_after_s.has_value());
+  EXPECT_EQ(*r.error().retry_after_s, 7.0);
+}
+
+TEST(KubeClient, ResponseBodiesAreCapped) {
+  TestServer s;
+  const std::string big = "{\"pad\":\"" + std::string(5u << 20, 'x') + "\"}";  // 5 MiB
+  s.srv().Get("/big", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(big, "application/json");
+  });
+  s.srv().Get("/small", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"pad\":\"" + std::string(2000, 'y') + "\"}", "application/json");
+  });
+  s.srv().Get("/huge-error", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 500;
+    res.set_content(big, "text/plain");
+  });
+  s.start();
+  // The default single-object limit (4 MiB) refuses a 5 MiB object.
+  Client c(http_config(s));
+  Result r = c.get("/big");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().reason, "ResponseTooLarge");
+  EXPECT_EQ(r.error().http_status, 200);
+  EXPECT_TRUE(is_transient(r.error()));
+  EXPECT_NE(r.error().message.find("4194304"), std::string::npos) << r.error().message;
+  EXPECT_EQ(c.get("/huge-error").error().reason, "ResponseTooLarge");
+  // Configurable, both ways.
+  ClusterConfig tight = http_config(s);
+  tight.max_response_bytes = 1000;
+  Client t(tight);
+  EXPECT_EQ(t.get("/small").error().reason, "ResponseTooLarge");
+  ClusterConfig roomy = http_config(s);
+  roomy.max_response_bytes = 8u << 20;
+  Client ro(roomy);
+  EXPECT_TRUE(ro.get("/big").ok());
+}
+
+TEST(KubeClient, ListPagesShareOneBudget) {
+  TestServer s;
+  std::atomic<int> pages{0};
+  s.srv().Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    ++pages;
+    // An endless pagination of 10 KB pages.
+    const std::string cont = req.get_param_value("continue");
+    json page = {{"kind", "PodList"},
+                 {"metadata", {{"continue", cont + "x"}}},
+                 {"items", json::array({{{"pad", std::string(10000, 'p')}}})}};
+    res.set_content(page.dump(), "application/json");
+  });
+  s.start();
+  ClusterConfig cfg = http_config(s);
+  cfg.max_list_bytes = 55000;
+  cfg.max_response_bytes = 1000;  // single-object limit does not apply to list pages
+  Client c(cfg);
+  Result r = c.list(pods_path(), "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().reason, "ResponseTooLarge");
+  EXPECT_NE(r.error().message.find("55000"), std::string::npos) << r.error().message;
+  EXPECT_EQ(pages.load(), 6);  // 5 pages fit, the 6th overflows the remaining budget
+}
+
+TEST(KubeClient, WarningHeadersAreCaptured) {
+  TestServer s;
+  s.srv().Get("/warn", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Warning", "299 - \"svc.dpu.nvidia.com/v1alpha1 DPUService is deprecated\"");
+    res.set_header("Warning", "299 - \"unknown field \\\"spec.foo\\\"\"");
+    res.set_content("{}", "application/json");
+  });
+  s.srv().Get("/quiet", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  s.srv().Patch("/warn-error", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 422;
+    res.set_header("Warning", "299 - \"unknown field \\\"spec.bar\\\"\"");
+    res.set_content(status_body(422, "Invalid", "invalid"), "application/json");
+  });
+  s.srv().Get("/api/v1/pods", [](const httplib::Request& req, httplib::Response& res) {
+    const std::string cont = req.get_param_value("continue");
+    res.set_header("Warning", "299 - \"same on every page\"");
+    if (cont.empty()) {
+      res.set_header("Warning", "299 - \"first page\"");
+      res.set_content(R"({"metadata":{"continue":"c1"},"items":[{}]})", "application/json");
+    } else {
+      res.set_header("Warning", "299 - \"second page\"");
+      res.set_content(R"({"metadata":{},"items":[{}]})", "application/json");
+    }
+  });
+  s.start();
+  Client c(http_config(s));
+  Result r = c.get("/warn");
+  ASSERT_TRUE(r.ok()) << describe(r.error());
+  EXPECT_EQ(
+      r.value().warnings,
+      (std::vector<std::string>{"299 - \"svc.dpu.nvidia.com/v1alpha1 DPUService is deprecated\"",
+                                "299 - \"unknown field \\\"spec.foo\\\"\""}));
+  Result q = c.get("/quiet");
+  ASSERT_TRUE(q.ok());
+  EXPECT_TRUE(q.value().warnings.empty());
+  Result e = c.merge_patch("/warn-error", json::object());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().warnings,
+            (std::vector<std::string>{"299 - \"unknown field \\\"spec.bar\\\"\""}));
+  Result l = c.list(pods_path(), "");
+  ASSERT_TRUE(l.ok()) << describe(l.error());
+  EXPECT_EQ(l.value().warnings,
+            (std::vector<std::string>{"299 - \"same on every page\"", "299 - \"first page\"",
+                                      "299 - \"second page\""}));
 }
 
 }  // namespace

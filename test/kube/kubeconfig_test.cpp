@@ -274,5 +274,133 @@ TEST(KubeConfig, EndToEndAgainstTlsServer) {
   EXPECT_EQ(r.value().body["kind"], "NodeList");
 }
 
+// ---------------------------------------------------------------- yaml-cpp (issue #12)
+
+TEST(KubeConfig, AnchorsBlockScalarsAndDocumentMarkers) {
+  TempDir dir;
+  const std::string ca = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n";
+  const std::string cert = "-----BEGIN CERTIFICATE-----\nCLIENT\n-----END CERTIFICATE-----\n";
+  const std::string key = "-----BEGIN EC PRIVATE KEY-----\nKEY\n-----END EC PRIVATE KEY-----\n";
+  write_file(dir.file("kc"), R"(%YAML 1.2
+---
+apiVersion: v1
+kind: Config
+current-context: dpu
+clusters:
+- name: mgmt
+  cluster: &common
+    server: https://127.0.0.1:6443
+    certificate-authority-data: >-
+      CA_B64
+- name: dpu
+  cluster:
+    <<: *common
+    server: https://10.0.0.2:6443
+contexts:
+- name: dpu
+  context: {cluster: dpu, user: cert-user}
+users:
+- name: cert-user
+  user:
+    client-certificate-data: |
+      CERT_B64
+    client-key-data: KEY_B64
+...
+)");
+  std::string text = test::read_file(dir.file("kc"));
+  write_file(dir.file("kc"), fill(text, ca, cert, key));
+  auto v = load_kubeconfig(dir.file("kc"));
+  const ClusterConfig& c = ok(v);
+  EXPECT_EQ(c.server, "https://10.0.0.2:6443");
+  EXPECT_EQ(c.ca_data, ca);  // inherited through the merge key
+  EXPECT_EQ(c.client_cert_data, cert);
+  EXPECT_EQ(c.client_key_data, key);
+}
+
+TEST(KubeConfig, ClientCertificateFilesAndTokenFile) {
+  TempDir dir;
+  write_file(dir.file("kc"), R"(current-context: x
+contexts: [{name: x, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://h:6443", certificate-authority: ca.crt}}]
+users:
+- name: u
+  user:
+    client-certificate: tls/client.crt
+    client-key: 'tls/client.key'
+    tokenFile: "token"
+)");
+  auto v = load_kubeconfig(dir.file("kc"));
+  const ClusterConfig& c = ok(v);
+  EXPECT_EQ(c.client_cert_file, dir.file("tls/client.crt"));
+  EXPECT_EQ(c.client_key_file, dir.file("tls/client.key"));
+  EXPECT_EQ(c.token_file, dir.file("token"));
+  EXPECT_EQ(c.ca_file, dir.file("ca.crt"));
+}
+
+TEST(KubeConfig, ExecAndAuthProviderPluginsRefusedClearly) {
+  TempDir dir;
+  const std::string head =
+      "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+      "clusters:\n- name: c\n  cluster: {server: 'https://h:1'}\n";
+  // Refused even when a token is present: the file would mean something else to kubectl.
+  write_file(dir.file("kc"),
+             head +
+                 "users:\n- name: u\n  user:\n    token: tok-abcdefgh\n    exec:\n"
+                 "      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n");
+  std::string e = err(load_kubeconfig(dir.file("kc")));
+  EXPECT_NE(e.find("exec credential plugins are not supported"), std::string::npos) << e;
+  EXPECT_EQ(e.find("tok-abcdefgh"), std::string::npos) << e;
+  write_file(dir.file("kc"),
+             head + "users:\n- name: u\n  user:\n    auth-provider:\n      name: oidc\n");
+  e = err(load_kubeconfig(dir.file("kc")));
+  EXPECT_NE(e.find("auth-provider credential plugins are not supported"), std::string::npos) << e;
+  // `exec: null` (what some tools write) is not a plugin.
+  write_file(dir.file("kc"), head + "users:\n- name: u\n  user:\n    token: t\n    exec: null\n");
+  EXPECT_EQ(ok(load_kubeconfig(dir.file("kc"))).token, "t");
+}
+
+TEST(KubeConfig, TwoDocumentsAreRefused) {
+  TempDir dir;
+  write_file(dir.file("kc"), "current-context: x\n---\ncurrent-context: y\n");
+  std::string e = err(load_kubeconfig(dir.file("kc")));
+  EXPECT_NE(e.find("multiple YAML documents"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+}
+
+TEST(KubeConfig, PlainHttpWithTokenNeedsTheExplicitOptIn) {
+  TempDir dir;
+  write_file(dir.file("kc"),
+             "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+             "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:8080'}}]\n"
+             "users: [{name: u, user: {token: tok-abcdefgh}}]\n");
+  // Loading succeeds; the final configuration decides.
+  ClusterConfig c = ok(load_kubeconfig(dir.file("kc")));
+  auto e = validate(c);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->find("http://"), std::string::npos) << *e;
+  c.allow_insecure_http = true;
+  EXPECT_FALSE(validate(c).has_value());
+}
+
+TEST(KubeConfig, DpfsimWriterOutputLoads) {
+  // The exact shapes sim/src/main.cpp writes (with and without a token file).
+  TempDir dir;
+  for (const bool with_token : {true, false}) {
+    std::string text =
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: management\n  cluster:\n    server: "
+        "https://127.0.0.1:40001\n    certificate-authority: /tmp/tls/ca.crt\nusers:\n- name: "
+        "management-user\n  user:\n";
+    text += with_token ? "    tokenFile: /tmp/token\n" : "    {}\n";
+    text +=
+        "contexts:\n- name: management\n  context:\n    cluster: management\n    user: "
+        "management-user\ncurrent-context: management\n";
+    write_file(dir.file("kc"), text);
+    const ClusterConfig c = ok(load_kubeconfig(dir.file("kc")));
+    EXPECT_EQ(c.server, "https://127.0.0.1:40001");
+    EXPECT_EQ(c.ca_file, "/tmp/tls/ca.crt");
+    EXPECT_EQ(c.token_file, with_token ? "/tmp/token" : "");
+  }
+}
+
 }  // namespace
 }  // namespace extsvc::kube

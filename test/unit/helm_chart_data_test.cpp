@@ -466,5 +466,53 @@ TEST(HelmChartData, ValidationErrorCarriesSqlstate) {
   EXPECT_STREQ(sqlstate(ErrorClass::kUnsupported), "0A000");
 }
 
+// ---------------------------------------------------------------- issue #10
+
+Json values_out(const std::string& values_text) {
+  Json d = minimal();
+  std::string text = d.dump();
+  text.back() = ',';
+  text += "\"values\":" + values_text + "}";
+  return validate_helm_chart_data(text)["values"];
+}
+
+std::string with_values(const std::string& values_text) {
+  std::string text = minimal().dump();
+  text.back() = ',';
+  return text + "\"values\":" + values_text + "}";
+}
+
+TEST(HelmChartData, ValuesNumbersKeptExactly) {
+  EXPECT_EQ(
+      values_out(R"({"a":0.1,"b":18446744073709551615,"c":-9223372036854775808,"d":2.5})").dump(),
+      R"({"a":0.1,"b":18446744073709551615,"c":-9223372036854775808,"d":2.5})");
+  EXPECT_EQ(values_out(R"({"big":12345678901234567890})").dump(),
+            R"({"big":12345678901234567890})");
+}
+
+TEST(HelmChartData, ValuesNumbersThatWouldBeRoundedAreRefused) {
+  expect_refused(with_values(R"({"n":123456789012345678901234567890})"), kInvalid, "$.values.n");
+  expect_refused(with_values(R"({"x":[1e-400]})"), kInvalid, "$.values.x[0]");
+  expect_refused(with_values(R"({"x":{"y":1e400}})"), kInvalid, "$.values.x.y");
+  const auto e = refusal(with_values("{\"n\":" + std::string(120000, '9') + "}"));
+  EXPECT_EQ(e.cls, kInvalid);
+  EXPECT_EQ(e.path, "$.values.n");
+  EXPECT_LT(std::string(e.what()).size(), 200u);
+  EXPECT_EQ(std::string(e.what()).find("9999999999"), std::string::npos);
+}
+
+TEST(HelmChartData, NulCharacterRefusedWithPath) {
+  expect_refused(with_values(R"({"s":"a\u0000b"})"), kInvalid, "$.values.s");
+  expect_refused(with_values(R"({"k\u0000":"v"})"), kInvalid, R"($.values["k\u0000"])");
+  expect_refused(R"({"repoURL":"oci://a/b\u0000"})", kInvalid, "$.repoURL");
+}
+
+TEST(HelmChartData, LongKeysAreNotEchoedWhole) {
+  const std::string key(100000, 'a');
+  const auto e = refusal("{\"" + key + "\":1}");
+  EXPECT_EQ(e.path, "$[\"" + std::string(64, 'a') + "\"...]");
+  EXPECT_LT(std::string(e.what()).size() + e.hint.size(), 1000u);
+}
+
 }  // namespace
 }  // namespace extsvc::core

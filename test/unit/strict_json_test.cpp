@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace extsvc::core {
 namespace {
@@ -124,6 +125,104 @@ TEST(StrictJson, DepthLimit) {
   EXPECT_EQ(e.path, "$.a.b");
   // Far beyond the limit: refused without exhausting the stack.
   parse_error(nested(100000));
+}
+
+// ---------------------------------------------------------------- issue #10
+
+JsonSyntaxError parse_error_with(std::string_view text, const StrictJsonOptions& o) {
+  try {
+    parse_strict_json(text, o);
+  } catch (const JsonSyntaxError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << text.substr(0, 200);
+  return JsonSyntaxError(0, "", "");
+}
+
+StrictJsonOptions exact() {
+  StrictJsonOptions o;
+  o.exact_numbers = true;
+  o.refuse_nul = true;
+  return o;
+}
+
+TEST(StrictJson, SameJsonNumber) {
+  EXPECT_TRUE(same_json_number("1e2", "100.0"));
+  EXPECT_TRUE(same_json_number("0.10", "0.1"));
+  EXPECT_TRUE(same_json_number("1.5e300", "1.5e+300"));
+  EXPECT_TRUE(same_json_number("-0.0", "0"));
+  EXPECT_TRUE(same_json_number("0e999999999999999999999", "0.0"));
+  EXPECT_TRUE(same_json_number("0.000125", "1.25e-04"));
+  EXPECT_FALSE(same_json_number("123456789012345678901234567890", "1.2345678901234568e+29"));
+  EXPECT_FALSE(same_json_number("1e-400", "0.0"));
+  EXPECT_FALSE(same_json_number("-1", "1"));
+  EXPECT_FALSE(same_json_number("1e999999999999999999999", "1e+308"));
+}
+
+TEST(StrictJson, ExactNumbersKeepTheirValue) {
+  const char* text =
+      R"({"a":0.1,"b":18446744073709551615,"c":-9223372036854775808,"d":1.5e300,"e":2.5,)"
+      R"("f":1e2,"g":-0,"h":5e-324,"i":1.7976931348623157e308})";
+  const auto v = parse_strict_json(text, exact());
+  EXPECT_EQ(v.dump(),
+            R"({"a":0.1,"b":18446744073709551615,"c":-9223372036854775808,"d":1.5e+300,"e":2.5,)"
+            R"("f":100.0,"g":0,"h":5e-324,"i":1.7976931348623157e+308})");
+  // Without the option the historical behaviour stays: rounded silently.
+  EXPECT_EQ(parse_strict_json("[123456789012345678901234567890]").dump(),
+            "[1.2345678901234568e+29]");
+}
+
+TEST(StrictJson, ExactNumbersRefuseRounding) {
+  using K = JsonSyntaxError::Kind;
+  auto e = parse_error_with(R"({"v":{"n":123456789012345678901234567890}})", exact());
+  EXPECT_EQ(e.kind, K::kInexactNumber);
+  EXPECT_EQ(e.path, "$.v.n");
+  e = parse_error_with(R"({"v":[1,1e-400]})", exact());
+  EXPECT_EQ(e.kind, K::kInexactNumber);
+  EXPECT_EQ(e.path, "$.v[1]");
+  e = parse_error_with(R"({"v":0.30000000000000000001})", exact());
+  EXPECT_EQ(e.kind, K::kInexactNumber);
+  e = parse_error_with(R"({"v":1e400})", exact());  // overflows a double
+  EXPECT_EQ(e.kind, K::kInexactNumber);
+  EXPECT_EQ(e.path, "$.v");
+}
+
+TEST(StrictJson, HugeNumbersAreNotEchoed) {
+  const std::string digits(120000, '7');
+  for (const bool exact_numbers : {false, true}) {
+    StrictJsonOptions o;
+    o.exact_numbers = exact_numbers;
+    std::vector<std::string> texts = {"[" + digits + "]", "[" + digits + "x]",
+                                      "[-" + digits + "e5]"};
+    // Merely rounded (not out of range): an error only when exact numbers are asked for.
+    if (exact_numbers) texts.push_back("[0." + digits + "]");
+    for (const std::string& text : texts) {
+      const auto e = parse_error_with(text, o);
+      const std::string what = e.what();
+      EXPECT_LT(what.size(), 200u) << what.substr(0, 300);
+      EXPECT_EQ(what.find("7777777777"), std::string::npos) << what.substr(0, 300);
+    }
+  }
+}
+
+TEST(StrictJson, RefusesNulWhenAsked) {
+  using K = JsonSyntaxError::Kind;
+  EXPECT_EQ(parse_strict_json(R"(["a\u0000b"])").at(0).get<std::string>().size(), 3u);
+  auto e = parse_error_with(R"({"v":{"s":"a\u0000b"}})", exact());
+  EXPECT_EQ(e.kind, K::kNulCharacter);
+  EXPECT_EQ(e.path, "$.v.s");
+  e = parse_error_with(R"({"v":["x","\u0000"]})", exact());
+  EXPECT_EQ(e.path, "$.v[1]");
+  e = parse_error_with(R"({"v":{"k\u0000":1}})", exact());
+  EXPECT_EQ(e.kind, K::kNulCharacter);
+  EXPECT_EQ(e.path, R"($.v["k\u0000"])");
+}
+
+TEST(StrictJson, LongKeysAreShortenedInPaths) {
+  const std::string key(5000, 'k');
+  const auto e = parse_error("{\"" + key + "\":1,\"" + key + "\":2}");
+  EXPECT_EQ(e.path, "$[\"" + std::string(64, 'k') + "\"...]");
+  EXPECT_LT(std::string(e.what()).size(), 200u);
 }
 
 }  // namespace

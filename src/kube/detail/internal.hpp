@@ -12,11 +12,12 @@
 
 namespace extsvc::kube::detail {
 
-// Parses the YAML subset used by kubeconfig files into JSON: block mappings and sequences
-// (including "- key: v" items), plain / single- / double-quoted scalars, flow collections,
-// literal/folded block scalars, comments, a leading "---". Anchors, aliases, tags, multi-document
-// streams and complex keys are refused. Returns JSON or an error text (with a line number; never
-// the content of the offending line).
+// Parses a kubeconfig YAML document into JSON with yaml-cpp. Plain scalars stay strings except
+// null/~/empty (null) and true/false (bool); quoted and block scalars are strings. Anchors,
+// aliases and `<<` merge keys resolve (expansion bounded to 1e6 nodes / 64 MiB of text, depth to
+// 64); `!!str`/`!!bool`/`!!null`/`!!int`/`!!float` tags are understood, other tags, complex keys,
+// duplicate keys and more than one non-empty document are refused. Returns JSON (null for an
+// empty stream) or an error text with a line number, never the content of the offending line.
 std::variant<nlohmann::json, std::string> parse_yaml(std::string_view text);
 
 // Standard base64 (whitespace ignored, padding optional). nullopt on invalid input.
