@@ -96,6 +96,21 @@ std::optional<Outcome> pruned(const nlohmann::json& sent, const nlohmann::json& 
                         "Upgrade DPF or update the service without them");
 }
 
+// A 2xx must carry the object: a proxy's page, a Status body or an empty
+// answer is "not the expected JSON" (SPEC 2.5), retried, never trusted.
+std::optional<Outcome> not_a_dpuservice(const kube::Response& r, const std::string& what) {
+  const auto& b = r.body;
+  if (b.is_object() && b.value("kind", "") == "DPUService" && b.contains("metadata") &&
+      b["metadata"].is_object() && b["metadata"].value("name", "") != "")
+    return std::nullopt;
+  Outcome o;
+  o.kind = Outcome::Kind::kRetry;
+  o.http_status = r.http_status;
+  o.message = what + ": the API answered " + std::to_string(r.http_status) +
+              " without a DPUService object; retrying";
+  return o;
+}
+
 void observe(Outcome& o, const nlohmann::json& obj) {
   o.dpf = core::dpf_status(obj);
   const auto& md = obj.value("metadata", nlohmann::json::object());
@@ -152,6 +167,7 @@ Outcome ServiceReconciler::create(const ServiceWork& w) {
   auto created = api_.create(kube::dpuservices_path(ns_) + kStrict, w.desired);
   if (created.ok()) {
     log_warnings(created.value(), w.dpf_service_name);
+    if (auto bad = not_a_dpuservice(created.value(), "creating the DPUService")) return *bad;
     if (auto failed = pruned(w.desired, created.value().body, "creating the DPUService"))
       return *failed;
     Outcome o =
@@ -188,6 +204,7 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
     }
     return from_error(got.error(), "reading the existing DPUService");
   }
+  if (auto bad = not_a_dpuservice(got.value(), "reading the existing DPUService")) return *bad;
   const auto& live = got.value().body;
   if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
     return ownership_conflict(w, *field);
@@ -201,6 +218,8 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
         api_.merge_patch(kube::dpuservices_path(ns_, w.dpf_service_name) + kStrict, patch);
     if (!patched.ok()) return from_error(patched.error(), "patching the adopted DPUService");
     log_warnings(patched.value(), w.dpf_service_name);
+    if (auto bad = not_a_dpuservice(patched.value(), "patching the adopted DPUService"))
+      return *bad;
     current = patched.value().body;
     if (auto failed = pruned(w.desired, current, "patching the adopted DPUService")) return *failed;
   }
@@ -232,6 +251,7 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
     }
     return from_error(got.error(), "reading the DPUService");
   }
+  if (auto bad = not_a_dpuservice(got.value(), "reading the DPUService")) return *bad;
   const auto& live = got.value().body;
   if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
     return ownership_conflict(w, *field);
@@ -261,6 +281,7 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
   }
   // The PATCH response is the object after the write: no second GET.
   log_warnings(patched.value(), w.dpf_service_name);
+  if (auto bad = not_a_dpuservice(patched.value(), "patching the DPUService")) return *bad;
   const auto& after = patched.value().body;
   if (auto failed = pruned(w.desired, after, "patching the DPUService")) return *failed;
   Outcome o = drift_repair
@@ -285,6 +306,8 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
       return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
     return from_error(got.error(), "reading the DPUService before deleting it");
   }
+  if (auto bad = not_a_dpuservice(got.value(), "reading the DPUService before deleting it"))
+    return *bad;
   const auto& live = got.value().body;
   if (!core::owned_by(live, w.service_id))
     return ownership_conflict(w, "metadata.labels[\"nico/extension-service-id\"]");

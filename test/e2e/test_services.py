@@ -183,6 +183,26 @@ def test_invalid_object_is_failed_with_the_api_message():
     e.sim.clear_faults()
 
 
+def test_forbidden_and_non_object_answers_are_retried_not_failed():
+    """SPEC 2.5: a 403 (RBAC not granted yet) and a 2xx that is not the
+    expected object retry with backoff and show the API's message."""
+    e = env()
+    e.sim.fault(verb="POST", path_regex=".*/dpuservices$", action="status", status=403, count=2)
+    e.sim.fault(verb="POST", path_regex=".*/dpuservices$", action="status", status=200, count=1)
+    sid = e.create("forbidden-then-ok")
+    seen = set()
+
+    def ready():
+        st = e.state(sid)
+        seen.add(st[4] or "")
+        return st if st[0] == "READY" else False
+    wait_until(ready, timeout=30, interval=0.02, what="READY after 403 and a Status 200")
+    assert not any(r[1] == "FAILED" for r in e.history(sid)), e.history(sid)
+    assert any("403" in m for m in seen), seen
+    assert len([x for x in e.sim.dpuservices() if x["metadata"]["labels"].get("nico/extension-service-id") == sid]) == 1
+    e.sim.clear_faults()
+
+
 def test_transient_faults_are_retried_until_converged():
     e = env()
     for rule in (dict(action="status", status=503, count=2),
@@ -284,6 +304,7 @@ def main():
             test_delete_during_in_flight_create_wins,
             test_unowned_object_with_the_generated_name_is_left_untouched,
             test_invalid_object_is_failed_with_the_api_message,
+            test_forbidden_and_non_object_answers_are_retried_not_failed,
             test_transient_faults_are_retried_until_converged,
             test_kubectl_style_delete_by_hand_is_repaired_at_resync,
             test_spec_drift_is_patched_back_and_steady_state_writes_nothing,
