@@ -40,6 +40,8 @@ suite pg_regress make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG
   PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER="$PGUSER"
 suite pgtap "$ROOT/scripts/run-pgtap.sh"
 suite lifecycle-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap
+# issue #14 P0-4: the attach/delete race, two psql sessions driven step by step
+suite race-attach-delete env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_attach_delete.py"
 pg_cluster_stop
 
 # SPEC 6: without shared_preload_libraries, CREATE EXTENSION and the SQL API
