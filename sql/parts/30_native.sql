@@ -96,3 +96,16 @@ BEGIN
   END IF;
 END
 $fn$;
+
+-- The tenant check, then P0002 for an unknown instance (issue #12: every
+-- instance status function answers an unknown instance the same way).
+CREATE FUNCTION extsvc._require_instance(p_instance_id uuid, p_tenant text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  PERFORM extsvc._check_instance_tenant(p_instance_id, p_tenant);
+  IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = p_instance_id) THEN
+    PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', p_instance_id),
+                          'Check the instance id; a finished deletion removes the instance.');
+  END IF;
+END
+$fn$;

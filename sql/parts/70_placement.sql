@@ -538,7 +538,7 @@ RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id 
                status_message text, observed_at timestamptz, config_version integer,
                observed_config_version integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._check_instance_tenant(instance_extension_service_status.instance_id,
+  SELECT extsvc._require_instance(instance_extension_service_status.instance_id,
                                        instance_extension_service_status.tenant_organization_id);
   SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
          a.placement_state, a.deployment_state, c.removed_at, a.status_message, a.observed_at,
@@ -573,7 +573,7 @@ CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid, ten
 RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
                removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._check_instance_tenant(instance_extension_services_summary.instance_id,
+  SELECT extsvc._require_instance(instance_extension_services_summary.instance_id,
                                        instance_extension_services_summary.tenant_organization_id);
   SELECT c.service_id, s.service_name, s.service_type, c.version,
          CASE WHEN s.service_type = 'KUBERNETES_POD' THEN NULL
@@ -606,12 +606,8 @@ RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
-  PERFORM extsvc._check_instance_tenant(instance_extension_services_ready.instance_id,
-                                        instance_extension_services_ready.tenant_organization_id);
-  IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = instance_extension_services_ready.instance_id) THEN
-    PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', instance_extension_services_ready.instance_id),
-                          'Check the instance id.');
-  END IF;
+  PERFORM extsvc._require_instance(instance_extension_services_ready.instance_id,
+                                   instance_extension_services_ready.tenant_organization_id);
   RETURN NOT EXISTS (
     SELECT FROM extsvc.instance_extension_services_summary(instance_extension_services_ready.instance_id) x
      WHERE x.service_type = 'DPF_HELM_CHART'
