@@ -448,11 +448,12 @@ SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/UNKNOWN', '1/plac
           'a no-longer-targeted row goes REMOVING');
 SELECT is((SELECT config_version FROM extsvc.instances WHERE instance_id = :I1), 5, 'a network change keeps config_version');
 SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA), 'a placement change makes the DPU due');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DC),
-                'an unresolvable network (place-c is on another host)');
+SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DC),
+                 '22023', 'network_dpus names DPUs that are not registered to the instance''s host',
+                 'a network naming a DPU of another host is refused (issue #12; place-c is on another host)');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/UNKNOWN', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING'],
-          'an unresolvable change leaves the rows untouched');
+          'a refused network change leaves the rows untouched');
 SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DB),
                 'the network uses both DPUs');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/PENDING', '1/place-a/svc-all/ACTIVE/RUNNING',

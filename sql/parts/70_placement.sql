@@ -223,7 +223,7 @@ $fn$;
 -- Registry ---------------------------------------------------------------------
 
 CREATE FUNCTION extsvc.register_dpu(machine_id uuid, host_machine_id uuid, dpu_device_name text,
-                                    dpu_node_name text, is_primary boolean DEFAULT false)
+                                    dpu_node_name text, is_primary boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
@@ -271,7 +271,9 @@ BEGIN
           register_dpu.dpu_node_name, coalesce(register_dpu.is_primary, false))
   ON CONFLICT ON CONSTRAINT dpus_pkey DO UPDATE
     SET host_machine_id = EXCLUDED.host_machine_id, dpu_device_name = EXCLUDED.dpu_device_name,
-        dpu_node_name = EXCLUDED.dpu_node_name, is_primary = EXCLUDED.is_primary,
+        dpu_node_name = EXCLUDED.dpu_node_name,
+        -- an omitted is_primary (NULL) keeps the current flag (issue #12)
+        is_primary = coalesce(register_dpu.is_primary, d.is_primary),
         deregistered_at = NULL, updated_at = now();
   PERFORM extsvc._touch_dpu(register_dpu.machine_id);
   -- instances on the old and new host see a changed DPU set
@@ -282,7 +284,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.register_dpu(uuid, uuid, text, text, boolean) IS
-  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names.';
+  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names. is_primary omitted or NULL: false for a new DPU, the current flag for a registered one; true makes it the host''s primary DPU.';
 
 CREATE FUNCTION extsvc.deregister_dpu(machine_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -315,12 +317,13 @@ COMMENT ON FUNCTION extsvc.deregister_dpu(uuid) IS
   'Deregisters a DPU; its attachments move to REMOVING and are removed once observed TERMINATED.';
 
 CREATE FUNCTION extsvc.upsert_instance(instance_id uuid, tenant_organization_id text, host_machine_id uuid,
-                                       network_dpus uuid[] DEFAULT NULL, dpf_managed boolean DEFAULT true)
+                                       network_dpus uuid[] DEFAULT NULL, dpf_managed boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
   old extsvc.instances;
+  v_bad text;
 BEGIN
   IF upsert_instance.instance_id IS NULL OR upsert_instance.host_machine_id IS NULL THEN
     PERFORM extsvc._raise('22023', 'instance_id and host_machine_id are required', 'field: instance_id',
@@ -344,18 +347,51 @@ BEGIN
                             'An instance keeps the tenant it was registered with; use another instance_id.');
     END IF;
   END IF;
+  -- network_dpus must be registered DPUs of this host (issue #12: otherwise
+  -- the placement silently froze on the old DPU, which still read ready)
+  SELECT string_agg(format('%s (%s)', n.id,
+                           CASE WHEN d.machine_id IS NULL THEN 'not registered'
+                                WHEN d.host_machine_id <> upsert_instance.host_machine_id
+                                  THEN format('registered to host %s', d.host_machine_id)
+                                ELSE 'deregistered' END), ', ' ORDER BY n.o)
+    INTO v_bad
+    FROM unnest(upsert_instance.network_dpus) WITH ORDINALITY n(id, o)
+    LEFT JOIN extsvc.dpus d ON d.machine_id = n.id
+   WHERE d.machine_id IS NULL OR d.host_machine_id <> upsert_instance.host_machine_id
+      OR d.deregistered_at IS NOT NULL;
+  IF v_bad IS NOT NULL THEN
+    PERFORM extsvc._raise('22023', 'network_dpus names DPUs that are not registered to the instance''s host',
+                          format('field: network_dpus; host_machine_id: %s; %s', upsert_instance.host_machine_id, v_bad),
+                          'Register the host''s DPUs with extsvc.register_dpu first, and list only DPUs of host_machine_id.');
+  END IF;
+  -- an instance with DPF services cannot leave DPF while any remain
+  IF old.instance_id IS NOT NULL AND old.dpf_managed AND upsert_instance.dpf_managed IS NOT NULL AND NOT upsert_instance.dpf_managed THEN
+    SELECT string_agg(DISTINCT s.service_id::text, ', ') INTO v_bad
+      FROM extsvc.service_records s
+     WHERE s.service_type = 'DPF_HELM_CHART'
+       AND (EXISTS (SELECT FROM extsvc.instance_extension_services c
+                     WHERE c.instance_id = old.instance_id AND c.service_id = s.service_id)
+            OR EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                        WHERE a.instance_id = old.instance_id AND a.service_id = s.service_id));
+    IF v_bad IS NOT NULL THEN
+      PERFORM extsvc._raise('55000', 'instance still has DPF_HELM_CHART attachments; dpf_managed cannot become false',
+                            format('field: dpf_managed; instance_id: %s; services: %s', old.instance_id, v_bad),
+                            'Detach its DPF services and wait until their DPUs report TERMINATED, then retry.');
+    END IF;
+  END IF;
   INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
   VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
           coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
   ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
     SET host_machine_id = EXCLUDED.host_machine_id,
         network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
-        dpf_managed = EXCLUDED.dpf_managed, updated_at = now();
+        -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
+        dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
   PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
-  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. Another tenant''s instance_id is refused (42501).';
+  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501).';
 
 CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
                                                        if_config_version_match integer DEFAULT NULL,
