@@ -45,7 +45,6 @@ TO extsvc_admin;
 
 GRANT EXECUTE ON FUNCTION
   extsvc.reconcile_now(uuid),
-  extsvc.retry_service(uuid),
   extsvc.worker_status(),
   extsvc.request_resync(),
   extsvc.repo_url_matches(text, text),
