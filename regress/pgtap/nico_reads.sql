@@ -84,8 +84,8 @@ SELECT extsvc.register_dpu(:DA, :H, 'reads-dpu-a', 'reads-node-a', true);
 SELECT extsvc.register_dpu(:DB, :H, 'reads-dpu-b', 'reads-node-b', false);
 SELECT extsvc.create_service('reads-t', 'pod', 'KUBERNETES_POD', 'kind: Pod', service_id => :P,
                              has_credential => true, observability => '{"x": 1}');
-SELECT extsvc.update_service(:P, 'kind: Pod2');
-SELECT extsvc.update_service(:P, 'kind: Pod3');
+SELECT extsvc.update_service(:P, 'kind: Pod2', has_credential => true, observability => '{"x": 1}');
+SELECT extsvc.update_service(:P, 'kind: Pod3', has_credential => true, observability => '{"x": 1}');
 SELECT extsvc.create_service('reads-t', 'dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 SELECT extsvc.update_service(:D, :'chart2');
 SELECT extsvc.create_service('reads-t', 'site', 'DPF_HELM_CHART', :'chart', deployment_scope => 'ALL_DPUS', service_id => :S);

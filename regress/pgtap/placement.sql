@@ -4,7 +4,7 @@
 -- attachments, status functions and the ALL_DPUS deletion gate. No worker
 -- runs: this session plays it.
 BEGIN;
-SELECT plan(200);
+SELECT plan(203);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 -- set_instance_extension_services reuses a temp table within a transaction
@@ -570,7 +570,11 @@ SELECT throws_ok(format($$SELECT extsvc.delete_instance(%L)$$, :I1), 'P0002', 'i
 SELECT is((extsvc.delete_service(:A)).lifecycle_state, 'DELETING', 'delete_service allowed after cleanup');
 SELECT lives_ok(format($$SELECT extsvc.delete_instance(%L); SELECT extsvc.delete_instance(%L)$$, :I3, :I4),
                 'instances without DPF rows');
-SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id IN (:I3, :I4)), 'are deleted at once');
+SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I3), 'an instance without entries is deleted at once');
+SELECT ok(EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I4),
+          'an instance with a KUBERNETES_POD tombstone stays until NICo confirms its termination (issue #14 P1-8)');
+SELECT is(extsvc.remove_terminated_services(:I4, pg_temp.cfg(:K)), 1, 'NICo confirms it');
+SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I4), 'then the instance is gone');
 
 ------------------------------------------------------------------ privileges
 CREATE ROLE extsvc_tap_place LOGIN IN ROLE extsvc_api;

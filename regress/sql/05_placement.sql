@@ -528,6 +528,11 @@ SELECT count(*) AS entries FROM extsvc.instance_extension_services;
 -- nothing references the services any more
 SELECT service_name, lifecycle_state FROM extsvc.delete_service(:A);
 SELECT service_name, lifecycle_state FROM extsvc.delete_service(:N);
+-- the KUBERNETES_POD instance I4 stays with its tombstone until NICo confirms
+-- the termination (issue #14 P1-8), and that tombstone blocks pod-svc (P0-6)
+SELECT * FROM pg_temp.try($$SELECT extsvc.delete_service('5e000000-0000-0000-0000-0000000000d4')$$);
+SELECT extsvc.remove_terminated_services(:I4, pg_temp.cfg(:K)) AS confirmed;
+SELECT right(instance_id::text, 2) AS instance FROM extsvc.instances ORDER BY 1;
 SELECT service_name, lifecycle_state FROM extsvc.delete_service(:K);
 SELECT * FROM pg_temp.labels();
 SELECT * FROM pg_temp.q();

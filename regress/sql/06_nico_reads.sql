@@ -19,7 +19,7 @@ SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000a', 'c0000000-000
 SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000b', 'c0000000-0000-0000-0000-000000000001', 'dpu-b', 'node-b');
 SELECT service_name, lifecycle_state FROM extsvc.create_service('t1', 'pod', 'KUBERNETES_POD', 'kind: Pod',
        service_id => '5e000000-0000-0000-0000-000000000001', has_credential => true);
-SELECT service_name, version_ctr FROM extsvc.update_service('5e000000-0000-0000-0000-000000000001', 'kind: Pod2');
+SELECT service_name, version_ctr FROM extsvc.update_service('5e000000-0000-0000-0000-000000000001', 'kind: Pod2', has_credential => true);
 SELECT service_name, lifecycle_state FROM extsvc.create_service('t1', 'dpf', 'DPF_HELM_CHART', :'chart',
        dpu_target => 'PRIMARY', service_id => '5e000000-0000-0000-0000-000000000002');
 SELECT service_name, lifecycle_state FROM extsvc.create_service('t1', 'site', 'DPF_HELM_CHART', :'chart',

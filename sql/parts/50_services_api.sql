@@ -371,26 +371,34 @@ BEGIN
         OR _update_service.has_credential IS NOT NULL OR _update_service.observability IS NOT NULL) THEN
     SELECT v.version_number INTO v_vnum FROM extsvc.service_versions v
      WHERE v.service_id = s.service_id ORDER BY v.version_number DESC LIMIT 1;
-    IF _update_service.data IS NOT NULL AND EXISTS (
+    -- A version with data is a full spec, as in NICo (issue #14 P1-10): an
+    -- omitted has_credential / observability means none. has_credential =>
+    -- true says NICo stored a (rotated) credential: always a new version,
+    -- numbered version_ctr + 1, NICo's Vault key (issue #14 P0-5).
+    IF _update_service.data IS NOT NULL AND NOT coalesce(_update_service.has_credential, false) AND EXISTS (
          SELECT FROM extsvc.service_versions v WHERE v.service_id = s.service_id
             AND v.version_number = v_vnum AND v.deleted_at IS NULL AND v.data = _update_service.data
-            AND v.has_credential = coalesce(_update_service.has_credential, v.has_credential)
-            AND v.observability IS NOT DISTINCT FROM coalesce(_update_service.observability, v.observability)) THEN
+            AND NOT v.has_credential
+            AND v.observability IS NOT DISTINCT FROM _update_service.observability) THEN
       NULL;  -- same definition: idempotent no-op
     ELSE
       INSERT INTO extsvc.service_versions (service_id, version, version_number, data, has_credential, observability)
       SELECT s.service_id, extsvc._config_version(v_vnum + 1), v_vnum + 1,
              coalesce(_update_service.data, v.data),
-             coalesce(_update_service.has_credential, v.has_credential),
-             coalesce(_update_service.observability, v.observability)
+             CASE WHEN _update_service.data IS NOT NULL THEN coalesce(_update_service.has_credential, false)
+                  ELSE coalesce(_update_service.has_credential, v.has_credential) END,
+             CASE WHEN _update_service.data IS NOT NULL THEN _update_service.observability
+                  ELSE coalesce(_update_service.observability, v.observability) END
         FROM extsvc.service_versions v WHERE v.service_id = s.service_id AND v.version_number = v_vnum;
       UPDATE extsvc.service_records r
          SET version_ctr = r.version_ctr + 1, updated_at = now(),
-             has_credential = coalesce(_update_service.has_credential, r.has_credential),
-             observability = coalesce(_update_service.observability, r.observability)
-       WHERE r.service_id = s.service_id;
+             has_credential = v.has_credential, observability = v.observability
+        FROM extsvc.service_versions v
+       WHERE r.service_id = s.service_id AND v.service_id = s.service_id AND v.version_number = v_vnum + 1;
       PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'new_version',
-                                   format('version %s', extsvc._config_version(v_vnum + 1)), NULL);
+                                   format('version %s%s', extsvc._config_version(v_vnum + 1),
+                                          CASE WHEN coalesce(_update_service.has_credential, false)
+                                               THEN ' (credential provided)' ELSE '' END), NULL);
     END IF;
   END IF;
   RETURN extsvc._service_row(s.service_id);
@@ -487,14 +495,17 @@ BEGIN
   END IF;
 
   IF s.service_type = 'KUBERNETES_POD' THEN
+    -- in use (issue #14 P0-6, as in NICo): active entries, tombstones whose
+    -- termination NICo has not confirmed yet (extsvc.remove_terminated_services),
+    -- and entries of instances being deleted
     SELECT string_agg(DISTINCT i.instance_id::text, ', ') INTO v_blocking
       FROM extsvc.instance_extension_services i
-     WHERE i.service_id = s.service_id AND i.removed_at IS NULL
+     WHERE i.service_id = s.service_id
        AND (_delete_service.version IS NULL OR i.version = _delete_service.version);
     IF v_blocking IS NOT NULL THEN
       PERFORM extsvc._raise('55000', 'service is still attached to instances',
                             format('instances: %s', v_blocking),
-                            'Detach the service from these instances first.');
+                            'Detach the service from these instances and confirm termination (extsvc.remove_terminated_services) first.');
     END IF;
     UPDATE extsvc.service_versions v SET deleted_at = now()
      WHERE v.service_id = s.service_id AND v.deleted_at IS NULL

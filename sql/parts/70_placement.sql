@@ -213,8 +213,12 @@ BEGIN
                         AND a.version = c.version)
      AND EXISTS (SELECT FROM extsvc.service_records s
                   WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
+  -- KUBERNETES_POD entries stay until NICo confirms their termination
+  -- (extsvc.remove_terminated_services; issue #14 P1-8): the DPU agent must
+  -- see them removed
   IF i.delete_requested_at IS NOT NULL
-     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = p_instance) THEN
+     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = p_instance)
+     AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c WHERE c.instance_id = p_instance) THEN
     DELETE FROM extsvc.instances WHERE instance_id = p_instance;
   END IF;
 END
@@ -628,6 +632,11 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
          NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
                       WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id AND a.version = c.version
                         AND a.observed_config_version IS DISTINCT FROM i.config_version)
+         -- an active DPF entry with no attachment rows yet is not synced (issue #14 P1-13)
+         AND NOT (s.service_type = 'DPF_HELM_CHART' AND c.removed_at IS NULL
+                  AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                                   WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
+                                     AND a.version = c.version))
     FROM extsvc.instance_extension_services c
     JOIN extsvc.instances i USING (instance_id)
     JOIN extsvc.service_records s ON s.service_id = c.service_id
