@@ -48,6 +48,18 @@ BEGIN
 END
 $fn$;
 
+-- _raise with the error's CONSTRAINT field set (issue #14 P1-12): sqlx
+-- exposes it, so NICo can tell a concurrent modification from a failed
+-- precondition without parsing messages. Real constraint names where a
+-- constraint exists; otherwise the stable names listed in docs/sql-api.md.
+CREATE FUNCTION extsvc._raise_c(p_constraint text, p_sqlstate text, p_message text, p_detail text, p_hint text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = p_sqlstate, MESSAGE = p_message, CONSTRAINT = p_constraint,
+                        DETAIL = coalesce(p_detail, ''), HINT = coalesce(p_hint, '');
+END
+$fn$;
+
 -- NICo ConfigVersion of version number n, stamped with the transaction time.
 CREATE FUNCTION extsvc._config_version(n integer) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$

@@ -52,7 +52,7 @@ BEGIN
   IF EXISTS (SELECT FROM extsvc.service_records s
              WHERE s.tenant_organization_id = p_tenant AND lower(s.service_name) = lower(p_name)
                AND s.lifecycle_state <> 'DELETED' AND s.service_id IS DISTINCT FROM p_except) THEN
-    PERFORM extsvc._raise('23505', 'service name is already in use by this tenant',
+    PERFORM extsvc._raise_c('service_records_tenant_name_key', '23505', 'service name is already in use by this tenant',
       format('service_name: %s', p_name),
       'Choose another name; a name becomes reusable once its service is DELETED.');
   END IF;
@@ -181,7 +181,7 @@ BEGIN
                    ORDER BY v.version_number DESC LIMIT 1) = _create_service.data)) THEN
       RETURN extsvc._service_row(v_id);
     END IF;
-    PERFORM extsvc._raise('23505', 'service_id already exists', format('service_id: %s', v_id),
+    PERFORM extsvc._raise_c('service_records_pkey', '23505', 'service_id already exists', format('service_id: %s', v_id),
                           'Repeat a create only with identical arguments, or omit service_id.');
   END IF;
 
@@ -190,7 +190,7 @@ BEGIN
   IF v_type = 'DPF_HELM_CHART' THEN
     IF EXISTS (SELECT FROM extsvc.service_records s
                WHERE s.dpf_service_name = extsvc._dpf_service_name(v_id, v_version)) THEN
-      PERFORM extsvc._raise('23505', 'generated DPUService name collides with another service',
+      PERFORM extsvc._raise_c('service_records_dpf_service_name_key', '23505', 'generated DPUService name collides with another service',
         format('dpf_service_name: %s', extsvc._dpf_service_name(v_id, v_version)),
         'Retry the create with another service_id.');
     END IF;
@@ -297,12 +297,12 @@ BEGIN
                           'Ask an operator to change site-wide services.');
   END IF;
   IF s.lifecycle_state IN ('DELETING', 'DELETED') THEN
-    PERFORM extsvc._raise('55000', format('service is %s and cannot be updated', s.lifecycle_state),
+    PERFORM extsvc._raise_c('service_lifecycle_state', '55000', format('service is %s and cannot be updated', s.lifecycle_state),
                           format('service_id: %s, lifecycle_state: %s', s.service_id, s.lifecycle_state),
                           'Create a new service instead.');
   END IF;
   IF _update_service.if_version_ctr_match IS NOT NULL AND _update_service.if_version_ctr_match <> s.version_ctr THEN
-    PERFORM extsvc._raise('55000', 'version_ctr does not match',
+    PERFORM extsvc._raise_c('version_ctr_match', '55000', 'version_ctr does not match',
                           format('if_version_ctr_match: %s, version_ctr: %s', _update_service.if_version_ctr_match, s.version_ctr),
                           'Re-read the service and retry with its current version_ctr.');
   END IF;
@@ -503,7 +503,7 @@ BEGIN
      WHERE i.service_id = s.service_id
        AND (_delete_service.version IS NULL OR i.version = _delete_service.version);
     IF v_blocking IS NOT NULL THEN
-      PERFORM extsvc._raise('55000', 'service is still attached to instances',
+      PERFORM extsvc._raise_c('service_in_use', '55000', 'service is still attached to instances',
                             format('instances: %s', v_blocking),
                             'Detach the service from these instances and confirm termination (extsvc.remove_terminated_services) first.');
     END IF;
@@ -526,7 +526,7 @@ BEGIN
   -- DPF_HELM_CHART: blocked while any attachment or tombstone references it.
   v_blocking := extsvc._blocking_instances(s.service_id, NULL);
   IF v_blocking IS NOT NULL THEN
-    PERFORM extsvc._raise('55000', 'service still has active or removing attachments',
+    PERFORM extsvc._raise_c('service_in_use', '55000', 'service still has active or removing attachments',
                           format('instances: %s', v_blocking),
                           'Detach the service from these instances and wait until their DPUs report TERMINATED.');
   END IF;

@@ -340,7 +340,7 @@ BEGIN
   SELECT * INTO old FROM extsvc.instances i WHERE i.instance_id = upsert_instance.instance_id FOR UPDATE;
   IF FOUND THEN
     IF old.delete_requested_at IS NOT NULL THEN
-      PERFORM extsvc._raise('55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
+      PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
                             'Wait until the deletion finished.');
     END IF;
     IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
@@ -378,7 +378,7 @@ BEGIN
             OR EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
                         WHERE a.instance_id = old.instance_id AND a.service_id = s.service_id));
     IF v_bad IS NOT NULL THEN
-      PERFORM extsvc._raise('55000', 'instance still has DPF_HELM_CHART attachments; dpf_managed cannot become false',
+      PERFORM extsvc._raise_c('instance_dpf_attachments', '55000', 'instance still has DPF_HELM_CHART attachments; dpf_managed cannot become false',
                             format('field: dpf_managed; instance_id: %s; services: %s', old.instance_id, v_bad),
                             'Detach its DPF services and wait until their DPUs report TERMINATED, then retry.');
     END IF;
@@ -423,11 +423,11 @@ BEGIN
                           'Register it with extsvc.upsert_instance first.');
   END IF;
   IF i.delete_requested_at IS NOT NULL THEN
-    PERFORM extsvc._raise('55000', 'instance is being deleted', format('instance_id: %s', i.instance_id),
+    PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', i.instance_id),
                           'Its configuration can no longer change.');
   END IF;
   IF if_config_version_match IS NOT NULL AND if_config_version_match <> i.config_version THEN
-    PERFORM extsvc._raise('55000', 'config_version does not match',
+    PERFORM extsvc._raise_c('config_version_match', '55000', 'config_version does not match',
                           format('if_config_version_match: %s, config_version: %s', if_config_version_match, i.config_version),
                           'Re-read the instance and retry with its current config_version.');
   END IF;
@@ -502,7 +502,7 @@ BEGIN
                     WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
                       AND c.removed_at IS NULL)
        AND s.lifecycle_state <> 'READY' THEN
-      PERFORM extsvc._raise('55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
+      PERFORM extsvc._raise_c('service_not_ready', '55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
                             format('JSON path: $[%s].service_id = %s', n, v_sid),
                             'Wait until the service is READY.');
     END IF;

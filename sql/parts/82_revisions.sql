@@ -126,7 +126,7 @@ BEGIN
                           'Ask an operator to retry site-wide services.');
   END IF;
   IF s.lifecycle_state <> 'FAILED' THEN
-    PERFORM extsvc._raise('55000', 'only FAILED services can be retried',
+    PERFORM extsvc._raise_c('service_lifecycle_state', '55000', 'only FAILED services can be retried',
                           format('lifecycle_state: %s', s.lifecycle_state), 'Use extsvc.reconcile_now for other states.');
   END IF;
   -- a failed delete is requested again; otherwise the newest definition
@@ -283,7 +283,7 @@ BEGIN
    WHERE x.service_id = s.service_id AND x.to_state = 'FAILED' ORDER BY x.id DESC LIMIT 1;
   IF s.lifecycle_state <> 'FAILED' OR h.from_state IS DISTINCT FROM 'DELETING'
      OR h.reason IS DISTINCT FROM 'ownership_conflict' THEN
-    PERFORM extsvc._raise('55000', 'only a delete that FAILED on an ownership conflict can be abandoned',
+    PERFORM extsvc._raise_c('service_lifecycle_state', '55000', 'only a delete that FAILED on an ownership conflict can be abandoned',
                           format('service_id: %s, lifecycle_state: %s, last failure: %s', s.service_id, s.lifecycle_state,
                                  coalesce(h.from_state || ' -> FAILED (' || h.reason || ')', 'none')),
                           'Retry the delete with extsvc.retry_service, or fix the cause of the failure.');

@@ -44,7 +44,7 @@ BEGIN
     LEFT JOIN extsvc.service_records sr ON sr.service_id = c.service_id
    WHERE c.instance_id IS NULL OR sr.service_type <> 'KUBERNETES_POD' OR c.removed_at IS NULL;
   IF v_bad IS NOT NULL THEN
-    PERFORM extsvc._raise('55000', 'only removed KUBERNETES_POD entries can be confirmed terminated',
+    PERFORM extsvc._raise_c('entry_not_removed', '55000', 'only removed KUBERNETES_POD entries can be confirmed terminated',
                           format('instance_id: %s; entries: %s', i.instance_id, v_bad),
                           'Detach the entry first (extsvc.set_instance_extension_services) and confirm it once the DPU agent reports it terminated.');
   END IF;
