@@ -3,7 +3,7 @@
 -- site_service_status), their grants, the tenant argument of issue #10, and
 -- P0002 for an unknown instance in every instance status function.
 BEGIN;
-SELECT plan(66);
+SELECT plan(71);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -173,6 +173,19 @@ SELECT is(pg_temp.as_user('extsvc_tap_reads_tenant', format('SELECT * FROM extsv
           'ok', 'get_instance: an extsvc_api member reads its instance');
 SELECT alike(pg_temp.as_user('extsvc_tap_reads_nobody', format('SELECT * FROM extsvc.get_instance(%L)', :I1)),
              '42501: permission denied for %', 'get_instance: a role without grants gets permission denied');
+
+------------------------------------------------------------------ config version string (issue #14 P1-7)
+SELECT matches((SELECT config_version_text FROM extsvc.get_instance(:I1)), '^V3-T[0-9]{16}$',
+               'get_instance: config_version_text is V<config_version>-T<microseconds>');
+CREATE TEMP TABLE cvt AS SELECT config_version_text AS t FROM extsvc.get_instance(:I1);
+SELECT extsvc.upsert_instance(:I1, 'reads-t', :H, ARRAY[:DA]::uuid[]);
+SELECT is((SELECT config_version_text FROM extsvc.get_instance(:I1)), (SELECT t FROM cvt),
+          'config_version_text is stable while config_version does not change');
+SELECT is((SELECT array_agg(DISTINCT config_version_text) FROM extsvc.instance_extension_service_status(:I1)),
+          ARRAY[(SELECT t FROM cvt)], 'instance_extension_service_status rows carry it');
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.instance_extension_services_summary(:I1)),
+          ARRAY[row(3, (SELECT t FROM cvt))::text], 'instance_extension_services_summary rows carry both');
+SELECT matches((SELECT config_version_text FROM extsvc.get_instance(:I2)), '^V2-T[0-9]{16}$', 'and it follows each change');
 
 ------------------------------------------------------------------ unknown instance: P0002 everywhere
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.%s(%L)', fn, :IU)),

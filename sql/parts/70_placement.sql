@@ -576,13 +576,13 @@ CREATE FUNCTION extsvc.instance_extension_service_status(instance_id uuid, tenan
 RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id uuid, dpu_device_name text,
                dpu_node_name text, placement_state text, deployment_state text, removed_at timestamptz,
                status_message text, observed_at timestamptz, config_version integer,
-               observed_config_version integer)
+               observed_config_version integer, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._require_instance(instance_extension_service_status.instance_id,
                                        instance_extension_service_status.tenant_organization_id);
   SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
          a.placement_state, a.deployment_state, c.removed_at, a.status_message, a.observed_at,
-         i.config_version, a.observed_config_version
+         i.config_version, a.observed_config_version, i.config_version_text
     FROM extsvc.dpf_extension_service_attachments a
     JOIN extsvc.instances i USING (instance_id)
     JOIN extsvc.service_records s ON s.service_id = a.service_id
@@ -611,7 +611,8 @@ $fn$;
 
 CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
-               removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean)
+               removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
+               config_version integer, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._require_instance(instance_extension_services_summary.instance_id,
                                        instance_extension_services_summary.tenant_organization_id);
@@ -636,7 +637,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
          AND NOT (s.service_type = 'DPF_HELM_CHART' AND c.removed_at IS NULL
                   AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
                                    WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
-                                     AND a.version = c.version))
+                                     AND a.version = c.version)),
+         i.config_version, i.config_version_text
     FROM extsvc.instance_extension_services c
     JOIN extsvc.instances i USING (instance_id)
     JOIN extsvc.service_records s ON s.service_id = c.service_id

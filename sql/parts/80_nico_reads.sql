@@ -5,6 +5,25 @@
 -- (issue #10): with it, another tenant's row and an unknown id get the same
 -- 42501 answer, so a caller cannot probe for existence.
 
+-- NICo's instance config version is a string V<n>-T<micros> that the DPU
+-- agent echoes and NICo compares byte for byte (issue #14 P1-7): stamped
+-- whenever config_version changes, stable until the next change.
+CREATE FUNCTION extsvc._stamp_config_version() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF TG_OP = 'INSERT' OR NEW.config_version IS DISTINCT FROM OLD.config_version
+     OR NEW.config_version_text IS NULL THEN
+    NEW.config_version_text := extsvc._config_version(NEW.config_version);
+  END IF;
+  RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._stamp_config_version() IS
+  'Trigger: instances.config_version_text = V<config_version>-T<transaction time in microseconds>.';
+CREATE TRIGGER instances_config_version_text
+  BEFORE INSERT OR UPDATE ON extsvc.instances
+  FOR EACH ROW EXECUTE FUNCTION extsvc._stamp_config_version();
+
 -- The service row, or P0002 (after the tenant check).
 CREATE FUNCTION extsvc._require_service(p_service_id uuid, p_tenant text) RETURNS extsvc.service_records
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
@@ -99,7 +118,7 @@ COMMENT ON FUNCTION extsvc.service_snapshots(uuid[], text) IS
 CREATE FUNCTION extsvc.get_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (instance_id uuid, tenant_organization_id text, host_machine_id uuid, network_dpus uuid[],
                dpf_managed boolean, config_version integer, delete_requested_at timestamptz,
-               created_at timestamptz, updated_at timestamptz, services jsonb)
+               created_at timestamptz, updated_at timestamptz, services jsonb, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._require_instance(get_instance.instance_id, get_instance.tenant_organization_id);
   SELECT i.instance_id, i.tenant_organization_id, i.host_machine_id, i.network_dpus, i.dpf_managed,
@@ -111,7 +130,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
                           ORDER BY c.removed_at IS NOT NULL, s.service_name, c.version)
                      FROM extsvc.instance_extension_services c
                      JOIN extsvc.service_records s ON s.service_id = c.service_id
-                    WHERE c.instance_id = i.instance_id), '[]'::jsonb)
+                    WHERE c.instance_id = i.instance_id), '[]'::jsonb),
+         i.config_version_text
     FROM extsvc.instances i
    WHERE i.instance_id = get_instance.instance_id
 $fn$;
