@@ -3,7 +3,7 @@
 -- site_service_status), their grants, the tenant argument of issue #10, and
 -- P0002 for an unknown instance in every instance status function.
 BEGIN;
-SELECT plan(71);
+SELECT plan(72);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -133,6 +133,9 @@ SELECT is((SELECT latest_data::jsonb FROM extsvc.service_snapshots(ARRAY[:D]::uu
 SELECT is((SELECT row(lifecycle_state, version_ctr, desired_revision, state_reason, state_actor)::text
              FROM extsvc.service_snapshots(ARRAY[:D]::uuid[])),
           row('CREATING', 2, 2, 'update', 'api')::text, 'service_snapshots: the service fields and the last reason');
+SELECT is((SELECT row(state_since IS NOT NULL, state_since <= state_changed_at, attempts)::text
+             FROM extsvc.service_snapshots(ARRAY[:D]::uuid[])),
+          row(true, true, 0)::text, 'service_snapshots: state_since (time in state) and the worker''s attempts');
 CREATE TEMP TABLE lv AS SELECT lifecycle_version FROM extsvc.service_snapshots(ARRAY[:D]::uuid[]);
 SELECT extsvc.update_service(:D, :'chart');
 SELECT cmp_ok((SELECT lifecycle_version FROM extsvc.service_snapshots(ARRAY[:D]::uuid[])), '>', (SELECT lifecycle_version FROM lv),

@@ -81,7 +81,8 @@ RETURNS TABLE (service_id uuid, tenant_organization_id text, service_name text, 
                latest_data text, latest_has_credential boolean, latest_observability jsonb,
                latest_created_at timestamptz,
                lifecycle_version bigint, state_reason text, state_actor text, state_changed_at timestamptz,
-               last_error text, last_error_at timestamptz, next_due_at timestamptz)
+               last_error text, last_error_at timestamptz, next_due_at timestamptz,
+               state_since timestamptz, attempts integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT s.service_id, s.tenant_organization_id, s.service_name, s.description, s.service_type,
          s.deployment_scope, s.dpu_target, s.lifecycle_state, s.version, s.version_ctr,
@@ -92,12 +93,14 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
                 ORDER BY x.version_number DESC),
          l.data, l.has_credential, l.observability, l.created_at,
          h.n, r.state_reason, r.state_actor, h.at,
-         q.last_error, q.last_error_at, q.next_due_at
+         q.last_error, q.last_error_at, q.next_due_at, h.since, q.attempts
     FROM unnest(service_snapshots.service_ids) WITH ORDINALITY u(id, o)
     JOIN extsvc.services s ON s.service_id = u.id
     JOIN extsvc.service_records r ON r.service_id = u.id
     LEFT JOIN extsvc.dpf_extension_service_reconciliations q ON q.service_id = u.id
-    LEFT JOIN LATERAL (SELECT count(*) AS n, max(hh.at) AS at FROM extsvc.service_state_history hh
+    LEFT JOIN LATERAL (SELECT count(*) AS n, max(hh.at) AS at,
+                              max(hh.at) FILTER (WHERE hh.from_state IS DISTINCT FROM hh.to_state) AS since
+                         FROM extsvc.service_state_history hh
                         WHERE hh.service_id = u.id) h ON true
     LEFT JOIN LATERAL (
       SELECT x.has_credential, x.observability, x.created_at,
@@ -113,7 +116,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
    ORDER BY u.o
 $fn$;
 COMMENT ON FUNCTION extsvc.service_snapshots(uuid[], text) IS
-  'FindByIds: one row per known id, in the order given (unknown ids, and with tenant_organization_id other tenants'' ids, are absent): the service fields, delete_requested_at, active_versions (newest first), the latest active version''s data / has_credential / observability / created_at, and lifecycle_version (history rows so far: grows with every transition and event) with the last state_reason, actor, time and worker error (messages never carry secrets, SPEC 2.6).';
+  'FindByIds: one row per known id, in the order given (unknown ids, and with tenant_organization_id other tenants'' ids, are absent): the service fields, delete_requested_at, active_versions (newest first), the latest active version''s data / has_credential / observability / created_at, and lifecycle_version (history rows so far: grows with every transition and event) with the last state_reason, actor and time (state_changed_at), state_since (when lifecycle_state was entered: time in state = now() - state_since), and the worker''s last_error, last_error_at, next_due_at and attempts (messages never carry secrets, SPEC 2.6).';
 
 CREATE FUNCTION extsvc.get_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (instance_id uuid, tenant_organization_id text, host_machine_id uuid, network_dpus uuid[],
