@@ -4,7 +4,7 @@
 -- confirms terminated tombstones (P1-8), the instance deletion probe and
 -- configs_synced of an entry without attachment rows (P1-13).
 BEGIN;
-SELECT plan(36);
+SELECT plan(43);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -116,6 +116,32 @@ SELECT is(extsvc.remove_terminated_services(:I2, pg_temp.entry(:Q)), 1, 'NICo co
 SELECT is(extsvc.instance_extension_services_terminated(:I2), true, 'P1-13: terminated once the instance is gone');
 SELECT is((extsvc.delete_service(:Q)).lifecycle_state, 'DELETED', 'then the service can be deleted');
 
+------------------------------------------------------------------ P1-11 several versions, P1-9 host feed
+SELECT extsvc.create_service('kp-t', 'kp3', 'KUBERNETES_POD', 'kind: A', service_id => '5a000000-0000-0000-0000-000000000009',
+                             has_credential => true);
+SELECT extsvc.update_service('5a000000-0000-0000-0000-000000000009', 'kind: B');
+SELECT extsvc.update_service('5a000000-0000-0000-0000-000000000009', 'kind: C', has_credential => true);
+CREATE TEMP TABLE kp3 AS SELECT version_number AS n, version AS v FROM extsvc.service_versions('5a000000-0000-0000-0000-000000000009');
+UPDATE extsvc.service_records SET updated_at = now() - interval '1 hour' WHERE service_id = '5a000000-0000-0000-0000-000000000009';
+SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L)', '5a000000-0000-0000-0000-000000000009',
+            ARRAY[(SELECT v FROM kp3 WHERE n = 1), 'V9-T9'])),
+          'P0002 | service_id: 5a000000-0000-0000-0000-000000000009, versions: V9-T9', 'delete_service_versions: unknown versions named (P0002)');
+SELECT is((SELECT array_agg(row(version_number, had_credential)::text ORDER BY version_number)
+             FROM extsvc.delete_service_versions('5a000000-0000-0000-0000-000000000009', ARRAY(SELECT v FROM kp3 WHERE n < 3))),
+          ARRAY[row(1, true)::text, row(2, false)::text], 'delete_service_versions: the deleted versions and which had credentials');
+SELECT is((SELECT row(lifecycle_state, updated_at > now() - interval '1 minute')::text FROM extsvc.services
+            WHERE service_id = '5a000000-0000-0000-0000-000000000009'),
+          row('READY', true)::text, 'a partial delete keeps the service READY and bumps updated_at');
+SELECT is((SELECT count(*)::int FROM extsvc.host_agent_extension_services(:H1)), 0, 'host feed: nothing on H1 any more');
+SELECT extsvc.upsert_instance('51000000-0000-0000-0000-000000000009', 'kp-t', '5c000000-0000-0000-0000-000000000009', NULL, false);
+SELECT extsvc.set_instance_extension_services('51000000-0000-0000-0000-000000000009', pg_temp.entry('5a000000-0000-0000-0000-000000000009'));
+SELECT is((SELECT array_agg(row(service_name, data, removed_at IS NULL)::text)
+             FROM extsvc.host_agent_extension_services('5c000000-0000-0000-0000-000000000009')),
+          ARRAY[row('kp3', 'kind: C', true)::text], 'host feed: the KUBERNETES_POD entries of a host without registered DPUs');
+SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L)', '5a000000-0000-0000-0000-000000000009',
+            ARRAY(SELECT v FROM kp3 WHERE n = 3))),
+          '55000 | instances: 51000000-0000-0000-0000-000000000009', 'delete_service_versions: a version in use -> 55000');
+
 ------------------------------------------------------------------ P1-13 configs_synced without rows
 SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000a', :H1, 'kp-dpu-a', 'kp-node-a', true);
 SELECT extsvc.upsert_instance(:I3, 'kp-t', :H1);
@@ -127,6 +153,9 @@ DELETE FROM extsvc.dpf_extension_service_attachments WHERE instance_id = :I3;  -
 SELECT is((SELECT configs_synced FROM extsvc.instance_extension_services_summary(:I3)), false,
           'P1-13: an active DPF entry with no attachment rows is not synced');
 SELECT is(extsvc.instance_extension_services_ready(:I3), false, 'and the instance is not ready');
+
+SELECT is(left(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L)', :D, ARRAY['V1-T1'])), 5), '22023',
+          'delete_service_versions: a DPF service -> 22023');
 
 SELECT * FROM finish();
 ROLLBACK;

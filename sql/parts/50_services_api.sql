@@ -517,6 +517,7 @@ BEGIN
              deleted_at = now(), delete_requested_at = now(), updated_at = now(), status_message = NULL
        WHERE r.service_id = s.service_id;
     ELSE
+      UPDATE extsvc.service_records r SET updated_at = now() WHERE r.service_id = s.service_id;  -- issue #14 P1-11
       PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'version_deleted',
                                    format('version %s', _delete_service.version), NULL);
     END IF;
