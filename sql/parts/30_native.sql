@@ -59,6 +59,8 @@ BEGIN
                         DETAIL = coalesce(p_detail, ''), HINT = coalesce(p_hint, '');
 END
 $fn$;
+COMMENT ON FUNCTION extsvc._raise_c(text, text, text, text, text) IS
+  'Internal: raises like extsvc._raise with the CONSTRAINT field set (names in docs/sql-api.md). No grants.';
 
 -- NICo ConfigVersion of version number n, stamped with the transaction time.
 CREATE FUNCTION extsvc._config_version(n integer) RETURNS text
@@ -121,3 +123,5 @@ BEGIN
   END IF;
 END
 $fn$;
+COMMENT ON FUNCTION extsvc._require_instance(uuid, text) IS
+  'Internal: the tenant check, then P0002 for an unknown instance (every instance status function). No grants.';
