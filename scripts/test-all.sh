@@ -41,6 +41,10 @@ suite pg_regress make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG
 suite pgtap "$ROOT/scripts/run-pgtap.sh"
 suite lifecycle-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap
 suite placement-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap placement
+# issue #14 P0-4: the attach/delete race, two psql sessions driven step by step
+suite race-attach-delete env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_attach_delete.py"
+# issue #14: a day of NICo's handlers as an extsvc_api-only login role
+suite nico-day env PGBIN="$PGBIN" python3 "$ROOT/test/nico/nico_day.py"
 pg_cluster_stop
 
 # SPEC 6: without shared_preload_libraries, CREATE EXTENSION and the SQL API

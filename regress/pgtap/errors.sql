@@ -1,7 +1,7 @@
 -- SPEC 2.9: every error class has its SQLSTATE, and a refused call changes
 -- nothing.
 BEGIN;
-SELECT plan(61);
+SELECT plan(63);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 
@@ -178,9 +178,16 @@ UPDATE snap SET s = pg_temp.snapshot();
 SELECT throws_ok($$SELECT extsvc.delete_service('e0000000-0000-0000-0000-000000000001')$$,
                  '55000', 'service still has active or removing attachments', '55000: DPF delete with a REMOVING attachment');
 SELECT is(pg_temp.snapshot(), (SELECT s FROM snap), '55000 refusals changed nothing');
--- a removed (tombstoned) KUBERNETES_POD entry does not block its delete
+-- a removed (tombstoned) KUBERNETES_POD entry blocks its delete until NICo
+-- confirms its termination (issue #14 P0-6, as in NICo)
+SELECT throws_ok($$SELECT extsvc.delete_service('e0000000-0000-0000-0000-000000000002')$$,
+                 '55000', 'service is still attached to instances', '55000: KUBERNETES_POD delete with an unconfirmed tombstone');
+SELECT is(extsvc.remove_terminated_services('e1000000-0000-0000-0000-000000000001',
+            (SELECT jsonb_agg(jsonb_build_object('service_id', service_id, 'version', version))
+               FROM extsvc.instance_extension_services WHERE service_id = 'e0000000-0000-0000-0000-000000000002')),
+          1, 'NICo confirms the tombstone terminated');
 SELECT is((extsvc.delete_service('e0000000-0000-0000-0000-000000000002')).lifecycle_state, 'DELETED',
-          'KUBERNETES_POD delete allowed once the entry is removed');
+          'KUBERNETES_POD delete allowed once the termination is confirmed');
 SELECT throws_ok($$SELECT extsvc.update_service('e0000000-0000-0000-0000-000000000002', description => 'x')$$,
                  '55000', 'service is DELETED and cannot be updated', '55000: update of a DELETED service');
 UPDATE snap SET s = pg_temp.snapshot();

@@ -4,7 +4,7 @@
 -- attachments, status functions and the ALL_DPUS deletion gate. No worker
 -- runs: this session plays it.
 BEGIN;
-SELECT plan(200);
+SELECT plan(203);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 -- set_instance_extension_services reuses a temp table within a transaction
@@ -453,11 +453,12 @@ SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/UNKNOWN', '1/plac
           'a no-longer-targeted row goes REMOVING');
 SELECT is((SELECT config_version FROM extsvc.instances WHERE instance_id = :I1), 5, 'a network change keeps config_version');
 SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA), 'a placement change makes the DPU due');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DC),
-                'an unresolvable network (place-c is on another host)');
+SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DC),
+                 '22023', 'network_dpus names DPUs that are not registered to the instance''s host',
+                 'a network naming a DPU of another host is refused (issue #12; place-c is on another host)');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/UNKNOWN', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING'],
-          'an unresolvable change leaves the rows untouched');
+          'a refused network change leaves the rows untouched');
 SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DB),
                 'the network uses both DPUs');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/PENDING', '1/place-a/svc-all/ACTIVE/RUNNING',
@@ -574,7 +575,11 @@ SELECT throws_ok(format($$SELECT extsvc.delete_instance(%L)$$, :I1), 'P0002', 'i
 SELECT is((extsvc.delete_service(:A)).lifecycle_state, 'DELETING', 'delete_service allowed after cleanup');
 SELECT lives_ok(format($$SELECT extsvc.delete_instance(%L); SELECT extsvc.delete_instance(%L)$$, :I3, :I4),
                 'instances without DPF rows');
-SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id IN (:I3, :I4)), 'are deleted at once');
+SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I3), 'an instance without entries is deleted at once');
+SELECT ok(EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I4),
+          'an instance with a KUBERNETES_POD tombstone stays until NICo confirms its termination (issue #14 P1-8)');
+SELECT is(extsvc.remove_terminated_services(:I4, pg_temp.cfg(:K)), 1, 'NICo confirms it');
+SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I4), 'then the instance is gone');
 
 ------------------------------------------------------------------ privileges
 CREATE ROLE extsvc_tap_place LOGIN IN ROLE extsvc_api;

@@ -90,7 +90,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
 SELECT is((SELECT count(*)::int FROM pg_proc p
             WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname ~ '_as_admin$' AND p.prosecdef
               AND has_function_privilege('extsvc_admin', p.oid, 'EXECUTE')),
-          5, 'extsvc_admin may execute the five SECURITY DEFINER admin gates');
+          6, 'extsvc_admin may execute the six SECURITY DEFINER admin gates');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'extsvc'::regnamespace
                    AND p.proname IN ('_create_service', '_update_service', '_delete_service', '_allow_chart', '_disallow_chart')
@@ -128,7 +128,7 @@ SELECT ok(NOT has_function_privilege('extsvc_api',
           'extsvc_api may not complete work');
 SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.reconcile_now(uuid)', 'EXECUTE'), 'reconcile_now is not for extsvc_api');
 SELECT ok(has_function_privilege('extsvc_admin', 'extsvc.reconcile_now(uuid)', 'EXECUTE'), 'reconcile_now is for extsvc_admin');
-SELECT ok(has_function_privilege('extsvc_admin', 'extsvc.retry_service(uuid)', 'EXECUTE'), 'retry_service is for extsvc_admin');
+SELECT ok(has_function_privilege('extsvc_admin', 'extsvc.retry_service(uuid,text)', 'EXECUTE'), 'retry_service is for extsvc_admin');
 SELECT ok(has_table_privilege('extsvc_api', 'extsvc.services', 'SELECT'), 'extsvc_api may read extsvc.services');
 SELECT ok(NOT has_table_privilege('extsvc_api', 'extsvc.service_records', 'SELECT,INSERT,UPDATE,DELETE'),
           'extsvc_api has no direct access to the tables');

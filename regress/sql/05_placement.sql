@@ -214,8 +214,11 @@ SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000004', pg_temp.cfg('5e000000-0000-0000-0000-0000000000a1'))$$);
 -- a new attachment whose target resolves to no DPU: refused, nothing written
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000003', pg_temp.cfg('5e000000-0000-0000-0000-0000000000a1'))$$);
--- ALL_ACTIVE with a network DPU that is not attached to the host
-SELECT extsvc.upsert_instance(:I3, 'tenant-a', :H4, ARRAY[:DA]::uuid[]);
+-- ALL_ACTIVE with a network DPU that is not attached to the host: refused
+-- by upsert_instance (issue #12); the instance row gets one anyway (as when
+-- a listed DPU is later registered to another host), the attach is refused
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000003', 'tenant-a', 'c0000000-0000-0000-0000-000000000004', ARRAY['d0000000-0000-0000-0000-00000000000a']::uuid[])$$);
+UPDATE extsvc.instances SET network_dpus = ARRAY[:DA]::uuid[] WHERE instance_id = :I3;
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000003', pg_temp.cfg('5e000000-0000-0000-0000-0000000000c3'))$$);
 SELECT * FROM pg_temp.entries(:I3);
 SELECT config_version FROM extsvc.instances WHERE instance_id = :I3;
@@ -353,8 +356,9 @@ SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 SELECT * FROM pg_temp.labels();
 SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I1);
--- an unresolvable change (dpu-c is on another host): rows untouched, nothing due
-SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DB, :DC]::uuid[]);
+-- a network naming a DPU of another host (dpu-c) is refused (issue #12):
+-- rows untouched, nothing due
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 'tenant-a', 'c0000000-0000-0000-0000-000000000001', ARRAY['d0000000-0000-0000-0000-00000000000b', 'd0000000-0000-0000-0000-00000000000c']::uuid[])$$);
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DB]::uuid[]);
@@ -524,6 +528,11 @@ SELECT count(*) AS entries FROM extsvc.instance_extension_services;
 -- nothing references the services any more
 SELECT service_name, lifecycle_state FROM extsvc.delete_service(:A);
 SELECT service_name, lifecycle_state FROM extsvc.delete_service(:N);
+-- the KUBERNETES_POD instance I4 stays with its tombstone until NICo confirms
+-- the termination (issue #14 P1-8), and that tombstone blocks pod-svc (P0-6)
+SELECT * FROM pg_temp.try($$SELECT extsvc.delete_service('5e000000-0000-0000-0000-0000000000d4')$$);
+SELECT extsvc.remove_terminated_services(:I4, pg_temp.cfg(:K)) AS confirmed;
+SELECT right(instance_id::text, 2) AS instance FROM extsvc.instances ORDER BY 1;
 SELECT service_name, lifecycle_state FROM extsvc.delete_service(:K);
 SELECT * FROM pg_temp.labels();
 SELECT * FROM pg_temp.q();

@@ -33,6 +33,8 @@ INSERT INTO extsvc.lifecycle_transitions (from_state, to_state, actor, reason, d
   ('FAILED',   'CREATING', 'api',    'retry',               'operator retry of a service that was never created'),
   ('FAILED',   'UPDATING', 'api',    'retry',               'operator retry of a service that exists in DPF'),
   ('FAILED',   'DELETING', 'api',    'delete',              'delete requested'),
+  ('FAILED',   'DELETING', 'api',    'retry',               'retry of a failed delete: the delete is requested again'),
+  ('FAILED',   'DELETED',  'api',    'abandoned',           'operator abandoned a delete that failed on an ownership conflict; the foreign object is left alone'),
   ('DELETING', 'DELETED',  'worker', 'dpuservice_deleted',  'the API answered 404: the DPUService and its finalizers are gone'),
   ('DELETING', 'FAILED',   'worker', 'ownership_conflict',  'the object with the generated name belongs to someone else; not deleted'),
   ('DELETING', 'FAILED',   'worker', 'permanent_error',     'the API refused the delete');

@@ -49,6 +49,20 @@ BEGIN
 END
 $fn$;
 
+-- _raise with the error's CONSTRAINT field set (issue #14 P1-12): sqlx
+-- exposes it, so NICo can tell a concurrent modification from a failed
+-- precondition without parsing messages. Real constraint names where a
+-- constraint exists; otherwise the stable names listed in docs/sql-api.md.
+CREATE FUNCTION extsvc._raise_c(p_constraint text, p_sqlstate text, p_message text, p_detail text, p_hint text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = p_sqlstate, MESSAGE = p_message, CONSTRAINT = p_constraint,
+                        DETAIL = coalesce(p_detail, ''), HINT = coalesce(p_hint, '');
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._raise_c(text, text, text, text, text) IS
+  'Internal: raises like extsvc._raise with the CONSTRAINT field set (names in docs/sql-api.md). No grants.';
+
 -- NICo ConfigVersion of version number n, stamped with the transaction time.
 CREATE FUNCTION extsvc._config_version(n integer) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
@@ -97,3 +111,18 @@ BEGIN
   END IF;
 END
 $fn$;
+
+-- The tenant check, then P0002 for an unknown instance (issue #12: every
+-- instance status function answers an unknown instance the same way).
+CREATE FUNCTION extsvc._require_instance(p_instance_id uuid, p_tenant text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  PERFORM extsvc._check_instance_tenant(p_instance_id, p_tenant);
+  IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = p_instance_id) THEN
+    PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', p_instance_id),
+                          'Check the instance id; a finished deletion removes the instance.');
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._require_instance(uuid, text) IS
+  'Internal: the tenant check, then P0002 for an unknown instance (every instance status function). No grants.';

@@ -52,7 +52,7 @@ BEGIN
   IF EXISTS (SELECT FROM extsvc.service_records s
              WHERE s.tenant_organization_id = p_tenant AND lower(s.service_name) = lower(p_name)
                AND s.lifecycle_state <> 'DELETED' AND s.service_id IS DISTINCT FROM p_except) THEN
-    PERFORM extsvc._raise('23505', 'service name is already in use by this tenant',
+    PERFORM extsvc._raise_c('service_records_tenant_name_key', '23505', 'service name is already in use by this tenant',
       format('service_name: %s', p_name),
       'Choose another name; a name becomes reusable once its service is DELETED.');
   END IF;
@@ -181,7 +181,7 @@ BEGIN
                    ORDER BY v.version_number DESC LIMIT 1) = _create_service.data)) THEN
       RETURN extsvc._service_row(v_id);
     END IF;
-    PERFORM extsvc._raise('23505', 'service_id already exists', format('service_id: %s', v_id),
+    PERFORM extsvc._raise_c('service_records_pkey', '23505', 'service_id already exists', format('service_id: %s', v_id),
                           'Repeat a create only with identical arguments, or omit service_id.');
   END IF;
 
@@ -190,7 +190,7 @@ BEGIN
   IF v_type = 'DPF_HELM_CHART' THEN
     IF EXISTS (SELECT FROM extsvc.service_records s
                WHERE s.dpf_service_name = extsvc._dpf_service_name(v_id, v_version)) THEN
-      PERFORM extsvc._raise('23505', 'generated DPUService name collides with another service',
+      PERFORM extsvc._raise_c('service_records_dpf_service_name_key', '23505', 'generated DPUService name collides with another service',
         format('dpf_service_name: %s', extsvc._dpf_service_name(v_id, v_version)),
         'Retry the create with another service_id.');
     END IF;
@@ -297,12 +297,12 @@ BEGIN
                           'Ask an operator to change site-wide services.');
   END IF;
   IF s.lifecycle_state IN ('DELETING', 'DELETED') THEN
-    PERFORM extsvc._raise('55000', format('service is %s and cannot be updated', s.lifecycle_state),
+    PERFORM extsvc._raise_c('service_lifecycle_state', '55000', format('service is %s and cannot be updated', s.lifecycle_state),
                           format('service_id: %s, lifecycle_state: %s', s.service_id, s.lifecycle_state),
                           'Create a new service instead.');
   END IF;
   IF _update_service.if_version_ctr_match IS NOT NULL AND _update_service.if_version_ctr_match <> s.version_ctr THEN
-    PERFORM extsvc._raise('55000', 'version_ctr does not match',
+    PERFORM extsvc._raise_c('version_ctr_match', '55000', 'version_ctr does not match',
                           format('if_version_ctr_match: %s, version_ctr: %s', _update_service.if_version_ctr_match, s.version_ctr),
                           'Re-read the service and retry with its current version_ctr.');
   END IF;
@@ -371,26 +371,34 @@ BEGIN
         OR _update_service.has_credential IS NOT NULL OR _update_service.observability IS NOT NULL) THEN
     SELECT v.version_number INTO v_vnum FROM extsvc.service_versions v
      WHERE v.service_id = s.service_id ORDER BY v.version_number DESC LIMIT 1;
-    IF _update_service.data IS NOT NULL AND EXISTS (
+    -- A version with data is a full spec, as in NICo (issue #14 P1-10): an
+    -- omitted has_credential / observability means none. has_credential =>
+    -- true says NICo stored a (rotated) credential: always a new version,
+    -- numbered version_ctr + 1, NICo's Vault key (issue #14 P0-5).
+    IF _update_service.data IS NOT NULL AND NOT coalesce(_update_service.has_credential, false) AND EXISTS (
          SELECT FROM extsvc.service_versions v WHERE v.service_id = s.service_id
             AND v.version_number = v_vnum AND v.deleted_at IS NULL AND v.data = _update_service.data
-            AND v.has_credential = coalesce(_update_service.has_credential, v.has_credential)
-            AND v.observability IS NOT DISTINCT FROM coalesce(_update_service.observability, v.observability)) THEN
+            AND NOT v.has_credential
+            AND v.observability IS NOT DISTINCT FROM _update_service.observability) THEN
       NULL;  -- same definition: idempotent no-op
     ELSE
       INSERT INTO extsvc.service_versions (service_id, version, version_number, data, has_credential, observability)
       SELECT s.service_id, extsvc._config_version(v_vnum + 1), v_vnum + 1,
              coalesce(_update_service.data, v.data),
-             coalesce(_update_service.has_credential, v.has_credential),
-             coalesce(_update_service.observability, v.observability)
+             CASE WHEN _update_service.data IS NOT NULL THEN coalesce(_update_service.has_credential, false)
+                  ELSE coalesce(_update_service.has_credential, v.has_credential) END,
+             CASE WHEN _update_service.data IS NOT NULL THEN _update_service.observability
+                  ELSE coalesce(_update_service.observability, v.observability) END
         FROM extsvc.service_versions v WHERE v.service_id = s.service_id AND v.version_number = v_vnum;
       UPDATE extsvc.service_records r
          SET version_ctr = r.version_ctr + 1, updated_at = now(),
-             has_credential = coalesce(_update_service.has_credential, r.has_credential),
-             observability = coalesce(_update_service.observability, r.observability)
-       WHERE r.service_id = s.service_id;
+             has_credential = v.has_credential, observability = v.observability
+        FROM extsvc.service_versions v
+       WHERE r.service_id = s.service_id AND v.service_id = s.service_id AND v.version_number = v_vnum + 1;
       PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'new_version',
-                                   format('version %s', extsvc._config_version(v_vnum + 1)), NULL);
+                                   format('version %s%s', extsvc._config_version(v_vnum + 1),
+                                          CASE WHEN coalesce(_update_service.has_credential, false)
+                                               THEN ' (credential provided)' ELSE '' END), NULL);
     END IF;
   END IF;
   RETURN extsvc._service_row(s.service_id);
@@ -487,14 +495,17 @@ BEGIN
   END IF;
 
   IF s.service_type = 'KUBERNETES_POD' THEN
+    -- in use (issue #14 P0-6, as in NICo): active entries, tombstones whose
+    -- termination NICo has not confirmed yet (extsvc.remove_terminated_services),
+    -- and entries of instances being deleted
     SELECT string_agg(DISTINCT i.instance_id::text, ', ') INTO v_blocking
       FROM extsvc.instance_extension_services i
-     WHERE i.service_id = s.service_id AND i.removed_at IS NULL
+     WHERE i.service_id = s.service_id
        AND (_delete_service.version IS NULL OR i.version = _delete_service.version);
     IF v_blocking IS NOT NULL THEN
-      PERFORM extsvc._raise('55000', 'service is still attached to instances',
+      PERFORM extsvc._raise_c('service_in_use', '55000', 'service is still attached to instances',
                             format('instances: %s', v_blocking),
-                            'Detach the service from these instances first.');
+                            'Detach the service from these instances and confirm termination (extsvc.remove_terminated_services) first.');
     END IF;
     UPDATE extsvc.service_versions v SET deleted_at = now()
      WHERE v.service_id = s.service_id AND v.deleted_at IS NULL
@@ -506,6 +517,7 @@ BEGIN
              deleted_at = now(), delete_requested_at = now(), updated_at = now(), status_message = NULL
        WHERE r.service_id = s.service_id;
     ELSE
+      UPDATE extsvc.service_records r SET updated_at = now() WHERE r.service_id = s.service_id;  -- issue #14 P1-11
       PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'version_deleted',
                                    format('version %s', _delete_service.version), NULL);
     END IF;
@@ -515,7 +527,7 @@ BEGIN
   -- DPF_HELM_CHART: blocked while any attachment or tombstone references it.
   v_blocking := extsvc._blocking_instances(s.service_id, NULL);
   IF v_blocking IS NOT NULL THEN
-    PERFORM extsvc._raise('55000', 'service still has active or removing attachments',
+    PERFORM extsvc._raise_c('service_in_use', '55000', 'service still has active or removing attachments',
                           format('instances: %s', v_blocking),
                           'Detach the service from these instances and wait until their DPUs report TERMINATED.');
   END IF;

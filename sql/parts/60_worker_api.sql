@@ -242,31 +242,7 @@ $fn$;
 COMMENT ON FUNCTION extsvc.reconcile_now(uuid) IS
   'Operator: make one (or every) DPF service due now and wake the workers. Returns how many.';
 
-CREATE FUNCTION extsvc.retry_service(service_id uuid) RETURNS extsvc.services
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  s extsvc.service_records;
-BEGIN
-  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = retry_service.service_id FOR UPDATE;
-  IF NOT FOUND THEN
-    PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', retry_service.service_id),
-                          'Check the service id.');
-  END IF;
-  IF s.lifecycle_state <> 'FAILED' THEN
-    PERFORM extsvc._raise('55000', 'only FAILED services can be retried',
-                          format('lifecycle_state: %s', s.lifecycle_state), 'Use extsvc.reconcile_now for other states.');
-  END IF;
-  UPDATE extsvc.service_records r
-     SET lifecycle_state = CASE WHEN r.applied_revision IS NULL THEN 'CREATING' ELSE 'UPDATING' END,
-         state_actor = 'api', state_reason = 'retry', updated_at = now(),
-         status_message = 'retry requested by an operator'
-   WHERE r.service_id = s.service_id;
-  PERFORM extsvc._intent_changed(s.service_id);
-  RETURN extsvc._service_row(s.service_id);
-END
-$fn$;
-COMMENT ON FUNCTION extsvc.retry_service(uuid) IS
-  'Operator: retry a FAILED DPF service with its newest definition.';
+-- extsvc.retry_service: sql/parts/82_revisions.sql (for extsvc_api too, issue #12).
 
 CREATE FUNCTION extsvc.worker_status(
     OUT slot integer, OUT pid integer, OUT iterations bigint, OUT claimed bigint,

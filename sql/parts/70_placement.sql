@@ -213,8 +213,12 @@ BEGIN
                         AND a.version = c.version)
      AND EXISTS (SELECT FROM extsvc.service_records s
                   WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
+  -- KUBERNETES_POD entries stay until NICo confirms their termination
+  -- (extsvc.remove_terminated_services; issue #14 P1-8): the DPU agent must
+  -- see them removed
   IF i.delete_requested_at IS NOT NULL
-     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = p_instance) THEN
+     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = p_instance)
+     AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c WHERE c.instance_id = p_instance) THEN
     DELETE FROM extsvc.instances WHERE instance_id = p_instance;
   END IF;
 END
@@ -223,7 +227,7 @@ $fn$;
 -- Registry ---------------------------------------------------------------------
 
 CREATE FUNCTION extsvc.register_dpu(machine_id uuid, host_machine_id uuid, dpu_device_name text,
-                                    dpu_node_name text, is_primary boolean DEFAULT false)
+                                    dpu_node_name text, is_primary boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
@@ -271,7 +275,9 @@ BEGIN
           register_dpu.dpu_node_name, coalesce(register_dpu.is_primary, false))
   ON CONFLICT ON CONSTRAINT dpus_pkey DO UPDATE
     SET host_machine_id = EXCLUDED.host_machine_id, dpu_device_name = EXCLUDED.dpu_device_name,
-        dpu_node_name = EXCLUDED.dpu_node_name, is_primary = EXCLUDED.is_primary,
+        dpu_node_name = EXCLUDED.dpu_node_name,
+        -- an omitted is_primary (NULL) keeps the current flag (issue #12)
+        is_primary = coalesce(register_dpu.is_primary, d.is_primary),
         deregistered_at = NULL, updated_at = now();
   PERFORM extsvc._touch_dpu(register_dpu.machine_id);
   -- instances on the old and new host see a changed DPU set
@@ -282,7 +288,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.register_dpu(uuid, uuid, text, text, boolean) IS
-  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names.';
+  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names. is_primary omitted or NULL: false for a new DPU, the current flag for a registered one; true makes it the host''s primary DPU.';
 
 CREATE FUNCTION extsvc.deregister_dpu(machine_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -315,12 +321,13 @@ COMMENT ON FUNCTION extsvc.deregister_dpu(uuid) IS
   'Deregisters a DPU; its attachments move to REMOVING and are removed once observed TERMINATED.';
 
 CREATE FUNCTION extsvc.upsert_instance(instance_id uuid, tenant_organization_id text, host_machine_id uuid,
-                                       network_dpus uuid[] DEFAULT NULL, dpf_managed boolean DEFAULT true)
+                                       network_dpus uuid[] DEFAULT NULL, dpf_managed boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
   old extsvc.instances;
+  v_bad text;
 BEGIN
   IF upsert_instance.instance_id IS NULL OR upsert_instance.host_machine_id IS NULL THEN
     PERFORM extsvc._raise('22023', 'instance_id and host_machine_id are required', 'field: instance_id',
@@ -333,7 +340,7 @@ BEGIN
   SELECT * INTO old FROM extsvc.instances i WHERE i.instance_id = upsert_instance.instance_id FOR UPDATE;
   IF FOUND THEN
     IF old.delete_requested_at IS NOT NULL THEN
-      PERFORM extsvc._raise('55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
+      PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
                             'Wait until the deletion finished.');
     END IF;
     IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
@@ -344,18 +351,51 @@ BEGIN
                             'An instance keeps the tenant it was registered with; use another instance_id.');
     END IF;
   END IF;
+  -- network_dpus must be registered DPUs of this host (issue #12: otherwise
+  -- the placement silently froze on the old DPU, which still read ready)
+  SELECT string_agg(format('%s (%s)', n.id,
+                           CASE WHEN d.machine_id IS NULL THEN 'not registered'
+                                WHEN d.host_machine_id <> upsert_instance.host_machine_id
+                                  THEN format('registered to host %s', d.host_machine_id)
+                                ELSE 'deregistered' END), ', ' ORDER BY n.o)
+    INTO v_bad
+    FROM unnest(upsert_instance.network_dpus) WITH ORDINALITY n(id, o)
+    LEFT JOIN extsvc.dpus d ON d.machine_id = n.id
+   WHERE d.machine_id IS NULL OR d.host_machine_id <> upsert_instance.host_machine_id
+      OR d.deregistered_at IS NOT NULL;
+  IF v_bad IS NOT NULL THEN
+    PERFORM extsvc._raise('22023', 'network_dpus names DPUs that are not registered to the instance''s host',
+                          format('field: network_dpus; host_machine_id: %s; %s', upsert_instance.host_machine_id, v_bad),
+                          'Register the host''s DPUs with extsvc.register_dpu first, and list only DPUs of host_machine_id.');
+  END IF;
+  -- an instance with DPF services cannot leave DPF while any remain
+  IF old.instance_id IS NOT NULL AND old.dpf_managed AND upsert_instance.dpf_managed IS NOT NULL AND NOT upsert_instance.dpf_managed THEN
+    SELECT string_agg(DISTINCT s.service_id::text, ', ') INTO v_bad
+      FROM extsvc.service_records s
+     WHERE s.service_type = 'DPF_HELM_CHART'
+       AND (EXISTS (SELECT FROM extsvc.instance_extension_services c
+                     WHERE c.instance_id = old.instance_id AND c.service_id = s.service_id)
+            OR EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                        WHERE a.instance_id = old.instance_id AND a.service_id = s.service_id));
+    IF v_bad IS NOT NULL THEN
+      PERFORM extsvc._raise_c('instance_dpf_attachments', '55000', 'instance still has DPF_HELM_CHART attachments; dpf_managed cannot become false',
+                            format('field: dpf_managed; instance_id: %s; services: %s', old.instance_id, v_bad),
+                            'Detach its DPF services and wait until their DPUs report TERMINATED, then retry.');
+    END IF;
+  END IF;
   INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
   VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
           coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
   ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
     SET host_machine_id = EXCLUDED.host_machine_id,
         network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
-        dpf_managed = EXCLUDED.dpf_managed, updated_at = now();
+        -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
+        dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
   PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
-  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. Another tenant''s instance_id is refused (42501).';
+  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501).';
 
 CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
                                                        if_config_version_match integer DEFAULT NULL,
@@ -383,11 +423,11 @@ BEGIN
                           'Register it with extsvc.upsert_instance first.');
   END IF;
   IF i.delete_requested_at IS NOT NULL THEN
-    PERFORM extsvc._raise('55000', 'instance is being deleted', format('instance_id: %s', i.instance_id),
+    PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', i.instance_id),
                           'Its configuration can no longer change.');
   END IF;
   IF if_config_version_match IS NOT NULL AND if_config_version_match <> i.config_version THEN
-    PERFORM extsvc._raise('55000', 'config_version does not match',
+    PERFORM extsvc._raise_c('config_version_match', '55000', 'config_version does not match',
                           format('if_config_version_match: %s, config_version: %s', if_config_version_match, i.config_version),
                           'Re-read the instance and retry with its current config_version.');
   END IF;
@@ -395,6 +435,17 @@ BEGIN
     PERFORM extsvc._raise('22023', 'services must be a JSON array of {service_id, version}', 'JSON path: $',
                           'Pass e.g. [{"service_id": "...", "version": "V1-T..."}] or [] to detach all.');
   END IF;
+  -- Lock the referenced services FOR SHARE, in id order, before checking
+  -- them (issue #14 P0-4): a concurrent delete_service (FOR UPDATE) either
+  -- waits for this transaction and then sees its entries, or commits first
+  -- and this call sees DELETING. test/nico/race_attach_delete.py proves it.
+  PERFORM FROM extsvc.service_records r
+   WHERE r.service_id IN (
+           SELECT (x->>'service_id')::uuid FROM jsonb_array_elements(services) x
+            WHERE jsonb_typeof(x) = 'object' AND jsonb_typeof(x->'service_id') = 'string'
+              AND (x->>'service_id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+   ORDER BY r.service_id
+   FOR SHARE OF r;
 
   FOR e IN SELECT value FROM jsonb_array_elements(services) LOOP
     IF jsonb_typeof(e) <> 'object' OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version')) THEN
@@ -451,7 +502,7 @@ BEGIN
                     WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
                       AND c.removed_at IS NULL)
        AND s.lifecycle_state <> 'READY' THEN
-      PERFORM extsvc._raise('55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
+      PERFORM extsvc._raise_c('service_not_ready', '55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
                             format('JSON path: $[%s].service_id = %s', n, v_sid),
                             'Wait until the service is READY.');
     END IF;
@@ -525,14 +576,14 @@ CREATE FUNCTION extsvc.instance_extension_service_status(instance_id uuid, tenan
 RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id uuid, dpu_device_name text,
                dpu_node_name text, placement_state text, deployment_state text, removed_at timestamptz,
                status_message text, observed_at timestamptz, config_version integer,
-               observed_config_version integer)
+               observed_config_version integer, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._check_instance_tenant(instance_extension_service_status.instance_id,
+  SELECT extsvc._require_instance(instance_extension_service_status.instance_id,
                                        instance_extension_service_status.tenant_organization_id);
   SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
          a.placement_state, extsvc._effective_deployment_state(a.deployment_state, a.observed_at),
          c.removed_at, a.status_message, a.observed_at,
-         i.config_version, a.observed_config_version
+         i.config_version, a.observed_config_version, i.config_version_text
     FROM extsvc.dpf_extension_service_attachments a
     JOIN extsvc.instances i USING (instance_id)
     JOIN extsvc.service_records s ON s.service_id = a.service_id
@@ -561,9 +612,10 @@ $fn$;
 
 CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
-               removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean)
+               removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
+               config_version integer, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._check_instance_tenant(instance_extension_services_summary.instance_id,
+  SELECT extsvc._require_instance(instance_extension_services_summary.instance_id,
                                        instance_extension_services_summary.tenant_organization_id);
   SELECT c.service_id, s.service_name, s.service_type, c.version,
          CASE WHEN s.service_type = 'KUBERNETES_POD' THEN NULL
@@ -583,6 +635,12 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
          NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
                       WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id AND a.version = c.version
                         AND a.observed_config_version IS DISTINCT FROM i.config_version)
+         -- an active DPF entry with no attachment rows yet is not synced (issue #14 P1-13)
+         AND NOT (s.service_type = 'DPF_HELM_CHART' AND c.removed_at IS NULL
+                  AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                                   WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
+                                     AND a.version = c.version)),
+         i.config_version, i.config_version_text
     FROM extsvc.instance_extension_services c
     JOIN extsvc.instances i USING (instance_id)
     JOIN extsvc.service_records s ON s.service_id = c.service_id
@@ -597,12 +655,8 @@ RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
-  PERFORM extsvc._check_instance_tenant(instance_extension_services_ready.instance_id,
-                                        instance_extension_services_ready.tenant_organization_id);
-  IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = instance_extension_services_ready.instance_id) THEN
-    PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', instance_extension_services_ready.instance_id),
-                          'Check the instance id.');
-  END IF;
+  PERFORM extsvc._require_instance(instance_extension_services_ready.instance_id,
+                                   instance_extension_services_ready.tenant_organization_id);
   RETURN NOT EXISTS (
     SELECT FROM extsvc.instance_extension_services_summary(instance_extension_services_ready.instance_id) x
      WHERE x.service_type = 'DPF_HELM_CHART'

@@ -47,7 +47,6 @@ TO extsvc_admin;
 
 GRANT EXECUTE ON FUNCTION
   extsvc.reconcile_now(uuid),
-  extsvc.retry_service(uuid),
   extsvc.worker_status(),
   extsvc.request_resync(),
   extsvc.expire_stale_observations(),

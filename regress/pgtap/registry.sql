@@ -1,0 +1,104 @@
+-- Issue #12: upsert_instance refuses network DPUs that are unknown, of
+-- another host or deregistered (22023 naming them), refuses dpf_managed =>
+-- false while DPF attachments remain (55000), and an omitted dpf_managed
+-- keeps the current value; register_dpu without is_primary keeps the flag.
+-- The SPEC 2.10 positional forms stay callable.
+BEGIN;
+SELECT plan(26);
+
+SET LOCAL extsvc.enforce_chart_allowlist = off;
+SET LOCAL client_min_messages = warning;
+
+\set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
+\set D '''9a000000-0000-0000-0000-000000000001'''
+\set H1 '''9c000000-0000-0000-0000-000000000001'''
+\set H2 '''9c000000-0000-0000-0000-000000000002'''
+\set DA '''9d000000-0000-0000-0000-00000000000a'''
+\set DB '''9d000000-0000-0000-0000-00000000000b'''
+\set DC '''9d000000-0000-0000-0000-00000000000c'''
+\set DX '''9d000000-0000-0000-0000-0000000000ff'''
+\set I1 '''91000000-0000-0000-0000-000000000001'''
+\set I2 '''91000000-0000-0000-0000-000000000002'''
+
+-- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
+CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  v_state text;
+  v_detail text;
+BEGIN
+  EXECUTE stmt;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
+  RETURN v_state || ' | ' || v_detail;
+END $$;
+
+------------------------------------------------------------------ signatures
+SELECT is(pg_get_function_arguments('extsvc.upsert_instance(uuid,text,uuid,uuid[],boolean)'::regprocedure),
+          'instance_id uuid, tenant_organization_id text, host_machine_id uuid, network_dpus uuid[] DEFAULT NULL::uuid[], dpf_managed boolean DEFAULT NULL::boolean',
+          'upsert_instance: SPEC 2.10 positional order and types; dpf_managed DEFAULT NULL (omitted keeps)');
+SELECT is(pg_get_function_arguments('extsvc.register_dpu(uuid,uuid,text,text,boolean)'::regprocedure),
+          'machine_id uuid, host_machine_id uuid, dpu_device_name text, dpu_node_name text, is_primary boolean DEFAULT NULL::boolean',
+          'register_dpu: SPEC 2.10 positional order and types; is_primary DEFAULT NULL (omitted keeps)');
+
+------------------------------------------------------------------ register_dpu: is_primary
+SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'reg-dpu-a', 'reg-node-a', true)$$, :DA, :H1), 'register a primary DPU');
+SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'reg-dpu-b', 'reg-node-b')$$, :DB, :H1), 'register a DPU without is_primary (4 arguments)');
+SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DB), false, 'a new DPU without is_primary is not primary');
+SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'reg-dpu-a', 'reg-node-a')$$, :DA, :H1),
+                're-register the primary without is_primary');
+SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DA), true, 'an omitted is_primary keeps the primary flag');
+SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'reg-dpu-a', 'reg-node-a', NULL)$$, :DA, :H1), 'is_primary => NULL');
+SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DA), true, 'is_primary NULL keeps the flag too');
+SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'reg-dpu-a', 'reg-node-a', false)$$, :DA, :H1), 'is_primary => false');
+SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DA), false, 'an explicit false demotes');
+SELECT extsvc.register_dpu(:DA, :H1, 'reg-dpu-a', 'reg-node-a', true);
+SELECT extsvc.register_dpu(:DC, :H2, 'reg-dpu-c', 'reg-node-c', true);
+
+------------------------------------------------------------------ upsert_instance: network_dpus
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L)$$, :I1, :H1), 'upsert_instance with 3 arguments');
+SELECT is((SELECT dpf_managed FROM extsvc.instances WHERE instance_id = :I1), true, 'a new instance without dpf_managed is DPF-managed');
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L, %L, %L]::uuid[])$$, :I1, :H1, :DA, :DX, :DC)),
+          '22023 | field: network_dpus; host_machine_id: 9c000000-0000-0000-0000-000000000001; '
+          '9d000000-0000-0000-0000-0000000000ff (not registered), 9d000000-0000-0000-0000-00000000000c (registered to host 9c000000-0000-0000-0000-000000000002)',
+          'an unknown DPU and a DPU of another host: 22023 naming both');
+SELECT extsvc.register_dpu(:DB, :H1, 'reg-dpu-b', 'reg-node-b');
+SELECT extsvc.deregister_dpu(:DB);
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[])$$, :I1, :H1, :DB)),
+          '22023 | field: network_dpus; host_machine_id: 9c000000-0000-0000-0000-000000000001; 9d000000-0000-0000-0000-00000000000b (deregistered)',
+          'a deregistered DPU: 22023');
+SELECT is((SELECT network_dpus FROM extsvc.instances WHERE instance_id = :I1), '{}'::uuid[], 'a refused upsert changes nothing');
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[])$$, :I2, :H1, :DC)),
+          '22023 | field: network_dpus; host_machine_id: 9c000000-0000-0000-0000-000000000001; 9d000000-0000-0000-0000-00000000000c (registered to host 9c000000-0000-0000-0000-000000000002)',
+          'a new instance with a DPU of another host: 22023');
+SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I2), 'and it is not created');
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[], true)$$, :I1, :H1, :DA),
+                'the host''s own DPU is accepted (5 arguments)');
+
+------------------------------------------------------------------ upsert_instance: dpf_managed
+SELECT extsvc.create_service('reg-t', 'reg-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'PRIMARY', service_id => :D);
+UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
+       applied_revision = desired_revision WHERE service_id = :D;
+SELECT extsvc.set_instance_extension_services(:I1, jsonb_build_array(jsonb_build_object('service_id', :D,
+         'version', (SELECT version FROM extsvc.services WHERE service_id = :D))));
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, NULL, false)$$, :I1, :H1)),
+          '55000 | field: dpf_managed; instance_id: 91000000-0000-0000-0000-000000000001; services: 9a000000-0000-0000-0000-000000000001',
+          'dpf_managed => false with an active DPF attachment: 55000 naming the service');
+SELECT extsvc.set_instance_extension_services(:I1, '[]');
+SELECT is(left(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, NULL, false)$$, :I1, :H1)), 5), '55000',
+          'dpf_managed => false while the tombstone and its REMOVING rows remain: 55000');
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[])$$, :I1, :H1, :DA),
+                'an upsert without dpf_managed is accepted while DPF attachments remain');
+SELECT is((SELECT dpf_managed FROM extsvc.instances WHERE instance_id = :I1), true, 'and dpf_managed stays true');
+-- the worker observed the DPU clean: the tombstone goes
+SET LOCAL nico_extsvc.actor = 'worker';  -- fixture: what the worker would record
+UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'TERMINATED' WHERE instance_id = :I1;
+SET LOCAL nico_extsvc.actor = '';
+SELECT extsvc._cleanup_instance(:I1);
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, NULL, false)$$, :I1, :H1),
+                'dpf_managed => false once no DPF entry remains');
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L)$$, :I1, :H1), 'an upsert without dpf_managed');
+SELECT is((SELECT dpf_managed FROM extsvc.instances WHERE instance_id = :I1), false, 'an omitted dpf_managed keeps false');
+
+SELECT * FROM finish();
+ROLLBACK;
