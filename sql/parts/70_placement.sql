@@ -533,6 +533,15 @@ BEGIN
   UPDATE extsvc.instances x SET config_version = x.config_version + 1, updated_at = now()
    WHERE x.instance_id = i.instance_id;
   PERFORM extsvc._materialize_instance(i.instance_id, true);
+  -- a removed DPF entry with no row left to observe (its host has no
+  -- registered DPU any more) has nothing to wait for: it goes now
+  DELETE FROM extsvc.instance_extension_services c
+   WHERE c.instance_id = i.instance_id AND c.removed_at IS NOT NULL
+     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                      WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
+                        AND a.version = c.version)
+     AND EXISTS (SELECT FROM extsvc.service_records s
+                  WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
   -- every DPU of the instance must be observed again for the new
   -- config_version (configs_synced), also those whose rows did not change
   PERFORM extsvc._touch_dpu(x.dpu_machine_id)

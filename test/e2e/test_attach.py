@@ -302,6 +302,37 @@ def test_all_dpus_service_lifecycle_including_a_dpu_registered_later():
     assert ("DELETING", "DELETED", "worker", "dpuservice_deleted") in hist
 
 
+def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
+    """Issue 10: DPUDevice and Node both 404 -> the wanted row is ERROR (it
+    cannot run there), never stuck; deregistering the DPU releases it as
+    TERMINATED with that evidence, so the service can be deleted."""
+    host_d = "00000000-0000-0000-0000-0000000000d1"
+    e().pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(5)}', '{host_d}', '{device(5)}', '{node(5)}', true)")
+    sid = ready_service("dpu-gone", target="PRIMARY")
+    iid = new_instance(host_d)
+    attach(iid, sid)
+    wait_summary(iid, sid, "RUNNING")
+    code, body = e().sim.kube("DELETE", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(5)}")
+    assert code in (200, 202), body
+    wait_until(lambda: e().sim.kube("GET", f"/api/v1/nodes/{node(5)}", base=e().sim.dpu)[0] == 404,
+               timeout=20, what="Node gone with its DPUDevice")
+    e().pg.sql("SELECT extsvc.request_resync()")
+    st = wait_until(lambda: (lambda r: r if r and r[1] == "ERROR" else False)(status(iid).get((sid, device(5)))),
+                    timeout=30, what="ERROR for a wanted service on a DPU that is gone")
+    msgs = e().pg.sql(f"SELECT status_message FROM extsvc.instance_extension_service_status('{iid}')")
+    assert any("gone" in m[0] for m in msgs), msgs
+    e().pg.sql(f"SELECT extsvc.deregister_dpu('{dpu_id(5)}')")
+    wait_until(lambda: (sid, device(5)) not in status(iid), timeout=30,
+               what="the row released as TERMINATED (DPU gone)")
+    hist = e().pg.sql(f"SELECT to_state, reason FROM extsvc.instance_dpu_state_history('{iid}') "
+                      f"WHERE machine = 'deployment'")
+    assert ["TERMINATED", "absence_observed"] in hist or ["TERMINATED", "dpu_gone"] in hist, hist
+    attach(iid)
+    wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
+    assert e().delete(sid) == "DELETING"
+    e().wait_state(sid, "DELETED")
+
+
 def test_mixed_types_and_cross_tenant_are_refused():
     sid = ready_service("mixed-dpf", target="PRIMARY")
     pod = e().pg.one("SELECT service_id FROM extsvc.create_service('tenant-a', 'mixed-pod', 'KUBERNETES_POD', '{\"spec\":{}}')")
@@ -346,6 +377,7 @@ def main():
             test_foreign_labels_untouched_and_kubectl_removal_restored,
             test_unreachable_dpu_cluster_is_unknown_and_blocks_detach,
             test_all_dpus_service_lifecycle_including_a_dpu_registered_later,
+            test_a_dpu_that_is_gone_is_error_then_released_by_deregistration,
             test_mixed_types_and_cross_tenant_are_refused,
             test_worker_kill_and_restart_during_detach_converge,
         ], "# e2e: attach, detach and per-DPU status")
