@@ -60,7 +60,11 @@ TEST_F(Rest, Discovery) {
   for (const auto& res : json(r.j()["resources"])) names.insert(res["name"]);
   EXPECT_TRUE(names.count("daemonsets") && names.count("controllerrevisions"));
   EXPECT_EQ(sim.m("GET", "/version").j()["major"], "1");
-  EXPECT_EQ(sim.m("GET", "/openapi/v2").status, 404);
+  EXPECT_EQ(sim.m("GET", "/openapi/v2").status, 200);
+  r = sim.m("GET", "/apis/argoproj.io/v1alpha1");
+  names.clear();
+  for (const auto& res : json(r.j()["resources"])) names.insert(res["name"]);
+  EXPECT_TRUE(names.count("applications"));
   EXPECT_EQ(sim.m("GET", "/apis/apps/v1").status, 404) << "management cluster has no apps group";
   EXPECT_EQ(sim.m("GET", "/api/v1/pods").status, 404);
 }

@@ -78,6 +78,11 @@ class StoreTest : public ::testing::Test {
  protected:
   Prng prng{7};
   Store store{prng};
+  void SetUp() override {
+    std::lock_guard<std::mutex> l(store.mutex());
+    store.create_l(*find_resource_by_plural(ClusterId::Management, "namespaces"),
+                   json{{"metadata", {{"name", "ns"}}}});
+  }
   const ResourceInfo& svc = *find_resource_by_plural(ClusterId::Management, "dpuservices");
   const ResourceInfo& node = *find_resource_by_plural(ClusterId::Dpu, "nodes");
   json svc_body(const std::string& name) {
