@@ -418,6 +418,7 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
       next["status"] = incoming["status"];
     else
       next.erase("status");
+    prune_for_request(ri, next);
   } else {
     next = std::move(incoming);
     next["apiVersion"] = ri.api_version();

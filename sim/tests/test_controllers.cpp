@@ -207,7 +207,7 @@ TEST_F(Controllers, RevisionRollsOnValuesChangeAndReleaseName) {
   std::string h1 = before[0]["metadata"]["labels"]["controller-revision-hash"];
   sim.ctl("POST", "/delays", json{{"pod_termination_ms", 300}, {"pod_ready_ms", 200}});
   ASSERT_EQ(sim.m("PATCH", dpuservice_path("roll"),
-                  R"({"spec":{"helmChart":{"values":{"replicaHint":2}}}})",
+                  R"({"spec":{"serviceDaemonSet":{"annotations":{"rev":"2"}}}})",
                   "application/merge-patch+json")
                 .status,
             200);

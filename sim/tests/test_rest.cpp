@@ -144,21 +144,21 @@ TEST_F(Rest, UpdateResourceVersionConflictAndNoop) {
 TEST_F(Rest, StatusSubresource) {
   json o = create_paused("st");
   json s = o;
-  s["status"] = {{"observedGeneration", 1}, {"custom", "x"}};
+  s["status"] = {{"observedGeneration", 1}, {"configPorts", {{"x", json::array()}}}};
   s["spec"]["helmChart"]["source"]["version"] = "9.9.9";  // ignored by /status
   Resp r = sim.m("PUT", dpuservice_path("st") + "/status", s.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.j()["status"]["custom"], "x");
+  EXPECT_TRUE(r.j()["status"]["configPorts"].contains("x"));
   EXPECT_EQ(r.j()["spec"]["helmChart"]["source"]["version"], "1.0.0");
   EXPECT_EQ(r.j()["metadata"]["generation"], 1);
   r = sim.m("PATCH", dpuservice_path("st") + "/status",
-            R"({"status":{"custom":"y"},"metadata":{"labels":{"z":"1"}}})",
+            R"({"status":{"configPorts":{"y":[]}},"metadata":{"labels":{"z":"1"}}})",
             "application/merge-patch+json");
-  EXPECT_EQ(r.j()["status"]["custom"], "y");
+  EXPECT_TRUE(r.j()["status"]["configPorts"].contains("y"));
   EXPECT_FALSE(r.j()["metadata"].contains("labels"));
   r = sim.m("GET", dpuservice_path("st") + "/status");
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.j()["status"]["custom"], "y");
+  EXPECT_TRUE(r.j()["status"]["configPorts"].contains("y"));
 }
 
 TEST_F(Rest, PatchTypes) {

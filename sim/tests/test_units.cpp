@@ -119,12 +119,14 @@ TEST_F(StoreTest, GenerationAndNoop) {
   EXPECT_EQ((*r.obj)["metadata"]["resourceVersion"], rv) << "no-op must keep the resourceVersion";
   r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"spec":{"paused":true}})", false);
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 2);
-  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"y":2}})", true);
+  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"observedGeneration":2,"y":1}})",
+                  true);
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 2);
-  EXPECT_EQ((*r.obj)["status"]["y"], 2);
-  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"y":3},"spec":{"paused":false}})",
-                  false);
-  EXPECT_EQ((*r.obj)["status"]["y"], 2) << "main resource writes ignore status";
+  EXPECT_EQ((*r.obj)["status"]["observedGeneration"], 2);
+  EXPECT_FALSE((*r.obj)["status"].contains("y")) << "unknown status fields are pruned too";
+  r = store.patch(svc, "ns", "a", PatchType::Merge,
+                  R"({"status":{"observedGeneration":3},"spec":{"paused":false}})", false);
+  EXPECT_EQ((*r.obj)["status"]["observedGeneration"], 2) << "main resource writes ignore status";
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 3);
 }
 

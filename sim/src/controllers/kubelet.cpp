@@ -96,6 +96,7 @@ void reconcile_kubelet(ControllerManager& cm) {
       cur_fault = jstr((*cs0)[0], {"state", "waiting", "reason"});
     bool is_ready_running = jstr(*pod, {"status", "phase"}) == "Running" && cur_fault.empty();
     if (fault.empty() && is_ready_running) continue;
+    if (fault == "CrashLoopBackOff") pending = true;  // keeps restarting
     std::string key = "pod-ready/" + uid;
     if (!cm.due(key, d.pod_ready_ms)) {
       pending = true;
