@@ -239,12 +239,16 @@ std::pair<std::string, std::string> daemonset_health(const json& ds) {
   return {"Healthy", ""};
 }
 
-std::vector<ObjPtr> tracked_daemonsets(Store& st, const std::string& ns, const std::string& app) {
-  std::vector<ObjPtr> out;
-  std::string prefix = app + ":";
-  for (const ObjPtr& ds : st.list_l(R(ClusterId::Dpu, "daemonsets"), ns))
-    if (starts_with(jstr(*ds, {"metadata", "annotations", names::kArgoTrackingId}), prefix))
-      out.push_back(ds);
+// DaemonSets by the Application named in their tracking id ("<app>:apps/DaemonSet:<ns>/<name>"),
+// keyed "<ns>/<app>".
+std::map<std::string, std::vector<ObjPtr>> tracked_index(Store& st) {
+  std::map<std::string, std::vector<ObjPtr>> out;
+  for (const ObjPtr& ds : st.list_l(R(ClusterId::Dpu, "daemonsets"))) {
+    std::string tid = jstr(*ds, {"metadata", "annotations", names::kArgoTrackingId});
+    auto colon = tid.find(':');
+    if (colon == std::string::npos) continue;
+    out[jstr(*ds, {"metadata", "namespace"}) + "/" + tid.substr(0, colon)].push_back(ds);
+  }
   return out;
 }
 
@@ -262,10 +266,20 @@ void reconcile_applications(ControllerManager& cm) {
     chart_faults = cm.ctx().knobs.chart_faults;
   }
 
+  auto index = tracked_index(st);
   for (ObjPtr app : st.list_l(app_ri)) {
     std::string name = jstr(*app, {"metadata", "name"});
     std::string uid = jstr(*app, {"metadata", "uid"});
     std::string dest_ns = jstr(*app, {"spec", "destination", "namespace"});
+    auto tracked_daemonsets = [&](Store& s2, const std::string& ns2, const std::string& app2) {
+      std::vector<ObjPtr> out;
+      for (const ObjPtr& ds : index[ns2 + "/" + app2]) {
+        ObjPtr cur =
+            s2.find_l(R(ClusterId::Dpu, "daemonsets"), ns2, jstr(*ds, {"metadata", "name"}));
+        if (cur) out.push_back(cur);
+      }
+      return out;
+    };
     if (is_terminating(*app)) {
       // Foreground cascade (resources-finalizer): tracked resources and their pods go first.
       if (!has_finalizer(*app, names::kArgoFinalizer) || !cm.dpu_reachable()) continue;
@@ -368,7 +382,7 @@ void reconcile_applications(ControllerManager& cm) {
                 st.erase_l(ds_ri, dest_ns, jstr(*old, {"metadata", "name"}));
             ObjPtr ds = st.find_l(ds_ri, dest_ns, ds_name);
             if (!ds) {
-              st.create_l(ds_ri, desired);
+              index[dest_ns + "/" + name].push_back(st.create_l(ds_ri, desired));
             } else {
               json next = *ds;
               json& md = next["metadata"];

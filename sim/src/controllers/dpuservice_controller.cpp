@@ -96,15 +96,14 @@ json desired_application(const json& svc, const std::string& sid) {
                 {"syncPolicy", {{"automated", {{"prune", true}, {"selfHeal", true}}}}}}}};
 }
 
-std::vector<ObjPtr> applications_of(Store& st, const json& svc) {
+// Applications by the DPUService they belong to (labels), keyed "<ns>/<name>".
+std::map<std::string, std::vector<ObjPtr>> applications_index(Store& st) {
   const ResourceInfo& app_ri = *find_resource_by_plural(ClusterId::Management, "applications");
-  std::vector<ObjPtr> out;
+  std::map<std::string, std::vector<ObjPtr>> out;
   for (const ObjPtr& a : st.list_l(app_ri))
-    if (jstr(*a, {"metadata", "labels", names::kDpuServiceNameLabel}) ==
-            jstr(svc, {"metadata", "name"}) &&
-        jstr(*a, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) ==
-            jstr(svc, {"metadata", "namespace"}))
-      out.push_back(a);
+    out[jstr(*a, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) + "/" +
+        jstr(*a, {"metadata", "labels", names::kDpuServiceNameLabel})]
+        .push_back(a);
   return out;
 }
 
@@ -117,6 +116,18 @@ void reconcile_dpuservices(ControllerManager& cm) {
   const ResourceInfo& svc_ri = *find_resource_by_plural(ClusterId::Management, "dpuservices");
   const ResourceInfo& app_ri = *find_resource_by_plural(ClusterId::Management, "applications");
 
+  auto app_index = applications_index(st);
+  auto applications_of = [&](Store&, const json& s) {
+    auto it =
+        app_index.find(jstr(s, {"metadata", "namespace"}) + "/" + jstr(s, {"metadata", "name"}));
+    std::vector<ObjPtr> out;
+    if (it != app_index.end())
+      for (const ObjPtr& a : it->second)
+        if (ObjPtr cur = st.find_l(app_ri, jstr(*a, {"metadata", "namespace"}),
+                                   jstr(*a, {"metadata", "name"})))
+          out.push_back(cur);
+    return out;
+  };
   for (ObjPtr svc : st.list_l(svc_ri)) {
     std::string uid = jstr(*svc, {"metadata", "uid"});
     std::string svc_name = jstr(*svc, {"metadata", "name"});
