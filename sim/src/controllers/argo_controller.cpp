@@ -330,6 +330,9 @@ void reconcile_applications(ControllerManager& cm) {
     bool refreshed =
         jptr(status, {"sync", "comparedTo"}) && status["sync"]["comparedTo"] == want_compared;
     std::string chart = jstr(spec, {"source", "chart"});
+    // A failed render/sync is retried every argo_refresh_ms (Argo's refresh and sync retries).
+    bool failed = refreshed && jstr(status, {"sync", "status"}) != "Synced";
+    if (failed) refreshed = false;
     if (!refreshed && cm.dpu_reachable()) {
       std::string key = "argo-refresh/" + uid + "/" + std::to_string(fnv1a32(want_compared.dump()));
       if (cm.due(key, cm.ctx().delays.argo_refresh_ms)) {
@@ -420,6 +423,25 @@ void reconcile_applications(ControllerManager& cm) {
       status["health"] = msg.empty() ? json{{"status", h}} : json{{"status", h}, {"message", msg}};
       if (status.contains("resources") && status["resources"].is_array())
         for (auto& r : status["resources"]) r["health"] = status["health"];
+    }
+    if (failed) {
+      // Same failure again: keep the old timestamps so a persistent fault does not churn writes.
+      auto same = [](const json& a, const json& b, std::initializer_list<const char*> path) {
+        const json* x = jptr(a, path);
+        const json* y = jptr(b, path);
+        return (x ? *x : json()) == (y ? *y : json());
+      };
+      if (same(status, old_status, {"sync", "status"}) &&
+          same(status, old_status, {"operationState", "message"}) &&
+          same(status, old_status, {"health"})) {
+        const json* c1 = jptr(status, {"conditions"});
+        const json* c0 = jptr(old_status, {"conditions"});
+        bool conds_same =
+            (!c1 && !c0) ||
+            (c1 && c0 && c1->is_array() && c0->is_array() && c1->size() == c0->size() &&
+             (c1->empty() || (*c1)[0].value("message", "") == (*c0)[0].value("message", "")));
+        if (conds_same) status = old_status;
+      }
     }
     if (status != old_status) {
       json next = *app;

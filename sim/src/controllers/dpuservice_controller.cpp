@@ -78,22 +78,26 @@ json desired_application(const json& svc, const std::string& sid) {
   if (!jstr(src, {"releaseName"}).empty())
     source["helm"]["releaseName"] = jstr(src, {"releaseName"});
   std::string ns = jstr(svc, {"metadata", "namespace"});
-  return json{{"apiVersion", "argoproj.io/v1alpha1"},
-              {"kind", "Application"},
-              {"metadata",
-               {{"name", dpuservice_application_name(svc)},
-                {"namespace", names::kDpfNamespace},
-                {"labels",
-                 {{names::kDpuClusterLabel, names::kDpuClusterName},
-                  {names::kDpuServiceNameLabel, jstr(svc, {"metadata", "name"})},
-                  {names::kDpuServiceNamespaceLabel, ns},
-                  {names::kComponentLabel, "dpuservice-manager"}}},
-                {"finalizers", json::array({names::kArgoFinalizer})}}},
-              {"spec",
-               {{"project", names::kArgoProject},
-                {"source", source},
-                {"destination", {{"name", names::kDpuClusterName}, {"namespace", ns}}},
-                {"syncPolicy", {{"automated", {{"prune", true}, {"selfHeal", true}}}}}}}};
+  json app = json{{"apiVersion", "argoproj.io/v1alpha1"},
+                  {"kind", "Application"},
+                  {"metadata",
+                   {{"name", dpuservice_application_name(svc)},
+                    {"namespace", names::kDpfNamespace},
+                    {"labels",
+                     {{names::kDpuClusterLabel, names::kDpuClusterName},
+                      {names::kDpuServiceNameLabel, jstr(svc, {"metadata", "name"})},
+                      {names::kDpuServiceNamespaceLabel, ns},
+                      {names::kComponentLabel, "dpuservice-manager"}}},
+                    {"finalizers", json::array({names::kArgoFinalizer})}}},
+                  {"spec",
+                   {{"project", names::kArgoProject},
+                    {"source", source},
+                    {"destination", {{"name", names::kDpuClusterName}, {"namespace", ns}}},
+                    {"syncPolicy", {{"automated", {{"prune", true}, {"selfHeal", true}}}}}}}};
+  // Newer DPF also labels the DPUCluster namespace (internal/argocd/utils.go @7c24d74d).
+  if (prof.name != "v24.10")
+    app["metadata"]["labels"]["dpu.nvidia.com/cluster-namespace"] = names::kDpfNamespace;
+  return app;
 }
 
 // Applications by the DPUService they belong to (labels), keyed "<ns>/<name>".
