@@ -142,7 +142,13 @@ json dpuservice_newest() {
       "operator":{"type":"string"},"values":{"type":"array","items":{"type":"string"},
       "x-kubernetes-list-type":"atomic"}}}},
       "matchLabels":{"type":"object","additionalProperties":{"type":"string"}}}})");
-  p["security"] = {{"type", "object"}, {"properties", {{"privileged", {{"type", "boolean"}}}}}};
+  // security.privileged: CRD @887803ca. security.spiffe (presence-gated, no sub-fields): release
+  // notes v26.8.0 (@0f5822c0) and docs/public/advanced-configuration/spiffe-identity.md
+  // (@04263add); no CRD version with it was found, so its schema is the documented shape.
+  p["security"] = {{"type", "object"},
+                   {"properties",
+                    {{"privileged", {{"type", "boolean"}}},
+                     {"spiffe", {{"type", "object"}, {"properties", json::object()}}}}}};
   json res = int_or_string();
   res["pattern"] =
       "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+("

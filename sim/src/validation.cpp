@@ -369,6 +369,9 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
     cel("dpuClusterSelector cannot be set when deployInCluster is true");
   if (profile().privileged_cel && deploy_in_cluster && has_privileged)
     cel("security.privileged must not be set when deployInCluster is true");
+  if (profile().privileged_cel && deploy_in_cluster && jptr(s, {"security", "spiffe"}) &&
+      !s["security"]["spiffe"].is_null())
+    cel("security.spiffe must not be set when deployInCluster is true");
   if (profile().privileged_cel && !deploy_in_cluster && !has_privileged) {
     bool ratcheted = false;
     if (old) {

@@ -187,14 +187,14 @@ TEST_F(Realism, OnDeleteIsHealthyAtOnceAndDoesNotRoll) {
 }
 
 TEST_F(Realism, FieldValidationWarnStrictIgnore) {
-  json s = make_dpuservice("fv", {{"foo", 1}, {"security", {{"spiffe", json::object()}}}});
+  json s = make_dpuservice("fv", {{"foo", 1}, {"security", {{"spiffe", {{"x", 1}}}}}});
   s["spec"]["serviceDaemonSet"]["labels"] = {{"Not_A/valid key!", "x"}};  // CRD: type string only
   Resp r = sim.m("POST", dpuservice_path() + "?fieldValidation=Strict", s.dump());
   ASSERT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(r.j()["reason"], "BadRequest");
   EXPECT_EQ(r.j()["message"],
             "DPUService in version \"v1alpha1\" cannot be handled as a DPUService: strict decoding "
-            "error: unknown field \"spec.foo\", unknown field \"spec.security.spiffe\"");
+            "error: unknown field \"spec.foo\", unknown field \"spec.security.spiffe.x\"");
   r = sim.m("POST", dpuservice_path(), s.dump());
   ASSERT_EQ(r.status, 201) << r.body;
   std::set<std::string> warnings;
@@ -202,10 +202,11 @@ TEST_F(Realism, FieldValidationWarnStrictIgnore) {
     if (k == "Warning") warnings.insert(v);
   EXPECT_EQ(warnings,
             (std::set<std::string>{"299 - \"unknown field \\\"spec.foo\\\"\"",
-                                   "299 - \"unknown field \\\"spec.security.spiffe\\\"\""}));
+                                   "299 - \"unknown field \\\"spec.security.spiffe.x\\\"\""}));
   json got = r.j();
   EXPECT_FALSE(got["spec"].contains("foo"));
-  EXPECT_FALSE(got["spec"]["security"].contains("spiffe"));
+  EXPECT_EQ(got["spec"]["security"]["spiffe"], json::object())
+      << "spiffe: {} kept, inner field pruned";
   EXPECT_EQ(got["spec"]["security"]["privileged"], false);
   EXPECT_EQ(got["spec"]["serviceDaemonSet"]["labels"]["Not_A/valid key!"], "x");
   r = sim.m("PATCH", dpuservice_path("fv") + "?fieldValidation=Ignore", R"({"spec":{"bar":1}})",
