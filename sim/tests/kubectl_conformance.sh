@@ -120,7 +120,7 @@ check "apply dpuservice (validated)" "configured|unchanged" "${KM[@]}" apply -f 
 check "openapi explain" "privileged" "${KM[@]}" explain dpuservice.spec.security
 retry "dpuservice Ready" "demo +True +Success" "${KM[@]}" -n $NS get dpuservices
 check "get dpuservices -A" "$NS +demo" "${KM[@]}" get dpuservices -A
-check "get applications" "dpu-cplane-tenant1-demo" "${KM[@]}" -n $NS get applications
+retry "get applications" "dpu-cplane-tenant1-demo +Synced +(Healthy|Progressing)" "${KM[@]}" -n $NS get applications
 retry "application synced" "Synced" "${KM[@]}" -n $NS get application dpu-cplane-tenant1-demo -o jsonpath='{.status.sync.status}'
 retry "get pods -o wide" "dpu-cplane-tenant1-demo-[a-z0-9]{5} +1/1 +Running .*host-0002-dpu-device-0002" "${KD[@]}" -n $NS get pods -o wide
 check "get daemonsets" "dpu-cplane-tenant1-demo +1 +1 +1 +1 +1" "${KD[@]}" -n $NS get daemonsets
