@@ -408,7 +408,9 @@ TEST_F(Realism, PausedBumpsObservedGenerationAndBlocksDeletion) {
 }
 
 TEST(Profiles, V2410PrunesNewerFieldsAndInjectsOnlyWithServiceID) {
-  auto sim = SimProcess::start({"--dpus", "2", "--dpf-version", "v24.10"});
+  auto sim = SimProcess::start(
+      {"--dpus", "2", "--dpf-version", "v24.10", "--delay", "argo_refresh_ms=1234"});
+  EXPECT_EQ(sim->ctl("GET", "/delays").j()["argo_refresh_ms"], 1234);
   sim->reset(2, 0);
   EXPECT_EQ(sim->ctl("GET", "/profile").j()["dpf_version"], "v24.10");
   json s = make_dpuservice("old", {{"serviceDaemonSet", {{"resources", {{"cpu", "1"}}}}}});
