@@ -11,7 +11,9 @@
 
 #include "discovery.h"
 #include "kube_errors.h"
+#include "profile.h"
 #include "table.h"
+#include "validation.h"
 
 namespace dpfsim {
 
@@ -136,6 +138,16 @@ std::string list_body(const ResourceInfo& ri, const ListResult& lr) {
     out += lr.items[i]->dump();
   }
   out += "],\"kind\":\"" + ri.list_kind() + "\",\"metadata\":" + md.dump() + "}";
+  return out;
+}
+
+// Go's %q-style quoting of a warning text inside the Warning header value.
+std::string json_escape_quotes(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
   return out;
 }
 
@@ -390,7 +402,25 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
             "the server does not allow this method on the requested resource");
       send(res, 200, t.doc);
       return;
-    case Target::OpenApi:
+    case Target::OpenApi: {
+      if (req.method != "GET")
+        throw err_method_not_allowed("the server does not allow this method");
+      std::string doc;
+      if (req.path == "/openapi/v2") {
+        std::string accept = req.get_header_value("Accept");
+        if (!accept.empty() && accept.find("json") == std::string::npos &&
+            accept.find("*/*") == std::string::npos)
+          throw make_error(406, "NotAcceptable", "only application/json is served");
+        doc = openapi_v2(cluster_);
+      } else if (req.path == "/openapi/v3" || req.path == "/openapi/v3/") {
+        doc = openapi_v3_root(cluster_);
+      } else if (starts_with(req.path, "/openapi/v3/")) {
+        doc = openapi_v3_group_version(cluster_, req.path.substr(12));
+      }
+      if (doc.empty()) throw err_unknown_path();
+      send(res, 200, doc);
+      return;
+    }
     case Target::Unknown:
       throw err_unknown_path();
     case Target::Resource:
@@ -425,7 +455,22 @@ void KubeApiServer::dispatch(const httplib::Request& req, httplib::Response& res
     }
     return;
   }
-  auto reply = [&](const WriteResult& w) { send(res, w.code, w.obj ? w.obj->dump() : w.text); };
+  FieldValidation fv = FieldValidation::Warn;
+  if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+    std::string v = req.get_param_value("fieldValidation");
+    if (v == "Strict")
+      fv = FieldValidation::Strict;
+    else if (v == "Ignore")
+      fv = FieldValidation::Ignore;
+    else if (!v.empty() && v != "Warn")
+      throw err_bad_request("fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\"");
+  }
+  FieldValidationScope fv_scope(fv);
+  auto reply = [&](const WriteResult& w) {
+    for (const auto& warning : fv_scope.warnings)
+      res.set_header("Warning", "299 - \"" + json_escape_quotes(warning) + "\"");
+    send(res, w.code, w.obj ? w.obj->dump() : w.text);
+  };
   if (req.method == "POST") {
     if (!t.collection() || status_sub)
       throw err_method_not_allowed(

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "profile.h"
 #include "seeding.h"
 
 namespace dpfsim {
@@ -69,7 +70,8 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                    "POST /seed {\"dpus\":N,\"objects\":[...]}", "GET|POST /delays",
                    "GET|POST|DELETE /faults", "DELETE /faults/<id>", "GET|POST /dpu-cluster",
                    "GET /counts", "POST /counts/reset", "GET /state", "GET /requests?limit=N",
-                   "DELETE /requests", "POST /shutdown"}}});
+                   "DELETE /requests", "POST /shutdown", "GET|POST|DELETE /pod-faults",
+                   "GET|POST|DELETE /chart-faults", "GET|POST|DELETE /charts", "GET /profile"}}});
         }));
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok", "text/plain");
@@ -151,6 +153,104 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                {{"reachable", ctx_.dpu_reachable.load()},
                 {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
        }));
+
+  // ---- Failure-mode knobs: pod faults, chart faults, chart properties ----
+  auto knobs_json = [this]() {
+    std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+    json pf = json::object(), cf = json::object(), ch = json::object();
+    for (const auto& [k, v] : ctx_.knobs.pod_faults) pf[k] = v;
+    for (const auto& [k, v] : ctx_.knobs.chart_faults) cf[k] = v;
+    for (const auto& [k, v] : ctx_.knobs.charts) ch[k] = v;
+    return json{{"pod_faults", pf}, {"chart_faults", cf}, {"charts", ch}};
+  };
+  s.Get("/pod-faults", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, knobs_json()["pod_faults"]);
+        }));
+  post("/pod-faults",
+       guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
+         json b = parse_or_empty(req);
+         json items = b.is_array() ? b : json::array({b});
+         for (const auto& it : items) {
+           if (!it.is_object() || !it.contains("node") || !it["node"].is_string() ||
+               it["node"].get<std::string>().empty())
+             throw std::invalid_argument("node (string) is required");
+           std::string reason = it.value("reason", "CrashLoopBackOff");
+           if (reason.empty()) throw std::invalid_argument("reason must not be empty");
+           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+           ctx_.knobs.pod_faults[it["node"].get<std::string>()] = reason;
+         }
+         ++ctx_.knobs.seq;
+         reply(res, 200, knobs_json()["pod_faults"]);
+       }));
+  s.Delete("/pod-faults",
+           guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
+             std::string node = req.get_param_value("node");
+             {
+               std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+               if (node.empty())
+                 ctx_.knobs.pod_faults.clear();
+               else
+                 ctx_.knobs.pod_faults.erase(node);
+             }
+             ++ctx_.knobs.seq;
+             reply(res, 200, knobs_json()["pod_faults"]);
+           }));
+  s.Get("/chart-faults", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, knobs_json()["chart_faults"]);
+        }));
+  post("/chart-faults",
+       guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
+         json b = parse_or_empty(req);
+         if (!b.contains("chart") || !b["chart"].is_string())
+           throw std::invalid_argument("chart (string) is required");
+         std::string kind = b.value("kind", "pull");
+         if (kind != "pull" && kind != "sync")
+           throw std::invalid_argument("kind must be \"pull\" or \"sync\"");
+         {
+           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+           ctx_.knobs.chart_faults[b["chart"].get<std::string>()] = {
+               {"kind", kind}, {"message", b.value("message", "")}};
+         }
+         ++ctx_.knobs.seq;
+         reply(res, 200, knobs_json()["chart_faults"]);
+       }));
+  s.Delete("/chart-faults",
+           guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
+             std::string chart = req.get_param_value("chart");
+             {
+               std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+               if (chart.empty())
+                 ctx_.knobs.chart_faults.clear();
+               else
+                 ctx_.knobs.chart_faults.erase(chart);
+             }
+             ++ctx_.knobs.seq;
+             reply(res, 200, knobs_json()["chart_faults"]);
+           }));
+  s.Get("/charts", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, knobs_json()["charts"]);
+        }));
+  post("/charts", guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
+         json b = parse_or_empty(req);
+         if (!b.contains("chart") || !b["chart"].is_string())
+           throw std::invalid_argument("chart (string) is required");
+         if (b.contains("needs_privileged") && !b["needs_privileged"].is_boolean())
+           throw std::invalid_argument("needs_privileged must be a boolean");
+         {
+           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+           ctx_.knobs.charts[b["chart"].get<std::string>()] = {
+               {"needs_privileged", b.value("needs_privileged", false)}};
+         }
+         ++ctx_.knobs.seq;
+         reply(res, 200, knobs_json()["charts"]);
+       }));
+  s.Delete("/charts", guarded([this, knobs_json](const httplib::Request&, httplib::Response& res) {
+             ctx_.knobs.clear_charts();
+             reply(res, 200, knobs_json()["charts"]);
+           }));
+  s.Get("/profile", guarded([](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, {{"dpf_version", profile().name}, {"profiles", profile_names()}});
+        }));
 
   s.Get("/counts", guarded([this](const httplib::Request&, httplib::Response& res) {
           reply(res, 200, ctx_.reqlog.counts());

@@ -22,6 +22,7 @@
 #include "api_server.h"
 #include "control_api.h"
 #include "controllers/controller_manager.h"
+#include "profile.h"
 #include "seeding.h"
 #include "sim_context.h"
 #include "tls_certs.h"
@@ -50,7 +51,9 @@ Optional:
   --log-level LEVEL           trace|debug|info|warn|error|off (default info; debug logs every request)
   --all-delays-ms MS          set every controller delay
   --delay NAME=MS             set one delay (label_propagation_ms, node_provisioning_ms, dpuservice_sync_ms,
-                              pod_ready_ms, pod_termination_ms, dpuservice_ready_ms, finalizer_ms)
+                              pod_ready_ms, pod_termination_ms, dpuservice_ready_ms, finalizer_ms,
+                              argo_refresh_ms)
+  --dpf-version vYY.MM        DPF release profile: v24.10 or v26.10 (default, newest)
   --tick-ms MS                controller tick (default 20)
   --kubeconfig-dir DIR        write management.kubeconfig and dpu.kubeconfig into DIR
   --help                      this text
@@ -128,6 +131,8 @@ int main(int argc, char** argv) {
         delay_overrides["all_ms"] = std::stoi(need("--all-delays-ms"));
       else if (a == "--tick-ms")
         tick_ms = std::max(1, std::stoi(need("--tick-ms")));
+      else if (a == "--dpf-version")
+        set_profile(need("--dpf-version"));
       else if (a == "--kubeconfig-dir")
         kubeconfig_dir = need("--kubeconfig-dir");
       else if (a == "--delay") {

@@ -35,10 +35,14 @@ static std::vector<ResourceInfo> build() {
       true, true, true, {}, {});
   add(M, "provisioning.dpu.nvidia.com", "v1alpha1", "dpus", "dpu", "DPU", true, true, true, true,
       {}, {});
+  // Argo CD Application CRD: namespaced, no status subresource.
+  add(M, "argoproj.io", "v1alpha1", "applications", "application", "Application", true, false, true,
+      true, {"app", "apps"}, {"argo"});
   add(M, "", "v1", "namespaces", "namespace", "Namespace", false, true, false, false, {"ns"}, {});
   add(D, "", "v1", "nodes", "node", "Node", false, true, false, false, {"no"}, {});
   add(D, "", "v1", "pods", "pod", "Pod", true, true, false, false, {"po"}, {"all"});
   add(D, "", "v1", "namespaces", "namespace", "Namespace", false, true, false, false, {"ns"}, {});
+  add(D, "", "v1", "events", "event", "Event", true, false, false, false, {"ev"}, {});
   add(D, "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, false, true, {"ds"},
       {"all"});
   add(D, "apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true,

@@ -56,6 +56,12 @@ inline constexpr const char* kRevisionHashLabel = "controller-revision-hash";
 inline constexpr const char* kCurrentRevisionAnnotation =
     "sim.dpu.nvidia.com/current-revision-hash";
 inline constexpr const char* kDpfVersion = "v25.10.0";
+inline constexpr const char* kDpuClusterName = "dpu-cplane-tenant1";
+inline constexpr const char* kDpuClusterLabel = "dpu.nvidia.com/cluster";
+inline constexpr const char* kComponentLabel = "dpu.nvidia.com/component";
+inline constexpr const char* kArgoFinalizer = "resources-finalizer.argocd.argoproj.io";
+inline constexpr const char* kArgoTrackingId = "argocd.argoproj.io/tracking-id";
+inline constexpr const char* kArgoProject = "doca-platform-project-dpu";
 }  // namespace names
 
 }  // namespace dpfsim

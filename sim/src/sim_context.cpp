@@ -19,6 +19,7 @@ const DelayField kFields[] = {
     {"pod_termination_ms", &Delays::pod_termination_ms},
     {"dpuservice_ready_ms", &Delays::dpuservice_ready_ms},
     {"finalizer_ms", &Delays::finalizer_ms},
+    {"argo_refresh_ms", &Delays::argo_refresh_ms},
 };
 }  // namespace
 
@@ -56,6 +57,7 @@ void SimContext::reset(int dpus) {
     seed_dpus_l(store, dpus < 0 ? initial_dpus : dpus);
   }
   faults.clear();
+  knobs.clear();
   reqlog.reset_counts();
   reqlog.clear_recent();
   if (!initial_delays.is_null()) delays.apply(initial_delays);

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "auth.h"
@@ -25,11 +27,34 @@ struct Delays {
   std::atomic<int> pod_termination_ms{300};   // Pod deletionTimestamp -> gone
   std::atomic<int> dpuservice_ready_ms{200};  // DaemonSet healthy -> DPUService Ready=True
   std::atomic<int> finalizer_ms{300};  // DPU-cluster objects gone -> DPUService finalizer removed
+  std::atomic<int> argo_refresh_ms{300};  // Application spec change -> Argo renders and syncs
 
   json to_json() const;
   // Applies the given keys; throws std::invalid_argument for unknown keys or bad values.
   void apply(const json& j);
   void set_all(int ms);
+};
+
+// Knobs for failure modes (control API); guarded by mu. seq changes on every write so the
+// controllers notice.
+struct Knobs {
+  std::mutex mu;
+  std::map<std::string, json> chart_faults;       // chart -> {"kind":"pull"|"sync","message":...}
+  std::map<std::string, json> charts;             // chart -> {"needs_privileged":bool}
+  std::map<std::string, std::string> pod_faults;  // node -> waiting reason
+  std::atomic<uint64_t> seq{0};
+  void clear_charts() {
+    std::lock_guard<std::mutex> l(mu);
+    charts.clear();
+    ++seq;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> l(mu);
+    chart_faults.clear();
+    charts.clear();
+    pod_faults.clear();
+    ++seq;
+  }
 };
 
 struct SimContext {
@@ -42,6 +67,7 @@ struct SimContext {
   RequestLog reqlog;
   TokenAuth auth;
   Delays delays;
+  Knobs knobs;
   json initial_delays;
   int initial_dpus = 0;
   json seed_file;  // parsed --seed-file contents (null if none)

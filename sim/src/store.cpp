@@ -151,8 +151,13 @@ ObjPtr Store::create_l(const ResourceInfo& ri, json obj, bool from_api) {
   }
   if (!ri.namespaced) md.erase("namespace");
   if (from_api) {
-    prune_unknown_fields(ri, obj);
+    prune_for_request(ri, obj);
     validate_or_throw(ri, obj, nullptr);
+  }
+  if (from_api && ri.namespaced) {
+    // NamespaceLifecycle admission.
+    const ResourceInfo* ns_ri = find_resource_by_plural(ri.cluster, "namespaces");
+    if (ns_ri && !find_l(*ns_ri, "", ns)) throw err_not_found(*ns_ri, ns);
   }
   if (auto old = find_l(ri, ns, name)) throw err_already_exists(ri, name, is_terminating(*old));
   for (const char* k :
@@ -413,6 +418,7 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
       next["status"] = incoming["status"];
     else
       next.erase("status");
+    prune_for_request(ri, next);
   } else {
     next = std::move(incoming);
     next["apiVersion"] = ri.api_version();
@@ -434,7 +440,7 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
       else
         next.erase("status");
     }
-    prune_unknown_fields(ri, next);
+    prune_for_request(ri, next);
     validate_or_throw(ri, next, old.get());
     if (is_terminating(*old)) {
       auto oldf = finalizers_of(*old);

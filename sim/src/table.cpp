@@ -213,6 +213,17 @@ void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols,
       row.push_back(age_of(x));
       rows.push_back(row);
     }
+  } else if (k == "applications") {
+    // Argo CD's CRD printer columns.
+    cols.insert(cols.end(), {{"Sync Status", "string", "", 0},
+                             {"Health Status", "string", "", 0},
+                             {"Revision", "string", "", 1},
+                             {"Project", "string", "", 1}});
+    for (const auto& o : items)
+      rows.push_back(
+          json::array({jstr(*o, {"metadata", "name"}), jstr(*o, {"status", "sync", "status"}),
+                       jstr(*o, {"status", "health", "status"}),
+                       jstr(*o, {"status", "sync", "revision"}), jstr(*o, {"spec", "project"})}));
   } else {
     cols.push_back({"Age", "string", "", 0});
     for (const auto& o : items)

@@ -1,6 +1,9 @@
 #include "validation.h"
 
 #include <cctype>
+#include <regex>
+
+#include "profile.h"
 
 namespace dpfsim {
 
@@ -159,7 +162,9 @@ void validate_object_meta(const ResourceInfo& ri, const json& obj, bool create,
         check_type(md["finalizers"][i], "string", "metadata.finalizers[" + std::to_string(i) + "]",
                    causes);
   }
-  if (ri.custom && (ri.kind == "DPUService" || ri.kind == "DPUDevice") && name.size() > 63)
+  if (ri.custom &&
+      (ri.kind == "DPUDevice" || (ri.kind == "DPUService" && profile().name_length_cel)) &&
+      name.size() > 63)
     causes.push_back(
         cause_invalid("<nil>", json::object(), "name length can't be bigger than 63 chars"));
 }
@@ -252,13 +257,48 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
         }
       }
     }
-    if (has_key(sds, "labels")) validate_string_map(sds["labels"], base + "labels", false, causes);
-    if (has_key(sds, "annotations"))
-      validate_string_map(sds["annotations"], base + "annotations", false, causes);
-    if (has_key(sds, "updateStrategy"))
-      check_type(sds["updateStrategy"], "object", base + "updateStrategy", causes);
-    if (has_key(sds, "resources"))
-      check_type(sds["resources"], "object", base + "resources", causes);
+    // The CRD types these as map[string]string only: values must be strings, keys are free.
+    for (const char* m : {"labels", "annotations"})
+      if (has_key(sds, m) && check_type(sds[m], "object", base + m, causes))
+        for (auto& [k, v] : sds[m].items()) check_type(v, "string", base + m + "." + k, causes);
+    if (has_key(sds, "updateStrategy") &&
+        check_type(sds["updateStrategy"], "object", base + "updateStrategy", causes)) {
+      const json& us = sds["updateStrategy"];
+      if (has_key(us, "type"))
+        check_type(us["type"], "string", base + "updateStrategy.type", causes);
+      if (has_key(us, "rollingUpdate") &&
+          check_type(us["rollingUpdate"], "object", base + "updateStrategy.rollingUpdate", causes))
+        for (const char* k : {"maxSurge", "maxUnavailable"}) {
+          const json* v = jptr(us["rollingUpdate"], {k});
+          if (v && !v->is_null() && !v->is_string() && !v->is_number_integer())
+            causes.push_back({"FieldValueTypeInvalid", base + "updateStrategy.rollingUpdate." + k,
+                              "Invalid value: \"" + type_name(*v) + "\": " + base +
+                                  "updateStrategy.rollingUpdate." + k +
+                                  " in body must be of type integer,string: \"" + type_name(*v) +
+                                  "\""});
+        }
+    }
+    if (has_key(sds, "resources") &&
+        check_type(sds["resources"], "object", base + "resources", causes)) {
+      static const std::regex qty(
+          R"(^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$)");
+      for (auto& [k, v] : sds["resources"].items()) {
+        std::string f = base + "resources." + k;
+        if (v.is_number_integer()) continue;
+        if (!v.is_string()) {
+          causes.push_back({"FieldValueTypeInvalid", f,
+                            "Invalid value: \"" + type_name(v) + "\": " + f +
+                                " in body must be of type integer,string: \"" + type_name(v) +
+                                "\""});
+        } else if (!std::regex_match(v.get<std::string>(), qty)) {
+          causes.push_back(
+              cause_invalid(f, v.get<std::string>(),
+                            f + " in body should match "
+                                "'^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|["
+                                "numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$'"));
+        }
+      }
+    }
   }
 
   if (has_key(s, "interfaces") && check_type(s["interfaces"], "array", "spec.interfaces", causes)) {
@@ -327,9 +367,12 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
     cel("configPorts cannot be set when deployInCluster is true");
   if (deploy_in_cluster && has_key(s, "dpuClusterSelector"))
     cel("dpuClusterSelector cannot be set when deployInCluster is true");
-  if (deploy_in_cluster && has_privileged)
+  if (profile().privileged_cel && deploy_in_cluster && has_privileged)
     cel("security.privileged must not be set when deployInCluster is true");
-  if (!deploy_in_cluster && !has_privileged) {
+  if (profile().privileged_cel && deploy_in_cluster && jptr(s, {"security", "spiffe"}) &&
+      !s["security"]["spiffe"].is_null())
+    cel("security.spiffe must not be set when deployInCluster is true");
+  if (profile().privileged_cel && !deploy_in_cluster && !has_privileged) {
     bool ratcheted = false;
     if (old) {
       const json* os = jptr(*old, {"spec"});
@@ -345,38 +388,35 @@ void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCaus
     check_type(s["security"]["privileged"], "boolean", "spec.security.privileged", causes);
 }
 
-namespace {
-void keep_only(json& obj, std::initializer_list<const char*> keys) {
-  if (!obj.is_object()) return;
-  for (auto it = obj.begin(); it != obj.end();) {
-    bool known = false;
-    for (const char* k : keys)
-      if (it.key() == k) known = true;
-    if (known)
-      ++it;
-    else
-      it = obj.erase(it);
-  }
+void prune_unknown_fields(const ResourceInfo& ri, json& obj, std::vector<std::string>* unknown) {
+  const json* schema = schema_for(ri);
+  if (!schema || !obj.is_object()) return;
+  prune_with_schema(*schema, obj, "", unknown);
 }
-}  // namespace
 
-void prune_unknown_fields(const ResourceInfo& ri, json& obj) {
-  if (ri.kind != "DPUService" || !obj.is_object()) return;
-  keep_only(obj, {"apiVersion", "kind", "metadata", "spec", "status"});
-  if (!obj.contains("spec") || !obj["spec"].is_object()) return;
-  json& s = obj["spec"];
-  keep_only(s, {"helmChart", "serviceID", "serviceDaemonSet", "deployInCluster", "interfaces",
-                "paused", "configPorts", "dpuClusterSelector", "security"});
-  if (s.contains("helmChart") && s["helmChart"].is_object()) {
-    keep_only(s["helmChart"], {"source", "values"});
-    if (s["helmChart"].contains("source"))
-      keep_only(s["helmChart"]["source"], {"repoURL", "path", "version", "chart", "releaseName"});
+namespace {
+thread_local FieldValidationScope* g_scope = nullptr;
+}
+
+FieldValidationScope::FieldValidationScope(FieldValidation m) : mode(m), prev(g_scope) {
+  g_scope = this;
+}
+FieldValidationScope::~FieldValidationScope() {
+  g_scope = prev;
+}
+
+void prune_for_request(const ResourceInfo& ri, json& obj) {
+  std::vector<std::string> unknown;
+  prune_unknown_fields(ri, obj, &unknown);
+  if (unknown.empty() || !g_scope || g_scope->mode == FieldValidation::Ignore) return;
+  if (g_scope->mode == FieldValidation::Strict) {
+    std::string msg = ri.kind + " in version \"" + ri.version + "\" cannot be handled as a " +
+                      ri.kind + ": strict decoding error: ";
+    for (size_t i = 0; i < unknown.size(); ++i)
+      msg += (i ? ", " : "") + std::string("unknown field \"") + unknown[i] + "\"";
+    throw err_bad_request(msg);
   }
-  if (s.contains("serviceDaemonSet"))
-    keep_only(s["serviceDaemonSet"],
-              {"nodeSelector", "updateStrategy", "labels", "annotations", "resources"});
-  if (s.contains("security")) keep_only(s["security"], {"privileged", "spiffe"});
-  if (s.contains("configPorts")) keep_only(s["configPorts"], {"serviceType", "ports"});
+  for (const auto& u : unknown) g_scope->warnings.push_back("unknown field \"" + u + "\"");
 }
 
 void validate_or_throw(const ResourceInfo& ri, const json& obj, const json* old) {

@@ -19,7 +19,23 @@ void validate_object_meta(const ResourceInfo& ri, const json& obj, bool create,
 void validate_dpuservice(const json& obj, const json* old, std::vector<FieldCause>& causes);
 // Structural-schema pruning: drops fields the DPUService CRD schema does not know (as the API
 // server does).
-void prune_unknown_fields(const ResourceInfo& ri, json& obj);
+// unknown (optional) receives the path of every pruned field ("spec.security").
+void prune_unknown_fields(const ResourceInfo& ri, json& obj,
+                          std::vector<std::string>* unknown = nullptr);
+// fieldValidation of the request being served on this thread (set by the API server around a
+// write; controllers never set it, so their writes are not pruned).
+enum class FieldValidation { Ignore, Warn, Strict };
+struct FieldValidationScope {
+  FieldValidation mode = FieldValidation::Warn;
+  std::vector<std::string> warnings;  // "unknown field \"spec.security\""
+  FieldValidationScope* prev = nullptr;
+  explicit FieldValidationScope(FieldValidation m);
+  ~FieldValidationScope();
+};
+// Prunes as the API server does for a request body and applies the current fieldValidation:
+// Strict throws 400 BadRequest naming every unknown field; Warn records warnings; Ignore is silent.
+void prune_for_request(const ResourceInfo& ri, json& obj);
+
 // Runs all checks for the resource; throws 422 Invalid with every cause.
 void validate_or_throw(const ResourceInfo& ri, const json& obj, const json* old);
 

@@ -111,22 +111,30 @@ spec:
           operator: In
           values: ["t1"]
 YAML
-check "create dpuservice" "created" "${KM[@]}" create -f "$WORK/svc.yaml" --validate=false
+sed -e 's/^  name: demo$/  name: bogus/' -e 's/^  security:$/  bogusField: 1\n  security:/' "$WORK/svc.yaml" >"$WORK/bogus.yaml"
+check "create with unknown field fails (kubectl strict validation)" 'unknown field "spec.bogusField"' \
+  "${KM[@]}" create -f "$WORK/bogus.yaml"
+check_not "nothing created on strict failure" "bogus" "${KM[@]}" -n $NS get dpuservices
+check "create dpuservice (validated)" "created" "${KM[@]}" create -f "$WORK/svc.yaml"
+check "apply dpuservice (validated)" "configured|unchanged" "${KM[@]}" apply -f "$WORK/svc.yaml"
+check "openapi explain" "privileged" "${KM[@]}" explain dpuservice.spec.security
 retry "dpuservice Ready" "demo +True +Success" "${KM[@]}" -n $NS get dpuservices
 check "get dpuservices -A" "$NS +demo" "${KM[@]}" get dpuservices -A
-retry "get pods -o wide" "demo-[a-z0-9]{5} +1/1 +Running .*host-0002-dpu-device-0002" "${KD[@]}" -n $NS get pods -o wide
-check "get daemonsets" "demo +1 +1 +1 +1 +1" "${KD[@]}" -n $NS get daemonsets
-check "get ds short name" "demo" "${KD[@]}" -n $NS get ds
-check "get controllerrevisions" "demo-[a-z0-9]+ +daemonset.apps/demo +1" "${KD[@]}" -n $NS get controllerrevisions
+retry "get applications" "dpu-cplane-tenant1-demo +Synced +(Healthy|Progressing)" "${KM[@]}" -n $NS get applications
+retry "application synced" "Synced" "${KM[@]}" -n $NS get application dpu-cplane-tenant1-demo -o jsonpath='{.status.sync.status}'
+retry "get pods -o wide" "dpu-cplane-tenant1-demo-[a-z0-9]{5} +1/1 +Running .*host-0002-dpu-device-0002" "${KD[@]}" -n $NS get pods -o wide
+check "get daemonsets" "dpu-cplane-tenant1-demo +1 +1 +1 +1 +1" "${KD[@]}" -n $NS get daemonsets
+check "get ds short name" "dpu-cplane-tenant1-demo" "${KD[@]}" -n $NS get ds
+check "get controllerrevisions" "dpu-cplane-tenant1-demo-[a-z0-9]+ +daemonset.apps/dpu-cplane-tenant1-demo +1" "${KD[@]}" -n $NS get controllerrevisions
 check "patch dpuservice --type=merge" "patched" "${KM[@]}" -n $NS patch dpuservice demo --type=merge \
-  -p '{"spec":{"helmChart":{"values":{"greeting":"hi"}}}}'
-retry "revision rolled" "demo-[a-z0-9]+ +daemonset.apps/demo +2" "${KD[@]}" -n $NS get controllerrevisions
+  -p '{"spec":{"serviceDaemonSet":{"annotations":{"rev":"2"}}}}'
+retry "revision rolled" "dpu-cplane-tenant1-demo-[a-z0-9]+ +daemonset.apps/dpu-cplane-tenant1-demo +2" "${KD[@]}" -n $NS get controllerrevisions
 check "strategic patch rejected for CR" "UnsupportedMediaType|unsupported|not supported|415" \
   "${KM[@]}" -n $NS patch dpuservice demo --type=strategic -p '{"metadata":{"labels":{"x":"y"}}}'
 check "invalid dpuservice rejected" "is invalid|Invalid value" "${KM[@]}" -n $NS patch dpuservice demo --type=merge \
   -p '{"spec":{"helmChart":{"source":{"repoURL":"ftp://nope"}}}}'
 check "get missing -> NotFound" "NotFound|not found" "${KM[@]}" -n $NS get dpuservice missing
-check "delete pod" "deleted" "${KD[@]}" -n $NS delete pod -l app.kubernetes.io/instance=demo --wait=true
+check "delete pod" "deleted" "${KD[@]}" -n $NS delete pod -l app.kubernetes.io/instance=dpu-cplane-tenant1-demo --wait=true
 retry "pod replaced" "demo-[a-z0-9]{5} +1/1 +Running" "${KD[@]}" -n $NS get pods
 check "delete dpuservice (waits for finalizer)" "deleted" "${KM[@]}" -n $NS delete dpuservice demo --timeout=20s
 check "dpuservice gone" "NotFound|not found" "${KM[@]}" -n $NS get dpuservice demo

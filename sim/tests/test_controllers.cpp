@@ -128,9 +128,16 @@ TEST_F(Controllers, DaemonSetPodsOnMatchingNodesBecomeReady) {
   for (const auto& p : ps) {
     nodes.insert(p["spec"]["nodeName"]);
     EXPECT_EQ(p["status"]["phase"], "Pending");
-    EXPECT_EQ(p["metadata"]["name"].get<std::string>().size(), std::string("web-xxxxx").size());
+    // Helm fullname of release "dpu-cplane-tenant1-web" (Argo: the Application name) + chart
+    // "demo".
+    EXPECT_EQ(p["metadata"]["name"].get<std::string>().size(),
+              std::string("dpu-cplane-tenant1-web-demo-xxxxx").size());
     EXPECT_EQ(p["metadata"]["ownerReferences"][0]["kind"], "DaemonSet");
-    EXPECT_EQ(p["metadata"]["ownerReferences"][0]["name"], "web");
+    EXPECT_EQ(p["metadata"]["ownerReferences"][0]["name"], "dpu-cplane-tenant1-web-demo");
+    EXPECT_EQ(p["metadata"]["ownerReferences"][0]["controller"], true);
+    EXPECT_EQ(p["metadata"]["labels"]["app.kubernetes.io/name"], "demo");
+    EXPECT_EQ(p["metadata"]["labels"]["app.kubernetes.io/instance"], "dpu-cplane-tenant1-web");
+    EXPECT_TRUE(p["metadata"]["labels"].contains("pod-template-generation"));
     EXPECT_TRUE(p["metadata"]["labels"].contains("controller-revision-hash"));
   }
   EXPECT_EQ(nodes, (std::set<std::string>{node_name(0), node_name(2)}));
@@ -144,10 +151,33 @@ TEST_F(Controllers, DaemonSetPodsOnMatchingNodesBecomeReady) {
   json s = svc("web");
   std::string sid = s["status"]["serviceID"];
   EXPECT_EQ(sid.size(), 10u);
-  EXPECT_EQ(s["status"]["observedGeneration"], 1);
+  // The newest DPF writes the injected service label into the stored spec: generation 2.
+  EXPECT_EQ(s["metadata"]["generation"], 2);
+  EXPECT_EQ(s["status"]["observedGeneration"], 2);
+  EXPECT_EQ(s["spec"]["serviceDaemonSet"]["labels"]["svc.dpu.nvidia.com/service"], sid);
+  for (const auto& c : s["status"]["conditions"]) EXPECT_EQ(c["observedGeneration"], 2);
   EXPECT_EQ(s["metadata"]["finalizers"][0], "dpu.nvidia.com/dpuservice");
   EXPECT_EQ(pods("svc.dpu.nvidia.com%2Fservice%3D" + sid).size(), 2u);
-  json ds = sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/web").j();
+  json ds = sim.d("GET",
+                  "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/"
+                  "dpu-cplane-tenant1-web-demo")
+                .j();
+  EXPECT_EQ(ds["metadata"]["labels"]["helm.sh/chart"], "demo-1.0.0");
+  EXPECT_EQ(ds["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
+  EXPECT_FALSE(ds["metadata"]["labels"].contains("dpu.nvidia.com/dpuservice-name"));
+  EXPECT_EQ(
+      ds["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"],
+      "dpu-cplane-tenant1-web:apps/DaemonSet:dpf-operator-system/dpu-cplane-tenant1-web-demo");
+  json app = sim.m("GET",
+                   "/apis/argoproj.io/v1alpha1/namespaces/dpf-operator-system/applications/"
+                   "dpu-cplane-tenant1-web")
+                 .j();
+  EXPECT_EQ(app["status"]["sync"]["status"], "Synced");
+  EXPECT_EQ(app["status"]["health"]["status"], "Healthy");
+  EXPECT_EQ(app["status"]["operationState"]["phase"], "Succeeded");
+  EXPECT_EQ(app["status"]["sync"]["comparedTo"]["source"], app["spec"]["source"]);
+  EXPECT_EQ(app["metadata"]["labels"]["dpu.nvidia.com/dpuservice-name"], "web");
+  EXPECT_EQ(app["spec"]["source"]["repoURL"], "registry.example.com/charts");
   EXPECT_EQ(ds["status"]["desiredNumberScheduled"], 2);
   EXPECT_EQ(ds["status"]["numberReady"], 2);
   EXPECT_EQ(ds["status"]["updatedNumberScheduled"], 2);
@@ -157,7 +187,7 @@ TEST_F(Controllers, DaemonSetPodsOnMatchingNodesBecomeReady) {
   ASSERT_EQ(crs.size(), 1u);
   EXPECT_EQ(crs[0]["revision"], 1);
   std::string hash = crs[0]["metadata"]["labels"]["controller-revision-hash"];
-  EXPECT_EQ(crs[0]["metadata"]["name"], "web-" + hash);
+  EXPECT_EQ(crs[0]["metadata"]["name"], "dpu-cplane-tenant1-web-demo-" + hash);
   EXPECT_EQ(ds["metadata"]["annotations"]["sim.dpu.nvidia.com/current-revision-hash"], hash);
 }
 
@@ -170,14 +200,14 @@ TEST_F(Controllers, RevisionRollsOnValuesChangeAndReleaseName) {
   set_device_label(1, "tenant", "x");
   ASSERT_EQ(sim.m("POST", dpuservice_path(), make_dpuservice("roll", spec).dump()).status, 201);
   ASSERT_TRUE(wait_until([&] { return ready_of(svc("roll")) == "True/Success"; }));
-  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/rel").status,
+  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/rel-demo").status,
             200);
   json before = pods();
   ASSERT_EQ(before.size(), 2u);
   std::string h1 = before[0]["metadata"]["labels"]["controller-revision-hash"];
   sim.ctl("POST", "/delays", json{{"pod_termination_ms", 300}, {"pod_ready_ms", 200}});
   ASSERT_EQ(sim.m("PATCH", dpuservice_path("roll"),
-                  R"({"spec":{"helmChart":{"values":{"replicaHint":2}}}})",
+                  R"({"spec":{"serviceDaemonSet":{"annotations":{"rev":"2"}}}})",
                   "application/merge-patch+json")
                 .status,
             200);
@@ -205,7 +235,7 @@ TEST_F(Controllers, RevisionRollsOnValuesChangeAndReleaseName) {
   EXPECT_EQ(revs, (std::set<int>{1, 2}));
   ASSERT_TRUE(wait_until([&] {
     json s = svc("roll");
-    return ready_of(s) == "True/Success" && s["status"]["observedGeneration"] == 2;
+    return ready_of(s) == "True/Success" && s["status"]["observedGeneration"] == 3;
   }));
 }
 
@@ -228,7 +258,10 @@ TEST_F(Controllers, PodTerminatesWhenNodeStopsMatching) {
   EXPECT_EQ(p["status"]["phase"], "Running");
   EXPECT_FALSE(pod_ready(p));
   ASSERT_TRUE(wait_until([&] { return pods().empty(); }));
-  json ds = sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/g").j();
+  json ds =
+      sim.d("GET",
+            "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/dpu-cplane-tenant1-g-demo")
+          .j();
   EXPECT_EQ(ds["status"]["desiredNumberScheduled"], 0);
 }
 
@@ -250,8 +283,13 @@ TEST_F(Controllers, DPUServiceDeletionWaitsForFinalizer) {
   ASSERT_TRUE(
       wait_until([&] { return sim.m("GET", dpuservice_path("gone")).status == 404; }, 5000));
   EXPECT_TRUE(pods().empty());
-  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/gone").status,
-            404);
+  EXPECT_EQ(
+      sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets").j()["items"].size(),
+      0u);
+  EXPECT_EQ(sim.m("GET", "/apis/argoproj.io/v1alpha1/namespaces/dpf-operator-system/applications")
+                .j()["items"]
+                .size(),
+            0u);
   EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/controllerrevisions")
                 .j()["items"]
                 .size(),
@@ -263,6 +301,7 @@ TEST_F(Controllers, DeployInClusterHasNoDaemonSet) {
   s["spec"].erase("security");
   ASSERT_EQ(sim.m("POST", dpuservice_path(), s.dump()).status, 201);
   ASSERT_TRUE(wait_until([&] { return ready_of(svc("host")) == "True/Success"; }));
-  EXPECT_EQ(sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/host").status,
-            404);
+  EXPECT_EQ(
+      sim.d("GET", "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets").j()["items"].size(),
+      0u);
 }

@@ -60,7 +60,11 @@ TEST_F(Rest, Discovery) {
   for (const auto& res : json(r.j()["resources"])) names.insert(res["name"]);
   EXPECT_TRUE(names.count("daemonsets") && names.count("controllerrevisions"));
   EXPECT_EQ(sim.m("GET", "/version").j()["major"], "1");
-  EXPECT_EQ(sim.m("GET", "/openapi/v2").status, 404);
+  EXPECT_EQ(sim.m("GET", "/openapi/v2").status, 200);
+  r = sim.m("GET", "/apis/argoproj.io/v1alpha1");
+  names.clear();
+  for (const auto& res : json(r.j()["resources"])) names.insert(res["name"]);
+  EXPECT_TRUE(names.count("applications"));
   EXPECT_EQ(sim.m("GET", "/apis/apps/v1").status, 404) << "management cluster has no apps group";
   EXPECT_EQ(sim.m("GET", "/api/v1/pods").status, 404);
 }
@@ -140,21 +144,21 @@ TEST_F(Rest, UpdateResourceVersionConflictAndNoop) {
 TEST_F(Rest, StatusSubresource) {
   json o = create_paused("st");
   json s = o;
-  s["status"] = {{"observedGeneration", 1}, {"custom", "x"}};
+  s["status"] = {{"observedGeneration", 1}, {"configPorts", {{"x", json::array()}}}};
   s["spec"]["helmChart"]["source"]["version"] = "9.9.9";  // ignored by /status
   Resp r = sim.m("PUT", dpuservice_path("st") + "/status", s.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.j()["status"]["custom"], "x");
+  EXPECT_TRUE(r.j()["status"]["configPorts"].contains("x"));
   EXPECT_EQ(r.j()["spec"]["helmChart"]["source"]["version"], "1.0.0");
   EXPECT_EQ(r.j()["metadata"]["generation"], 1);
   r = sim.m("PATCH", dpuservice_path("st") + "/status",
-            R"({"status":{"custom":"y"},"metadata":{"labels":{"z":"1"}}})",
+            R"({"status":{"configPorts":{"y":[]}},"metadata":{"labels":{"z":"1"}}})",
             "application/merge-patch+json");
-  EXPECT_EQ(r.j()["status"]["custom"], "y");
+  EXPECT_TRUE(r.j()["status"]["configPorts"].contains("y"));
   EXPECT_FALSE(r.j()["metadata"].contains("labels"));
   r = sim.m("GET", dpuservice_path("st") + "/status");
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.j()["status"]["custom"], "y");
+  EXPECT_TRUE(r.j()["status"]["configPorts"].contains("y"));
 }
 
 TEST_F(Rest, PatchTypes) {

@@ -78,6 +78,11 @@ class StoreTest : public ::testing::Test {
  protected:
   Prng prng{7};
   Store store{prng};
+  void SetUp() override {
+    std::lock_guard<std::mutex> l(store.mutex());
+    store.create_l(*find_resource_by_plural(ClusterId::Management, "namespaces"),
+                   json{{"metadata", {{"name", "ns"}}}});
+  }
   const ResourceInfo& svc = *find_resource_by_plural(ClusterId::Management, "dpuservices");
   const ResourceInfo& node = *find_resource_by_plural(ClusterId::Dpu, "nodes");
   json svc_body(const std::string& name) {
@@ -114,12 +119,14 @@ TEST_F(StoreTest, GenerationAndNoop) {
   EXPECT_EQ((*r.obj)["metadata"]["resourceVersion"], rv) << "no-op must keep the resourceVersion";
   r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"spec":{"paused":true}})", false);
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 2);
-  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"y":2}})", true);
+  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"observedGeneration":2,"y":1}})",
+                  true);
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 2);
-  EXPECT_EQ((*r.obj)["status"]["y"], 2);
-  r = store.patch(svc, "ns", "a", PatchType::Merge, R"({"status":{"y":3},"spec":{"paused":false}})",
-                  false);
-  EXPECT_EQ((*r.obj)["status"]["y"], 2) << "main resource writes ignore status";
+  EXPECT_EQ((*r.obj)["status"]["observedGeneration"], 2);
+  EXPECT_FALSE((*r.obj)["status"].contains("y")) << "unknown status fields are pruned too";
+  r = store.patch(svc, "ns", "a", PatchType::Merge,
+                  R"({"status":{"observedGeneration":3},"spec":{"paused":false}})", false);
+  EXPECT_EQ((*r.obj)["status"]["observedGeneration"], 2) << "main resource writes ignore status";
   EXPECT_EQ((*r.obj)["metadata"]["generation"], 3);
 }
 

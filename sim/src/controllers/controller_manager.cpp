@@ -66,7 +66,7 @@ void ControllerManager::tick() {
     last_reset_epoch_ = epoch;
   }
   dpu_reachable_ = ctx_.dpu_reachable.load();
-  uint64_t seq = ctx_.store.change_seq();
+  uint64_t seq = ctx_.store.change_seq() + ctx_.knobs.seq.load();
   if (seq == last_seq_ && timers_.empty() && dpu_reachable_ == last_reachable_) return;
   last_reachable_ = dpu_reachable_;
   ++tick_no_;
@@ -85,7 +85,7 @@ void ControllerManager::tick() {
     };
     timed("placement", reconcile_placement);
     timed("dpuservice", reconcile_dpuservices);
-    timed("dpuservice-workloads", reconcile_dpuservice_workloads);
+    timed("argo", reconcile_applications);
     timed("daemonset", reconcile_daemonsets);
     timed("kubelet", reconcile_kubelet);
     if (ctx_.store.change_seq() == before) break;
@@ -96,7 +96,7 @@ void ControllerManager::tick() {
     else
       ++it;
   }
-  last_seq_ = ctx_.store.change_seq();
+  last_seq_ = ctx_.store.change_seq() + ctx_.knobs.seq.load();
   auto took =
       std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - started).count();
   if (took > 20000) spdlog::debug("controller tick took {} us ({} passes)", took, passes);

@@ -2,8 +2,9 @@
 //
 // Each tick (only when the store changed or a delay timer is pending) locks the store and runs:
 //   placement   : DPUDevice -> DPU -> DPU-cluster Node label propagation (last-applied tracking)
-//   dpuservice  : finalizer, serviceID, conditions, finalizer-driven deletion
-//   daemonset   : DPUService -> DaemonSet ("Argo/Helm"), DaemonSet -> ControllerRevisions + Pods
+//   dpuservice  : finalizer, serviceID, Argo Application, conditions, deletion
+//   argo        : Application -> rendered DaemonSet in the DPU cluster (refresh lag), app status
+//   daemonset   : DaemonSet -> ControllerRevisions + Pods
 //   kubelet     : Pod Pending -> Running/Ready, Terminating -> gone
 // until nothing changes (at most a few passes).
 #pragma once
@@ -59,7 +60,7 @@ class ControllerManager {
 
 void reconcile_placement(ControllerManager& cm);
 void reconcile_dpuservices(ControllerManager& cm);
-void reconcile_dpuservice_workloads(ControllerManager& cm);
+void reconcile_applications(ControllerManager& cm);
 void reconcile_daemonsets(ControllerManager& cm);
 void reconcile_kubelet(ControllerManager& cm);
 
@@ -68,9 +69,19 @@ bool is_terminating(const json& obj);
 bool has_finalizer(const json& obj, const std::string& f);
 json string_map(const json* j);  // object of strings ({} when absent)
 std::string dpuservice_service_id(const json& svc);
-std::string dpuservice_release_name(const json& svc);
-// Renders the DaemonSet a DPUService deploys (metadata + spec, no status).
-json render_dpuservice_daemonset(const json& svc);
+std::string dpuservice_application_name(const json& svc);  // <dpuCluster>-<dpuService>
+// Helm naming of the reference chart (_helpers.tpl "name"/"fullname").
+struct ChartNames {
+  std::string name, fullname;
+};
+ChartNames chart_names(const std::string& release, const std::string& chart, const json& values);
+std::string helm_chart_label(const std::string& chart, const std::string& version);
+// DPF's Helm values for the Application: helmChart.values deep-merged with
+// {"serviceDaemonSet": spec.serviceDaemonSet (+ svc.dpu.nvidia.com/service when inject)}, DPF wins.
+json dpf_values(const json& svc, const std::string& service_id, bool inject);
+std::string argo_repo_url(const std::string& repo);  // oci:// stripped
+// What the chart renders for an Application (metadata + spec, no status).
+json render_chart_daemonset(const json& app, bool privileged_container = false);
 std::string template_hash(const json& pod_template);
 
 }  // namespace dpfsim

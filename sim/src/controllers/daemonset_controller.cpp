@@ -1,9 +1,6 @@
-// 1. DPUService -> DaemonSet in the DPU cluster (what Argo CD + the DPUService Helm chart would
-// do).
-// 2. Generic DaemonSet controller: ControllerRevisions (<ds>-<hash>, increasing revision), one Pod
-// per
-//    matching Node (node affinity / nodeSelector), rolling updates honouring maxUnavailable,
-//    status.
+// Generic DaemonSet controller: ControllerRevisions (<ds>-<hash>, increasing revision), one Pod per
+// matching Node (node affinity / nodeSelector), rolling updates honouring maxUnavailable and
+// maxSurge, status, and the privileged-pod admission policy DPF installs in the DPU cluster.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +9,7 @@
 
 #include "controller_manager.h"
 #include "node_selector.h"
+#include "profile.h"
 #include "resources.h"
 #include "seeding.h"
 
@@ -21,18 +19,6 @@ namespace {
 
 const ResourceInfo& R(ClusterId c, const char* plural) {
   return *find_resource_by_plural(c, plural);
-}
-
-std::string chart_name(const json& svc) {
-  std::string chart = jstr(svc, {"spec", "helmChart", "source", "chart"});
-  if (!chart.empty()) return chart;
-  std::string path = jstr(svc, {"spec", "helmChart", "source", "path"});
-  if (!path.empty()) {
-    auto parts = split(path, '/');
-    while (!parts.empty() && parts.back().empty()) parts.pop_back();
-    if (!parts.empty()) return parts.back();
-  }
-  return jstr(svc, {"metadata", "name"});
 }
 
 bool pod_ready(const json& pod) {
@@ -87,147 +73,18 @@ std::string template_hash(const json& pod_template) {
   return safe_encode_hash(fnv1a32(pod_template.dump()));
 }
 
-json render_dpuservice_daemonset(const json& svc) {
-  std::string name = jstr(svc, {"metadata", "name"});
-  std::string ns = jstr(svc, {"metadata", "namespace"});
-  std::string release = dpuservice_release_name(svc);
-  std::string sid = dpuservice_service_id(svc);
-  std::string chart = chart_name(svc);
-  std::string repo = jstr(svc, {"spec", "helmChart", "source", "repoURL"});
-  for (const char* p : {"oci://", "https://"})
-    if (starts_with(repo, p)) repo = repo.substr(strlen(p));
-  while (!repo.empty() && repo.back() == '/') repo.pop_back();
-  std::string version = jstr(svc, {"spec", "helmChart", "source", "version"});
-  const json* sds_p = jptr(svc, {"spec", "serviceDaemonSet"});
-  json sds = sds_p && sds_p->is_object() ? *sds_p : json::object();
-  const json* values_p = jptr(svc, {"spec", "helmChart", "values"});
-  json values = values_p && values_p->is_object() ? *values_p : json::object();
-
-  json pod_labels{{"app.kubernetes.io/name", chart}, {"app.kubernetes.io/instance", release}};
-  const json sds_labels = string_map(jptr(sds, {"labels"}));
-  for (auto& [k, v] : sds_labels.items()) pod_labels[k] = v;
-  pod_labels[names::kServiceIdLabel] = sid;
-  json pod_annotations = string_map(jptr(sds, {"annotations"}));
-  pod_annotations["sim.dpu.nvidia.com/values-checksum"] = sha256_hex(values.dump()).substr(0, 16);
-
-  json container{{"name", chart},
-                 {"image", repo + "/" + chart + ":" + version},
-                 {"imagePullPolicy", "IfNotPresent"},
-                 {"terminationMessagePath", "/dev/termination-log"},
-                 {"terminationMessagePolicy", "File"}};
-  if (const json* res = jptr(sds, {"resources"}); res && res->is_object() && !res->empty())
-    container["resources"] = {{"limits", *res}, {"requests", *res}};
-  else
-    container["resources"] = json::object();
-  json pod_spec{{"containers", json::array({container})}, {"restartPolicy", "Always"},
-                {"terminationGracePeriodSeconds", 30},    {"dnsPolicy", "ClusterFirst"},
-                {"schedulerName", "default-scheduler"},   {"securityContext", json::object()}};
-  if (const json* nsel = jptr(sds, {"nodeSelector"}); nsel && nsel->is_object()) {
-    const json* terms = jptr(*nsel, {"nodeSelectorTerms"});
-    if (terms && terms->is_array() && !terms->empty())
-      pod_spec["affinity"] = {
-          {"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", *nsel}}}};
-  }
-  json tmpl{{"metadata", {{"labels", pod_labels}}}, {"spec", pod_spec}};
-  if (!pod_annotations.empty()) tmpl["metadata"]["annotations"] = pod_annotations;
-
-  json ds_labels{{"app.kubernetes.io/managed-by", "Helm"},
-                 {"app.kubernetes.io/name", chart},
-                 {"app.kubernetes.io/instance", release},
-                 {"helm.sh/chart", chart + "-" + version}};
-  for (auto& [k, v] : sds_labels.items()) ds_labels[k] = v;
-  ds_labels[names::kServiceIdLabel] = sid;
-  ds_labels[names::kDpuServiceNameLabel] = name;
-  ds_labels[names::kDpuServiceNamespaceLabel] = ns;
-  json ds_annotations = string_map(jptr(sds, {"annotations"}));
-  ds_annotations["meta.helm.sh/release-name"] = release;
-  ds_annotations["meta.helm.sh/release-namespace"] = ns;
-  ds_annotations["sim.dpu.nvidia.com/dpuservice-generation"] = std::to_string(
-      jptr(svc, {"metadata", "generation"}) ? svc["metadata"]["generation"].get<long long>() : 1);
-
-  json strategy =
-      json{{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxSurge", 0}, {"maxUnavailable", 1}}}};
-  if (const json* us = jptr(sds, {"updateStrategy"}); us && us->is_object() && !us->empty())
-    strategy = *us;
-
-  return json{{"apiVersion", "apps/v1"},
-              {"kind", "DaemonSet"},
-              {"metadata",
-               {{"name", release},
-                {"namespace", ns},
-                {"labels", ds_labels},
-                {"annotations", ds_annotations}}},
-              {"spec",
-               {{"selector",
-                 {{"matchLabels",
-                   {{"app.kubernetes.io/name", chart}, {"app.kubernetes.io/instance", release}}}}},
-                {"template", tmpl},
-                {"updateStrategy", strategy},
-                {"revisionHistoryLimit", 10}}}};
-}
-
-void reconcile_dpuservice_workloads(ControllerManager& cm) {
-  if (!cm.dpu_reachable()) return;  // DPF cannot sync into an unreachable DPU cluster
-  Store& st = cm.store();
-  const ResourceInfo& svc_ri = R(ClusterId::Management, "dpuservices");
-  const ResourceInfo& ds_ri = R(ClusterId::Dpu, "daemonsets");
-  const ResourceInfo& ns_ri = R(ClusterId::Dpu, "namespaces");
-  std::set<std::string> wanted;  // ns/name of DaemonSets owned by live DPUServices
-
-  for (const ObjPtr& svc : st.list_l(svc_ri)) {
-    std::string ns = jstr(*svc, {"metadata", "namespace"});
-    if (is_terminating(*svc)) continue;
-    if (!has_finalizer(*svc, names::kDpuServiceFinalizer)) continue;  // not yet reconciled
-    if (jbool(*svc, {"spec", "deployInCluster"})) continue;
-    std::string release = dpuservice_release_name(*svc);
-    wanted.insert(ns + "/" + release);
-    if (jbool(*svc, {"spec", "paused"})) continue;
-    json desired = render_dpuservice_daemonset(*svc);
-    ObjPtr ds = st.find_l(ds_ri, ns, release);
-    std::string key = "dpuservice-sync/" + jstr(*svc, {"metadata", "uid"});
-    if (!ds) {
-      if (!cm.due(key, cm.ctx().delays.dpuservice_sync_ms)) continue;
-      if (!st.find_l(ns_ri, "", ns)) st.create_l(ns_ri, make_namespace(ns));
-      st.create_l(ds_ri, desired);
-      cm.clear(key);
-      continue;
-    }
-    // Compare what the chart owns; keep annotations/labels others added to the DaemonSet.
-    json next = *ds;
-    json& md = next["metadata"];
-    for (auto& [k, v] : desired["metadata"]["labels"].items()) md["labels"][k] = v;
-    for (auto& [k, v] : desired["metadata"]["annotations"].items()) md["annotations"][k] = v;
-    for (auto& [k, v] : desired["spec"].items()) next["spec"][k] = v;
-    if (next == *ds) continue;
-    if (!cm.due(key, cm.ctx().delays.dpuservice_sync_ms)) continue;
-    st.commit_l(ds_ri, std::move(next));
-    cm.clear(key);
-  }
-
-  // DaemonSets of DPUServices that are gone, deployInCluster now, or renamed.
-  for (const ObjPtr& ds : st.list_l(ds_ri)) {
-    std::string svc_name = jstr(*ds, {"metadata", "labels", names::kDpuServiceNameLabel});
-    if (svc_name.empty()) continue;
-    std::string ns = jstr(*ds, {"metadata", "namespace"});
-    std::string name = jstr(*ds, {"metadata", "name"});
-    if (wanted.count(ns + "/" + name)) continue;
-    ObjPtr svc = st.find_l(
-        svc_ri, jstr(*ds, {"metadata", "labels", names::kDpuServiceNamespaceLabel}), svc_name);
-    if (svc && is_terminating(*svc)) continue;  // the DPUService controller handles that
-    st.erase_l(ds_ri, ns, name);
-  }
-}
-
 void reconcile_daemonsets(ControllerManager& cm) {
   Store& st = cm.store();
   const ResourceInfo& ds_ri = R(ClusterId::Dpu, "daemonsets");
   const ResourceInfo& cr_ri = R(ClusterId::Dpu, "controllerrevisions");
   const ResourceInfo& pod_ri = R(ClusterId::Dpu, "pods");
   const ResourceInfo& node_ri = R(ClusterId::Dpu, "nodes");
+  const ResourceInfo& ev_ri = R(ClusterId::Dpu, "events");
+  const ResourceInfo& svc_ri = R(ClusterId::Management, "dpuservices");
   // Purely reactive: nothing to do unless something this controller reads changed.
   static uint64_t last_sig = ~0ULL;  // controller thread only
   uint64_t sig = st.resource_seq_l(ds_ri) + st.resource_seq_l(cr_ri) + st.resource_seq_l(pod_ri) +
-                 st.resource_seq_l(node_ri);
+                 st.resource_seq_l(node_ri) + st.resource_seq_l(svc_ri);
   if (sig == last_sig) return;
 
   std::vector<ObjPtr> nodes;
@@ -296,9 +153,90 @@ void reconcile_daemonsets(ControllerManager& cm) {
 
     const json pod_spec = tmpl.contains("spec") ? tmpl["spec"] : json::object();
     long long desired = 0, current = 0, ready = 0, updated = 0, misscheduled = 0;
-    std::vector<ObjPtr> old_ready_pods;
-    long long unavailable = 0;
+    std::vector<ObjPtr> old_ready_pods;    // nodes with only an old, ready pod
+    std::vector<ObjPtr> surge_candidates;  // nodes (by node) with only an old, ready pod
+    long long unavailable = 0, surging = 0;
     std::set<std::string> seen_nodes;
+    std::string denied;  // admission denial message (FailedCreate)
+
+    // Privileged-pod admission (DPF's ValidatingAdmissionPolicy in the DPU cluster): pods with a
+    // privileged container whose svc.dpu.nvidia.com/service label belongs to a DPUService with
+    // security.privileged=false are denied.
+    auto admission_error = [&](const std::string& pod_name) -> std::string {
+      if (!profile().privileged_cel) return "";
+      bool priv = false;
+      if (const json* cs = jptr(pod_spec, {"containers"}); cs && cs->is_array())
+        for (const auto& c : *cs)
+          if (jbool(c, {"securityContext", "privileged"})) priv = true;
+      if (!priv) return "";
+      std::string sid = jstr(tmpl, {"metadata", "labels", names::kServiceIdLabel});
+      if (sid.empty()) return "";
+      for (const ObjPtr& svc : st.list_l(svc_ri)) {
+        if (jstr(*svc, {"status", "serviceID"}) != sid) continue;
+        const json* p = jptr(*svc, {"spec", "security", "privileged"});
+        if (p && p->is_boolean() && !p->get<bool>())
+          return "pods \"" + pod_name +
+                 "\" is forbidden: ValidatingAdmissionPolicy 'dpf-privileged-pod-enforcement' with "
+                 "binding 'dpf-privileged-pod-enforcement' denied request: privileged containers "
+                 "are not allowed for DPUService " +
+                 jstr(*svc, {"metadata", "namespace"}) + "/" + jstr(*svc, {"metadata", "name"}) +
+                 " (spec.security.privileged is false)";
+      }
+      return "";
+    };
+    auto create_pod = [&](const ObjPtr& node) -> bool {
+      std::string nname = jstr(*node, {"metadata", "name"});
+      json labels = string_map(jptr(tmpl, {"metadata", "labels"}));
+      labels[names::kRevisionHashLabel] = hash;
+      labels["pod-template-generation"] = std::to_string(ds_gen);
+      json spec = pod_spec;
+      spec["nodeName"] = nname;
+      spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+          {"nodeSelectorTerms",
+           json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                       {"operator", "In"},
+                                                       {"values", {nname}}}})}}})}};
+      spec["tolerations"] = json::array({{{"key", "node.kubernetes.io/not-ready"},
+                                          {"operator", "Exists"},
+                                          {"effect", "NoExecute"}},
+                                         {{"key", "node.kubernetes.io/unreachable"},
+                                          {"operator", "Exists"},
+                                          {"effect", "NoExecute"}}});
+      std::string pod_name;
+      for (int i = 0; i < 100; ++i) {
+        pod_name = name + "-" + cm.ctx().prng.k8s_suffix(5);
+        if (!st.find_l(pod_ri, ns, pod_name)) break;
+      }
+      std::string err = admission_error(pod_name);
+      if (!err.empty()) {
+        denied = "Error creating: " + err;
+        return false;
+      }
+      json md{{"name", pod_name},
+              {"generateName", name + "-"},
+              {"namespace", ns},
+              {"labels", labels},
+              {"ownerReferences", owner}};
+      if (const json* a = jptr(tmpl, {"metadata", "annotations"});
+          a && a->is_object() && !a->empty())
+        md["annotations"] = *a;
+      std::string now = rfc3339_now();
+      json status{{"phase", "Pending"},
+                  {"qosClass", "BestEffort"},
+                  {"hostIP", node_internal_ip(*node)},
+                  {"conditions", json::array({{{"type", "PodScheduled"},
+                                               {"status", "True"},
+                                               {"lastProbeTime", nullptr},
+                                               {"lastTransitionTime", now}}})}};
+      st.create_l(pod_ri, json{{"apiVersion", "v1"},
+                               {"kind", "Pod"},
+                               {"metadata", md},
+                               {"spec", spec},
+                               {"status", status}});
+      return true;
+    };
+
+    std::map<std::string, ObjPtr> surge_node;  // pod -> its node, for surge creation
     for (const ObjPtr& node : nodes) {
       std::string nname = jstr(*node, {"metadata", "name"});
       seen_nodes.insert(nname);
@@ -314,74 +252,47 @@ void reconcile_daemonsets(ControllerManager& cm) {
       if (live.empty()) {
         ++unavailable;
         if (!terminating.empty()) continue;  // wait for the old pod to go away
-        json labels = string_map(jptr(tmpl, {"metadata", "labels"}));
-        labels[names::kRevisionHashLabel] = hash;
-        labels["pod-template-generation"] = std::to_string(ds_gen);
-        json spec = pod_spec;
-        spec["nodeName"] = nname;
-        spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
-            {"nodeSelectorTerms",
-             json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
-                                                         {"operator", "In"},
-                                                         {"values", {nname}}}})}}})}};
-        spec["tolerations"] = json::array({{{"key", "node.kubernetes.io/not-ready"},
-                                            {"operator", "Exists"},
-                                            {"effect", "NoExecute"}},
-                                           {{"key", "node.kubernetes.io/unreachable"},
-                                            {"operator", "Exists"},
-                                            {"effect", "NoExecute"}}});
-        std::string pod_name;
-        for (int i = 0; i < 100; ++i) {
-          pod_name = name + "-" + cm.ctx().prng.k8s_suffix(5);
-          if (!st.find_l(pod_ri, ns, pod_name)) break;
-        }
-        json md{{"name", pod_name},
-                {"generateName", name + "-"},
-                {"namespace", ns},
-                {"labels", labels},
-                {"ownerReferences", owner}};
-        if (const json* a = jptr(tmpl, {"metadata", "annotations"});
-            a && a->is_object() && !a->empty())
-          md["annotations"] = *a;
-        std::string now = rfc3339_now();
-        json status{{"phase", "Pending"},
-                    {"qosClass", "BestEffort"},
-                    {"hostIP", node_internal_ip(*node)},
-                    {"conditions", json::array({{{"type", "PodScheduled"},
-                                                 {"status", "True"},
-                                                 {"lastProbeTime", nullptr},
-                                                 {"lastTransitionTime", now}}})}};
-        st.create_l(pod_ri, json{{"apiVersion", "v1"},
-                                 {"kind", "Pod"},
-                                 {"metadata", md},
-                                 {"spec", spec},
-                                 {"status", status}});
-        ++current;
+        if (create_pod(node)) ++current;
         continue;
       }
-      // Keep one live pod (prefer the current revision, then Ready); delete the rest.
-      std::sort(live.begin(), live.end(), [&](const ObjPtr& a, const ObjPtr& b) {
-        auto score = [&](const ObjPtr& p) {
-          return (jstr(*p, {"metadata", "labels", names::kRevisionHashLabel}) == hash ? 2 : 0) +
-                 (pod_ready(*p) ? 1 : 0);
-        };
-        return score(a) > score(b);
-      });
-      for (size_t i = 1; i < live.size(); ++i) st.mark_deleting_l(pod_ri, live[i], 30);
-      const ObjPtr& keep = live[0];
+      std::vector<ObjPtr> fresh, old;
+      for (const auto& p : live)
+        (jstr(*p, {"metadata", "labels", names::kRevisionHashLabel}) == hash ? fresh : old)
+            .push_back(p);
+      auto by_ready = [&](std::vector<ObjPtr>& v) {
+        std::stable_sort(v.begin(), v.end(), [&](const ObjPtr& a, const ObjPtr& b) {
+          return pod_ready(*a) > pod_ready(*b);
+        });
+        for (size_t i = 1; i < v.size(); ++i) st.mark_deleting_l(pod_ri, v[i], 30);
+        if (v.size() > 1) v.resize(1);
+      };
+      by_ready(fresh);
+      by_ready(old);
       ++current;
-      bool is_ready = pod_ready(*keep);
-      bool is_updated = jstr(*keep, {"metadata", "labels", names::kRevisionHashLabel}) == hash;
-      if (is_ready)
-        ++ready;
-      else
-        ++unavailable;
-      if (is_updated)
+      if (!fresh.empty()) {
         ++updated;
-      else if (is_ready)
+        bool fresh_ready = pod_ready(*fresh[0]);
+        if (fresh_ready) {
+          ++ready;
+          for (const auto& p : old) st.mark_deleting_l(pod_ri, p, 30);  // surge done on this node
+        } else if (!old.empty() && pod_ready(*old[0])) {
+          ++ready;  // surge in progress: the old pod still serves
+          ++surging;
+        } else {
+          ++unavailable;
+          for (const auto& p : old) st.mark_deleting_l(pod_ri, p, 30);
+        }
+        continue;
+      }
+      const ObjPtr& keep = old[0];
+      if (pod_ready(*keep)) {
+        ++ready;
         old_ready_pods.push_back(keep);
-      else
+        surge_node[jstr(*keep, {"metadata", "name"})] = node;
+      } else {
+        ++unavailable;
         st.mark_deleting_l(pod_ri, keep, 30);  // old and not ready: replace right away
+      }
     }
     // Pods on nodes that no longer exist.
     for (auto& [nname, pods] : by_node)
@@ -389,18 +300,58 @@ void reconcile_daemonsets(ControllerManager& cm) {
         for (const auto& p : pods)
           if (!is_terminating(*p)) st.mark_deleting_l(pod_ri, p, 0);
 
-    // Rolling update.
+    // Rolling update (apps/v1 defaults: maxUnavailable 1, maxSurge 0).
     std::string strategy = jstr(*ds, {"spec", "updateStrategy", "type"}, "RollingUpdate");
     if (strategy == "RollingUpdate" && !old_ready_pods.empty()) {
-      long long max_unavailable = scaled(
-          jptr(*ds, {"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"}), desired, 1);
-      if (max_unavailable < 1) max_unavailable = 1;
-      long long budget = max_unavailable - unavailable;
-      for (const auto& p : old_ready_pods) {
-        if (budget <= 0) break;
-        st.mark_deleting_l(pod_ri, p, 30);
-        --budget;
-        --ready;
+      const json* ru = jptr(*ds, {"spec", "updateStrategy", "rollingUpdate"});
+      long long max_surge = scaled(ru ? jptr(*ru, {"maxSurge"}) : nullptr, desired, 0);
+      long long max_unavailable = scaled(ru ? jptr(*ru, {"maxUnavailable"}) : nullptr, desired, 1);
+      if (max_surge > 0) {
+        long long budget = max_surge - surging;
+        for (const auto& p : old_ready_pods) {
+          if (budget <= 0) break;
+          if (create_pod(surge_node[jstr(*p, {"metadata", "name"})])) --budget;
+        }
+      } else {
+        if (max_unavailable < 1) max_unavailable = 1;
+        long long budget = max_unavailable - unavailable;
+        for (const auto& p : old_ready_pods) {
+          if (budget <= 0) break;
+          st.mark_deleting_l(pod_ri, p, 30);
+          --budget;
+          --ready;
+        }
+      }
+    }
+    if (!denied.empty()) {
+      // FailedCreate: one Event per DaemonSet (count bumped on repeats), like the controller's
+      // event recorder.
+      std::string ev_name = name + ".failedcreate";
+      ObjPtr ev = st.find_l(ev_ri, ns, ev_name);
+      std::string now = rfc3339_now();
+      if (!ev) {
+        st.create_l(ev_ri, json{{"apiVersion", "v1"},
+                                {"kind", "Event"},
+                                {"metadata", {{"name", ev_name}, {"namespace", ns}}},
+                                {"involvedObject",
+                                 {{"apiVersion", "apps/v1"},
+                                  {"kind", "DaemonSet"},
+                                  {"name", name},
+                                  {"namespace", ns},
+                                  {"uid", uid}}},
+                                {"reason", "FailedCreate"},
+                                {"message", denied},
+                                {"type", "Warning"},
+                                {"count", 1},
+                                {"firstTimestamp", now},
+                                {"lastTimestamp", now},
+                                {"source", {{"component", "daemonset-controller"}}}});
+      } else if (jstr(*ev, {"message"}) != denied) {
+        json next = *ev;
+        next["message"] = denied;
+        next["count"] = next.value("count", 1) + 1;
+        next["lastTimestamp"] = now;
+        st.commit_l(ev_ri, std::move(next));
       }
     }
 
@@ -421,6 +372,16 @@ void reconcile_daemonsets(ControllerManager& cm) {
                 {"numberMisscheduled", misscheduled}, {"numberReady", ready},
                 {"numberAvailable", ready},           {"numberUnavailable", desired - ready},
                 {"updatedNumberScheduled", updated},  {"observedGeneration", ds_gen}};
+    if (!denied.empty())
+      status["conditions"] = json::array({{{"type", "ReplicaFailure"},
+                                           {"status", "True"},
+                                           {"reason", "FailedCreate"},
+                                           {"message", denied},
+                                           {"lastTransitionTime", rfc3339_now()}}});
+    if (const json* oc = jptr(*ds, {"status", "conditions"});
+        oc && !denied.empty() && oc->is_array() && !oc->empty() &&
+        (*oc)[0].value("message", "") == denied)
+      status["conditions"] = *oc;  // keep lastTransitionTime stable
     ObjPtr latest = st.find_l(ds_ri, ns, name);
     json next = *latest;
     next["status"] = status;
@@ -429,7 +390,7 @@ void reconcile_daemonsets(ControllerManager& cm) {
   }
 
   last_sig = st.resource_seq_l(ds_ri) + st.resource_seq_l(cr_ri) + st.resource_seq_l(pod_ri) +
-             st.resource_seq_l(node_ri);
+             st.resource_seq_l(node_ri) + st.resource_seq_l(svc_ri);
   // Garbage collection: pods and revisions whose DaemonSet is gone.
   for (const ObjPtr& p : st.list_l(pod_ri)) {
     const json* ref = controller_ref(*p, "DaemonSet");

@@ -1,11 +1,9 @@
-// DPUService controller: finalizer, status.serviceID/observedGeneration/conditions, deletion.
-//
-// Ready=True/Success once the DaemonSet it deploys in the DPU cluster is healthy (all desired pods
-// updated and Ready) and dpuservice_ready_ms have passed; deployInCluster=true services become
-// Ready after dpuservice_ready_ms. On deletion (deletionTimestamp set) the DaemonSet, its
-// ControllerRevisions and pods are removed (pods terminate first), then the finalizer is removed
-// after finalizer_ms.
+// DPUService controller (DPF's dpuservice-controller): finalizer, serviceID, one Argo CD
+// Application per DPU cluster, conditions computed from the *cached* Application status in the same
+// reconcile that updates the Application (so Ready=True can be reported for a generation Argo has
+// not rendered yet, as real DPF does), deletion through the Applications.
 #include "controller_manager.h"
+#include "profile.h"
 #include "resources.h"
 
 namespace dpfsim {
@@ -18,9 +16,8 @@ std::string dpuservice_service_id(const json& svc) {
       .substr(0, 10);
 }
 
-std::string dpuservice_release_name(const json& svc) {
-  std::string r = jstr(svc, {"spec", "helmChart", "source", "releaseName"});
-  return r.empty() ? jstr(svc, {"metadata", "name"}) : r;
+std::string dpuservice_application_name(const json& svc) {
+  return std::string(names::kDpuClusterName) + "-" + jstr(svc, {"metadata", "name"});
 }
 
 namespace {
@@ -29,7 +26,7 @@ struct Cond {
   std::string type, status, reason, message;
 };
 
-json build_conditions(const json& old_status, const std::vector<Cond>& conds) {
+json build_conditions(const json& old_status, const std::vector<Cond>& conds, long long gen) {
   json arr = json::array();
   const json* old = jptr(old_status, {"conditions"});
   std::string now = rfc3339_now();
@@ -43,6 +40,7 @@ json build_conditions(const json& old_status, const std::vector<Cond>& conds) {
                    {"status", c.status},
                    {"reason", c.reason},
                    {"message", c.message},
+                   {"observedGeneration", gen},
                    {"lastTransitionTime", ltt}});
   }
   return arr;
@@ -68,20 +66,49 @@ Cond summary(const std::vector<Cond>& others) {
           msg};
 }
 
-bool ds_healthy(const json& ds, long long svc_generation) {
-  if (jstr(ds, {"metadata", "annotations", "sim.dpu.nvidia.com/dpuservice-generation"}) !=
-      std::to_string(svc_generation))
-    return false;
-  const json* st = jptr(ds, {"status"});
-  if (!st || !st->is_object()) return false;
-  long long gen =
-      jptr(ds, {"metadata", "generation"}) ? ds["metadata"]["generation"].get<long long>() : 0;
-  if (st->value("observedGeneration", -1LL) != gen) return false;
-  long long desired = st->value("desiredNumberScheduled", 0LL);
-  return st->value("updatedNumberScheduled", 0LL) == desired &&
-         st->value("numberReady", 0LL) == desired && st->value("numberAvailable", 0LL) == desired &&
-         st->value("numberMisscheduled", 0LL) == 0 &&
-         st->value("currentNumberScheduled", 0LL) == desired;
+json desired_application(const json& svc, const std::string& sid) {
+  const Profile& prof = profile();
+  bool inject = prof.inject_service_label_always || !jstr(svc, {"spec", "serviceID"}).empty();
+  const json& src = svc["spec"]["helmChart"]["source"];
+  json source{{"repoURL", argo_repo_url(jstr(src, {"repoURL"}))},
+              {"targetRevision", jstr(src, {"version"})},
+              {"helm", {{"valuesObject", dpf_values(svc, sid, inject)}}}};
+  if (!jstr(src, {"chart"}).empty()) source["chart"] = jstr(src, {"chart"});
+  if (!jstr(src, {"path"}).empty()) source["path"] = jstr(src, {"path"});
+  if (!jstr(src, {"releaseName"}).empty())
+    source["helm"]["releaseName"] = jstr(src, {"releaseName"});
+  std::string ns = jstr(svc, {"metadata", "namespace"});
+  json app = json{{"apiVersion", "argoproj.io/v1alpha1"},
+                  {"kind", "Application"},
+                  {"metadata",
+                   {{"name", dpuservice_application_name(svc)},
+                    {"namespace", names::kDpfNamespace},
+                    {"labels",
+                     {{names::kDpuClusterLabel, names::kDpuClusterName},
+                      {names::kDpuServiceNameLabel, jstr(svc, {"metadata", "name"})},
+                      {names::kDpuServiceNamespaceLabel, ns},
+                      {names::kComponentLabel, "dpuservice-manager"}}},
+                    {"finalizers", json::array({names::kArgoFinalizer})}}},
+                  {"spec",
+                   {{"project", names::kArgoProject},
+                    {"source", source},
+                    {"destination", {{"name", names::kDpuClusterName}, {"namespace", ns}}},
+                    {"syncPolicy", {{"automated", {{"prune", true}, {"selfHeal", true}}}}}}}};
+  // Newer DPF also labels the DPUCluster namespace (internal/argocd/utils.go @7c24d74d).
+  if (prof.name != "v24.10")
+    app["metadata"]["labels"]["dpu.nvidia.com/cluster-namespace"] = names::kDpfNamespace;
+  return app;
+}
+
+// Applications by the DPUService they belong to (labels), keyed "<ns>/<name>".
+std::map<std::string, std::vector<ObjPtr>> applications_index(Store& st) {
+  const ResourceInfo& app_ri = *find_resource_by_plural(ClusterId::Management, "applications");
+  std::map<std::string, std::vector<ObjPtr>> out;
+  for (const ObjPtr& a : st.list_l(app_ri))
+    out[jstr(*a, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) + "/" +
+        jstr(*a, {"metadata", "labels", names::kDpuServiceNameLabel})]
+        .push_back(a);
+  return out;
 }
 
 }  // namespace
@@ -89,13 +116,25 @@ bool ds_healthy(const json& ds, long long svc_generation) {
 void reconcile_dpuservices(ControllerManager& cm) {
   Store& st = cm.store();
   const Delays& d = cm.ctx().delays;
+  const Profile& prof = profile();
   const ResourceInfo& svc_ri = *find_resource_by_plural(ClusterId::Management, "dpuservices");
-  const ResourceInfo& ds_ri = *find_resource_by_plural(ClusterId::Dpu, "daemonsets");
-  const ResourceInfo& pod_ri = *find_resource_by_plural(ClusterId::Dpu, "pods");
+  const ResourceInfo& app_ri = *find_resource_by_plural(ClusterId::Management, "applications");
 
+  auto app_index = applications_index(st);
+  auto applications_of = [&](Store&, const json& s) {
+    auto it =
+        app_index.find(jstr(s, {"metadata", "namespace"}) + "/" + jstr(s, {"metadata", "name"}));
+    std::vector<ObjPtr> out;
+    if (it != app_index.end())
+      for (const ObjPtr& a : it->second)
+        if (ObjPtr cur = st.find_l(app_ri, jstr(*a, {"metadata", "namespace"}),
+                                   jstr(*a, {"metadata", "name"})))
+          out.push_back(cur);
+    return out;
+  };
   for (ObjPtr svc : st.list_l(svc_ri)) {
-    std::string ns = jstr(*svc, {"metadata", "namespace"});
     std::string uid = jstr(*svc, {"metadata", "uid"});
+    std::string svc_name = jstr(*svc, {"metadata", "name"});
     bool deleting = is_terminating(*svc);
     bool paused = jbool(*svc, {"spec", "paused"});
     bool fin = has_finalizer(*svc, names::kDpuServiceFinalizer);
@@ -109,45 +148,34 @@ void reconcile_dpuservices(ControllerManager& cm) {
       fin = true;
     }
     std::string sid = dpuservice_service_id(*svc);
-    long long gen = (*svc)["metadata"].value("generation", 1LL);
     bool dic = jbool(*svc, {"spec", "deployInCluster"});
     const json old_status = svc->contains("status") ? (*svc)["status"] : json::object();
 
     if (deleting) {
+      // A paused DPUService is never deleted (the finalizer stays).
       if (!fin || paused) continue;
-      // Remove what the service deployed in the DPU cluster; wait until it is gone.
-      bool remaining = !cm.dpu_reachable();
-      if (cm.dpu_reachable()) {
-        for (const ObjPtr& ds : st.list_l(ds_ri, ns)) {
-          if (jstr(*ds, {"metadata", "labels", names::kDpuServiceNameLabel}) !=
-                  jstr(*svc, {"metadata", "name"}) ||
-              jstr(*ds, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) != ns)
-            continue;
-          st.erase_l(ds_ri, ns, jstr(*ds, {"metadata", "name"}));
-          remaining = true;
-        }
-        for (const ObjPtr& pod : st.list_l(pod_ri, ns))
-          if (jstr(*pod, {"metadata", "labels", names::kServiceIdLabel}) == sid) {
-            if (!is_terminating(*pod)) st.mark_deleting_l(pod_ri, pod, 30);
-            remaining = true;
-          }
-      }
+      auto apps = applications_of(st, *svc);
+      bool remaining = !apps.empty() || !cm.dpu_reachable();
+      for (const ObjPtr& a : apps)
+        if (!is_terminating(*a)) st.mark_deleting_l(app_ri, a, 0);
+      long long gen = (*svc)["metadata"].value("generation", 1LL);
       std::vector<Cond> others = {
           {"ApplicationPrereqsReconciled", "True", "Success", ""},
           {"ApplicationsReconciled", remaining ? "False" : "True",
            remaining ? "AwaitingDeletion" : "Success",
-           remaining ? "The following applications are awaiting deletion: dpu-cplane-tenant1-" +
-                           jstr(*svc, {"metadata", "name"})
+           remaining ? "The following applications are awaiting deletion: " +
+                           dpuservice_application_name(*svc)
                      : ""},
-          {"ApplicationsReady", "False", "Pending", "Application is being deleted."},
+          {"ApplicationsReady", "False", "Pending", ""},
           {"DPUServiceInterfaceReconciled", "True", "Success", ""}};
+      if (prof.config_ports_condition)
+        others.push_back({"ConfigPortsReconciled", "True", "Success", ""});
       std::vector<Cond> all{summary(others)};
-      if (!remaining)
-        all[0] = {"Ready", "False", "AwaitingDeletion", "The DPUService is being deleted"};
       all.insert(all.end(), others.begin(), others.end());
       json next = *svc;
-      next["status"]["conditions"] = build_conditions(old_status, all);
-      next["status"]["serviceID"] = sid;
+      next["status"]["conditions"] = build_conditions(old_status, all, gen);
+      next["status"]["observedGeneration"] = gen;
+      if (prof.status_service_id) next["status"]["serviceID"] = sid;
       if (next["status"] != old_status) svc = st.commit_l(svc_ri, std::move(next));
       if (!svc || remaining) continue;
       std::string key = "dpuservice-finalizer/" + uid;
@@ -162,43 +190,74 @@ void reconcile_dpuservices(ControllerManager& cm) {
       continue;
     }
 
-    if (paused) continue;
+    long long gen = (*svc)["metadata"].value("generation", 1LL);
+    bool pending_reconcile = old_status.value("observedGeneration", -1LL) != gen;
+    // DPF reacts to a spec change after dpuservice_sync_ms; until then nothing moves.
+    if (pending_reconcile &&
+        !cm.due("dpuservice-sync/" + uid + "/" + std::to_string(gen), d.dpuservice_sync_ms))
+      continue;
 
-    bool deployed = dic;
-    if (!dic) {
-      ObjPtr ds = st.find_l(ds_ri, ns, dpuservice_release_name(*svc));
-      deployed = ds && ds_healthy(*ds, gen);
+    // The cached Application(s) as DPF reads them before it updates them.
+    auto apps = applications_of(st, *svc);
+    std::vector<std::string> unready;
+    for (const ObjPtr& a : apps) {
+      std::string sync = jstr(*a, {"status", "sync", "status"});
+      std::string health = jstr(*a, {"status", "health", "status"});
+      if (sync == "Synced" && health == "Healthy") continue;
+      if (sync.empty() && health.empty()) {
+        unready.push_back("Application is not yet deployed.");
+        continue;
+      }
+      unready.push_back("Application is not ready (Sync: " + sync + ", Health: " + health +
+                        "). Run 'kubectl describe application " + jstr(*a, {"metadata", "name"}) +
+                        " -n " + jstr(*a, {"metadata", "namespace"}) + "' for details.");
     }
-    bool already_ready = old_status.value("observedGeneration", -1LL) == gen;
-    if (already_ready) {
-      already_ready = false;
-      if (const json* cs = jptr(old_status, {"conditions"}); cs && cs->is_array())
-        for (const auto& c : *cs)
-          if (c.value("type", "") == "Ready" && c.value("status", "") == "True")
-            already_ready = true;
+    bool apps_ready = unready.empty() && apps.size() == 1;
+    std::string unready_msg;
+    for (size_t i = 0; i < unready.size(); ++i) unready_msg += (i ? ", " : "") + unready[i];
+
+    // Ensure the Application (not while paused: underlying resources are paused too).
+    if (!paused && cm.dpu_reachable()) {
+      json desired = desired_application(*svc, sid);
+      if (dic) {
+        desired["spec"]["project"] = "doca-platform-project-host";
+        desired["spec"]["destination"]["name"] = "in-cluster";
+      }
+      if (apps.empty()) {
+        st.create_l(app_ri, desired);
+      } else {
+        json next = *apps[0];
+        for (auto& [k, v] : desired["metadata"]["labels"].items())
+          next["metadata"]["labels"][k] = v;
+        next["spec"] = desired["spec"];
+        if (next != *apps[0]) st.commit_l(app_ri, std::move(next));
+      }
     }
-    bool ready =
-        deployed && (already_ready || cm.due("dpuservice-ready/" + uid + "/" + std::to_string(gen),
-                                             d.dpuservice_ready_ms));
-    std::vector<Cond> others = {
-        {"ApplicationPrereqsReconciled", "True", "Success", ""},
-        {"ApplicationsReconciled", "True", "Success", ""},
-        {"ApplicationsReady", ready ? "True" : "False", ready ? "Success" : "Pending",
-         ready ? ""
-               : (deployed ? "Application is not ready (Sync: Synced, Health: Progressing)"
-                           : "Application is not yet deployed.")},
-        {"DPUServiceInterfaceReconciled", "True", "Success", ""}};
+
+    std::vector<Cond> others = {{"ApplicationPrereqsReconciled", "True", "Success", ""},
+                                {"ApplicationsReconciled", "True", "Success", ""},
+                                {"ApplicationsReady", apps_ready ? "True" : "False",
+                                 apps_ready ? "Success" : "Pending", unready_msg},
+                                {"DPUServiceInterfaceReconciled", "True", "Success", ""}};
+    if (prof.config_ports_condition)
+      others.push_back({"ConfigPortsReconciled", "True", "Success", ""});
     std::vector<Cond> all{summary(others)};
     all.insert(all.end(), others.begin(), others.end());
-    json status = old_status;
-    status["conditions"] = build_conditions(old_status, all);
-    status["observedGeneration"] = gen;
-    status["serviceID"] = sid;
-    if (status != old_status) {
-      json next = *svc;
-      next["status"] = status;
-      st.commit_l(svc_ri, std::move(next));
+
+    json next = *svc;
+    // Newest DPF: the injected service label is written into the stored spec (pointer aliasing +
+    // spec patch), which bumps the generation.
+    if (prof.persist_service_label_in_spec && !paused && !jptr(*svc, {"spec", "interfaces"})) {
+      json& labels = next["spec"]["serviceDaemonSet"]["labels"];
+      if (!labels.is_object()) labels = json::object();
+      labels[names::kServiceIdLabel] = sid;
     }
+    json status = old_status;
+    status["conditions"] = build_conditions(old_status, all, gen);
+    status["observedGeneration"] = gen;
+    if (prof.status_service_id) status["serviceID"] = sid;
+    next["status"] = status;
+    if (next != *svc) st.commit_l(svc_ri, std::move(next));
   }
 }
 

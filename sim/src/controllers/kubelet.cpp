@@ -1,21 +1,77 @@
 // Simulated kubelet: scheduled Pods become Running/Ready after pod_ready_ms; Pods with a
-// deletionTimestamp (phase unchanged, Ready=False) disappear after pod_termination_ms.
+// deletionTimestamp (phase unchanged, Ready=False) disappear after pod_termination_ms. Pod faults
+// (POST /pod-faults) keep the pods of a node unready with a container waiting reason.
 #include "controller_manager.h"
 #include "resources.h"
 
 namespace dpfsim {
+
+namespace {
+
+json container_statuses(const json& pod, const std::string& uid, const std::string& now,
+                        const std::string& fault, long long restarts) {
+  json out = json::array();
+  if (const json* cs = jptr(pod, {"spec", "containers"}); cs && cs->is_array())
+    for (const auto& c : *cs) {
+      std::string image = c.value("image", "");
+      json s{{"name", c.value("name", "")},
+             {"image", image},
+             {"imageID", fault.empty() || fault == "CrashLoopBackOff"
+                             ? image + "@sha256:" + sha256_hex(image)
+                             : ""},
+             {"ready", fault.empty()},
+             {"started", fault.empty()},
+             {"restartCount", restarts}};
+      if (fault.empty()) {
+        s["containerID"] = "containerd://" + sha256_hex(uid + c.value("name", ""));
+        s["state"] = {{"running", {{"startedAt", now}}}};
+      } else {
+        std::string msg;
+        if (fault == "CrashLoopBackOff")
+          msg = "back-off 5m0s restarting failed container=" + c.value("name", "") +
+                " pod=" + jstr(pod, {"metadata", "name"}) + "_" +
+                jstr(pod, {"metadata", "namespace"}) + "(" + uid + ")";
+        else if (fault == "ImagePullBackOff")
+          msg = "Back-off pulling image \"" + image + "\"";
+        else if (fault == "ErrImagePull")
+          msg = "failed to pull and unpack image \"" + image + "\": failed to resolve reference";
+        else if (fault == "CreateContainerConfigError")
+          msg = "secret \"" + c.value("name", "") + "-config\" not found";
+        else
+          msg = fault;
+        s["state"] = {{"waiting", {{"reason", fault}, {"message", msg}}}};
+        if (fault == "CrashLoopBackOff") {
+          s["containerID"] =
+              "containerd://" + sha256_hex(uid + c.value("name", "") + std::to_string(restarts));
+          s["lastState"] = {
+              {"terminated",
+               {{"exitCode", 1}, {"reason", "Error"}, {"startedAt", now}, {"finishedAt", now}}}};
+        }
+      }
+      out.push_back(s);
+    }
+  return out;
+}
+
+}  // namespace
 
 void reconcile_kubelet(ControllerManager& cm) {
   Store& st = cm.store();
   const Delays& d = cm.ctx().delays;
   const ResourceInfo& pod_ri = *find_resource_by_plural(ClusterId::Dpu, "pods");
   const ResourceInfo& node_ri = *find_resource_by_plural(ClusterId::Dpu, "nodes");
-  // Skip the scan when no pod/node changed and no pod is waiting for a delay.
+  // Skip the scan when no pod/node/fault changed and no pod is waiting for a delay.
   static uint64_t last_sig = ~0ULL;  // controller thread only
   static bool pending = false;
-  uint64_t sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri);
+  uint64_t knob_seq = cm.ctx().knobs.seq.load();
+  uint64_t sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri) + knob_seq;
   if (sig == last_sig && !pending) return;
   pending = false;
+  std::map<std::string, std::string> faults;
+  {
+    std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
+    faults = cm.ctx().knobs.pod_faults;
+  }
   for (const ObjPtr& pod : st.list_l(pod_ri)) {
     std::string uid = jstr(*pod, {"metadata", "uid"});
     if (is_terminating(*pod)) {
@@ -31,45 +87,74 @@ void reconcile_kubelet(ControllerManager& cm) {
       continue;
     }
     std::string node = jstr(*pod, {"spec", "nodeName"});
-    if (node.empty() || jstr(*pod, {"status", "phase"}) != "Pending") continue;
-    if (!st.find_l(node_ri, "", node)) continue;
+    if (node.empty() || !st.find_l(node_ri, "", node)) continue;
+    auto fit = faults.find(node);
+    std::string fault = fit == faults.end() ? "" : fit->second;
+    std::string cur_fault;
+    const json* cs0 = jptr(*pod, {"status", "containerStatuses"});
+    if (cs0 && cs0->is_array() && !cs0->empty())
+      cur_fault = jstr((*cs0)[0], {"state", "waiting", "reason"});
+    bool is_ready_running = jstr(*pod, {"status", "phase"}) == "Running" && cur_fault.empty();
+    if (fault.empty() && is_ready_running) continue;
+    if (fault == "CrashLoopBackOff") pending = true;  // keeps restarting
     std::string key = "pod-ready/" + uid;
     if (!cm.due(key, d.pod_ready_ms)) {
       pending = true;
       continue;
     }
+    long long restarts = 0;
+    if (cs0 && cs0->is_array() && !cs0->empty()) restarts = (*cs0)[0].value("restartCount", 0LL);
+    if (!fault.empty() && fault == cur_fault) {
+      // CrashLoopBackOff keeps restarting: one restart per second of simulated time.
+      if (fault != "CrashLoopBackOff") continue;
+      pending = true;
+      std::string rk = "pod-restart/" + uid;
+      if (!cm.due(rk, 1000)) continue;
+      cm.clear(rk);
+      ++restarts;
+    } else if (fault == "CrashLoopBackOff") {
+      restarts = std::max(restarts, 1LL);
+    }
     json next = *pod;
     std::string now = rfc3339_now();
     json& status = next["status"];
-    status["phase"] = "Running";
-    status["startTime"] = now;
-    status["podIP"] = cm.next_pod_ip();
-    status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
+    bool running = fault.empty() || fault == "CrashLoopBackOff";
+    status["phase"] = running ? "Running" : "Pending";
+    if (running && !status.contains("startTime")) status["startTime"] = now;
+    if (running && !status.contains("podIP")) {
+      status["podIP"] = cm.next_pod_ip();
+      status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
+    }
+    std::string ready = fault.empty() ? "True" : "False";
     json conds = json::array();
     for (const char* t :
-         {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
-      conds.push_back({{"type", t},
-                       {"status", "True"},
-                       {"lastProbeTime", nullptr},
-                       {"lastTransitionTime", now}});
+         {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
+      bool gated = std::string(t) == "Ready" || std::string(t) == "ContainersReady";
+      json c{{"type", t},
+             {"status", gated ? ready : "True"},
+             {"lastProbeTime", nullptr},
+             {"lastTransitionTime", now}};
+      if (gated && !fault.empty()) {
+        c["reason"] = "ContainersNotReady";
+        std::string cname;
+        if (const json* cs = jptr(next, {"spec", "containers"});
+            cs && cs->is_array() && !cs->empty())
+          cname = (*cs)[0].value("name", "");
+        c["message"] = "containers with unready status: [" + cname + "]";
+      }
+      // keep transition times of unchanged conditions
+      if (const json* oc = jptr(*pod, {"status", "conditions"}); oc && oc->is_array())
+        for (const auto& o : *oc)
+          if (o.value("type", "") == t && o.value("status", "") == c["status"])
+            c["lastTransitionTime"] = o.value("lastTransitionTime", now);
+      conds.push_back(c);
+    }
     status["conditions"] = conds;
-    json cstatuses = json::array();
-    if (const json* cs = jptr(next, {"spec", "containers"}); cs && cs->is_array())
-      for (const auto& c : *cs)
-        cstatuses.push_back(
-            {{"name", c.value("name", "")},
-             {"image", c.value("image", "")},
-             {"imageID", c.value("image", "") + "@sha256:" + sha256_hex(c.value("image", ""))},
-             {"containerID", "containerd://" + sha256_hex(uid + c.value("name", ""))},
-             {"ready", true},
-             {"started", true},
-             {"restartCount", 0},
-             {"state", {{"running", {{"startedAt", now}}}}}});
-    status["containerStatuses"] = cstatuses;
+    status["containerStatuses"] = container_statuses(next, uid, now, fault, restarts);
     st.commit_l(pod_ri, std::move(next));
-    cm.clear(key);
+    if (fault.empty()) cm.clear(key);
   }
-  last_sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri);
+  last_sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri) + knob_seq;
 }
 
 }  // namespace dpfsim
