@@ -75,6 +75,11 @@ std::vector<std::string> allowed_fields(const ResourceInfo& ri) {
                        "spec.hostNetwork"});
   if (ri.plural == "nodes") f.push_back("spec.unschedulable");
   if (ri.plural == "namespaces") f.push_back("status.phase");
+  if (ri.plural == "events")
+    f.insert(f.end(),
+             {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+              "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+              "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"});
   return f;
 }
 

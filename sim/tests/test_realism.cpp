@@ -317,7 +317,12 @@ TEST_F(Realism, ChartFaultsAndPrivilegedAdmission) {
     return ds.contains("status") && ds["status"].contains("conditions") &&
            ds["status"]["conditions"][0]["reason"] == "FailedCreate";
   }));
-  json evs = sim.d("GET", "/api/v1/namespaces/dpf-operator-system/events").j()["items"];
+  json evs =
+      sim.d("GET",
+            "/api/v1/namespaces/dpf-operator-system/events?fieldSelector=involvedObject.kind%3D"
+            "DaemonSet%2CinvolvedObject.name%3Ddpu-cplane-tenant1-pv-privchart")
+          .j()["items"];
+  EXPECT_EQ(evs.size(), 1u);
   bool found = false;
   for (const auto& e : evs)
     if (e["reason"] == "FailedCreate" &&
