@@ -109,6 +109,7 @@ std::string nodes_path(const std::string& name = "");
 std::string pods_path(const std::string& ns = "");
 std::string daemonsets_path(const std::string& ns, const std::string& name = "");
 std::string controllerrevisions_path(const std::string& ns);
+std::string events_path(const std::string& ns);
 // Percent-encodes everything except RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~).
 std::string url_encode(std::string_view s);
 

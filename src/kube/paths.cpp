@@ -69,6 +69,10 @@ std::string daemonsets_path(const std::string& ns, const std::string& name) {
   return resource_path(kAppsGroup, ns, "daemonsets", name);
 }
 
+std::string events_path(const std::string& ns) {
+  return resource_path(kCoreGroup, ns, "events", "");
+}
+
 std::string controllerrevisions_path(const std::string& ns) {
   return resource_path(kAppsGroup, ns, "controllerrevisions", "");
 }

@@ -73,6 +73,24 @@ const core::DpfStatus* DpuReconciler::dpf_status(const std::string& service_id) 
   return it == dpf_.end() ? nullptr : &it->second;
 }
 
+const std::vector<std::pair<std::string, std::string>>& DpuReconciler::failed_creates() {
+  if (!failed_creates_) {
+    failed_creates_.emplace();
+    ++calls_;
+    auto listed =
+        dpu_->list(kube::events_path(ns_), "", "involvedObject.kind=DaemonSet,reason=FailedCreate");
+    if (listed.ok())
+      for (const auto& ev : listed.value().body["items"]) {
+        const auto& name = at(ev, {"involvedObject", "name"});
+        const auto& message = at(ev, {"message"});
+        if (name.is_string() && message.is_string())
+          failed_creates_->emplace_back(name.get<std::string>(),
+                                        message.get<std::string>().substr(0, 300));
+      }
+  }
+  return *failed_creates_;
+}
+
 DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   calls_ = 0;
   DpuOutcome out;
@@ -201,6 +219,12 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
           msg = "waiting for DPF to accept the service's first revision";
         } else {
           msg = core::pending_pods_reason(verdicts, w.node_name);
+          if (verdicts.empty())
+            for (const auto& [ds, why] : failed_creates())
+              if (ds.find(item.dpf_service_name) != std::string::npos) {
+                msg += "; DaemonSet " + ds + ": FailedCreate: " + why;
+                break;
+              }
           // DPF's own word explains a missing or old pod (chart pull or sync
           // failures, paused): context, never proof.
           if (const auto* dpf = dpf_status(item.service_id);

@@ -11,6 +11,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/dpf_status.hpp"
 #include "kube/client.hpp"
@@ -35,11 +37,18 @@ class DpuReconciler {
   // has no DPUService; the LIST runs once per batch.
   const core::DpfStatus* dpf_status(const std::string& service_id);
 
+  // The DPU cluster's FailedCreate events of DaemonSets (name, message), for
+  // a wanted service with no pod at all: admission denials and the like. The
+  // chart names the DaemonSet, but DPF's chart contract makes every name
+  // contain the release name. Listed at most once per batch.
+  const std::vector<std::pair<std::string, std::string>>& failed_creates();
+
   kube::Client& mgmt_;
   kube::Client* dpu_;
   std::string ns_;
   std::map<std::string, core::DpfStatus> dpf_;
   bool dpf_listed_ = false;
+  std::optional<std::vector<std::pair<std::string, std::string>>> failed_creates_;
   int calls_ = 0;
 };
 

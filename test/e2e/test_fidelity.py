@@ -178,6 +178,26 @@ def test_one_crash_looping_dpu_leaves_the_others_running():
     detach_all(iid)
 
 
+def test_admission_denial_is_named_in_the_pending_message():
+    """A chart that needs privileged pods, deployed with privileged: false:
+    DPF's admission policy denies the pods, no pod ever exists, and the
+    DaemonSet's FailedCreate reason reaches status_message."""
+    e().sim.ctl("POST", "/charts", {"chart": "priv-agent", "needs_privileged": True})
+    try:
+        sid = e().create("denied", helm_data(values={"v": 1}, chartName="priv-agent"), target="ALL_ACTIVE")
+        e().wait_state(sid, "READY")
+        iid = new_instance([3])
+        attach(iid, sid)
+        state, msg, _ = wait_until(
+            lambda: (lambda r: r if r and "FailedCreate" in r[1] else False)(per_dpu(iid, sid).get(device(3))),
+            timeout=30, interval=0.1, what="FailedCreate in the message")
+        assert state == "PENDING" and not pods_on(3, sid), (state, msg)
+        print(f"    {msg[:160]}")
+    finally:
+        e().sim.ctl("DELETE", "/charts")
+    detach_all(iid)
+
+
 def test_detach_with_slow_termination_is_never_terminated_early():
     sid = ready_service("slow-stop")
     iid = new_instance([1])
@@ -298,6 +318,7 @@ def main():
             test_helm_named_workload_reaches_running_by_label,
             test_update_under_argo_lag_is_never_running_before_a_new_pod,
             test_one_crash_looping_dpu_leaves_the_others_running,
+            test_admission_denial_is_named_in_the_pending_message,
             test_detach_with_slow_termination_is_never_terminated_early,
             test_dpf_written_label_causes_no_writes_over_three_resyncs,
             test_paused_is_shown_not_fought_and_blocks_delete_visibly,
