@@ -4,7 +4,7 @@
 -- confirms terminated tombstones (P1-8), the instance deletion probe and
 -- configs_synced of an entry without attachment rows (P1-13).
 BEGIN;
-SELECT plan(43);
+SELECT plan(46);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -151,13 +151,30 @@ UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'work
 SELECT extsvc.set_instance_extension_services(:I3, pg_temp.entry(:D));
 SET LOCAL session_replication_role = replica;  -- fixture: bypass the transition trigger
 DELETE FROM extsvc.dpf_extension_service_attachments WHERE instance_id = :I3;  -- as if not yet written
+SET LOCAL session_replication_role = origin;
 SELECT is((SELECT configs_synced FROM extsvc.instance_extension_services_summary(:I3)), false,
           'P1-13: an active DPF entry with no attachment rows is not synced');
-SET LOCAL session_replication_role = origin;
 SELECT is(extsvc.instance_extension_services_ready(:I3), false, 'and the instance is not ready');
 
 SELECT is(left(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L)', :D, ARRAY['V1-T1'])), 5), '22023',
           'delete_service_versions: a DPF service -> 22023');
+
+------------------------------------------------------------------ P1-14 KP on DPF-managed hosts (opt-in)
+SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000c', :H2, 'kp-dpu-c', 'kp-node-c', true);
+SELECT extsvc.upsert_instance('51000000-0000-0000-0000-000000000014', 'kp-t', :H2);
+SET LOCAL extsvc.refuse_pod_services_on_dpf_hosts = on;
+SELECT is(left(pg_temp.err(format('SELECT extsvc.set_instance_extension_services(%L, %L)',
+                                  '51000000-0000-0000-0000-000000000014', pg_temp.entry(:P))), 5), '22023',
+          'P1-14: with extsvc.refuse_pod_services_on_dpf_hosts on, a KUBERNETES_POD entry on a DPF-managed instance -> 22023');
+SET LOCAL extsvc.refuse_pod_services_on_dpf_hosts = off;
+SELECT lives_ok(format('SELECT extsvc.set_instance_extension_services(%L, %L)',
+                       '51000000-0000-0000-0000-000000000014', pg_temp.entry(:P)),
+                'with the setting off (the default) it is accepted');
+SET LOCAL extsvc.refuse_pod_services_on_dpf_hosts = on;
+SELECT lives_ok(format('SELECT extsvc.set_instance_extension_services(%L, %L)',
+                       '51000000-0000-0000-0000-000000000014', pg_temp.entry(:P)),
+                'an entry already attached stays allowed when the setting is turned on');
+RESET extsvc.refuse_pod_services_on_dpf_hosts;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -498,6 +498,17 @@ BEGIN
                             format('JSON path: $[%s].service_id = %s, instance_id: %s', n, v_sid, i.instance_id),
                             'Attach KUBERNETES_POD services to hosts that are not managed by DPF.');
     END IF;
+    -- NICo's rule (issue #14 P1-14), opt-in: DPF-managed hosts run tenant
+    -- workloads through DPF only; entries already attached stay allowed
+    IF s.service_type = 'KUBERNETES_POD' AND i.dpf_managed
+       AND coalesce(nullif(current_setting('extsvc.refuse_pod_services_on_dpf_hosts', true), ''), 'off')::boolean
+       AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
+                        WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
+                          AND c.removed_at IS NULL) THEN
+      PERFORM extsvc._raise('22023', 'KUBERNETES_POD services are refused on DPF-managed hosts',
+                            format('JSON path: $[%s].service_id = %s, instance_id: %s', n, v_sid, i.instance_id),
+                            'Use a DPF_HELM_CHART service, or turn off extsvc.refuse_pod_services_on_dpf_hosts.');
+    END IF;
     IF NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
                     WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
                       AND c.removed_at IS NULL)

@@ -89,6 +89,9 @@ void define_gucs() {
   DefineCustomEnumVariable("extsvc.log_level", "Verbosity of the worker's log lines.", nullptr,
                            &gucs.log_level, 2, kLogLevels, PGC_SIGHUP, 0, nullptr, nullptr,
                            nullptr);
+  define_bool("extsvc.refuse_pod_services_on_dpf_hosts",
+              "Refuse new KUBERNETES_POD attachments on DPF-managed instances (NICo's rule).",
+              &gucs.refuse_pod_services_on_dpf_hosts, false, PGC_SUSET);
   define_bool("extsvc.enforce_chart_allowlist",
               "Refuse Helm chart repositories that are not on extsvc.chart_allowlist.",
               &gucs.enforce_chart_allowlist, true, PGC_SUSET);

@@ -30,6 +30,7 @@ struct Gucs {
   int http_timeout_ms;
   int log_level;  // spdlog::level::level_enum value
   bool enforce_chart_allowlist;
+  bool refuse_pod_services_on_dpf_hosts;  // read by SQL through current_setting()
   int observation_max_age_s;
   int kube_max_response_kb;       // extsvc.kube_max_response_size
   int kube_max_list_kb;           // extsvc.kube_max_list_size
