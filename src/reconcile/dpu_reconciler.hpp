@@ -40,6 +40,7 @@ class DpuReconciler {
   std::string ns_;
   std::map<std::string, core::DpfStatus> dpf_;
   bool dpf_listed_ = false;
+  const std::function<bool()>* lease_ok_ = nullptr;  // the current pass's fence
   int calls_ = 0;
 };
 
