@@ -52,12 +52,18 @@ def owned_dpuservices(sid):
 
 
 def worker_counter(col):
-    return int(e().pg.one(f"SELECT coalesce(sum({col}), 0) FROM extsvc.worker_status()"))
+    """A worker_status() counter summed over the slots; -1 when the column
+    does not exist (a build before the fix, for the fails-before check)."""
+    rows = e().pg.sql(f"SELECT coalesce(sum({col}), 0) FROM extsvc.worker_status()", check=False)
+    return int(rows[0][0]) if isinstance(rows, list) else -1
 
 
 def resync_and_wait_dpus():
     before = worker_counter("dpus_rederived")
     e().pg.sql("SELECT extsvc.request_resync()")
+    if before < 0:
+        time.sleep(3)
+        return
     wait_until(lambda: worker_counter("dpus_rederived") > before, timeout=20, what="resync ran")
 
 
