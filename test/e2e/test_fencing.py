@@ -218,17 +218,10 @@ def test_an_idle_in_transaction_lock_does_not_stall_the_worker():
     sim = e().sim
     fid = sim.fault(verb="POST", path_regex="/dpuservices", action="latency", latency_ms=1500,
                     count=1)["id"]
-    a, b = [r[0] for r in e().pg.sql(
-        "SELECT service_id FROM generate_series(1, 2) g, LATERAL extsvc.create_service("
-        "tenant_organization_id => 'tenant-a', service_name => 'locked-' || g, "
-        "service_type => 'DPF_HELM_CHART', dpu_target => 'PRIMARY', data => "
-        + lit(json.dumps(helm_data())) + ") ORDER BY g")]
-    wait_until(lambda: fault_hits(fid) == 1, timeout=10, what="the first POST in flight")
-    first = e().pg.one("SELECT service_id FROM extsvc.dpf_extension_service_reconciliations "
-                       f"WHERE service_id IN ('{a}', '{b}') AND lease_token IS NOT NULL "
-                       "ORDER BY last_attempt_at, service_id LIMIT 1")
-    other = b if first == a else a
-    # an operator's session locks the row being worked on and stays idle
+    first = e().create("locked")
+    wait_until(lambda: fault_hits(fid) == 1, timeout=10, what="its POST in flight")
+    # an operator's session locks the row being worked on and stays idle:
+    # the worker's completion of that row has to wait for the lock
     p = subprocess.Popen([f"{PGBIN}/psql", "-X", "-q", "-h", e().pg.dir, "-p", str(e().pg.port),
                           "-U", PG_USER, "-d", "postgres"], stdin=subprocess.PIPE,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
@@ -236,7 +229,9 @@ def test_an_idle_in_transaction_lock_does_not_stall_the_worker():
         p.stdin.write("BEGIN; SELECT 1 FROM extsvc.dpf_extension_service_reconciliations "
                       f"WHERE service_id = '{first}' FOR UPDATE;\n")
         p.stdin.flush()
-        # the other row of the batch still reaches READY while the lock is held
+        time.sleep(0.5)
+        # intent committed meanwhile still reaches the cluster while the lock is held
+        other = e().create("not-stalled")
         e().wait_state(other, "READY", timeout=15)
     finally:
         p.stdin.write("ROLLBACK;\n")
