@@ -19,12 +19,32 @@ RETURNS interval LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS 
   FROM cfg
 $fn$;
 
+-- One row that can no longer be rendered (data stored by an older version,
+-- changed by hand) must not fail the whole claim and stall the queue: its
+-- error is returned instead, and the worker marks that service FAILED.
+-- Resource errors and cancellations are not swallowed.
+CREATE FUNCTION extsvc._render_for_worker(p_service_id uuid, p_version text, p_revision integer,
+                                          p_data jsonb, p_namespace text,
+                                          OUT desired jsonb, OUT render_error text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  desired := extsvc._render_dpuservice(p_service_id, p_version, p_revision, p_data, p_namespace);
+EXCEPTION WHEN OTHERS THEN
+  IF SQLSTATE IN ('53000', '53100', '53200', '53300', '53400', '57014', '57P01', '57P02', '57P03',
+                  '55P03', '40001', '40P01') THEN
+    RAISE;
+  END IF;
+  desired := NULL;
+  render_error := left(SQLERRM, 500);
+END
+$fn$;
+
 CREATE FUNCTION extsvc.claim_reconciliations(worker text, batch_size integer DEFAULT 32,
                                              lease_seconds integer DEFAULT 60)
 RETURNS TABLE (service_id uuid, state_version bigint, lease_token uuid, lifecycle_state text,
                deployment_scope text, dpf_service_name text, attachable_version text,
                desired_revision integer, applied_revision integer, attempts integer,
-               desired jsonb, placement_clear boolean)
+               desired jsonb, placement_clear boolean, render_error text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   RETURN QUERY
@@ -48,13 +68,16 @@ BEGIN
   )
   SELECT c.service_id, c.state_version, c.lease_token, s.lifecycle_state, s.deployment_scope,
          s.dpf_service_name, s.attachable_version, s.desired_revision, s.applied_revision, c.attempts,
-         extsvc._render_dpuservice(s.service_id, s.attachable_version, h.revision, h.data, extsvc._namespace()),
+         r.desired,
          -- an ALL_DPUS service is deleted only after its labels are gone everywhere
          CASE WHEN s.deployment_scope = 'ALL_DPUS' AND s.lifecycle_state = 'DELETING'
-              THEN extsvc._site_service_cleared(s.service_id) ELSE true END
+              THEN extsvc._site_service_cleared(s.service_id) ELSE true END,
+         r.render_error
     FROM claimed c
     JOIN extsvc.service_records s ON s.service_id = c.service_id
-    JOIN extsvc.helm_revisions h ON h.service_id = s.service_id AND h.revision = s.desired_revision;
+    JOIN extsvc.helm_revisions h ON h.service_id = s.service_id AND h.revision = s.desired_revision
+    CROSS JOIN LATERAL extsvc._render_for_worker(s.service_id, s.attachable_version, h.revision, h.data,
+                                                 extsvc._namespace()) r;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.claim_reconciliations(text, integer, integer) IS
@@ -173,12 +196,15 @@ COMMENT ON FUNCTION extsvc.complete_reconciliation(uuid, bigint, uuid, text, tex
 -- should have a DPUService right now, with its desired object.
 CREATE FUNCTION extsvc.resync_snapshot()
 RETURNS TABLE (service_id uuid, dpf_service_name text, lifecycle_state text, desired jsonb)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT s.service_id, s.dpf_service_name, s.lifecycle_state,
-         extsvc._render_dpuservice(s.service_id, s.attachable_version, h.revision, h.data, extsvc._namespace())
+-- A service whose data no longer renders is left out (its next pass marks it
+-- FAILED) rather than failing the whole resync.
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT s.service_id, s.dpf_service_name, s.lifecycle_state, r.desired
     FROM extsvc.service_records s
     JOIN extsvc.helm_revisions h ON h.service_id = s.service_id AND h.revision = s.desired_revision
-   WHERE s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state = 'READY'
+    CROSS JOIN LATERAL extsvc._render_for_worker(s.service_id, s.attachable_version, h.revision, h.data,
+                                                 extsvc._namespace()) r
+   WHERE s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state = 'READY' AND r.desired IS NOT NULL
 $fn$;
 
 -- Drift found: make a READY service due now (no-op if it is already due).
@@ -216,6 +242,68 @@ $fn$;
 COMMENT ON FUNCTION extsvc.record_dpf_status(jsonb) IS
   'Worker: record DPF''s Ready condition (ready, reason, message) per service as last observed; writes only differences.';
 
+-- Fencing (issue 10) ---------------------------------------------------------
+
+-- Extends the leases a worker still holds (compare-and-swap on lease_token and
+-- lease_owner) by lease_seconds from now; returns the tokens it renewed. A
+-- token missing from the result belongs to someone else by now: the worker
+-- must not call Kubernetes for that row.
+CREATE FUNCTION extsvc.renew_leases(worker text, lease_tokens uuid[], lease_seconds integer DEFAULT 60)
+RETURNS SETOF uuid
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN QUERY
+  UPDATE extsvc.dpf_extension_service_reconciliations q
+     SET lease_expires_at = now() + make_interval(secs => renew_leases.lease_seconds)
+   WHERE q.lease_token = ANY (renew_leases.lease_tokens) AND q.lease_owner = renew_leases.worker
+  RETURNING q.lease_token;
+  RETURN QUERY
+  UPDATE extsvc.dpu_reconciliations q
+     SET lease_expires_at = now() + make_interval(secs => renew_leases.lease_seconds)
+   WHERE q.lease_token = ANY (renew_leases.lease_tokens) AND q.lease_owner = renew_leases.worker
+  RETURNING q.lease_token;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.renew_leases(text, uuid[], integer) IS
+  'Worker: extend the leases it still holds (CAS on lease_token and lease_owner); returns the renewed tokens.';
+
+-- A worker slot runs one process at a time: at start, leases held under its
+-- name belong to its previous process (killed or crashed) and are freed, so
+-- the rows are claimable at once instead of after extsvc.lease_time.
+CREATE FUNCTION extsvc.release_leases(worker text) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  n integer;
+  m integer;
+BEGIN
+  UPDATE extsvc.dpf_extension_service_reconciliations q
+     SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+   WHERE q.lease_owner = release_leases.worker;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  UPDATE extsvc.dpu_reconciliations q
+     SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+   WHERE q.lease_owner = release_leases.worker;
+  GET DIAGNOSTICS m = ROW_COUNT;
+  RETURN n + m;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.release_leases(text) IS
+  'Worker: at start, free the leases its slot''s previous process held. Returns how many.';
+
+-- The resync's cleanup: of the DPUService names listed with our ownership
+-- label, those that belong to no live service version (the service is
+-- DELETED, unknown, or has another current DPUService name). Called after
+-- the LIST, so a service committed before its DPUService was created is seen.
+CREATE FUNCTION extsvc.orphaned_dpuservices(names text[]) RETURNS SETOF text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT n FROM unnest(orphaned_dpuservices.names) AS n
+   WHERE NOT EXISTS (SELECT FROM extsvc.service_records s
+                      WHERE s.dpf_service_name = n AND s.service_type = 'DPF_HELM_CHART'
+                        AND s.lifecycle_state <> 'DELETED')
+$fn$;
+COMMENT ON FUNCTION extsvc.orphaned_dpuservices(text[]) IS
+  'Worker: which listed DPUService names belong to no live DPF service version (to be deleted by the resync).';
+
 -- Operators ------------------------------------------------------------------
 
 CREATE FUNCTION extsvc.reconcile_now(service_id uuid DEFAULT NULL) RETURNS integer
@@ -247,7 +335,8 @@ COMMENT ON FUNCTION extsvc.reconcile_now(uuid) IS
 CREATE FUNCTION extsvc.worker_status(
     OUT slot integer, OUT pid integer, OUT iterations bigint, OUT claimed bigint,
     OUT completed bigint, OUT stale bigint, OUT http_requests bigint, OUT http_errors bigint,
-    OUT last_activity timestamptz)
+    OUT last_activity timestamptz, OUT fenced bigint, OUT lease_renewals bigint,
+    OUT orphans_deleted bigint, OUT dpus_rederived bigint, OUT leases_released bigint)
 RETURNS SETOF record
 LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_worker_status';
 COMMENT ON FUNCTION extsvc.worker_status() IS

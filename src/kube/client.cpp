@@ -707,6 +707,13 @@ Result Client::del(const std::string& path) {
   return guarded([&] { return impl_->request("DELETE", path, nullptr, nullptr); });
 }
 
+Result Client::del(const std::string& path, const nlohmann::json& options) {
+  return guarded([&] {
+    std::string body = dump(options);
+    return impl_->request("DELETE", path, &body, "application/json");
+  });
+}
+
 const Client::Stats& Client::stats() const {
   return impl_->stats;
 }

@@ -85,6 +85,9 @@ class Client {
   Result merge_patch(const std::string& path, const nlohmann::json& patch);
   Result put(const std::string& path, const nlohmann::json& obj);
   Result del(const std::string& path);
+  // DELETE with a DeleteOptions body, e.g. {"preconditions":{"uid":...}}: the API server refuses
+  // with 409 Conflict when the precondition no longer holds.
+  Result del(const std::string& path, const nlohmann::json& options);
 
   const Stats& stats() const;
   // Replaces the configuration (e.g. on SIGHUP): drops pooled connections and the token cache.

@@ -107,6 +107,16 @@ void define_gucs() {
   define_bool("extsvc.kube_allow_insecure_http",
               "Allow sending bearer tokens to http:// API servers (test clusters only).",
               &gucs.kube_allow_insecure_http, false, PGC_SIGHUP);
+  define_int("extsvc.lease_margin",
+             "Safety added to http_timeout: a Kubernetes call starts only while that much of the "
+             "claim's lease remains.",
+             &gucs.lease_margin_ms, 2000, 0, 600000, PGC_SIGHUP, GUC_UNIT_MS);
+  define_int("extsvc.worker_lock_timeout",
+             "lock_timeout of the workers' own transactions (0 = none).",
+             &gucs.worker_lock_timeout_ms, 5000, 0, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
+  define_int("extsvc.worker_statement_timeout",
+             "statement_timeout of the workers' own transactions (0 = none).",
+             &gucs.worker_statement_timeout_ms, 30000, 0, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
   MarkGUCPrefixReserved("extsvc");
 }
 

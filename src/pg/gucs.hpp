@@ -32,9 +32,12 @@ struct Gucs {
   bool enforce_chart_allowlist;
   bool refuse_pod_services_on_dpf_hosts;  // read by SQL through current_setting()
   int observation_max_age_s;
-  int kube_max_response_kb;       // extsvc.kube_max_response_size
-  int kube_max_list_kb;           // extsvc.kube_max_list_size
-  bool kube_allow_insecure_http;  // extsvc.kube_allow_insecure_http
+  int kube_max_response_kb;         // extsvc.kube_max_response_size
+  int kube_max_list_kb;             // extsvc.kube_max_list_size
+  bool kube_allow_insecure_http;    // extsvc.kube_allow_insecure_http
+  int lease_margin_ms;              // extsvc.lease_margin (added to the call timeouts)
+  int worker_lock_timeout_ms;       // extsvc.worker_lock_timeout
+  int worker_statement_timeout_ms;  // extsvc.worker_statement_timeout
 };
 
 extern Gucs gucs;

@@ -25,6 +25,7 @@ extern "C" {
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 #include "utils/wait_event.h"

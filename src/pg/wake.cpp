@@ -65,6 +65,11 @@ void attach_shared_memory() {
       pg_atomic_init_u64(&s.http_requests, 0);
       pg_atomic_init_u64(&s.http_errors, 0);
       pg_atomic_init_u64(&s.last_activity_us, 0);
+      pg_atomic_init_u64(&s.fenced, 0);
+      pg_atomic_init_u64(&s.renewals, 0);
+      pg_atomic_init_u64(&s.orphans_deleted, 0);
+      pg_atomic_init_u64(&s.dpus_rederived, 0);
+      pg_atomic_init_u64(&s.leases_released, 0);
     }
   }
   LWLockRelease(AddinShmemInitLock);

@@ -18,6 +18,11 @@ struct WorkerSlot {
   pg_atomic_uint64 http_requests;
   pg_atomic_uint64 http_errors;
   pg_atomic_uint64 last_activity_us;  // GetCurrentTimestamp() of the last loop
+  pg_atomic_uint64 fenced;            // passes stopped by the lease fence before a call
+  pg_atomic_uint64 renewals;          // lease renewals (one UPDATE each)
+  pg_atomic_uint64 orphans_deleted;   // DPUServices deleted by the resync's cleanup
+  pg_atomic_uint64 dpus_rederived;    // DPUs marked for label re-derivation by the resync
+  pg_atomic_uint64 leases_released;   // leases of this slot's previous process freed at start
 };
 
 struct SharedState {

@@ -6,6 +6,9 @@
 #include "worker.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,6 +95,10 @@ class Runtime {
     return reconcile::detect_drift(*management_, ns_, services, known);
   }
 
+  std::optional<kube::Error> delete_orphan(const reconcile::OrphanCandidate& orphan) {
+    return reconcile::delete_orphan(*management_, ns_, orphan);
+  }
+
   uint64_t requests() const {
     return (management_ ? management_->stats().requests : 0) + (dpu_ ? dpu_->stats().requests : 0);
   }
@@ -147,6 +154,76 @@ std::string str(const char* s) {
   return s ? std::string(s) : std::string();
 }
 
+// --- the lease fence (issue 10) ---------------------------------------------
+//
+// The lease of a claimed batch as this process sees it: it starts before the
+// claim transaction (whose now() stamps lease_expires_at), so the local
+// deadline is never later than the database's. A Kubernetes call starts only
+// while http_timeout + lease_margin of it remain: http_timeout is libcurl's
+// CURLOPT_TIMEOUT_MS, the total of one attempt including DNS, connect and
+// TLS (connect_timeout only bounds a part of it), so a call that starts ends
+// (or is abandoned by the client) before the lease expires.
+using SteadyClock = std::chrono::steady_clock;
+
+std::chrono::milliseconds call_budget() {
+  return std::chrono::milliseconds(static_cast<int64>(gucs.http_timeout_ms) + gucs.lease_margin_ms);
+}
+
+SteadyClock::time_point lease_deadline(SteadyClock::time_point start) {
+  return start + std::chrono::seconds(gucs.lease_time_s);
+}
+
+// Pure C++: what the reconcilers consult before each call.
+std::function<bool()> fence_for(SteadyClock::time_point deadline) {
+  const auto budget = call_budget();
+  return [deadline, budget] { return SteadyClock::now() + budget <= deadline; };
+}
+
+// Renewal between items: when less than max(lease_time / 2, one call's
+// budget) is left, one UPDATE extends every lease of the batch's remaining
+// items (CAS on lease_token and lease_owner). Items whose lease was not
+// renewed belong to another worker by now and are skipped (*alive false).
+// Returns false when the renewal itself failed (the fence then stops calls
+// as the old deadline approaches).
+bool maybe_renew(MemoryContext cxt, const char* const* tokens, bool* alive, int from, int count,
+                 SteadyClock::time_point* deadline, WorkerSlot* slot) {
+  const auto left = *deadline - SteadyClock::now();
+  const auto threshold =
+      std::max<SteadyClock::duration>(std::chrono::seconds(gucs.lease_time_s) / 2, call_budget());
+  if (left >= threshold) return true;
+  StringInfoData buf;
+  initStringInfo(&buf);
+  appendStringInfoChar(&buf, '{');
+  bool any = false;
+  for (int i = from; i < count; ++i) {
+    if (!alive[i] || tokens[i] == nullptr) continue;
+    if (any) appendStringInfoChar(&buf, ',');
+    appendStringInfoString(&buf, tokens[i]);
+    any = true;
+  }
+  appendStringInfoChar(&buf, '}');
+  if (!any) return true;
+  const auto start = SteadyClock::now();
+  char* renewed = nullptr;
+  char* error = nullptr;
+  if (!spi_renew_leases(cxt, g_worker_name, buf.data, gucs.lease_time_s, &renewed, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: renewing leases failed: %s", error)));
+    return false;
+  }
+  pg_atomic_fetch_add_u64(&slot->renewals, 1);
+  *deadline = lease_deadline(start);
+  for (int i = from; i < count; ++i)
+    if (alive[i] && tokens[i] != nullptr &&
+        (renewed == nullptr || strstr(renewed, tokens[i]) == nullptr)) {
+      alive[i] = false;
+      pg_atomic_fetch_add_u64(&slot->fenced, 1);
+      ereport(LOG, (errmsg("nico_extsvc: lease %s was taken over before it could be renewed; "
+                           "the row is skipped",
+                           tokens[i])));
+    }
+  return true;
+}
+
 Settings current_settings() {
   Settings s;
   s.management = {str(gucs.management.kubeconfig), str(gucs.management.server),
@@ -171,6 +248,11 @@ void rebuild_runtime() {
     g_runtime = new Runtime(current_settings());
     if (!g_runtime->configured()) spdlog::warn("worker idle: {}", g_runtime->config_error());
   });
+  if (std::chrono::seconds(gucs.lease_time_s) <= call_budget())
+    ereport(WARNING, (errmsg("nico_extsvc: extsvc.lease_time (%d s) does not exceed http_timeout + "
+                             "lease_margin; every Kubernetes call would be fenced",
+                             gucs.lease_time_s),
+                      errhint("Raise extsvc.lease_time or lower the timeouts.")));
   flush_logs();
   if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
 }
@@ -202,7 +284,7 @@ void on_exit_clear_slot(int, Datum) {
 
 // One claimed row through the reconciler and back into the database.
 void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
-                 nlohmann::json* dpf_seen) {
+                 nlohmann::json* dpf_seen, SteadyClock::time_point deadline) {
   // Everything C++ happens inside cpp_call; its results are copied into
   // palloc'd memory before the database is touched again.
   Completion c{};
@@ -213,43 +295,75 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
   c.http_status = 0;
   c.retry_after_s = -1;
   c.observed_generation = -1;
+  bool fenced = false;
   PendingError err;
   uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
-  cpp_call(err, [&] {
-    reconcile::ServiceWork w;
-    w.service_id = row.service_id;
-    w.state_version = row.state_version;
-    w.lease_token = row.lease_token;
-    w.lifecycle_state = str(row.lifecycle_state);
-    w.deployment_scope = str(row.deployment_scope);
-    w.dpf_service_name = str(row.dpf_service_name);
-    w.attachable_version = str(row.attachable_version);
-    w.desired_revision = row.desired_revision;
-    if (row.applied_revision > 0) w.applied_revision = row.applied_revision;
-    w.attempts = row.attempts;
-    w.placement_clear = row.placement_clear;
-    w.desired = nlohmann::json::parse(str(row.desired));
-    const reconcile::Outcome o = g_runtime->reconcile(w);
-    auto keep = [&](const std::string& s) -> const char* {
-      return s.empty() ? nullptr : MemoryContextStrdup(cxt, s.c_str());
-    };
-    c.outcome = reconcile::to_string(o.kind);
-    c.new_state = keep(o.new_state);
-    c.reason = keep(o.reason);
-    c.message = keep(o.message);
-    c.applied_revision = o.applied_revision.value_or(0);
-    c.http_status = o.http_status.value_or(0);
-    c.retry_after_s = o.retry_after_s.value_or(-1);
-    c.observed_generation = o.observed_generation.value_or(-1);
-    c.observed_resource_version = keep(o.observed_resource_version);
-    if (o.dpf) dpf_seen->push_back(dpf_json(w.service_id, *o.dpf));
-    spdlog::debug("{} {} {}: {} {} ({} API calls)", w.dpf_service_name, w.lifecycle_state,
-                  c.outcome, o.new_state, o.message, o.api_calls);
-  });
+  // A row that cannot be rendered or decoded can never succeed: FAILED with
+  // the reason, instead of retrying it forever.
+  bool decoded = false;
+  // (a delete needs no rendered object and goes on)
+  const bool deleting =
+      row.lifecycle_state != nullptr && strcmp(row.lifecycle_state, "DELETING") == 0;
+  if (!deleting && (row.render_error != nullptr || row.desired == nullptr)) {
+    c.outcome = "transition";
+    c.new_state = "FAILED";
+    c.reason = "permanent_error";
+    c.message = psprintf("the desired DPUService could not be rendered: %s",
+                         row.render_error ? row.render_error : "no rendered object");
+    decoded = true;
+  } else {
+    cpp_call(err, [&] {
+      reconcile::ServiceWork w;
+      w.service_id = row.service_id;
+      w.state_version = row.state_version;
+      w.lease_token = row.lease_token;
+      w.lifecycle_state = str(row.lifecycle_state);
+      w.deployment_scope = str(row.deployment_scope);
+      w.dpf_service_name = str(row.dpf_service_name);
+      w.attachable_version = str(row.attachable_version);
+      w.desired_revision = row.desired_revision;
+      if (row.applied_revision > 0) w.applied_revision = row.applied_revision;
+      w.attempts = row.attempts;
+      w.placement_clear = row.placement_clear;
+      if (row.desired != nullptr) w.desired = nlohmann::json::parse(row.desired);
+      decoded = true;
+      w.lease_ok = fence_for(deadline);
+      const reconcile::Outcome o = g_runtime->reconcile(w);
+      auto keep = [&](const std::string& s) -> const char* {
+        return s.empty() ? nullptr : MemoryContextStrdup(cxt, s.c_str());
+      };
+      c.outcome = reconcile::to_string(o.kind);
+      // fenced: recorded as a retry (with backoff, so a lease too short for the
+      // calls does not spin); the CAS drops it if the row is someone else's
+      if (o.kind == reconcile::Outcome::Kind::kLost) {
+        c.outcome = "retry";
+        fenced = true;
+        spdlog::warn("{}: {}", w.dpf_service_name, o.message);
+      }
+      c.new_state = keep(o.new_state);
+      c.reason = keep(o.reason);
+      c.message = keep(o.message);
+      c.applied_revision = o.applied_revision.value_or(0);
+      c.http_status = o.http_status.value_or(0);
+      c.retry_after_s = o.retry_after_s.value_or(-1);
+      c.observed_generation = o.observed_generation.value_or(-1);
+      c.observed_resource_version = keep(o.observed_resource_version);
+      if (o.dpf) dpf_seen->push_back(dpf_json(w.service_id, *o.dpf));
+      spdlog::debug("{} {} {}: {} {} ({} API calls)", w.dpf_service_name, w.lifecycle_state,
+                    c.outcome, o.new_state, o.message, o.api_calls);
+    });
+  }
   flush_logs();
   pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
   pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
-  if (err.sqlstate != 0) {
+  if (fenced) pg_atomic_fetch_add_u64(&slot->fenced, 1);
+  if (err.sqlstate != 0 && !decoded) {
+    // the claimed row itself is unreadable: retrying cannot help
+    c.outcome = "transition";
+    c.new_state = "FAILED";
+    c.reason = "permanent_error";
+    c.message = psprintf("the claimed row could not be decoded: %s", err.message);
+  } else if (err.sqlstate != 0) {
     // A bug, not a cluster condition: retry with backoff, keep the text.
     c.outcome = "retry";
     c.message = err.message;
@@ -271,13 +385,14 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
 
 // One claimed DPU through the placement reconciler and back.
 void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconciler* rec,
-                 WorkerSlot* slot) {
+                 WorkerSlot* slot, SteadyClock::time_point deadline) {
   DpuCompletion c{};
   c.dpu_machine_id = row.dpu_machine_id;
   c.state_version = row.state_version;
   c.lease_token = row.lease_token;
   c.outcome = "retry";
   c.retry_after_s = -1;
+  bool fenced = false;
   PendingError err;
   const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
   cpp_call(err, [&] {
@@ -306,7 +421,12 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
       item.wanted = it.value("wanted", false);
       w.items.push_back(std::move(item));
     }
+    w.lease_ok = fence_for(deadline);
     const reconcile::DpuOutcome o = rec->reconcile(w);
+    if (o.lost) {
+      fenced = true;
+      spdlog::warn("DPU {}: {}", w.device_name, o.message);
+    }
     nlohmann::json results = nlohmann::json::array();
     for (const auto& r : o.results)
       results.push_back(
@@ -333,6 +453,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
   flush_logs();
   pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
   pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
+  if (fenced) pg_atomic_fetch_add_u64(&slot->fenced, 1);
   if (err.sqlstate != 0) c.message = err.message;
   char* result = nullptr;
   char* error = nullptr;
@@ -349,6 +470,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
 int dpu_batch(MemoryContext cxt, WorkerSlot* slot) {
   DpuClaimResult batch{};
   char* error = nullptr;
+  const auto claim_start = SteadyClock::now();
   if (!spi_claim_dpus(cxt, g_worker_name, gucs.batch_size, gucs.lease_time_s, &batch, &error)) {
     ereport(WARNING, (errmsg("nico_extsvc: DPU claim failed: %s", error)));
     return 0;
@@ -362,9 +484,17 @@ int dpu_batch(MemoryContext cxt, WorkerSlot* slot) {
     ereport(WARNING, (errmsg_internal("%s", err.message)));
     return batch.count;
   }
+  auto deadline = lease_deadline(claim_start);
+  const char** tokens = static_cast<const char**>(palloc0(sizeof(char*) * (batch.count + 1)));
+  bool* alive = static_cast<bool*>(palloc0(sizeof(bool) * (batch.count + 1)));
+  for (int i = 0; i < batch.count; ++i) {
+    tokens[i] = batch.rows[i].lease_token;
+    alive[i] = true;
+  }
   for (int i = 0; i < batch.count; ++i) {
     CHECK_FOR_INTERRUPTS();
-    process_dpu(cxt, batch.rows[i], rec, slot);
+    maybe_renew(cxt, tokens, alive, i, batch.count, &deadline, slot);
+    if (alive[i]) process_dpu(cxt, batch.rows[i], rec, slot, deadline);
   }
   std::string statuses;
   cpp_call(err, [&] {
@@ -378,8 +508,46 @@ int dpu_batch(MemoryContext cxt, WorkerSlot* slot) {
   return batch.count;
 }
 
+// Level-triggered cleanup: DPUServices with our ownership label that belong
+// to no live service version (DELETED, unknown, superseded) are deleted, each
+// with preconditions.uid of the listed object. The database is asked after
+// the LIST, so a service whose DPUService was just created is known.
+void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot,
+                     std::vector<reconcile::OrphanCandidate>* candidates,
+                     const std::string& names) {
+  char** orphans = nullptr;
+  int count = 0;
+  char* error = nullptr;
+  if (candidates != nullptr && !names.empty() &&
+      !spi_orphaned_dpuservices(cxt, names.c_str(), &orphans, &count, &error))
+    ereport(WARNING,
+            (errmsg("nico_extsvc: resync: checking orphaned DPUServices failed: %s", error)));
+  int deleted = 0;
+  PendingError err;
+  cpp_call(err, [&] {
+    for (int i = 0; i < count; ++i)
+      for (const auto& c : *candidates) {
+        if (c.name != orphans[i]) continue;
+        if (auto e = g_runtime->delete_orphan(c)) {
+          spdlog::warn("resync: deleting orphaned DPUService {} failed: {}", c.name,
+                       kube::describe(*e));
+        } else {
+          ++deleted;
+          spdlog::warn(
+              "resync: deleted orphaned DPUService {} (uid {}): it carries our ownership label "
+              "but belongs to no live service version",
+              c.name, c.uid);
+        }
+      }
+    delete candidates;
+  });
+  flush_logs();
+  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+  pg_atomic_fetch_add_u64(&slot->orphans_deleted, static_cast<uint64>(deleted));
+}
+
 // Drift detection: one LIST, compare, mark drifted services due.
-void resync(MemoryContext cxt) {
+void resync(MemoryContext cxt, WorkerSlot* slot) {
   SnapshotResult snap{};
   char* error = nullptr;
   if (!spi_resync_snapshot(cxt, &snap, &error)) {
@@ -391,6 +559,8 @@ void resync(MemoryContext cxt) {
   char** drift_ids = nullptr;
   char** drift_details = nullptr;
   std::string dpf_statuses;
+  std::string orphan_names;  // text[] literal of the candidates
+  std::vector<reconcile::OrphanCandidate>* candidates = nullptr;
   cpp_call(err, [&] {
     std::vector<reconcile::DesiredService> services;
     services.reserve(snap.count);
@@ -417,9 +587,19 @@ void resync(MemoryContext cxt) {
       for (const auto& [id, st] : report.dpf) seen.push_back(dpf_json(id, st));
       dpf_statuses = seen.dump();
     }
-    if (!report.orphans.empty())
-      spdlog::warn("{} DPUService(s) carry our ownership label but match no live service, e.g. {}",
-                   report.orphans.size(), report.orphans.front());
+    // candidates for the cleanup; the database decides after the LIST
+    candidates = new std::vector<reconcile::OrphanCandidate>();
+    for (const auto& o : report.orphans) {
+      if (o.being_deleted) continue;
+      candidates->push_back(o);
+      orphan_names += orphan_names.empty() ? "{\"" : ",\"";
+      for (char ch : o.name) {
+        if (ch == '"' || ch == '\\') orphan_names += '\\';
+        orphan_names += ch;
+      }
+      orphan_names += '"';
+    }
+    if (!orphan_names.empty()) orphan_names += '}';
     spdlog::debug("resync: {} listed, {} READY services, {} drifted", report.listed,
                   services.size(), ndrift);
   });
@@ -429,6 +609,7 @@ void resync(MemoryContext cxt) {
     return;
   }
   record_dpf(cxt, dpf_statuses);
+  cleanup_orphans(cxt, slot, candidates, orphan_names);
   for (int i = 0; i < ndrift; ++i) {
     if (!spi_mark_drift(cxt, drift_ids[i], drift_details[i], &error))
       ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
@@ -446,6 +627,7 @@ void worker_loop() {
   rebuild_runtime();
   TimestampTz next_resync = 0;  // now: the first pass also checks drift
   bool warned_missing = false;
+  bool released = false;
 
   for (;;) {
     CHECK_FOR_INTERRUPTS();
@@ -474,7 +656,23 @@ void worker_loop() {
       timeout_ms = 5000;
     } else {
       warned_missing = false;
+      if (!released) {
+        // Only one process runs per slot: leases under this slot's name are
+        // its previous process's (killed, crashed) and are freed now rather
+        // than after extsvc.lease_time.
+        int n = 0;
+        if (spi_release_leases(iter_cxt, g_worker_name, &n, &error)) {
+          released = true;
+          pg_atomic_fetch_add_u64(&slot->leases_released, static_cast<uint64>(n));
+          if (n > 0)
+            ereport(LOG, (errmsg("nico_extsvc: %s freed %d lease(s) of its previous process",
+                                 g_worker_name, n)));
+        } else {
+          ereport(WARNING, (errmsg("nico_extsvc: releasing old leases failed: %s", error)));
+        }
+      }
       ClaimResult batch{};
+      const auto claim_start = SteadyClock::now();
       if (!spi_claim(iter_cxt, g_worker_name, gucs.batch_size, gucs.lease_time_s, &batch, &error)) {
         ereport(WARNING, (errmsg("nico_extsvc: claim failed: %s", error)));
       } else {
@@ -482,9 +680,17 @@ void worker_loop() {
         nlohmann::json* dpf_seen = nullptr;
         PendingError jerr;
         cpp_call(jerr, [&] { dpf_seen = new nlohmann::json(nlohmann::json::array()); });
+        auto deadline = lease_deadline(claim_start);
+        const char** tokens = static_cast<const char**>(palloc0(sizeof(char*) * (batch.count + 1)));
+        bool* alive = static_cast<bool*>(palloc0(sizeof(bool) * (batch.count + 1)));
+        for (int i = 0; i < batch.count; ++i) {
+          tokens[i] = batch.rows[i].lease_token;
+          alive[i] = true;
+        }
         for (int i = 0; dpf_seen != nullptr && i < batch.count; ++i) {
           CHECK_FOR_INTERRUPTS();
-          process_row(iter_cxt, batch.rows[i], slot, dpf_seen);
+          maybe_renew(iter_cxt, tokens, alive, i, batch.count, &deadline, slot);
+          if (alive[i]) process_row(iter_cxt, batch.rows[i], slot, dpf_seen, deadline);
         }
         std::string statuses;
         cpp_call(jerr, [&] {
@@ -497,9 +703,16 @@ void worker_loop() {
       // Drift detection is one LIST per pass; the first worker does it.
       const TimestampTz now = GetCurrentTimestamp();
       if (g_slot == 0 && (now >= next_resync || pg_atomic_exchange_u32(&st->resync_requested, 0))) {
-        resync(iter_cxt);
-        if (!spi_mark_dpus_due(iter_cxt, &error))
+        resync(iter_cxt, slot);
+        // level-triggered placement: every DPU's labels are derived again
+        int marked = 0;
+        if (!spi_mark_dpus_due(iter_cxt, &marked, &error)) {
           ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
+        } else {
+          pg_atomic_fetch_add_u64(&slot->dpus_rederived, static_cast<uint64>(marked));
+          ereport(LOG,
+                  (errmsg("nico_extsvc: resync: labels of %d DPU(s) are derived again", marked)));
+        }
         next_resync = TimestampTzPlusMilliseconds(
             GetCurrentTimestamp(), static_cast<int64>(gucs.resync_interval_s) * 1000);
       }
@@ -586,8 +799,8 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     WorkerSlot& s = st->slots[i];
     const uint32 pid = pg_atomic_read_u32(&s.pid);
     if (pid == 0 && pg_atomic_read_u64(&s.iterations) == 0) continue;
-    Datum values[9];
-    bool nulls[9] = {false};
+    Datum values[14];
+    bool nulls[14] = {false};
     values[0] = Int32GetDatum(i);
     nulls[1] = pid == 0;
     values[1] = Int32GetDatum(static_cast<int32>(pid));
@@ -600,6 +813,11 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     const uint64 last = pg_atomic_read_u64(&s.last_activity_us);
     nulls[8] = last == 0;
     values[8] = TimestampTzGetDatum(static_cast<TimestampTz>(last));
+    values[9] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.fenced)));
+    values[10] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.renewals)));
+    values[11] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.orphans_deleted)));
+    values[12] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.dpus_rederived)));
+    values[13] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.leases_released)));
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   }
   return (Datum)0;

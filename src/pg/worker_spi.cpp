@@ -2,6 +2,8 @@
 
 #include "worker_spi.hpp"
 
+#include "gucs.hpp"
+
 namespace extsvc::pg {
 
 namespace {
@@ -15,18 +17,30 @@ bool run_transaction(const char* activity, TxnBody body, MemoryContext cxt, void
   volatile bool ok = true;
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
+  // Bounded waits: a session idle in transaction on one of our rows makes
+  // this transaction fail (and the worker move on), not stall the worker
+  // until its other leases expire. Both revert at the end of the transaction.
+  const bool timed = gucs.worker_statement_timeout_ms > 0;
   PG_TRY();
   {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", gucs.worker_lock_timeout_ms);
+    (void)set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true,
+                            0, false);
+    // SPI does not arm statement_timeout (only the client protocol does).
+    if (timed) enable_timeout_after(STATEMENT_TIMEOUT, gucs.worker_statement_timeout_ms);
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
     PushActiveSnapshot(GetTransactionSnapshot());
     pgstat_report_activity(STATE_RUNNING, activity);
     body(cxt, arg);
     SPI_finish();
     PopActiveSnapshot();
+    if (timed) disable_timeout(STATEMENT_TIMEOUT, false);
     CommitTransactionCommand();
   }
   PG_CATCH();
   {
+    if (timed) disable_timeout(STATEMENT_TIMEOUT, false);
     MemoryContextSwitchTo(caller);
     ErrorData* ed = CopyErrorData();
     FlushErrorState();
@@ -86,7 +100,7 @@ void claim_body(MemoryContext cxt, void* arg) {
   exec_text_args(
       "SELECT service_id::text, state_version, lease_token::text, lifecycle_state, "
       "deployment_scope, dpf_service_name, attachable_version, desired_revision, "
-      "applied_revision, attempts, desired::text, placement_clear "
+      "applied_revision, attempts, desired::text, placement_clear, render_error "
       "FROM extsvc.claim_reconciliations($1, $2::int, $3::int)",
       3, args, SPI_OK_SELECT);
   const int n = static_cast<int>(SPI_processed);
@@ -108,6 +122,7 @@ void claim_body(MemoryContext cxt, void* arg) {
     r.desired = copy_value(cxt, i, 11);
     const char* clear = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 12);
     r.placement_clear = clear == nullptr || clear[0] == 't';
+    r.render_error = copy_value(cxt, i, 13);
   }
 }
 
@@ -268,8 +283,54 @@ void record_dpf_body(MemoryContext, void* arg) {
   exec_text_args("SELECT extsvc.record_dpf_status($1::jsonb)", 1, args, SPI_OK_SELECT);
 }
 
-void mark_dpus_due_body(MemoryContext, void*) {
+void mark_dpus_due_body(MemoryContext, void* arg) {
   exec_text_args("SELECT extsvc.mark_dpus_due()", 0, nullptr, SPI_OK_SELECT);
+  if (arg != nullptr) *static_cast<int*>(arg) = static_cast<int>(int_value(0, 1, 0));
+}
+
+struct RenewArgs {
+  const char* worker;
+  const char* tokens;
+  char lease[16];
+  char** renewed;
+};
+
+void renew_body(MemoryContext cxt, void* arg) {
+  auto* a = static_cast<RenewArgs*>(arg);
+  const char* args[] = {a->worker, a->tokens, a->lease};
+  exec_text_args(
+      "SELECT coalesce(string_agg(t::text, ' '), '') FROM extsvc.renew_leases($1, $2::uuid[], "
+      "$3::int) t",
+      3, args, SPI_OK_SELECT);
+  *a->renewed = copy_value(cxt, 0, 1);
+}
+
+struct ReleaseArgs {
+  const char* worker;
+  int* released;
+};
+
+void release_body(MemoryContext, void* arg) {
+  auto* a = static_cast<ReleaseArgs*>(arg);
+  const char* args[] = {a->worker};
+  exec_text_args("SELECT extsvc.release_leases($1)", 1, args, SPI_OK_SELECT);
+  *a->released = static_cast<int>(int_value(0, 1, 0));
+}
+
+struct OrphanArgs {
+  const char* names;
+  char*** orphans;
+  int* count;
+};
+
+void orphans_body(MemoryContext cxt, void* arg) {
+  auto* a = static_cast<OrphanArgs*>(arg);
+  const char* args[] = {a->names};
+  exec_text_args("SELECT n FROM extsvc.orphaned_dpuservices($1::text[]) n", 1, args, SPI_OK_SELECT);
+  const int n = static_cast<int>(SPI_processed);
+  *a->count = n;
+  *a->orphans = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (n + 1)));
+  for (int i = 0; i < n; ++i) (*a->orphans)[i] = copy_value(cxt, i, 1);
 }
 
 }  // namespace
@@ -297,8 +358,34 @@ bool spi_record_dpf_status(MemoryContext cxt, const char* statuses, char** error
                          const_cast<char*>(statuses), error);
 }
 
-bool spi_mark_dpus_due(MemoryContext cxt, char** error) {
-  return run_transaction("nico_extsvc: mark DPUs due", mark_dpus_due_body, cxt, nullptr, error);
+bool spi_mark_dpus_due(MemoryContext cxt, int* marked, char** error) {
+  *marked = 0;
+  return run_transaction("nico_extsvc: mark DPUs due", mark_dpus_due_body, cxt, marked, error);
+}
+
+bool spi_renew_leases(MemoryContext cxt, const char* worker, const char* tokens, int lease_s,
+                      char** renewed, char** error) {
+  RenewArgs a{};
+  a.worker = worker;
+  a.tokens = tokens;
+  snprintf(a.lease, sizeof a.lease, "%d", lease_s);
+  a.renewed = renewed;
+  *renewed = nullptr;
+  return run_transaction("nico_extsvc: renew leases", renew_body, cxt, &a, error);
+}
+
+bool spi_release_leases(MemoryContext cxt, const char* worker, int* released, char** error) {
+  ReleaseArgs a{worker, released};
+  *released = 0;
+  return run_transaction("nico_extsvc: release leases", release_body, cxt, &a, error);
+}
+
+bool spi_orphaned_dpuservices(MemoryContext cxt, const char* names, char*** orphans, int* count,
+                              char** error) {
+  OrphanArgs a{names, orphans, count};
+  *orphans = nullptr;
+  *count = 0;
+  return run_transaction("nico_extsvc: orphaned DPUServices", orphans_body, cxt, &a, error);
 }
 
 bool spi_extension_installed(MemoryContext cxt, bool* installed, char** error) {

@@ -19,8 +19,9 @@ struct ClaimedRow {
   int desired_revision;
   int applied_revision;  // 0 = none
   int attempts;
-  char* desired;  // rendered DPUService JSON
+  char* desired;  // rendered DPUService JSON; NULL when it could not be rendered
   bool placement_clear;
+  char* render_error;  // why it could not be rendered, or NULL
 };
 
 struct ClaimResult {
@@ -100,7 +101,17 @@ bool spi_mark_drift(MemoryContext cxt, const char* service_id, const char* detai
 bool spi_claim_dpus(MemoryContext cxt, const char* worker, int batch, int lease_s,
                     DpuClaimResult* out, char** error);
 bool spi_complete_dpu(MemoryContext cxt, const DpuCompletion* c, char** result, char** error);
-bool spi_mark_dpus_due(MemoryContext cxt, char** error);
+// *marked: how many DPUs were made due for label re-derivation.
+bool spi_mark_dpus_due(MemoryContext cxt, int* marked, char** error);
+// Renews the leases of tokens (a PostgreSQL uuid[] literal, "{a,b}");
+// *renewed (allocated in cxt) is a string with every renewed token, or "".
+bool spi_renew_leases(MemoryContext cxt, const char* worker, const char* tokens, int lease_s,
+                      char** renewed, char** error);
+// Frees the leases held under this worker's name (its previous process).
+bool spi_release_leases(MemoryContext cxt, const char* worker, int* released, char** error);
+// names: text[] literal; *orphans: NULL-terminated array of the orphaned ones.
+bool spi_orphaned_dpuservices(MemoryContext cxt, const char* names, char*** orphans, int* count,
+                              char** error);
 // statuses: JSON array for extsvc.record_dpf_status().
 bool spi_record_dpf_status(MemoryContext cxt, const char* statuses, char** error);
 

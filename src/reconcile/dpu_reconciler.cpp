@@ -56,9 +56,25 @@ void fail_retry(DpuOutcome& out, const kube::Error& e, std::string what) {
   out.retry_after_s = e.retry_after_s;
 }
 
+bool fenced(const DpuWork& w) {
+  return w.lease_ok && !w.lease_ok();
+}
+
+DpuOutcome lost(DpuOutcome out, const std::string& before, int calls) {
+  out.retry = true;
+  out.lost = true;
+  out.results.clear();
+  out.message = "lease fence: the lease could expire during the next Kubernetes call (" + before +
+                "); nothing more was sent";
+  out.api_calls = calls;
+  return out;
+}
+
 }  // namespace
 
 const core::DpfStatus* DpuReconciler::dpf_status(const std::string& service_id) {
+  // context only: skipped (not listed) when the fence says no
+  if (!dpf_listed_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return nullptr;
   if (!dpf_listed_) {
     dpf_listed_ = true;
     ++calls_;
@@ -74,6 +90,9 @@ const core::DpfStatus* DpuReconciler::dpf_status(const std::string& service_id) 
 }
 
 const std::vector<std::pair<std::string, std::string>>& DpuReconciler::failed_creates() {
+  static const std::vector<std::pair<std::string, std::string>> kNone;
+  // context only: skipped (not listed) when the fence says no
+  if (!failed_creates_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return kNone;
   if (!failed_creates_) {
     failed_creates_.emplace();
     ++calls_;
@@ -93,10 +112,12 @@ const std::vector<std::pair<std::string, std::string>>& DpuReconciler::failed_cr
 
 DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   calls_ = 0;
+  lease_ok_ = &w.lease_ok;
   DpuOutcome out;
   const std::string device_path = kube::dpudevices_path(ns_, w.device_name);
 
   // 1. Placement: one merge patch of the NICo-owned keys, only on difference.
+  if (fenced(w)) return lost(std::move(out), "before reading the DPUDevice", calls_);
   ++calls_;
   auto device = mgmt_.get(device_path);
   bool device_missing = false;
@@ -114,8 +135,13 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     const json patch =
         core::node_labels_patch(at(evidence, {"spec", "cluster", "nodeLabels"}), w.wanted_keys);
     if (!patch.empty()) {
+      if (fenced(w)) return lost(std::move(out), "before patching the DPUDevice", calls_);
+      // decided from the GET: applied only to that version of the DPUDevice
+      json sent = patch;
+      if (const json& rv = at(evidence, {"metadata", "resourceVersion"}); rv.is_string())
+        sent["metadata"]["resourceVersion"] = rv;
       ++calls_;
-      auto patched = mgmt_.merge_patch(device_path + kStrict, patch);
+      auto patched = mgmt_.merge_patch(device_path + kStrict, sent);
       if (!patched.ok()) {
         const auto& e = patched.error();
         if (retryable(e)) {
@@ -152,6 +178,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     return out;
   };
   if (dpu_ == nullptr) return unknown("DPU cluster not configured; nothing can be observed");
+  if (fenced(w)) return lost(std::move(out), "before reading the Node", calls_);
   ++calls_;
   auto node = dpu_->get(kube::nodes_path(w.node_name));
   if (!node.ok()) {
@@ -175,6 +202,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   }
   const json& node_labels = at(node.value().body, {"metadata", "labels"});
   out.observation["node"] = nico_labels(node_labels);
+  if (fenced(w)) return lost(std::move(out), "before listing the pods", calls_);
   ++calls_;
   auto pods = dpu_->list(kube::pods_path(ns_), std::string(core::kOwnerIdLabel),
                          "spec.nodeName=" + w.node_name);

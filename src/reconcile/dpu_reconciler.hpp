@@ -49,6 +49,7 @@ class DpuReconciler {
   std::map<std::string, core::DpfStatus> dpf_;
   bool dpf_listed_ = false;
   std::optional<std::vector<std::pair<std::string, std::string>>> failed_creates_;
+  const std::function<bool()>* lease_ok_ = nullptr;  // the current pass's fence
   int calls_ = 0;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -33,6 +34,8 @@ struct DpuWork {
   int attempts = 0;
   std::set<std::string> wanted_keys;
   std::vector<DpuItem> items;
+  // The lease fence (see ServiceWork::lease_ok): consulted before every call.
+  std::function<bool()> lease_ok;
 };
 
 struct DpuItemResult {
@@ -43,6 +46,7 @@ struct DpuItemResult {
 
 struct DpuOutcome {
   bool retry = false;  // transient failure before anything could be observed
+  bool lost = false;   // the lease fence stopped the pass (retry is set too)
   std::vector<DpuItemResult> results;
   std::string message;  // error text (redacted) or empty
   std::optional<int> http_status;

@@ -41,9 +41,25 @@ DriftReport detect_drift(kube::Client& api, const std::string& ns,
     }
   }
   const std::unordered_set<std::string> known(known_names.begin(), known_names.end());
-  for (const auto& [name, _] : by_name)
-    if (!known.count(name)) report.orphans.push_back(name);
+  for (const auto& [name, item] : by_name) {
+    if (known.count(name)) continue;
+    OrphanCandidate c;
+    c.name = name;
+    const auto& md = (*item)["metadata"];
+    if (md.contains("uid") && md["uid"].is_string()) c.uid = md["uid"].get<std::string>();
+    c.being_deleted = md.contains("deletionTimestamp") && !md["deletionTimestamp"].is_null();
+    report.orphans.push_back(std::move(c));
+  }
   return report;
+}
+
+std::optional<kube::Error> delete_orphan(kube::Client& api, const std::string& ns,
+                                         const OrphanCandidate& orphan) {
+  nlohmann::json options = nlohmann::json::object();
+  if (!orphan.uid.empty()) options["preconditions"]["uid"] = orphan.uid;
+  auto deleted = api.del(kube::dpuservices_path(ns, orphan.name), options);
+  if (deleted.ok() || deleted.kind() == kube::ErrorKind::kNotFound) return std::nullopt;
+  return deleted.error();
 }
 
 }  // namespace extsvc::reconcile

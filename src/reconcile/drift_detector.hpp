@@ -21,14 +21,27 @@ struct DesiredService {
   nlohmann::json desired;  // rendered DPUService
 };
 
+// A listed DPUService with our ownership label whose name is no live
+// service's: a candidate for the resync's cleanup (the database decides).
+struct OrphanCandidate {
+  std::string name;
+  std::string uid;  // sent as preconditions.uid on the DELETE
+  bool being_deleted = false;
+};
+
 struct DriftReport {
   std::vector<std::pair<std::string, std::string>> drifted;  // service_id, what differs
-  std::vector<std::string> orphans;  // owned-labelled objects with no READY service
+  std::vector<OrphanCandidate> orphans;  // owned-labelled objects with no live service
   // DPF's Ready condition of every listed service that is ours and intact
   std::vector<std::pair<std::string, core::DpfStatus>> dpf;
   size_t listed = 0;
   std::optional<kube::Error> error;  // the LIST failed: nothing can be concluded
 };
+
+// Deletes one orphan, only the object that was listed (preconditions.uid).
+// A 404 counts as done.
+std::optional<kube::Error> delete_orphan(kube::Client& api, const std::string& ns,
+                                         const OrphanCandidate& orphan);
 
 DriftReport detect_drift(kube::Client& api, const std::string& ns,
                          const std::vector<DesiredService>& services,

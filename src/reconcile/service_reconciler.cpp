@@ -73,6 +73,37 @@ Outcome from_error(const kube::Error& e, const std::string& what) {
   return o;
 }
 
+// The fence said no: the lease could run out during the next call.
+Outcome lost(const std::string& before) {
+  Outcome o;
+  o.kind = Outcome::Kind::kLost;
+  o.message = "lease fence: the lease could expire during the next Kubernetes call (" + before +
+              "); nothing more was sent";
+  return o;
+}
+
+bool fenced(const ServiceWork& w) {
+  return w.lease_ok && !w.lease_ok();
+}
+
+// A merge patch decided from a read carries that read's resourceVersion: the
+// API server applies it only to the object that was read (409 otherwise).
+nlohmann::json with_precondition(nlohmann::json patch, const nlohmann::json& live) {
+  const auto md = live.find("metadata");
+  if (md != live.end() && md->is_object() && md->contains("resourceVersion") &&
+      (*md)["resourceVersion"].is_string())
+    patch["metadata"]["resourceVersion"] = (*md)["resourceVersion"];
+  return patch;
+}
+
+// DeleteOptions that delete only the object that was read (409 otherwise).
+nlohmann::json uid_precondition(const nlohmann::json& live) {
+  const auto md = live.find("metadata");
+  if (md != live.end() && md->is_object() && md->contains("uid") && (*md)["uid"].is_string())
+    return {{"preconditions", {{"uid", (*md)["uid"]}}}};
+  return nlohmann::json::object();
+}
+
 Outcome ownership_conflict(const ServiceWork& w, const std::string& field) {
   // Name the field, never its value: the object is not ours and may hold
   // anything.
@@ -140,6 +171,8 @@ const char* to_string(Outcome::Kind kind) {
       return "retry";
     case Outcome::Kind::kPoll:
       return "poll";
+    case Outcome::Kind::kLost:
+      return "lost";
   }
   return "done";
 }
@@ -163,6 +196,7 @@ Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
 }
 
 Outcome ServiceReconciler::create(const ServiceWork& w) {
+  if (fenced(w)) return lost("before creating the DPUService");
   ++calls_;
   auto created = api_.create(kube::dpuservices_path(ns_) + kStrict, w.desired);
   if (created.ok()) {
@@ -195,6 +229,7 @@ Outcome ServiceReconciler::create(const ServiceWork& w) {
 // The name exists already: ours from an earlier attempt (a crash after the
 // POST), or someone else's.
 Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
+  if (fenced(w)) return lost("before reading the existing DPUService");
   ++calls_;
   auto got = api_.get(kube::dpuservices_path(ns_, w.dpf_service_name));
   if (!got.ok()) {
@@ -213,9 +248,10 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
   const auto patch = core::dpuservice_mutable_patch(live, w.desired);
   nlohmann::json current = live;
   if (!patch.empty()) {
+    if (fenced(w)) return lost("before patching the adopted DPUService");
     ++calls_;
-    auto patched =
-        api_.merge_patch(kube::dpuservices_path(ns_, w.dpf_service_name) + kStrict, patch);
+    auto patched = api_.merge_patch(kube::dpuservices_path(ns_, w.dpf_service_name) + kStrict,
+                                    with_precondition(patch, live));
     if (!patched.ok()) return from_error(patched.error(), "patching the adopted DPUService");
     log_warnings(patched.value(), w.dpf_service_name);
     if (auto bad = not_a_dpuservice(patched.value(), "patching the adopted DPUService"))
@@ -233,6 +269,7 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
 
 Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
   const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
+  if (fenced(w)) return lost("before reading the DPUService");
   ++calls_;
   auto got = api_.get(path);
   if (!got.ok()) {
@@ -242,6 +279,7 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
             "FAILED", "dpuservice_missing",
             "DPUService " + w.dpf_service_name + " is missing; the update was not applied");
       // READY but gone (deleted by hand): re-create it.
+      if (fenced(w)) return lost("before re-creating the DPUService");
       ++calls_;
       auto created = api_.create(kube::dpuservices_path(ns_) + kStrict, w.desired);
       if (!created.ok()) return from_error(created.error(), "re-creating the missing DPUService");
@@ -271,8 +309,9 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
     observe(o, live);
     return o;
   }
+  if (fenced(w)) return lost("before patching the DPUService");
   ++calls_;
-  auto patched = api_.merge_patch(path + kStrict, patch);
+  auto patched = api_.merge_patch(path + kStrict, with_precondition(patch, live));
   if (!patched.ok()) {
     if (patched.kind() == ErrorKind::kNotFound && !drift_repair)
       return transition("FAILED", "dpuservice_missing",
@@ -299,6 +338,7 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
   if (!w.placement_clear)
     return poll("waiting until every DPU is observed without the placement label");
   const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
+  if (fenced(w)) return lost("before reading the DPUService to delete it");
   ++calls_;
   auto got = api_.get(path);
   if (!got.ok()) {
@@ -319,8 +359,11 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
     observe(o, live);
     return o;
   }
+  if (fenced(w)) return lost("before deleting the DPUService");
   ++calls_;
-  auto deleted = api_.del(path);
+  // Only the object that was read and found ours: a DPUService re-created
+  // meanwhile (another uid) is not deleted.
+  auto deleted = api_.del(path, uid_precondition(live));
   if (!deleted.ok()) {
     if (deleted.kind() == ErrorKind::kNotFound)
       return transition("DELETED", "dpuservice_deleted", "DPUService is gone");

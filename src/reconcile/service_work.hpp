@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,11 +25,19 @@ struct ServiceWork {
   nlohmann::json desired;  // the rendered DPUService of the desired revision
   // ALL_DPUS deletion waits until every DPU was observed without the label.
   bool placement_clear = true;
+  // The lease fence: consulted before every Kubernetes call. False means the
+  // claim's lease could expire before the call ends (its timeout plus the
+  // margin no longer fits): the reconciler stops and returns kLost. Empty =
+  // no fence (unit tests).
+  std::function<bool()> lease_ok;
 };
 
 // Mirrors the outcomes of extsvc.complete_reconciliation().
 struct Outcome {
-  enum class Kind { kTransition, kEvent, kDone, kRetry, kPoll };
+  // kLost: the lease fence stopped the pass before a call; nothing more was
+  // sent. The worker records it as a retry (the CAS on lease_token discards it
+  // when another worker holds the row by now).
+  enum class Kind { kTransition, kEvent, kDone, kRetry, kPoll, kLost };
   Kind kind = Kind::kDone;
   std::string new_state;  // kTransition
   std::string reason;     // kTransition, kEvent
