@@ -61,6 +61,12 @@ std::string short_syntax_message(const std::string& what) {
   std::string msg = what;
   if (auto at = msg.find("syntax error"); at != std::string::npos) msg = msg.substr(at);
   if (auto at = msg.find("; last read"); at != std::string::npos) msg.resize(at);
+  // Other exceptions (e.g. 406 "number overflow parsing '<digits>'") quote the
+  // input too: keep only the words before the quote, without the id prefix.
+  if (auto at = msg.find(" parsing '"); at != std::string::npos) msg.resize(at);
+  if (msg.starts_with("[json.exception.")) {
+    if (auto at = msg.find("] "); at != std::string::npos) msg.erase(0, at + 2);
+  }
   return "invalid JSON: " + msg;
 }
 
