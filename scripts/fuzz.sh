@@ -68,13 +68,16 @@ smoke() {
 long() {
   local total="${1:-900}" sum=0 t name w
   for t in "${TARGETS[@]}"; do sum=$((sum + ${t##*:})); done
-  local rows="" all_execs=0 all_findings=0 started
+  local rows="" all_execs=0 all_findings=0 all_secs=0 started load
   started="$(date -u +%Y-%m-%dT%H:%MZ)"
+  load="$(cut -d' ' -f1-3 /proc/loadavg)"
   for t in "${TARGETS[@]}"; do
     name="${t%%:*}"; w="${t##*:}"
     local secs=$((total * w / sum)) log="$WORK/$name/long.log"
     echo "fuzz_$name: ${secs} s"
+    local t0=$SECONDS
     run_target "$name" "$secs" "$log"
+    local took=$((SECONDS - t0))
     local execs cov ft corp edges found rate
     execs="$(stat_of "$log" number_of_executed_units)"; execs="${execs:-0}"
     cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
@@ -82,21 +85,25 @@ long() {
     corp="$(grep -oE 'corp: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
     edges="$(sed -n 's/.*Loaded 1 modules *(\([0-9]*\) inline 8-bit counters).*/\1/p' "$log" | head -n 1)"
     found="$(findings "$name")"
-    rate=$((execs / (secs > 0 ? secs : 1)))
+    rate=$((execs / (took > 0 ? took : 1)))
     all_execs=$((all_execs + execs)); all_findings=$((all_findings + found))
-    rows+="| fuzz_$name | $secs | $execs | $rate | ${cov:-?} of ${edges:-?} | ${ft:-?} | ${corp:-?} | $found |"$'\n'
+    all_secs=$((all_secs + took))
+    rows+="| fuzz_$name | $secs | $took | $execs | $rate | ${cov:-?} of ${edges:-?} | ${ft:-?} | ${corp:-?} | $found |"$'\n'
     echo "  $execs executions, cov ${cov:-?} of ${edges:-?} edges, $found findings"
   done
-  local verdict="reached"
-  [ "$all_execs" -ge 10000000 ] || verdict="NOT reached (target: 10^7)"
+  local verdict="the goal of 10^7 was reached"
+  [ "$all_execs" -ge 10000000 ] || verdict="the goal of 10^7 was NOT reached in this time budget"
   local table
-  table="Run of \`scripts/fuzz.sh long $total\` started $started on $(nproc) cores (one fuzzing process at a time, \`$(clang++ --version | head -n 1)\`), seeded from \`test/fuzz/corpus/\` plus the working corpus of earlier runs.
+  table="Run of \`scripts/fuzz.sh long $total\` started $started: one fuzzing process at a time on a
+machine with $(nproc) cores shared with other work (load average $load at the start),
+\`$(clang++ --version | head -n 1)\`, seeded from \`test/fuzz/corpus/\` plus the working
+corpus of earlier runs. A target stops early at its first finding.
 
-| Target | Seconds | Executions | Exec/s | Coverage (edges hit of instrumented) | Features | Corpus | Findings |
-|---|---:|---:|---:|---|---:|---:|---:|
-${rows}| **Total** | $total | **$all_execs** | | | | | **$all_findings** |
+| Target | Budget s | Ran s | Executions | Exec/s | Coverage (edges hit of instrumented) | Features | Corpus | Findings |
+|---|---:|---:|---:|---:|---|---:|---:|---:|
+${rows}| **Total** | $total | $all_secs | **$all_execs** | | | | | **$all_findings** |
 
-Total executions: $all_execs; 10^7 $verdict. Findings: $all_findings."
+Total: $all_execs executions in $all_secs s, $all_findings findings; $verdict."
   python3 - "$DOC" "$table" <<'PY'
 import sys
 path, table = sys.argv[1], sys.argv[2]
