@@ -155,7 +155,9 @@ std::string redact(std::string_view in) {
         continue;
       }
     }
-    if (!is_ident_char(in[i]) || (i > 0 && is_ident_char(in[i - 1]))) {
+    // An identifier starts where the output so far does not end in one: right
+    // after a redacted PEM block, the input's previous byte is not what counts.
+    if (!is_ident_char(in[i]) || (!out.empty() && is_ident_char(out.back()))) {
       out += in[i++];
       continue;
     }

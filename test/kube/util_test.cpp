@@ -59,6 +59,19 @@ TEST(KubeRedact, IdempotentOnRedactedText) {
   EXPECT_EQ(describe(e).find("]]"), std::string::npos) << describe(e);
 }
 
+// Found by fuzz_kube_status (long run): a secret key directly after a PEM
+// private key block was not recognised, because the byte before it (the
+// block's last '-') counted as part of a preceding identifier.
+TEST(KubeRedact, SecretKeyRightAfterPemBlock) {
+  const std::string text =
+      "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----client-key-data: QUJD";
+  EXPECT_EQ(redact(text), "[REDACTED]client-key-data: [REDACTED]");
+  const std::string json =
+      "-----BEGIN PRIVATE KEY-----QQ\n-----END PRIVATE KEY--E KEY-----Qkey-data\":\"QUJD\"";
+  EXPECT_EQ(redact(json).find("QUJD"), std::string::npos) << redact(json);
+  EXPECT_EQ(redact(redact(json)), redact(json));
+}
+
 TEST(KubeRedact, LeavesOrdinaryTextAlone) {
   const std::string texts[] = {
       "dpuservices.svc.dpu.nvidia.com \"x\" not found",
