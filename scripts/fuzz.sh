@@ -15,22 +15,16 @@
 #   $SANITIZE_BUILD_DIR/test/fuzz/fuzz_<target> <file>
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}"
+source "$ROOT/scripts/lib/sanitize-build.sh"
+BUILD="$SANITIZE_BUILD"
 WORK="$BUILD/fuzz-work"
 DOC="$ROOT/docs/reliability.md"
-JOBS="${JOBS:-2}"
 # name:weight. The weight sets the share of the long run's time; the slow
 # targets (a file write, or HTTP round trips, per input) get more.
 TARGETS=(strict_json:3 helm_chart_data:3 repo_url:2 semver:1 quantity:1 merge_patch:3
          kubeconfig:3 kube_status:2 kube_list:3)
 
-build() {
-  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_CXX_COMPILER=clang++ -DEXTSVC_FUZZ=ON >/dev/null || return 1
-  fi
-  cmake --build "$BUILD" -j "$JOBS" --target extsvc_fuzzers >/dev/null ||
-    cmake --build "$BUILD" -j 1 --target extsvc_fuzzers
-}
+build() { sanitize_build extsvc_fuzzers; }
 
 # run_target NAME SECONDS LOGFILE: fuzzes from the tree's seeds plus the
 # working corpus of earlier runs; new inputs go to the working corpus only.
@@ -96,7 +90,7 @@ long() {
   local table
   table="Run of \`scripts/fuzz.sh long $total\` started $started: one fuzzing process at a time on a
 machine with $(nproc) cores shared with other work (load average $load at the start),
-\`$(clang++ --version | head -n 1)\`, seeded from \`test/fuzz/corpus/\` plus the working
+\`$(clang++ --version | head -n 1)\` with \`$(sed -n 's/^CMAKE_CXX_FLAGS_RELWITHDEBINFO:[A-Z]*=//p' "$BUILD/CMakeCache.txt")\`, seeded from \`test/fuzz/corpus/\` plus the working
 corpus of earlier runs. A target stops early at its first finding.
 
 | Target | Budget s | Ran s | Executions | Exec/s | Coverage (edges hit of instrumented) | Features | Corpus | Findings |

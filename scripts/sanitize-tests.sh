@@ -8,14 +8,9 @@
 # Extra arguments go to both test binaries (e.g. --gtest_filter=...).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}"
-JOBS="${JOBS:-2}"
-
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_CXX_COMPILER=clang++ -DEXTSVC_FUZZ=ON >/dev/null || exit 1
-fi
-cmake --build "$BUILD" -j "$JOBS" --target extsvc_unit_tests extsvc_kube_tests >/dev/null ||
-  { cmake --build "$BUILD" -j 1 --target extsvc_unit_tests extsvc_kube_tests; exit 1; }
+source "$ROOT/scripts/lib/sanitize-build.sh"
+BUILD="$SANITIZE_BUILD"
+sanitize_build extsvc_unit_tests extsvc_kube_tests || exit 1
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -36,7 +36,7 @@ suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeo
 # The same core and client GoogleTests under ASan+UBSan (clang, build-sanitize/),
 # then every libFuzzer target briefly from its seed corpus (docs/reliability.md).
 suite sanitizers "$ROOT/scripts/sanitize-tests.sh"
-suite fuzz "$ROOT/scripts/fuzz.sh" smoke "${FUZZ_SMOKE_SECONDS:-10}"
+suite fuzz "$ROOT/scripts/fuzz.sh" smoke "${FUZZ_SMOKE_SECONDS:-5}"
 
 # SQL suites run against a throw-away cluster with the library preloaded but
 # no cluster configured, so the workers stay idle and never race the tests.
