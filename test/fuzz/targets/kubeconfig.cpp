@@ -1,5 +1,5 @@
 // kubeconfig loading (YAML subset or JSON). load_kubeconfig() takes a path,
-// so each input is written to a private temporary file first.
+// so each input is written to a private, already unlinked temporary file.
 // Properties: nothing throws or crashes; a loaded configuration passes
 // validate(); an error text never contains the loaded token or key data.
 #include <fcntl.h>
@@ -18,31 +18,37 @@ namespace extsvc::fuzz {
 
 namespace {
 
-const std::string& temp_path() {
-  static const std::string path = [] {
+// One temporary file per process, unlinked at once (libFuzzer may end the
+// process without running exit handlers) and reached as /proc/self/fd/N.
+struct TempFile {
+  int fd = -1;
+  std::string path;
+};
+
+const TempFile& temp_file() {
+  static const TempFile file = [] {
     // tmpfs when there is one: a file is written per input.
     const char* dir = std::getenv("TMPDIR");
     if (dir == nullptr || *dir == '\0') dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     std::string tmpl = std::string(dir) + "/extsvc-fuzz-kubeconfig-XXXXXX";
-    const int fd = mkstemp(tmpl.data());
-    FUZZ_CHECK(fd >= 0);
-    close(fd);
-    std::atexit([] { unlink(temp_path().c_str()); });
-    return tmpl;
+    TempFile f;
+    f.fd = mkstemp(tmpl.data());
+    FUZZ_CHECK(f.fd >= 0);
+    unlink(tmpl.c_str());
+    f.path = "/proc/self/fd/" + std::to_string(f.fd);
+    return f;
   }();
-  return path;
+  return file;
 }
 
-void write_file(const std::string& path, std::string_view text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_TRUNC);
-  FUZZ_CHECK(fd >= 0);
+void write_file(int fd, std::string_view text) {
+  FUZZ_CHECK(ftruncate(fd, 0) == 0);
   std::size_t done = 0;
   while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    const ssize_t n = pwrite(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
     FUZZ_CHECK(n > 0);
     done += static_cast<std::size_t>(n);
   }
-  close(fd);
 }
 
 bool leaks(const std::string& error, const std::string& secret) {
@@ -52,8 +58,9 @@ bool leaks(const std::string& error, const std::string& secret) {
 }  // namespace
 
 int kubeconfig(const std::uint8_t* data, std::size_t size) {
-  const std::string& path = temp_path();
-  write_file(path, as_text(data, size));
+  const TempFile& file = temp_file();
+  write_file(file.fd, as_text(data, size));
+  const std::string& path = file.path;
   try {
     const auto loaded = kube::load_kubeconfig(path);
     const auto* cfg = std::get_if<kube::ClusterConfig>(&loaded);
