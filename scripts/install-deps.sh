@@ -9,6 +9,7 @@ PACKAGES=(
   nlohmann-json3-dev libspdlog-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   curl python3 procps
+  clang libclang-rt-14-dev  # fuzz targets and sanitizer builds (scripts/fuzz.sh, sanitize-tests.sh)
 )
 
 SUDO=""

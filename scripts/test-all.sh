@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test suite of nico_extsvc:
 #   unit (GoogleTest: core, Kubernetes client), simulator (dpfsim + kubectl
-#   conformance), SQL (pg_regress, pgTAP) and end-to-end (worker + dpfsim).
+#   conformance), the unit tests again under ASan+UBSan, libFuzzer smoke runs,
+#   SQL (pg_regress, pgTAP) and end-to-end (worker + dpfsim).
 # Usage: scripts/test-all.sh            (installs apt packages first)
 #        SKIP_DEPS=1 scripts/test-all.sh (developer loop: skip apt)
 set -uo pipefail
@@ -25,13 +26,17 @@ trap 'pg_cluster_stop' EXIT
 if [ -z "${SKIP_DEPS:-}" ]; then
   "$ROOT/scripts/install-deps.sh" || exit 1
 fi
-if [ -n "${CLEAN_BUILD:-${CI:-}}" ]; then rm -rf "$BUILD_DIR"; fi
+if [ -n "${CLEAN_BUILD:-${CI:-}}" ]; then rm -rf "$BUILD_DIR" "${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}"; fi
 build_and_install || { echo "build failed"; echo "suites: 0 passed, 1 failed"; exit 1; }
 
 suite format "$ROOT/scripts/check-format.sh"
 suite meta "$ROOT/scripts/check-meta.sh"
 # GoogleTest suites (core, client, simulator) and the kubectl conformance test
 suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeout 300 -j 2"
+# The same core and client GoogleTests under ASan+UBSan (clang, build-sanitize/),
+# then every libFuzzer target briefly from its seed corpus (docs/reliability.md).
+suite sanitizers "$ROOT/scripts/sanitize-tests.sh"
+suite fuzz "$ROOT/scripts/fuzz.sh" smoke "${FUZZ_SMOKE_SECONDS:-5}"
 
 # SQL suites run against a throw-away cluster with the library preloaded but
 # no cluster configured, so the workers stay idle and never race the tests.

@@ -44,8 +44,13 @@ json merge_diff(const json& from, const json& to) {
     if (it == from.end() || it->is_null()) {
       patch[key] = new_value;
     } else if (*it != new_value) {
-      patch[key] =
-          (it->is_object() && new_value.is_object()) ? merge_diff(*it, new_value) : new_value;
+      if (it->is_object() && new_value.is_object()) {
+        // Objects that differ only in null (absent) members need no change.
+        json sub = merge_diff(*it, new_value);
+        if (!sub.empty()) patch[key] = std::move(sub);
+      } else {
+        patch[key] = new_value;
+      }
     }
   }
   return patch;

@@ -47,6 +47,18 @@ bool ends_bare_value(char c) {
          c == '\\' || c == ';' || c == '&' || c == '}' || c == ']' || c == ')';
 }
 
+// End of an unquoted secret value starting at k. A value that is already the
+// redaction marker stays one, so redacting twice changes nothing.
+size_t bare_value_end(std::string_view in, size_t k) {
+  constexpr std::string_view kMarker = "[REDACTED]";
+  if (in.compare(k, kMarker.size(), kMarker) == 0 &&
+      (k + kMarker.size() == in.size() || ends_bare_value(in[k + kMarker.size()])))
+    return k + kMarker.size();
+  size_t v = k;
+  while (v < in.size() && !ends_bare_value(in[v])) ++v;
+  return v;
+}
+
 }  // namespace
 
 const char* to_string(ErrorKind kind) {
@@ -145,7 +157,9 @@ std::string redact(std::string_view in) {
         continue;
       }
     }
-    if (!is_ident_char(in[i]) || (i > 0 && is_ident_char(in[i - 1]))) {
+    // An identifier starts where the output so far does not end in one: right
+    // after a redacted PEM block, the input's previous byte is not what counts.
+    if (!is_ident_char(in[i]) || (!out.empty() && is_ident_char(out.back()))) {
       out += in[i++];
       continue;
     }
@@ -159,8 +173,7 @@ std::string redact(std::string_view in) {
     if (ident_lower == "bearer") {
       size_t k = j;
       while (k < n && (in[k] == ' ' || in[k] == '\t')) ++k;
-      size_t v = k;
-      while (v < n && !ends_bare_value(in[v])) ++v;
+      size_t v = bare_value_end(in, k);
       if (k > j && v > k) {
         out.append(in.substr(j, k - j));
         out += "[REDACTED]";
@@ -239,8 +252,7 @@ std::string redact(std::string_view in) {
       i = k;
       continue;
     }
-    size_t v = k;
-    while (v < n && !ends_bare_value(in[v])) ++v;
+    size_t v = bare_value_end(in, k);
     if (v > k) out += "[REDACTED]";
     i = v;
   }

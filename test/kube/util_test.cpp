@@ -39,6 +39,39 @@ TEST(KubeRedact, PrivateKeyBlocks) {
   EXPECT_EQ(redact(cert), cert);
 }
 
+// Found by fuzz_kube_status: redacting twice (describe() redacts messages
+// that error_from_response() already redacted) turned "Bearer [REDACTED]"
+// into "Bearer [REDACTED]]".
+TEST(KubeRedact, IdempotentOnRedactedText) {
+  for (const std::string t : {"Unauthorized: Authorization: Bearer eyJ.abc token=xyz password: p",
+                              "sent bearer abc, then token=abc&b=1 and apikey: k]",
+                              R"({"token":"abc","x":"Bearer q"})", "token: abc)"}) {
+    const std::string once = redact(t);
+    EXPECT_EQ(redact(once), once) << t;
+  }
+  EXPECT_EQ(redact("Bearer [REDACTED]"), "Bearer [REDACTED]");
+  EXPECT_EQ(redact("token=[REDACTED]&b=1"), "token=[REDACTED]&b=1");
+  Error e;
+  e.kind = ErrorKind::kUnauthorized;
+  e.http_status = 401;
+  e.reason = "Unauthorized";
+  e.message = redact("invalid bearer abc.def");
+  EXPECT_EQ(describe(e).find("]]"), std::string::npos) << describe(e);
+}
+
+// Found by fuzz_kube_status (long run): a secret key directly after a PEM
+// private key block was not recognised, because the byte before it (the
+// block's last '-') counted as part of a preceding identifier.
+TEST(KubeRedact, SecretKeyRightAfterPemBlock) {
+  const std::string text =
+      "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----client-key-data: QUJD";
+  EXPECT_EQ(redact(text), "[REDACTED]client-key-data: [REDACTED]");
+  const std::string json =
+      "-----BEGIN PRIVATE KEY-----QQ\n-----END PRIVATE KEY--E KEY-----Qkey-data\":\"QUJD\"";
+  EXPECT_EQ(redact(json).find("QUJD"), std::string::npos) << redact(json);
+  EXPECT_EQ(redact(redact(json)), redact(json));
+}
+
 TEST(KubeRedact, LeavesOrdinaryTextAlone) {
   const std::string texts[] = {
       "dpuservices.svc.dpu.nvidia.com \"x\" not found",

@@ -37,6 +37,28 @@ TEST(MergeDiff, NullsInTargetMeanAbsent) {
   EXPECT_EQ(merge_diff(json::parse(R"({"a":null})"), json::parse(R"({"a":null})")), json::object());
 }
 
+// Found by fuzz_merge_patch: nested objects that differ only in null members
+// produced a no-op patch {"a":{}} instead of {}, so a DPUService whose desired
+// values hold such nulls was patched again on every pass.
+TEST(MergeDiff, NestedNullOnlyDifferenceGivesEmptyPatch) {
+  EXPECT_EQ(merge_diff(json::parse(R"({"a":{}})"), json::parse(R"({"a":{"x":null}})")),
+            json::object());
+  EXPECT_EQ(merge_diff(json::parse(R"({"a":{"b":{"c":null}}})"),
+                       json::parse(R"({"a":{"b":{"d":null}}})")),
+            json::object());
+  EXPECT_EQ(merge_diff(json::parse(R"({"a":{"b":{},"c":1}})"),
+                       json::parse(R"({"a":{"b":{"x":null},"c":2}})")),
+            json::parse(R"({"a":{"c":2}})"));
+}
+
+TEST(MutablePatch, ConvergesWhenDesiredValuesHoldNestedNulls) {
+  const json desired = json::parse(R"({"spec":{"helmChart":{"values":{"a":{"x":null}}}}})");
+  const json live =
+      apply_merge_patch(json::object(), dpuservice_mutable_patch(json::object(), desired));
+  EXPECT_EQ(live, json::parse(R"({"spec":{"helmChart":{"values":{"a":{}}}}})"));
+  EXPECT_EQ(dpuservice_mutable_patch(live, desired), json::object());
+}
+
 TEST(ApplyMergePatch, Rfc7396AppendixA) {
   const char* cases[][3] = {
       {R"({"a":"b"})", R"({"a":"c"})", R"({"a":"c"})"},

@@ -52,6 +52,23 @@ TEST(StrictJson, MessageDoesNotEchoInput) {
   EXPECT_EQ(std::string(e2.what()).find("s3cret"), std::string::npos) << e2.what();
 }
 
+// Found by fuzz_strict_json: a number too large for a double was refused with
+// nlohmann's "number overflow parsing '<the whole number>'", quoting input of
+// any length.
+TEST(StrictJson, NumberOverflowMessageDoesNotEchoInput) {
+  const std::string digits = "7" + std::string(400, '3');
+  for (const std::string& text : std::vector<std::string>{
+           digits, "{\"a\": [" + digits + "]}", "-" + digits, "1e99999", "0." + digits + "e999"}) {
+    const auto e = parse_error(text);
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find("333"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("999"), std::string::npos) << msg;
+    EXPECT_LT(msg.size(), 80u) << msg;
+    EXPECT_EQ(msg, "invalid JSON: number out of range");
+    EXPECT_LE(e.offset, text.size());
+  }
+}
+
 TEST(StrictJson, RefusesTrailingData) {
   const auto e = parse_error("{} {}");
   EXPECT_EQ(e.path, "$");

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Builds and runs the libFuzzer targets of test/fuzz (clang,
+# -fsanitize=fuzzer,address,undefined) in $SANITIZE_BUILD_DIR.
+#
+#   scripts/fuzz.sh smoke [SECONDS]   each target for SECONDS (default 10) from
+#                                     its seed corpus; fails on any finding (CI)
+#   scripts/fuzz.sh long [SECONDS]    the recorded run: SECONDS (default 900) in
+#                                     total on one core, split over the targets
+#                                     by weight, then writes executions, coverage
+#                                     and findings into docs/reliability.md
+#   scripts/fuzz.sh build             only build the targets
+#
+# Findings (crash-*, leak-*, timeout-*, oom-* inputs) land in
+# $SANITIZE_BUILD_DIR/fuzz-work/<target>/; replay one with
+#   $SANITIZE_BUILD_DIR/test/fuzz/fuzz_<target> <file>
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+source "$ROOT/scripts/lib/sanitize-build.sh"
+BUILD="$SANITIZE_BUILD"
+WORK="$BUILD/fuzz-work"
+DOC="$ROOT/docs/reliability.md"
+# name:weight. The weight sets the share of the long run's time; the slow
+# targets (a file write, or HTTP round trips, per input) get more.
+TARGETS=(strict_json:3 helm_chart_data:3 repo_url:2 semver:1 quantity:1 merge_patch:3
+         kubeconfig:3 kube_status:2 kube_list:3)
+
+build() { sanitize_build extsvc_fuzzers; }
+
+# run_target NAME SECONDS LOGFILE: fuzzes from the tree's seeds plus the
+# working corpus of earlier runs; new inputs go to the working corpus only.
+run_target() {
+  local name="$1" secs="$2" log="$3"
+  mkdir -p "$WORK/$name/corpus"
+  rm -f "$WORK/$name"/crash-* "$WORK/$name"/leak-* "$WORK/$name"/timeout-* "$WORK/$name"/oom-*
+  ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
+  UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+    "$BUILD/test/fuzz/fuzz_$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$WORK/$name/" \
+      "$WORK/$name/corpus" "$ROOT/test/fuzz/corpus/$name" >"$log" 2>&1
+}
+
+findings() { find "$WORK/$1" -maxdepth 1 \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l; }
+stat_of() { sed -n "s/^stat::$2: *//p" "$1" | tail -n 1; }
+
+smoke() {
+  local secs="${1:-10}" failed=0 t name
+  for t in "${TARGETS[@]}"; do
+    name="${t%%:*}"
+    local log="$WORK/$name/smoke.log"
+    mkdir -p "$WORK/$name"
+    if run_target "$name" "$secs" "$log" && [ "$(findings "$name")" -eq 0 ]; then
+      echo "fuzz_$name: ok, $(stat_of "$log" number_of_executed_units) executions in ${secs} s"
+    else
+      failed=$((failed + 1))
+      echo "fuzz_$name: FAILED (log: $log)"
+      grep -E 'FUZZ CHECK|ERROR|runtime error|SUMMARY' "$log" | head -n 10
+    fi
+  done
+  [ "$failed" -eq 0 ]
+}
+
+long() {
+  local total="${1:-900}" sum=0 t name w
+  for t in "${TARGETS[@]}"; do sum=$((sum + ${t##*:})); done
+  local rows="" all_execs=0 all_findings=0 all_secs=0 started load
+  started="$(date -u +%Y-%m-%dT%H:%MZ)"
+  load="$(cut -d' ' -f1-3 /proc/loadavg)"
+  for t in "${TARGETS[@]}"; do
+    name="${t%%:*}"; w="${t##*:}"
+    local secs=$((total * w / sum)) log="$WORK/$name/long.log"
+    echo "fuzz_$name: ${secs} s"
+    local t0=$SECONDS
+    run_target "$name" "$secs" "$log"
+    local took=$((SECONDS - t0))
+    local execs cov ft corp edges found rate
+    execs="$(stat_of "$log" number_of_executed_units)"; execs="${execs:-0}"
+    cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
+    ft="$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
+    corp="$(grep -oE 'corp: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
+    edges="$(sed -n 's/.*Loaded 1 modules *(\([0-9]*\) inline 8-bit counters).*/\1/p' "$log" | head -n 1)"
+    found="$(findings "$name")"
+    rate=$((execs / (took > 0 ? took : 1)))
+    all_execs=$((all_execs + execs)); all_findings=$((all_findings + found))
+    all_secs=$((all_secs + took))
+    rows+="| fuzz_$name | $secs | $took | $execs | $rate | ${cov:-?} of ${edges:-?} | ${ft:-?} | ${corp:-?} | $found |"$'\n'
+    echo "  $execs executions, cov ${cov:-?} of ${edges:-?} edges, $found findings"
+  done
+  local verdict="the goal of 10^7 was reached"
+  [ "$all_execs" -ge 10000000 ] || verdict="the goal of 10^7 was NOT reached in this time budget"
+  local table
+  table="Run of \`scripts/fuzz.sh long $total\` started $started: one fuzzing process at a time on a
+machine with $(nproc) cores shared with other work (load average $load at the start),
+\`$(clang++ --version | head -n 1)\` with \`$(sed -n 's/^CMAKE_CXX_FLAGS_RELWITHDEBINFO:[A-Z]*=//p' "$BUILD/CMakeCache.txt")\`, seeded from \`test/fuzz/corpus/\` plus the working
+corpus of earlier runs. A target stops early at its first finding.
+
+| Target | Budget s | Ran s | Executions | Exec/s | Coverage (edges hit of instrumented) | Features | Corpus | Findings |
+|---|---:|---:|---:|---:|---|---:|---:|---:|
+${rows}| **Total** | $total | $all_secs | **$all_execs** | | | | | **$all_findings** |
+
+Total: $all_execs executions in $all_secs s, $all_findings findings; $verdict."
+  python3 - "$DOC" "$table" <<'PY'
+import sys
+path, table = sys.argv[1], sys.argv[2]
+begin, end = "<!-- fuzz-results:begin (written by scripts/fuzz.sh long) -->", "<!-- fuzz-results:end -->"
+text = open(path).read()
+a, b = text.index(begin) + len(begin), text.index(end)
+open(path, "w").write(text[:a] + "\n" + table + "\n" + text[b:])
+PY
+  echo "total: $all_execs executions, $all_findings findings; recorded in $DOC"
+  [ "$all_findings" -eq 0 ]
+}
+
+mode="${1:-smoke}"; shift || true
+build || { echo "fuzz: build failed"; exit 1; }
+case "$mode" in
+  build) ;;
+  smoke) smoke "$@" ;;
+  long) long "$@" ;;
+  *) echo "usage: $0 smoke [SECONDS] | long [SECONDS] | build" >&2; exit 2 ;;
+esac

@@ -1,0 +1,20 @@
+# The clang build with ASan+UBSan and libFuzzer instrumentation shared by
+# scripts/sanitize-tests.sh and scripts/fuzz.sh.
+# shellcheck shell=bash
+
+SANITIZE_BUILD="${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}"
+# -O1, as usual for sanitizer builds; line tables keep file:line in reports.
+# (Compile time is dominated by parsing nlohmann/json and GoogleTest, so the
+# flags change little there.)
+SANITIZE_CXX_FLAGS="${SANITIZE_CXX_FLAGS:--O1 -gline-tables-only -DNDEBUG}"
+
+# sanitize_build TARGET...: configures the directory once, then builds.
+sanitize_build() {
+  if [ ! -f "$SANITIZE_BUILD/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$SANITIZE_BUILD" -DCMAKE_CXX_COMPILER=clang++ -DEXTSVC_FUZZ=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZE_CXX_FLAGS" \
+      >/dev/null || return 1
+  fi
+  cmake --build "$SANITIZE_BUILD" -j "${JOBS:-2}" --target "$@" >/dev/null ||
+    cmake --build "$SANITIZE_BUILD" -j 1 --target "$@"
+}
