@@ -47,7 +47,7 @@ int helm_chart_data(const std::uint8_t* data, std::size_t size) {
   // Accepted data always renders, and the rendering is recognised as ours.
   try {
     const auto plain = nlohmann::json::parse(dumped);
-    const auto svc = core::render_dpuservice(kUuid, kVersion, plain, core::kDefaultNamespace);
+    const auto svc = core::render_dpuservice(kUuid, kVersion, 1, plain, core::kDefaultNamespace);
     FUZZ_CHECK(core::owned_by(svc, kUuid));
     FUZZ_CHECK(!core::identity_mismatch(svc, kUuid, kVersion, core::kDefaultNamespace));
   } catch (const std::exception& e) {
