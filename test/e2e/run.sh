@@ -7,11 +7,18 @@ total_p=0; total_f=0
 for t in test_*.py; do
   out=$(mktemp)
   python3 "$t" 2>&1 | tee "$out"
-  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
-  if [ -z "$line" ]; then total_f=$((total_f + 1)); echo "$t: no summary (crashed?)"
+  rc=${PIPESTATUS[0]}
+  # a file may run several groups (each with its own cluster): count them all
+  lines=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out")
+  if [ -z "$lines" ]; then total_f=$((total_f + 1)); echo "$t: no summary (crashed?)"
   else
-    total_p=$((total_p + $(echo "$line" | cut -d' ' -f1)))
-    total_f=$((total_f + $(echo "$line" | cut -d' ' -f3)))
+    file_f=0
+    while read -r p _ f _; do
+      total_p=$((total_p + p)); file_f=$((file_f + f))
+    done <<< "$lines"
+    # a file that exits non-zero without a counted failure crashed somewhere
+    if [ "$rc" -ne 0 ] && [ "$file_f" -eq 0 ]; then file_f=1; echo "$t: exit $rc"; fi
+    total_f=$((total_f + file_f))
   fi
   rm -f "$out"
 done
