@@ -65,7 +65,12 @@ int kubeconfig(const std::uint8_t* data, std::size_t size) {
     const auto loaded = kube::load_kubeconfig(path);
     const auto* cfg = std::get_if<kube::ClusterConfig>(&loaded);
     if (cfg == nullptr) return 0;
-    FUZZ_CHECK(!kube::validate(*cfg));
+    // load_kubeconfig() leaves the token-over-http:// decision to the
+    // caller's validate() (extsvc.kube_allow_insecure_http); everything
+    // else it accepts must validate.
+    kube::ClusterConfig probe = *cfg;
+    probe.allow_insecure_http = true;
+    FUZZ_CHECK(!kube::validate(probe));
     // Asking for a context that does not exist fails without quoting secrets.
     const auto other = kube::load_kubeconfig(path, "fuzz-no-such-context");
     if (const auto* err = std::get_if<std::string>(&other)) {
