@@ -135,7 +135,25 @@ std::string describe(const Error& err) {
   return redact(out);
 }
 
+namespace {
+std::string redact_once(std::string_view in);
+}
+
+// One pass can leave text that a second pass would change (found by fuzzing:
+// a secret key right after a half-formed PEM block); passes run until the
+// text no longer changes, so what is logged is a fixed point.
 std::string redact(std::string_view in) {
+  std::string out = redact_once(in);
+  for (int pass = 0; pass < 8; ++pass) {
+    std::string next = redact_once(out);
+    if (next == out) break;
+    out = std::move(next);
+  }
+  return out;
+}
+
+namespace {
+std::string redact_once(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   size_t i = 0;
@@ -258,6 +276,7 @@ std::string redact(std::string_view in) {
   }
   return out;
 }
+}  // namespace
 
 namespace detail {
 

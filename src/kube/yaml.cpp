@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,7 +146,40 @@ class Converter {
 
 }  // namespace
 
+// yaml-cpp 0.7 loops forever when a document's first token is ',' (found by
+// fuzzing: ",:1"). Such a document is invalid YAML anyway (',' cannot start a
+// plain scalar in block context), so it is refused before yaml-cpp sees it.
+std::optional<std::string> document_starting_with_comma(std::string_view text) {
+  bool at_start = true;
+  size_t line = 0;
+  for (size_t i = 0; i <= text.size();) {
+    ++line;
+    size_t end = text.find('\n', i);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view l = text.substr(i, end - i);
+    i = end + 1;
+    size_t k = l.find_first_not_of(" \t\r");
+    if (k == std::string_view::npos) continue;
+    std::string_view t = l.substr(k);
+    const bool marker = (t.starts_with("---") || t.starts_with("...")) &&
+                        (t.size() == 3 || t[3] == ' ' || t[3] == '\t' || t[3] == '\r');
+    if (marker) {
+      at_start = true;
+      t = t.substr(3);
+      k = t.find_first_not_of(" \t\r");
+      if (k == std::string_view::npos) continue;
+      t = t.substr(k);
+    }
+    if (t[0] == '#' || (at_start && t[0] == '%')) continue;
+    if (at_start && t[0] == ',')
+      return "a YAML document cannot start with ',' (line " + std::to_string(line) + ")";
+    at_start = false;
+  }
+  return std::nullopt;
+}
+
 std::variant<nlohmann::json, std::string> parse_yaml(std::string_view text) {
+  if (auto bad = document_starting_with_comma(text)) return *bad;
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
     const YAML::Node* doc = nullptr;
