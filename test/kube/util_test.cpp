@@ -296,6 +296,8 @@ TEST(KubeYaml, DocumentStartingWithACommaIsRefusedNotHung) {
   // yaml-cpp 0.7 never returns on these (found by fuzzing); they are refused first.
   for (const char* text : {",:1\nb: *x\n", ",\n", "# c\n  , a\n", "a: 1\n---\n,\n", "--- ,x\n"})
     EXPECT_NE(yaml_err(text).find("cannot start with ','"), std::string::npos) << text;
+  EXPECT_NE(yaml_err(std::string("\0,\0\0\0\x02\0\n", 8)).find("control character"),
+            std::string::npos);
   // a comma elsewhere is ordinary YAML
   EXPECT_EQ(detail::parse_yaml("a: x,y\nb: [1, 2]\n").index(), 0u);
 }
