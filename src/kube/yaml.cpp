@@ -5,11 +5,13 @@
 // (with a bound on the expanded size, against "billion laughs" documents), `<<` merge keys are
 // applied as in YAML 1.1 (what kubectl's parser does), and a stream with more than one
 // non-empty document is refused: a kubeconfig is one document.
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,39 +146,44 @@ class Converter {
   size_t scalar_bytes_ = 0;
 };
 
-}  // namespace
+// yaml-cpp 0.7's LoadAll never returns when a document starts with a token
+// its parser does not consume (',' ']' '}' ... found by fuzzing; fixed
+// upstream after 0.7 by yaml-cpp PR 1319): each pass yields one more null
+// document at the same place. A first pass over the events counts the
+// documents and stops at a bound, so LoadAll runs only on a stream known to
+// end (the parser is deterministic).
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
 
-// yaml-cpp 0.7 loops forever when a document's first token is ',' (found by
-// fuzzing: ",:1"). Such a document is invalid YAML anyway (',' cannot start a
-// plain scalar in block context), so it is refused before yaml-cpp sees it.
-std::optional<std::string> document_starting_with_comma(std::string_view text) {
-  bool at_start = true;
-  size_t line = 0;
-  for (size_t i = 0; i <= text.size();) {
-    ++line;
-    size_t end = text.find('\n', i);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view l = text.substr(i, end - i);
-    i = end + 1;
-    size_t k = l.find_first_not_of(" \t\r");
-    if (k == std::string_view::npos) continue;
-    std::string_view t = l.substr(k);
-    const bool marker = (t.starts_with("---") || t.starts_with("...")) &&
-                        (t.size() == 3 || t[3] == ' ' || t[3] == '\t' || t[3] == '\r');
-    if (marker) {
-      at_start = true;
-      t = t.substr(3);
-      k = t.find_first_not_of(" \t\r");
-      if (k == std::string_view::npos) continue;
-      t = t.substr(k);
-    }
-    if (t[0] == '#' || (at_start && t[0] == '%')) continue;
-    if (at_start && t[0] == ',')
-      return "a YAML document cannot start with ',' (line " + std::to_string(line) + ")";
-    at_start = false;
+constexpr int kMaxDocuments = 16;
+
+std::optional<std::string> too_many_documents(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  for (int docs = 0; parser.HandleNextDocument(counter);) {
+    if (++docs > kMaxDocuments)
+      return "more than " + std::to_string(kMaxDocuments) +
+             " YAML documents, or a token that cannot start a document; a kubeconfig is one "
+             "document";
   }
   return std::nullopt;
 }
+
+}  // namespace
 
 std::variant<nlohmann::json, std::string> parse_yaml(std::string_view text) {
   // YAML allows no C0 control character but tab, LF and CR; yaml-cpp 0.7
@@ -187,9 +194,10 @@ std::variant<nlohmann::json, std::string> parse_yaml(std::string_view text) {
       return "control character " + std::to_string(c) + " at byte " + std::to_string(i) +
              "; YAML does not allow it";
   }
-  if (auto bad = document_starting_with_comma(text)) return *bad;
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    const std::string input(text);
+    if (auto bad = too_many_documents(input)) return *bad;
+    const std::vector<YAML::Node> docs = YAML::LoadAll(input);
     const YAML::Node* doc = nullptr;
     for (const auto& d : docs) {
       if (d.IsNull() || !d.IsDefined()) continue;

@@ -498,8 +498,15 @@ TEST(KubeClient, TokenBucketThrottles) {
   Client c(cfg);
   auto t0 = Clock::now();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(c.get("/x").ok());
-  EXPECT_GE(ms_since(t0), 350);  // 8 requests beyond the burst at 20/s = 400 ms
-  EXPECT_GE(c.stats().throttled_ms, 300);
+  // A lower bound only: 8 requests beyond the burst at 20/s take at least
+  // 400 ms however fast the server is. How much of it the client spends
+  // waiting depends on how slow the requests themselves are (a loaded or
+  // sanitized run refills the bucket while requests run), so the waiting time
+  // is only checked to be accounted and bounded.
+  const double elapsed = ms_since(t0);
+  EXPECT_GE(elapsed, 350);
+  EXPECT_GE(c.stats().throttled_ms, 0);
+  EXPECT_LE(c.stats().throttled_ms, elapsed + 1);
 }
 
 TEST(KubeClient, ThrottlingDisabledWhenQpsIsZero) {
@@ -527,7 +534,6 @@ TEST(KubeClient, InterruptedWhileThrottled) {
   cfg.burst = 1;
   Client c(cfg);
   ASSERT_TRUE(c.get("/x").ok());
-  auto t0 = Clock::now();
   int checks = 0;
   c.interrupted = [&] { return ++checks >= 3; };
   Result r = c.get("/x");
@@ -536,7 +542,7 @@ TEST(KubeClient, InterruptedWhileThrottled) {
   EXPECT_EQ(r.error().http_status, 0);
   EXPECT_EQ(r.error().reason, "Interrupted");
   EXPECT_EQ(r.error().message, "interrupted");
-  EXPECT_LT(ms_since(t0), 1500);  // aborted well before the 2 s refill
+  // aborted, not sent after the refill (no wall-clock bound: shared machines)
   EXPECT_EQ(c.stats().requests, 1u);
 }
 
