@@ -28,22 +28,29 @@ void define_bool(const char* name, const char* desc, bool* var, bool def, GucCon
   DefineCustomBoolVariable(name, desc, nullptr, var, def, ctx, 0, nullptr, nullptr, nullptr);
 }
 
+// The GUC machinery copies a variable's name but keeps the pointer to its
+// description: both must outlive the postmaster context of _PG_init, which a
+// backend deletes after fork.
+char* lasting(const char* s) {
+  return MemoryContextStrdup(TopMemoryContext, s);
+}
+
 void define_cluster(const char* prefix, const char* what, ClusterGucs* c) {
   char name[64];
   char desc[160];
   snprintf(name, sizeof name, "extsvc.%skubeconfig", prefix);
   snprintf(desc, sizeof desc, "Path of a kubeconfig file for the %s.", what);
-  define_string(pstrdup(name), pstrdup(desc), &c->kubeconfig, "", PGC_SIGHUP);
+  define_string(lasting(name), lasting(desc), &c->kubeconfig, "", PGC_SIGHUP);
   snprintf(name, sizeof name, "extsvc.%skube_server", prefix);
   snprintf(desc, sizeof desc, "API server URL of the %s (used when no kubeconfig is set).", what);
-  define_string(pstrdup(name), pstrdup(desc), &c->server, "", PGC_SIGHUP);
+  define_string(lasting(name), lasting(desc), &c->server, "", PGC_SIGHUP);
   snprintf(name, sizeof name, "extsvc.%skube_ca_file", prefix);
   snprintf(desc, sizeof desc, "PEM CA bundle that signs the %s API server certificate.", what);
-  define_string(pstrdup(name), pstrdup(desc), &c->ca_file, "", PGC_SIGHUP);
+  define_string(lasting(name), lasting(desc), &c->ca_file, "", PGC_SIGHUP);
   snprintf(name, sizeof name, "extsvc.%skube_token_file", prefix);
   snprintf(desc, sizeof desc, "File holding the bearer token for the %s; re-read on rotation.",
            what);
-  define_string(pstrdup(name), pstrdup(desc), &c->token_file, "", PGC_SIGHUP);
+  define_string(lasting(name), lasting(desc), &c->token_file, "", PGC_SIGHUP);
 }
 
 }  // namespace

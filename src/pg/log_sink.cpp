@@ -2,6 +2,8 @@
 
 #include "log_sink.hpp"
 
+#include "guard.hpp"
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,9 +39,14 @@ class BufferSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
 
 void install_log_sink(const char* worker_name) {
   if (g_lines != nullptr) return;
-  g_lines = new std::vector<Line>();
-  auto logger = std::make_shared<spdlog::logger>(worker_name, std::make_shared<BufferSink>());
-  spdlog::set_default_logger(logger);
+  PendingError err;
+  cpp_call(err, [&] {
+    auto lines = std::make_unique<std::vector<Line>>();
+    auto logger = std::make_shared<spdlog::logger>(worker_name, std::make_shared<BufferSink>());
+    spdlog::set_default_logger(std::move(logger));
+    g_lines = lines.release();
+  });
+  raise_if(err);
 }
 
 void set_log_level(int spdlog_level) {

@@ -1,7 +1,9 @@
-// SQL-callable wrappers over the pure C++ core. Each converts arguments to
-// plain C++ values, runs the core inside cpp_call(), and converts back.
+// SQL-callable wrappers over the pure C++ core, each declared with
+// EXTSVC_SQL_FUNCTION (guard.hpp): read the arguments, compute in C++ under
+// the guard, emit the result.
 #include "pg_prelude.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,138 +16,146 @@
 #include "sql_values.hpp"
 #include "wake.hpp"
 
-using extsvc::pg::cpp_call;
-using extsvc::pg::PendingError;
-using extsvc::pg::raise_if;
-
-extern "C" {
-PG_FUNCTION_INFO_V1(nico_extsvc_validate_helm_chart_data);
-PG_FUNCTION_INFO_V1(nico_extsvc_dpf_service_name);
-PG_FUNCTION_INFO_V1(nico_extsvc_placement_label_key);
-PG_FUNCTION_INFO_V1(nico_extsvc_render_dpuservice);
-PG_FUNCTION_INFO_V1(nico_extsvc_repo_url_matches);
-PG_FUNCTION_INFO_V1(nico_extsvc_mutable_patch);
-PG_FUNCTION_INFO_V1(nico_extsvc_identity_mismatch);
-PG_FUNCTION_INFO_V1(nico_extsvc_wake);
-}
-
 namespace {
 
 using extsvc::pg::jsonb_from_cstring;
 using extsvc::pg::jsonb_to_cstring;
 using extsvc::pg::text_view;
 using extsvc::pg::uuid_to_string;
+using extsvc::pg::UuidText;
 
-// Identity functions share their shape: (uuid, version) -> text.
-template <class F>
-Datum identity_text(FunctionCallInfo fcinfo, F&& fn) {
-  const auto uuid = uuid_to_string(PG_GETARG_UUID_P(0));
-  const std::string_view version = text_view(PG_GETARG_TEXT_PP(1));
-  if (version.empty())
+// Arguments as trivially destructible views: they stay valid when an
+// argument conversion below raises.
+struct IdentityArgs {
+  UuidText uuid;
+  std::string_view version;
+};
+
+IdentityArgs read_identity(FunctionCallInfo fcinfo) {
+  IdentityArgs a{uuid_to_string(PG_GETARG_UUID_P(0)), text_view(PG_GETARG_TEXT_PP(1))};
+  if (a.version.empty())
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("version must not be empty"),
                     errhint("Pass the attachable version string, e.g. V1-T1700000000000000.")));
-  PendingError err;
-  char* out = nullptr;
-  cpp_call(err, [&] {
-    const std::string s = fn(uuid.view(), version);
-    out = pnstrdup(s.data(), s.size());
-  });
-  raise_if(err);
+  return a;
+}
+
+Datum emit_text(FunctionCallInfo fcinfo, char* out) {
+  if (out == nullptr) PG_RETURN_NULL();
   PG_RETURN_TEXT_P(cstring_to_text(out));
 }
 
+Datum emit_jsonb(FunctionCallInfo fcinfo, char* out) {
+  (void)fcinfo;
+  return jsonb_from_cstring(out);
+}
+
+Datum emit_bool(FunctionCallInfo fcinfo, bool out) {
+  (void)fcinfo;
+  PG_RETURN_BOOL(out);
+}
+
+struct OneText {
+  std::string_view a;
+};
+struct TwoTexts {
+  std::string_view a, b;
+};
+struct TwoJsons {
+  const char* live;
+  const char* desired;
+};
+struct RenderArgs {
+  UuidText uuid;
+  std::string_view version;
+  int revision;
+  const char* data;
+  std::string_view ns;
+};
+struct MismatchArgs {
+  const char* live;
+  UuidText uuid;
+  std::string_view version, ns;
+};
+
 }  // namespace
 
-extern "C" Datum nico_extsvc_validate_helm_chart_data(PG_FUNCTION_ARGS) {
-  const std::string_view data = text_view(PG_GETARG_TEXT_PP(0));
-  PendingError err;
-  char* normalized = nullptr;
-  cpp_call(err, [&] {
-    const std::string s = extsvc::core::validate_helm_chart_data(data).dump();
-    normalized = pnstrdup(s.data(), s.size());
-  });
-  raise_if(err);
-  PG_RETURN_DATUM(jsonb_from_cstring(normalized));
-}
+EXTSVC_SQL_FUNCTION(
+    nico_extsvc_validate_helm_chart_data,
+    [](FunctionCallInfo fcinfo) { return OneText{text_view(PG_GETARG_TEXT_PP(0))}; },
+    [](const OneText& in) { return extsvc::core::validate_helm_chart_data(in.a).dump(); },
+    emit_jsonb)
 
-extern "C" Datum nico_extsvc_dpf_service_name(PG_FUNCTION_ARGS) {
-  return identity_text(fcinfo, [](std::string_view u, std::string_view v) {
-    return extsvc::core::dpf_service_name(u, v);
-  });
-}
+EXTSVC_SQL_FUNCTION(
+    nico_extsvc_dpf_service_name, read_identity,
+    [](const IdentityArgs& in) {
+      return extsvc::core::dpf_service_name(in.uuid.view(), in.version);
+    },
+    emit_text)
 
-extern "C" Datum nico_extsvc_placement_label_key(PG_FUNCTION_ARGS) {
-  return identity_text(fcinfo, [](std::string_view u, std::string_view v) {
-    return extsvc::core::placement_label_key(u, v);
-  });
-}
+EXTSVC_SQL_FUNCTION(
+    nico_extsvc_placement_label_key, read_identity,
+    [](const IdentityArgs& in) {
+      return extsvc::core::placement_label_key(in.uuid.view(), in.version);
+    },
+    emit_text)
 
 // (service_id uuid, version text, revision integer, normalized data jsonb,
 //  namespace text) -> jsonb
-extern "C" Datum nico_extsvc_render_dpuservice(PG_FUNCTION_ARGS) {
-  const auto uuid = uuid_to_string(PG_GETARG_UUID_P(0));
-  const std::string_view version = text_view(PG_GETARG_TEXT_PP(1));
-  const int revision = PG_GETARG_INT32(2);
-  const char* data = jsonb_to_cstring(PG_GETARG_JSONB_P(3));
-  const std::string_view ns = text_view(PG_GETARG_TEXT_PP(4));
-  PendingError err;
-  char* rendered = nullptr;
-  cpp_call(err, [&] {
-    const auto parsed = nlohmann::json::parse(data);
-    const std::string s =
-        extsvc::core::render_dpuservice(uuid.view(), version, revision, parsed, ns).dump();
-    rendered = pnstrdup(s.data(), s.size());
-  });
-  raise_if(err);
-  PG_RETURN_DATUM(jsonb_from_cstring(rendered));
-}
+EXTSVC_SQL_FUNCTION(
+    nico_extsvc_render_dpuservice,
+    [](FunctionCallInfo fcinfo) {
+      return RenderArgs{uuid_to_string(PG_GETARG_UUID_P(0)), text_view(PG_GETARG_TEXT_PP(1)),
+                        PG_GETARG_INT32(2), jsonb_to_cstring(PG_GETARG_JSONB_P(3)),
+                        text_view(PG_GETARG_TEXT_PP(4))};
+    },
+    [](const RenderArgs& in) {
+      return extsvc::core::render_dpuservice(in.uuid.view(), in.version, in.revision,
+                                             nlohmann::json::parse(in.data), in.ns)
+          .dump();
+    },
+    emit_jsonb)
 
 // (allow-list entry url, repo url) -> boolean
-extern "C" Datum nico_extsvc_repo_url_matches(PG_FUNCTION_ARGS) {
-  const std::string_view entry = text_view(PG_GETARG_TEXT_PP(0));
-  const std::string_view url = text_view(PG_GETARG_TEXT_PP(1));
-  PendingError err;
-  bool matches = false;
-  cpp_call(err, [&] { matches = extsvc::core::allowlist_matches(entry, url); });
-  raise_if(err);
-  PG_RETURN_BOOL(matches);
-}
+EXTSVC_SQL_FUNCTION(
+    nico_extsvc_repo_url_matches,
+    [](FunctionCallInfo fcinfo) {
+      return TwoTexts{text_view(PG_GETARG_TEXT_PP(0)), text_view(PG_GETARG_TEXT_PP(1))};
+    },
+    [](const TwoTexts& in) { return extsvc::core::allowlist_matches(in.a, in.b); }, emit_bool)
 
 // (live jsonb, desired jsonb) -> the minimal merge patch of NICo-owned fields
-extern "C" Datum nico_extsvc_mutable_patch(PG_FUNCTION_ARGS) {
-  const char* live = jsonb_to_cstring(PG_GETARG_JSONB_P(0));
-  const char* desired = jsonb_to_cstring(PG_GETARG_JSONB_P(1));
-  PendingError err;
-  char* patch = nullptr;
-  cpp_call(err, [&] {
-    const std::string s = extsvc::core::dpuservice_mutable_patch(nlohmann::json::parse(live),
-                                                                 nlohmann::json::parse(desired))
-                              .dump();
-    patch = pnstrdup(s.data(), s.size());
-  });
-  raise_if(err);
-  PG_RETURN_DATUM(jsonb_from_cstring(patch));
-}
+EXTSVC_SQL_FUNCTION(
+    nico_extsvc_mutable_patch,
+    [](FunctionCallInfo fcinfo) {
+      return TwoJsons{jsonb_to_cstring(PG_GETARG_JSONB_P(0)),
+                      jsonb_to_cstring(PG_GETARG_JSONB_P(1))};
+    },
+    [](const TwoJsons& in) {
+      return extsvc::core::dpuservice_mutable_patch(nlohmann::json::parse(in.live),
+                                                    nlohmann::json::parse(in.desired))
+          .dump();
+    },
+    emit_jsonb)
 
 // (live jsonb, service_id, version, namespace) -> path of the first identity
 // field that differs, or NULL when the live object is ours.
-extern "C" Datum nico_extsvc_identity_mismatch(PG_FUNCTION_ARGS) {
-  const char* live = jsonb_to_cstring(PG_GETARG_JSONB_P(0));
-  const auto uuid = uuid_to_string(PG_GETARG_UUID_P(1));
-  const std::string_view version = text_view(PG_GETARG_TEXT_PP(2));
-  const std::string_view ns = text_view(PG_GETARG_TEXT_PP(3));
-  PendingError err;
-  char* path = nullptr;
-  cpp_call(err, [&] {
-    const auto m =
-        extsvc::core::identity_mismatch(nlohmann::json::parse(live), uuid.view(), version, ns);
-    if (m) path = pnstrdup(m->data(), m->size());
-  });
-  raise_if(err);
-  if (path == nullptr) PG_RETURN_NULL();
-  PG_RETURN_TEXT_P(cstring_to_text(path));
-}
+EXTSVC_SQL_FUNCTION(
+    nico_extsvc_identity_mismatch,
+    [](FunctionCallInfo fcinfo) {
+      return MismatchArgs{jsonb_to_cstring(PG_GETARG_JSONB_P(0)),
+                          uuid_to_string(PG_GETARG_UUID_P(1)), text_view(PG_GETARG_TEXT_PP(2)),
+                          text_view(PG_GETARG_TEXT_PP(3))};
+    },
+    [](const MismatchArgs& in) {
+      return extsvc::core::identity_mismatch(nlohmann::json::parse(in.live), in.uuid.view(),
+                                             in.version, in.ns);
+    },
+    emit_text)
 
+extern "C" {
+PG_FUNCTION_INFO_V1(nico_extsvc_wake);
+}
+// No C++ at all: a plain PostgreSQL function.
 extern "C" Datum nico_extsvc_wake(PG_FUNCTION_ARGS) {
   (void)fcinfo;
   extsvc::pg::wake_workers_at_commit();

@@ -239,14 +239,17 @@ Settings current_settings() {
   return s;
 }
 
+// On failure g_runtime stays null: the loop then idles and tries again (a
+// null runtime is "not configured", never dereferenced).
 void rebuild_runtime() {
   PendingError err;
   cpp_call(err, [] {
-    set_log_level(gucs.log_level);
-    delete g_runtime;
+    delete g_runtime;  // first: a failed rebuild must not leave the old clients running
     g_runtime = nullptr;
-    g_runtime = new Runtime(current_settings());
-    if (!g_runtime->configured()) spdlog::warn("worker idle: {}", g_runtime->config_error());
+    set_log_level(gucs.log_level);
+    auto fresh = std::make_unique<Runtime>(current_settings());
+    if (!fresh->configured()) spdlog::warn("worker idle: {}", fresh->config_error());
+    g_runtime = fresh.release();
   });
   if (std::chrono::seconds(gucs.lease_time_s) <= call_budget())
     ereport(WARNING, (errmsg("nico_extsvc: extsvc.lease_time (%d s) does not exceed http_timeout + "
@@ -330,7 +333,7 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
       w.lease_ok = fence_for(deadline);
       const reconcile::Outcome o = g_runtime->reconcile(w);
       auto keep = [&](const std::string& s) -> const char* {
-        return s.empty() ? nullptr : MemoryContextStrdup(cxt, s.c_str());
+        return s.empty() ? nullptr : copy_out(cxt, s);
       };
       c.outcome = reconcile::to_string(o.kind);
       // fenced: recorded as a retry (with backoff, so a lease too short for the
@@ -438,7 +441,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
            {"state", r.state},
            {"message", r.message}});
     auto keep = [&](const std::string& s) -> const char* {
-      return s.empty() ? nullptr : MemoryContextStrdup(cxt, s.c_str());
+      return s.empty() ? nullptr : copy_out(cxt, s);
     };
     c.outcome = o.retry ? "retry" : "observed";
     c.results = keep(results.dump());
@@ -576,11 +579,11 @@ void resync(MemoryContext cxt, WorkerSlot* slot) {
       return;
     }
     ndrift = static_cast<int>(report.drifted.size());
-    drift_ids = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (ndrift + 1)));
-    drift_details = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (ndrift + 1)));
+    drift_ids = alloc_out<char*>(cxt, ndrift + 1);
+    drift_details = alloc_out<char*>(cxt, ndrift + 1);
     for (int i = 0; i < ndrift; ++i) {
-      drift_ids[i] = MemoryContextStrdup(cxt, report.drifted[i].first.c_str());
-      drift_details[i] = MemoryContextStrdup(cxt, report.drifted[i].second.c_str());
+      drift_ids[i] = copy_out(cxt, report.drifted[i].first);
+      drift_details[i] = copy_out(cxt, report.drifted[i].second);
     }
     if (!report.dpf.empty()) {
       nlohmann::json seen = nlohmann::json::array();
@@ -645,7 +648,10 @@ void worker_loop() {
     long timeout_ms = 10000;
     bool installed = false;
     char* error = nullptr;
-    if (!gucs.enabled || RecoveryInProgress() || !g_runtime->configured()) {
+    if (g_runtime == nullptr) {
+      rebuild_runtime();  // the last rebuild failed (logged): try again
+      timeout_ms = 5000;
+    } else if (!gucs.enabled || RecoveryInProgress() || !g_runtime->configured()) {
       timeout_ms = 60000;  // waits for SIGHUP (or promotion) — the latch wakes us
     } else if (!spi_extension_installed(iter_cxt, &installed, &error) || !installed) {
       if (!warned_missing)
