@@ -1,7 +1,7 @@
 -- Schema contract: tables, keys, indexes, foreign keys, the services view
 -- (SPEC 2.10) and the roles.
 BEGIN;
-SELECT plan(66);
+SELECT plan(68);
 
 SELECT has_schema('extsvc');
 SELECT has_extension('nico_extsvc');
@@ -96,6 +96,17 @@ SELECT has_role('extsvc_api');
 SELECT has_role('extsvc_admin');
 SELECT ok(NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'extsvc_api'), 'extsvc_api is NOLOGIN');
 SELECT ok(NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'extsvc_admin'), 'extsvc_admin is NOLOGIN');
+
+-- every table, view and function of the schema is described (psql \d+, \df+)
+SELECT is_empty($$
+  SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = 'extsvc' AND c.relkind IN ('r', 'v', 'p')
+     AND obj_description(c.oid, 'pg_class') IS NULL$$,
+  'every table and view of extsvc has a COMMENT');
+SELECT is_empty($$
+  SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname = 'extsvc' AND obj_description(p.oid, 'pg_proc') IS NULL$$,
+  'every function of extsvc has a COMMENT');
 
 SELECT * FROM finish();
 ROLLBACK;
