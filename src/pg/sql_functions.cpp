@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/dpuservice_render.hpp"
 #include "core/helm_chart_data.hpp"
@@ -82,18 +83,36 @@ extern "C" Datum nico_extsvc_placement_label_key(PG_FUNCTION_ARGS) {
 
 // (service_id uuid, version text, revision integer, normalized data jsonb,
 //  namespace text) -> jsonb
+// The 0.1.0 install script declares the same symbol with four arguments
+// (service_id, version, data, namespace) and no revision; a database still at
+// 0.1.0 (before ALTER EXTENSION UPDATE) calls it that way and gets the 0.1.0
+// rendering, without the pods' service label and revision annotation.
 extern "C" Datum nico_extsvc_render_dpuservice(PG_FUNCTION_ARGS) {
+  const bool v010 = PG_NARGS() == 4;
+  const int a = v010 ? -1 : 0;  // argument offset after the version
   const auto uuid = uuid_to_string(PG_GETARG_UUID_P(0));
   const std::string_view version = text_view(PG_GETARG_TEXT_PP(1));
-  const int revision = PG_GETARG_INT32(2);
-  const char* data = jsonb_to_cstring(PG_GETARG_JSONB_P(3));
-  const std::string_view ns = text_view(PG_GETARG_TEXT_PP(4));
+  const int revision = v010 ? 1 : PG_GETARG_INT32(2);
+  const char* data = jsonb_to_cstring(PG_GETARG_JSONB_P(3 + a));
+  const std::string_view ns = text_view(PG_GETARG_TEXT_PP(4 + a));
   PendingError err;
   char* rendered = nullptr;
   cpp_call(err, [&] {
     const auto parsed = nlohmann::json::parse(data);
-    const std::string s =
-        extsvc::core::render_dpuservice(uuid.view(), version, revision, parsed, ns).dump();
+    auto doc = extsvc::core::render_dpuservice(uuid.view(), version, revision, parsed, ns);
+    if (v010) {
+      // 0.1.0 rendered neither; keep a tenant's own (possibly empty) maps.
+      auto& ds = doc["spec"]["serviceDaemonSet"];
+      const auto tenant = parsed.find("serviceDaemonSet");
+      const std::pair<const char*, std::string_view> injected[] = {
+          {"labels", extsvc::core::kOwnerIdLabel},
+          {"annotations", extsvc::core::kRevisionAnnotation}};
+      for (const auto& [key, name] : injected) {
+        ds[key].erase(std::string(name));
+        if (ds[key].empty() && (tenant == parsed.end() || !tenant->contains(key))) ds.erase(key);
+      }
+    }
+    const std::string s = doc.dump();
     rendered = pnstrdup(s.data(), s.size());
   });
   raise_if(err);
