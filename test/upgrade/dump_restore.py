@@ -17,6 +17,9 @@ touches either database (and the test clusters have no Kubernetes cluster
 configured anyway). Connection: psql's PG* variables, a superuser. Creates
 and drops the databases extsvc_dump_src and extsvc_dump_dst.
 """
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import os
 import tempfile
 import uuid
