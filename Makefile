@@ -32,13 +32,14 @@ include $(PGXS)
 all: cmake-build sql-scripts
 sql-scripts: $(DATA_built)
 
-sql/$(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
+# sql/parts itself: a removed or renamed part changes the directory, not a file
+sql/$(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) sql/parts $(EXTENSION).control
 	@{ echo "-- nico_extsvc $(EXTVERSION): generated from sql/parts/*.sql by make; do not edit."; \
 	   printf '%s\n' '\echo Use "CREATE EXTENSION $(EXTENSION)" to load this file. \quit'; \
 	   for f in $(SQL_PARTS); do echo; echo "-- ---- $$f"; cat $$f; done; } > $@
 
 sql/$(EXTENSION)--%--$(EXTVERSION).sql: sql/migrations/%--$(EXTVERSION).sql sql/migrations/drop-definitions.sql \
-    $(SQL_PARTS) tools/sql_upgrade.py $(EXTENSION).control
+    $(SQL_PARTS) sql/parts tools/sql_upgrade.py $(EXTENSION).control
 	python3 tools/sql_upgrade.py $* $(EXTVERSION) sql/migrations/drop-definitions.sql $< $(SQL_PARTS) > $@.tmp
 	mv $@.tmp $@
 
