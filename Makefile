@@ -8,9 +8,17 @@ CMAKE     ?= cmake
 CMAKE_BUILD_TYPE ?= RelWithDebInfo
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 
-DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA       = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*--*.sql))
 SQL_PARTS  = $(sort $(wildcard sql/parts/*.sql))
+# The install script of the current version and the upgrade scripts to it are
+# generated: sql/nico_extsvc--$(EXTVERSION).sql from sql/parts, and
+# sql/nico_extsvc--FROM--$(EXTVERSION).sql from sql/migrations/FROM--$(EXTVERSION).sql
+# plus the definitions of sql/parts (tools/sql_upgrade.py; docs/operator-guide.md,
+# "Appendix: how upgrade scripts are made"). Scripts of released versions
+# (sql/nico_extsvc--0.1.0.sql) are frozen files in git, installed as they are.
+MIGRATIONS = $(sort $(wildcard sql/migrations/*--$(EXTVERSION).sql))
+UPGRADES_built = $(patsubst sql/migrations/%.sql,sql/$(EXTENSION)--%.sql,$(MIGRATIONS))
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql $(UPGRADES_built)
+DATA       = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 REGRESS      = $(sort $(basename $(notdir $(wildcard regress/sql/*.sql))))
 REGRESS_OPTS = --inputdir=$(BUILD_DIR)/regress-in --outputdir=$(BUILD_DIR)/regress-out
@@ -19,14 +27,21 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: cmake-build install-lib regress-links check-unit pgtap installcheck-nopreload
+.PHONY: cmake-build install-lib regress-links check-unit pgtap installcheck-nopreload sql-scripts
 
-all: cmake-build
+all: cmake-build sql-scripts
+sql-scripts: $(DATA_built)
 
-$(DATA_built): $(SQL_PARTS) $(EXTENSION).control
+# sql/parts itself: a removed or renamed part changes the directory, not a file
+sql/$(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) sql/parts $(EXTENSION).control
 	@{ echo "-- nico_extsvc $(EXTVERSION): generated from sql/parts/*.sql by make; do not edit."; \
 	   printf '%s\n' '\echo Use "CREATE EXTENSION $(EXTENSION)" to load this file. \quit'; \
 	   for f in $(SQL_PARTS); do echo; echo "-- ---- $$f"; cat $$f; done; } > $@
+
+sql/$(EXTENSION)--%--$(EXTVERSION).sql: sql/migrations/%--$(EXTVERSION).sql sql/migrations/drop-definitions.sql \
+    $(SQL_PARTS) sql/parts tools/sql_upgrade.py $(EXTENSION).control
+	python3 tools/sql_upgrade.py $* $(EXTVERSION) sql/migrations/drop-definitions.sql $< $(SQL_PARTS) > $@.tmp
+	mv $@.tmp $@
 
 $(BUILD_DIR)/CMakeCache.txt:
 	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) -DPG_CONFIG=$(PG_CONFIG)

@@ -2,7 +2,8 @@
 # Sets everything up and runs every test suite of nico_extsvc:
 #   unit (GoogleTest: core, Kubernetes client), simulator (dpfsim + kubectl
 #   conformance), the unit tests again under ASan+UBSan, libFuzzer smoke runs,
-#   SQL (pg_regress, pgTAP) and end-to-end (worker + dpfsim).
+#   SQL (pg_regress, pgTAP), dump/restore and upgrade, and end-to-end
+#   (worker + dpfsim).
 # Usage: scripts/test-all.sh            (installs apt packages first)
 #        SKIP_DEPS=1 scripts/test-all.sh (developer loop: skip apt)
 set -uo pipefail
@@ -50,6 +51,8 @@ suite placement-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap pl
 suite race-attach-delete env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_attach_delete.py"
 # issue #14: a day of NICo's handlers as an extsvc_api-only login role
 suite nico-day env PGBIN="$PGBIN" python3 "$ROOT/test/nico/nico_day.py"
+# issue #12: pg_dump -Fc / pg_restore keep every row of every extension table
+suite dump-restore env PGBIN="$PGBIN" python3 "$ROOT/test/upgrade/dump_restore.py"
 pg_cluster_stop
 
 # SPEC 6: without shared_preload_libraries, CREATE EXTENSION and the SQL API
@@ -62,6 +65,9 @@ else
 fi
 pg_cluster_stop
 
+# issue #12: 0.1.0 -> 0.2.0 (schema equal to a fresh install, data kept, the
+# worker waits for ALTER EXTENSION UPDATE); its own server and dpfsim
+suite upgrade env PGBIN="$PGBIN" python3 "$ROOT/test/upgrade/test_upgrade.py"
 suite e2e "$ROOT/test/e2e/run.sh"
 
 for d in regress-out regress-nopreload-out; do

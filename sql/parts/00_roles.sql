@@ -1,7 +1,9 @@
 -- Install preamble: refuse a schema extsvc that someone else prepared.
 -- CREATE EXTENSION creates the schema of the control file only when it is
 -- missing; an existing one owned by another role (or where another role may
--- create objects) could hold objects that shadow or replace ours.
+-- create objects) could hold objects that shadow or replace ours. An upgrade
+-- runs in the extension's own schema, so it skips this check:
+-- upgrade: install-only
 DO $preamble$
 DECLARE
   v_owner name;

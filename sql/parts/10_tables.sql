@@ -211,3 +211,23 @@ CREATE TABLE extsvc.dpf_extension_service_attachments (
 );
 CREATE INDEX dpf_extension_service_attachments_dpu ON extsvc.dpf_extension_service_attachments (dpu_machine_id);
 CREATE INDEX dpf_extension_service_attachments_service ON extsvc.dpf_extension_service_attachments (service_id);
+
+-- pg_dump / pg_restore (issue #12): the rows of every table above except the
+-- seed table extsvc.lifecycle_transitions (the install script's own rows) are
+-- user data and are dumped; so is the history's identity sequence, or restored
+-- history ids would be handed out again. The reconciliation rows (work state,
+-- leases included) are dumped too: without them the worker would never see a
+-- restored service. A lease of the old server's worker ends by itself
+-- (lease_expires_at) or when the worker of that slot name starts and frees its
+-- previous process's leases (docs/operator-guide.md, "Backup and restore").
+SELECT pg_catalog.pg_extension_config_dump('extsvc.service_records', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.service_versions', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.helm_revisions', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.service_state_history', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.service_state_history_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.dpf_extension_service_reconciliations', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.chart_allowlist', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.dpus', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.instances', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.instance_extension_services', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.dpf_extension_service_attachments', '');

@@ -39,3 +39,9 @@ CREATE TABLE extsvc.site_service_dpu_status (
   observed_at      timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (service_id, dpu_machine_id)
 );
+
+-- pg_dump / pg_restore: per-DPU work rows and observations are dumped like
+-- the reconciliation rows (10_tables.sql); observations older than the
+-- staleness bound read UNKNOWN after a restore until observed again.
+SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_reconciliations', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.site_service_dpu_status', '');

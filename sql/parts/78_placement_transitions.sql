@@ -273,6 +273,10 @@ CREATE INDEX dpu_state_history_row ON extsvc.dpu_state_history (service_id, dpu_
 CREATE INDEX dpu_state_history_at ON extsvc.dpu_state_history (at);
 COMMENT ON TABLE extsvc.dpu_state_history IS
   'Per-DPU state changes (placement, deployment, ALL_DPUS) with actor, reason and evidence; at most 32 per row, 30 days.';
+-- pg_dump keeps the history and its id sequence; extsvc.placement_transitions
+-- holds only the install script's seed rows and is not dumped.
+SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_state_history', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_state_history_id_seq', '');
 
 CREATE FUNCTION extsvc._record_dpu_state(p_machine text, p_instance uuid, p_dpu uuid, p_service uuid, p_version text,
                                          p_from text, p_to text, p_actor text, p_reason text, p_message text,

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/dpuservice_render.hpp"
 #include "core/helm_chart_data.hpp"
@@ -70,6 +71,7 @@ struct RenderArgs {
   int revision;
   const char* data;
   std::string_view ns;
+  bool v010;  // called through the 0.1.0 declaration (four arguments)
 };
 struct MismatchArgs {
   const char* live;
@@ -101,17 +103,37 @@ EXTSVC_SQL_FUNCTION(
 
 // (service_id uuid, version text, revision integer, normalized data jsonb,
 //  namespace text) -> jsonb
+// The 0.1.0 install script declares the same symbol with four arguments
+// (service_id, version, data, namespace) and no revision; a database still at
+// 0.1.0 (before ALTER EXTENSION UPDATE) calls it that way and gets the 0.1.0
+// rendering, without the pods' service label and revision annotation.
 EXTSVC_SQL_FUNCTION(
     nico_extsvc_render_dpuservice,
     [](FunctionCallInfo fcinfo) {
-      return RenderArgs{uuid_to_string(PG_GETARG_UUID_P(0)), text_view(PG_GETARG_TEXT_PP(1)),
-                        PG_GETARG_INT32(2), jsonb_to_cstring(PG_GETARG_JSONB_P(3)),
-                        text_view(PG_GETARG_TEXT_PP(4))};
+      const bool v010 = PG_NARGS() == 4;
+      const int a = v010 ? -1 : 0;  // argument offset after the version
+      return RenderArgs{
+          uuid_to_string(PG_GETARG_UUID_P(0)), text_view(PG_GETARG_TEXT_PP(1)),
+          v010 ? 1 : PG_GETARG_INT32(2),       jsonb_to_cstring(PG_GETARG_JSONB_P(3 + a)),
+          text_view(PG_GETARG_TEXT_PP(4 + a)), v010};
     },
     [](const RenderArgs& in) {
-      return extsvc::core::render_dpuservice(in.uuid.view(), in.version, in.revision,
-                                             nlohmann::json::parse(in.data), in.ns)
-          .dump();
+      const auto parsed = nlohmann::json::parse(in.data);
+      auto doc =
+          extsvc::core::render_dpuservice(in.uuid.view(), in.version, in.revision, parsed, in.ns);
+      if (in.v010) {
+        // 0.1.0 rendered neither; keep a tenant's own (possibly empty) maps.
+        auto& ds = doc["spec"]["serviceDaemonSet"];
+        const auto tenant = parsed.find("serviceDaemonSet");
+        const std::pair<const char*, std::string_view> injected[] = {
+            {"labels", extsvc::core::kOwnerIdLabel},
+            {"annotations", extsvc::core::kRevisionAnnotation}};
+        for (const auto& [key, name] : injected) {
+          ds[key].erase(std::string(name));
+          if (ds[key].empty() && (tenant == parsed.end() || !tenant->contains(key))) ds.erase(key);
+        }
+      }
+      return doc.dump();
     },
     emit_jsonb)
 

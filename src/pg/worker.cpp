@@ -37,6 +37,11 @@ namespace extsvc::pg {
 
 namespace {
 
+// The extension version this library was built for (default_version of the
+// control file, through CMake). The workers run only against SQL objects of
+// exactly this version.
+constexpr const char* kLibraryVersion = EXTSVC_VERSION;
+
 // --- C++ runtime: clients and reconcilers, rebuilt on SIGHUP ---------------
 
 struct ClusterSettings {
@@ -629,7 +634,9 @@ void worker_loop() {
       AllocSetContextCreate(TopMemoryContext, "nico_extsvc iteration", ALLOCSET_DEFAULT_SIZES);
   rebuild_runtime();
   TimestampTz next_resync = 0;  // now: the first pass also checks drift
-  bool warned_missing = false;
+  // What the worker last waited for (logged once per change): nothing, the
+  // extension missing, or an installed version other than the library's.
+  enum class Waiting { no, missing, version } waiting = Waiting::no;
   bool released = false;
 
   for (;;) {
@@ -646,22 +653,39 @@ void worker_loop() {
     pg_atomic_write_u64(&slot->last_activity_us, static_cast<uint64>(GetCurrentTimestamp()));
 
     long timeout_ms = 10000;
-    bool installed = false;
+    char* installed = nullptr;
     char* error = nullptr;
     if (g_runtime == nullptr) {
       rebuild_runtime();  // the last rebuild failed (logged): try again
       timeout_ms = 5000;
     } else if (!gucs.enabled || RecoveryInProgress() || !g_runtime->configured()) {
       timeout_ms = 60000;  // waits for SIGHUP (or promotion) — the latch wakes us
-    } else if (!spi_extension_installed(iter_cxt, &installed, &error) || !installed) {
-      if (!warned_missing)
+    } else if (!spi_extension_version(iter_cxt, &installed, &error) || installed == nullptr) {
+      if (waiting != Waiting::missing)
         ereport(LOG, (errmsg("nico_extsvc: extension not installed in database \"%s\"; waiting",
                              gucs.database),
                       errhint("CREATE EXTENSION nico_extsvc in that database.")));
-      warned_missing = true;
+      waiting = Waiting::missing;
+      timeout_ms = 5000;
+    } else if (strcmp(installed, kLibraryVersion) != 0) {
+      // The SQL objects are another version's (the library was upgraded and
+      // ALTER EXTENSION UPDATE has not run yet): the worker's SQL calls could
+      // name functions that do not exist, or exist with other signatures.
+      if (waiting != Waiting::version)
+        ereport(LOG,
+                (errmsg("nico_extsvc: extension nico_extsvc in database \"%s\" is version %s but "
+                        "the library is version %s; waiting",
+                        gucs.database, installed, kLibraryVersion),
+                 errhint("Run ALTER EXTENSION nico_extsvc UPDATE in database \"%s\"; the workers "
+                         "resume by themselves.",
+                         gucs.database)));
+      waiting = Waiting::version;
       timeout_ms = 5000;
     } else {
-      warned_missing = false;
+      if (waiting == Waiting::version)
+        ereport(LOG, (errmsg("nico_extsvc: extension nico_extsvc is version %s now; resuming",
+                             kLibraryVersion)));
+      waiting = Waiting::no;
       if (!released) {
         // Only one process runs per slot: leases under this slot's name are
         // its previous process's (killed, crashed) and are freed now rather

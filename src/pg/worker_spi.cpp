@@ -81,10 +81,16 @@ void exec_text_args(const char* sql, int nargs, const char* const* args, int exp
 
 // --- bodies ----------------------------------------------------------------
 
+struct VersionArgs {
+  MemoryContext cxt;
+  char** version;
+};
+
 void installed_body(MemoryContext, void* arg) {
-  exec_text_args("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'nico_extsvc'", 0, nullptr,
-                 SPI_OK_SELECT);
-  *static_cast<bool*>(arg) = SPI_processed > 0;
+  auto* a = static_cast<VersionArgs*>(arg);
+  exec_text_args("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nico_extsvc'", 0,
+                 nullptr, SPI_OK_SELECT);
+  *a->version = SPI_processed > 0 ? copy_value(a->cxt, 0, 1) : nullptr;
 }
 
 struct ClaimArgs {
@@ -388,9 +394,10 @@ bool spi_orphaned_dpuservices(MemoryContext cxt, const char* names, char*** orph
   return run_transaction("nico_extsvc: orphaned DPUServices", orphans_body, cxt, &a, error);
 }
 
-bool spi_extension_installed(MemoryContext cxt, bool* installed, char** error) {
-  *installed = false;
-  return run_transaction("nico_extsvc: check extension", installed_body, cxt, installed, error);
+bool spi_extension_version(MemoryContext cxt, char** version, char** error) {
+  *version = nullptr;
+  VersionArgs a{cxt, version};
+  return run_transaction("nico_extsvc: check extension", installed_body, cxt, &a, error);
 }
 
 bool spi_claim(MemoryContext cxt, const char* worker, int batch, int lease_s, ClaimResult* out,

@@ -89,7 +89,9 @@ struct DpuCompletion {
 };
 
 // All return false and set *error (allocated in cxt) when the transaction failed.
-bool spi_extension_installed(MemoryContext cxt, bool* installed, char** error);
+// *version: the installed version of extension nico_extsvc, NULL when it is
+// not installed in this database.
+bool spi_extension_version(MemoryContext cxt, char** version, char** error);
 bool spi_claim(MemoryContext cxt, const char* worker, int batch, int lease_s, ClaimResult* out,
                char** error);
 bool spi_complete(MemoryContext cxt, const Completion* c, char** result, char** error);

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""nico_extsvc 0.1.0 -> 0.2.0 (issue #12, suite upgrade).
+
+One throw-away server with today's library preloaded and a worker configured
+against dpfsim (test/e2e/harness.py Env), extsvc.database = extsvc_upg.
+
+1. 0.1.0 with today's library: CREATE EXTENSION nico_extsvc VERSION '0.1.0'
+   works, the 0.1.0 API fills a database (services of both types, an update,
+   DPUs, instances, attachments, a detach, a played worker write), the
+   0.1.0 signatures of the C functions answer as 0.1.0 did.
+2. ALTER EXTENSION nico_extsvc UPDATE: the schema equals a fresh 0.2.0
+   install's (pg_dump -s, and pg_dump -s --binary-upgrade, which is what
+   shows the extension's own objects; a unified diff when not), so do the
+   seed tables and the pg_dump registrations; every row and column 0.1.0 had
+   is intact; the 0.2.0 API works on the upgraded rows.
+3. The worker: with the SQL at 0.1.0 it waits and logs once, naming both
+   versions and the command; no Kubernetes call is made; after ALTER
+   EXTENSION UPDATE it resumes by itself and creates the DPUService.
+"""
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import json
+import os
+import re
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402
+import pgq  # noqa: E402
+from harness import PG_USER, Env, wait_until  # noqa: E402
+from pgq import Conn, chart, q, unified  # noqa: E402
+
+pgq.PGBIN = pgq.PGBIN or harness.PGBIN
+
+WORKER_DB, OLD, FRESH = "extsvc_upg", "extsvc_upg_data", "extsvc_upg_fresh"
+T1, T2 = "tenant-upg-a", "tenant-upg-b"
+SEED = ("extsvc.lifecycle_transitions", "extsvc.placement_transitions")
+KEYS = {  # key columns printed per table (everything is compared anyway)
+    "extsvc.service_records": ["service_id", "lifecycle_state", "version_ctr", "desired_revision",
+                               "applied_revision"],
+}
+
+
+def attach(inst, sid, *more):
+    """set_instance_extension_services with the service's current version."""
+    extra = "".join(f", {m}" for m in more)
+    return (f"SELECT extsvc.set_instance_extension_services('{inst}', (SELECT jsonb_build_array(jsonb_build_object("
+            f"'service_id', service_id, 'version', version)) FROM extsvc.services WHERE service_id = '{sid}'){extra});")
+
+
+def fill_010(c, db):
+    """Through the 0.1.0 API, in one psql session."""
+    host_a, host_b = uuid.uuid4(), uuid.uuid4()
+    dpus = [uuid.uuid4() for _ in range(3)]
+    inst = [uuid.uuid4() for _ in range(3)]
+    pod, dpf, creating = (uuid.uuid4() for _ in range(3))
+    sql = ["SELECT extsvc.allow_chart('oci://registry.example.com/charts');"]
+    for n, d in enumerate(dpus):
+        sql.append(f"SELECT extsvc.register_dpu('{d}', '{host_a}', 'upg-dpu-{n}', 'upg-node-{n}', {str(n == 0).lower()});")
+    sql += [
+        f"SELECT extsvc.upsert_instance('{inst[0]}', {q(T1)}, '{host_a}', ARRAY['{dpus[1]}', '{dpus[2]}']::uuid[]);",
+        f"SELECT extsvc.upsert_instance('{inst[1]}', {q(T1)}, '{host_a}', ARRAY['{dpus[0]}']::uuid[]);",
+        f"SELECT extsvc.upsert_instance('{inst[2]}', {q(T2)}, '{host_b}', NULL, false);",
+        f"SELECT extsvc.create_service({q(T2)}, 'upg-pod', 'KUBERNETES_POD', 'kind: Pod', service_id => '{pod}');",
+        f"SELECT extsvc.update_service('{pod}', 'kind: Pod' || chr(10) || 'spec: {{}}');",
+        attach(inst[2], pod),
+        f"SELECT extsvc.set_instance_extension_services('{inst[2]}', '[]');",          # detach: tombstone
+        f"SELECT extsvc.create_service({q(T1)}, 'upg-dpf', 'DPF_HELM_CHART', {chart()}, dpu_target => 'ALL_ACTIVE', "
+        f"service_id => '{dpf}');",
+        # the worker's write, played
+        f"UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', "
+        f"state_reason = 'dpuservice_created', applied_revision = desired_revision WHERE service_id = '{dpf}';",
+        attach(inst[0], dpf),
+        attach(inst[1], dpf),
+        f"SELECT extsvc.set_instance_extension_services('{inst[1]}', '[]');",          # REMOVING rows
+        f"SELECT extsvc.update_service('{dpf}', {chart(chartVersion='1.2.4')});",      # UPDATING, revision 2
+        f"SELECT extsvc.create_service({q(T1)}, 'upg-creating', 'DPF_HELM_CHART', {chart(chartName='other')}, "
+        f"dpu_target => 'PRIMARY', service_id => '{creating}');",
+    ]
+    c.script(db, "\n".join(sql))
+    return {"pod": str(pod), "dpf": str(dpf), "creating": str(creating), "inst": [str(i) for i in inst],
+            "dpus": dpus}
+
+
+def check_010_surface(c, db, ids):
+    """The 0.1.0 SQL declarations of C functions against today's library."""
+    doc = json.loads(c.one(db, f"SELECT extsvc.render_dpuservice('{ids['dpf']}')::text"))
+    ds = doc["spec"]["serviceDaemonSet"]
+    c.check("annotations" not in ds and "labels" not in ds and "nodeSelector" in ds
+            and doc["spec"]["helmChart"]["source"]["version"] == "1.2.4",
+            "0.1.0 render_dpuservice (4-argument C entry) renders as 0.1.0 did: no pod label or revision annotation")
+    c.check(c.one(db, "SELECT extsvc.dpf_service_name('00000000-0000-0000-0000-000000000001', 'V1-T1')")
+            .startswith("extsvc-"), "0.1.0 dpf_service_name works")
+
+
+def snapshot(c, db):
+    """Every row of every table as of 0.1.0 with 0.1.0's columns (the seed
+    tables are compared with a fresh install instead)."""
+    tables = [t for t in c.member_relations(db, "r") if t not in SEED]
+    cols = {}
+    for t, col in c.sql(db, f"SELECT attrelid::regclass::text, attname FROM pg_attribute WHERE attrelid = ANY "
+                            f"(ARRAY[{','.join(q(t) for t in tables)}]::regclass[]) AND attnum > 0 "
+                            f"AND NOT attisdropped ORDER BY attrelid, attnum"):
+        cols.setdefault(t, []).append(col)
+    rows = c.all_rows(db, tables, cols)
+    return {t: (cols[t], rows[t]) for t in tables}
+
+
+def normalize(text):
+    """Takes out what differs between any two databases, however made: the
+    random key of pg_dump's \\restrict lines, what --binary-upgrade pins for
+    pg_upgrade (OIDs, transaction ids, attribute LSNs), and the positions of
+    the sequences registered for pg_dump (data, compared as data)."""
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"^\\(un)?restrict \S+$", r"\\\1restrict KEY", line)
+        line = re.sub(r"'\d+'::pg_catalog\.oid\b", "'OID'::pg_catalog.oid", line)
+        if "binary_upgrade_create_empty_extension" in line:
+            line = re.sub(r"'\{[\d,]*\}'", "'{OIDS}'", line)
+        line = re.sub(r"'\{[0-9A-F/,]*\}'::pg_catalog\.pg_lsn\[\]", "'{LSNS}'::pg_catalog.pg_lsn[]", line)
+        line = re.sub(r"relfrozenxid = '\d+', relminmxid = '\d+'", "relfrozenxid = 'XID', relminmxid = 'MXID'", line)
+        line = re.sub(r"^WHERE oid = '\d+';$", "WHERE oid = 'OID';", line)
+        # data, not schema: the registered sequences' positions (checked as data)
+        line = re.sub(r"^(SELECT pg_catalog\.setval\('[^']+', )\d+, (true|false)\);$", r"\1N, B);", line)
+        out.append(line)
+    return out
+
+
+def schema_checks(c):
+    for flags, what in ((["-s"], "pg_dump -s"),
+                        (["-s", "--binary-upgrade"], "pg_dump -s --binary-upgrade (the extension's objects)")):
+        a = normalize(c.run("pg_dump", *flags, OLD))
+        b = normalize(c.run("pg_dump", *flags, FRESH))
+        if not c.check(a == b, f"{what}: upgraded 0.1.0 equals a fresh 0.2.0 install ({len(a)} lines)"):
+            print(unified(b, a, f"fresh 0.2.0 ({FRESH})", f"0.1.0 + UPDATE ({OLD})"))
+    reg = ("SELECT c::regclass::text, coalesce(w, '') FROM pg_extension, unnest(extconfig, extcondition) u(c, w) "
+           "WHERE extname = 'nico_extsvc' ORDER BY 1")
+    a, b = c.sql(OLD, reg), c.sql(FRESH, reg)
+    c.check(a == b and len(a) > 0, f"the same {len(b)} tables and sequences registered for pg_dump")
+    for t in SEED:
+        a, b = c.rows(OLD, t), c.rows(FRESH, t)
+        if not c.check(a == b, f"seed table {t}: {len(a)} rows, fresh {len(b)}"):
+            print(unified(b, a, "fresh", "upgraded", limit=30))
+
+
+def data_checks(c, before, ids):
+    now = c.all_rows(OLD, list(before), {t: cols for t, (cols, _) in before.items()})
+    for t, (cols, rows) in before.items():
+        after = now[t]
+        if not c.check(after == rows, f"{t}: {len(rows)} rows, all {len(cols)} 0.1.0 columns intact"):
+            print(unified(rows, after, "0.1.0", "0.2.0", limit=20))
+    states = c.sql(OLD, "SELECT service_name, lifecycle_state, version_ctr, desired_revision, applied_revision "
+                        "FROM extsvc.services ORDER BY service_name")
+    c.check(states == [["upg-creating", "CREATING", "1", "1", None], ["upg-dpf", "UPDATING", "2", "2", "1"],
+                       ["upg-pod", "READY", "2", None, None]], f"services' states and revisions: {states}")
+    bad = c.one(OLD, "SELECT count(*) FROM extsvc.instances "
+                     "WHERE config_version_text IS NULL OR config_version_text NOT LIKE 'V' || config_version || '-T%'")
+    c.check(bad == "0", "every upgraded instance has config_version_text V<config_version>-T<micros>")
+
+
+def api_checks(c, ids):
+    db, dpf, inst = OLD, ids["dpf"], ids["inst"]
+    gi = c.sql(db, f"SELECT config_version, config_version_text, dpf_managed, jsonb_array_length(services) "
+                   f"FROM extsvc.get_instance('{inst[0]}')")[0]
+    c.check(gi[0] == "2" and gi[1].startswith("V2-T") and gi[3] == "1", f"0.2.0 get_instance on an upgraded instance: {gi}")
+    revs = c.sql(db, f"SELECT revision, is_desired, is_applied FROM extsvc.service_revisions('{dpf}') ORDER BY revision")
+    c.check(revs == [["1", "f", "t"], ["2", "t", "f"]], f"0.2.0 service_revisions: {revs}")
+    up = c.sql(db, f"SELECT lifecycle_state, desired_revision, version_ctr FROM "
+                   f"extsvc.update_service('{dpf}', {chart(chartVersion='1.3.0')}, tenant_organization_id => {q(T1)})")
+    c.check(up == [["UPDATING", "3", "3"]], f"0.2.0 update_service (new tenant argument): {up}")
+    rb = c.sql(db, f"SELECT desired_revision FROM extsvc.rollback_service('{dpf}', 1)")
+    c.check(rb == [["4"]], f"0.2.0 rollback_service to revision 1: revision {rb}")
+    doc = json.loads(c.one(db, f"SELECT extsvc.render_dpuservice('{dpf}')::text"))
+    ann = doc["spec"]["serviceDaemonSet"].get("annotations", {})
+    c.check(ann.get("nico/extension-service-revision") == "4",
+            "0.2.0 render_dpuservice carries the revision annotation")
+    st = c.sql(db, f"SELECT count(*) FROM extsvc.instance_extension_service_status('{inst[0]}', {q(T1)})")
+    c.check(st == [["2"]], "0.2.0 instance_extension_service_status on upgraded attachments: 2 DPUs")
+    err = c.sql(db, f"SELECT * FROM extsvc.get_instance('{uuid.uuid4()}')", check=False)
+    c.check(isinstance(err, str) and err.startswith("P0002"), "0.2.0 get_instance of an unknown instance: P0002")
+    new = c.one(db, f"SELECT service_id FROM extsvc.create_service({q(T2)}, 'upg-pod-2', 'KUBERNETES_POD', 'kind: Pod')")
+    cv = c.one(db, attach(inst[2], new, "NULL", q(T2)).rstrip(";"))
+    c.check(cv == "4", f"0.2.0 attach on an upgraded instance: config_version {cv}")
+
+
+def worker_checks(c, env, dpf_name, sid):
+    log = env.pg.logfile
+
+    def lines(pattern):
+        with open(log, errors="replace") as f:
+            return [ln for ln in f if re.search(pattern, ln)]
+
+    waiting = r'extension nico_extsvc in database "extsvc_upg" is version 0\.1\.0 but the library is version 0\.2\.0; waiting'
+    wait_until(lambda: lines(waiting), timeout=30, what="the worker's LOG line about the versions")
+    hint = lines(r'HINT:\s+Run ALTER EXTENSION nico_extsvc UPDATE in database "extsvc_upg"')
+    c.check(bool(hint), "the worker logs the versions and the command: " + lines(waiting)[0].split("LOG:")[-1].strip())
+    time.sleep(6)  # a few more passes of the worker's 5 s wait
+    c.check(len(lines(waiting)) == 1, f"... once ({len(lines(waiting))} line(s) after 6 s more)")
+    rows = c.sql(WORKER_DB, "SELECT * FROM extsvc.worker_status()")
+    c.check(len(rows) == 1 and len(rows[0]) == 9 and int(rows[0][2]) > 1,
+            f"0.1.0 worker_status() (9 columns) with today's library: the waiting worker's slot, "
+            f"{rows[0][2] if rows else '?'} iterations")
+    c.check(c.one(WORKER_DB, f"SELECT lifecycle_state FROM extsvc.services WHERE service_id = '{sid}'") == "CREATING"
+            and env.sim.dpuservice(dpf_name) is None,
+            "while the SQL is 0.1.0 the worker does nothing: service CREATING, no DPUService in the cluster")
+    noise = lines(r"nico_extsvc: (claim failed|releasing old leases failed)|function extsvc\.\S+ does not exist")
+    c.check(not noise, f"no failed worker SQL calls in the log ({len(noise)})")
+    c.sql(WORKER_DB, "ALTER EXTENSION nico_extsvc UPDATE")
+    t0 = time.time()
+    wait_until(lambda: c.one(WORKER_DB, f"SELECT lifecycle_state FROM extsvc.services WHERE service_id = '{sid}'")
+               == "READY", timeout=30, what="READY after the update")
+    obj = env.sim.dpuservice(dpf_name)
+    ann = ((obj or {}).get("spec", {}).get("serviceDaemonSet", {}).get("annotations", {}))
+    c.check(obj is not None and ann.get("nico/extension-service-revision") == "1",
+            f"after ALTER EXTENSION UPDATE the worker resumed by itself: READY in {time.time() - t0:.1f} s, "
+            f"DPUService {dpf_name} created with the 0.2.0 rendering")
+    c.check(bool(lines(r"extension nico_extsvc is version 0\.2\.0 now; resuming")), "and logged that it resumed")
+
+
+def main():
+    env = Env(dpus=2, workers=1, extra={"extsvc.database": f"'{WORKER_DB}'"})
+    c = Conn(host=env.pg.dir, port=env.pg.port, user=PG_USER)
+    ok = False
+    try:
+        # the worker's database first: 0.1.0 and one DPF service waiting for it
+        c.recreate(WORKER_DB)
+        c.sql(WORKER_DB, "CREATE EXTENSION nico_extsvc VERSION '0.1.0'")
+        c.sql(WORKER_DB, "SELECT extsvc.allow_chart('oci://registry.example.com/charts')")
+        sid, dpf_name = c.sql(WORKER_DB, f"SELECT service_id, dpf_service_name FROM extsvc.create_service("
+                                         f"{q(T1)}, 'upg-worker', 'DPF_HELM_CHART', {chart()}, dpu_target => 'PRIMARY')")[0]
+
+        print("-- 0.1.0 with today's library")
+        c.recreate(OLD)
+        c.sql(OLD, "CREATE EXTENSION nico_extsvc VERSION '0.1.0'")
+        c.check(c.one(OLD, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == "0.1.0",
+                "CREATE EXTENSION nico_extsvc VERSION '0.1.0' with today's library")
+        ids = fill_010(c, OLD)
+        check_010_surface(c, OLD, ids)
+        before = snapshot(c, OLD)
+        for t in sorted(before):
+            if t in KEYS:
+                print(f"       {t}: " + "; ".join(map(str, c.rows(OLD, t, KEYS[t]))))
+
+        print("-- ALTER EXTENSION nico_extsvc UPDATE")
+        t0 = time.time()
+        c.sql(OLD, "ALTER EXTENSION nico_extsvc UPDATE")
+        c.check(c.one(OLD, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == "0.2.0",
+                f"updated to 0.2.0 in {time.time() - t0:.2f} s")
+        c.recreate(FRESH)
+        c.sql(FRESH, "CREATE EXTENSION nico_extsvc")
+        schema_checks(c)
+        data_checks(c, before, ids)
+        api_checks(c, ids)
+
+        print("-- the worker across the update")
+        worker_checks(c, env, dpf_name, sid)
+        ok = c.failures == 0
+    except Exception as e:  # noqa: BLE001 - report and fail
+        c.failures += 1
+        print(f"FAILED {type(e).__name__}: {e}")
+        print(env.pg.tail_log(30))
+    finally:
+        env.close(keep=not ok and bool(os.environ.get("KEEP_E2E")))
+    print(f"upgrade: {'all checks passed' if ok else str(c.failures) + ' check(s) FAILED'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
