@@ -28,7 +28,12 @@ def many_services_exactly_once(workers):
                    timeout=120, interval=0.2, what=f"{N} READY")
         elapsed = time.time() - t0
         posts = e.sim.counts()["management"].get("POST dpuservices", 0)
-        assert posts == N, f"{posts} POSTs for {N} services"
+        # Exactly one POST per service, except where an earlier attempt failed
+        # on the client side (a loaded machine hits the harness's 3 s timeout:
+        # the retry then answers 409 and adopts). A second POST without a
+        # failed first one would be a double claim.
+        failed = int(e.pg.one("SELECT coalesce(sum(http_errors), 0) FROM extsvc.worker_status()"))
+        assert N <= posts <= N + failed, f"{posts} POSTs for {N} services, {failed} failed calls"
         assert len(e.sim.dpuservices()) == N
         per_worker = e.pg.sql("SELECT slot, completed FROM extsvc.worker_status() ORDER BY slot")
         busy = [w for w in per_worker if int(w[1]) > 0]
