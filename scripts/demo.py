@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The main job, end to end against the embedded cluster simulator: create a
 DPF Helm-chart service, attach it to two instances with different DPU targets,
-show per-DPU status, update with a rolling revision, detach, delete the
-instance and the services; the worker makes every Kubernetes call."""
+show per-DPU status, update with a rolling revision, roll it back, detach,
+delete the instance and the services, and show the metrics; the worker makes
+every Kubernetes call."""
 import json
 import os
 import shutil
@@ -178,12 +179,22 @@ def main():
         print("DPUService PATCH body seen by the API server:", patch.get("body"))
         per_dpu(env, INSTANCE_1)
 
-        banner("6. detach the service from instance 2: TERMINATING, then TERMINATED, then the tombstone goes")
+        banner("6. roll back: extsvc.rollback_service makes a new revision equal to revision 1; the pods roll again")
+        before = {r[0] for r in env.pg.sql(f"SELECT status_message FROM "
+                                           f"extsvc.instance_extension_service_status('{INSTANCE_1}')")}
+        psql(env, f"SELECT lifecycle_state, desired_revision, applied_revision "
+                  f"FROM extsvc.rollback_service('{sid}', 1)")
+        watch(env, sid, "READY")
+        watch_rollout(env, INSTANCE_1, sid, before)
+        psql(env, f"SELECT revision, data::jsonb->>'chartVersion' AS chart_version, is_desired, is_applied, rollback_of "
+                  f"FROM extsvc.service_revisions('{sid}')")
+
+        banner("7. detach the service from instance 2: TERMINATING, then TERMINATED, then the tombstone goes")
         env.pg.sql(f"SELECT extsvc.set_instance_extension_services('{INSTANCE_2}', '[]')")
         watch_attachment(env, INSTANCE_2, sid2, "(gone)")
         psql(env, f"SELECT extsvc.instance_extension_services_ready('{INSTANCE_2}') AS instance_2_ready")
 
-        banner("7. delete instance 1: every attachment goes REMOVING until its DPUs report TERMINATED")
+        banner("8. delete instance 1: every attachment goes REMOVING until its DPUs report TERMINATED")
         psql(env, f"SELECT * FROM extsvc.delete_service('{sid}')")
         env.pg.sql(f"SELECT extsvc.delete_instance('{INSTANCE_1}')")
         per_dpu(env, INSTANCE_1)
@@ -194,7 +205,7 @@ def main():
             time.sleep(0.1)
         print(f"  instance 1 gone after {time.time() - t0:.2f}s")
 
-        banner("8. delete the services: DELETING until DPF removed its finalizer and the API answers 404")
+        banner("9. delete the services: DELETING until DPF removed its finalizer and the API answers 404")
         env.delete(sid)
         env.delete(sid2)
         watch(env, sid, "DELETED")
@@ -206,6 +217,19 @@ def main():
         psql(env, "SELECT * FROM extsvc.worker_status()")
         counts = env.sim.counts()
         print("API calls seen by the simulator:", json.dumps(counts))
+
+        banner("10. metrics: extsvc.metrics_prometheus() (docs/metrics.md), a few lines of it")
+        text = env.pg.one("SELECT extsvc.metrics_prometheus()")
+        wanted = ("# TYPE extsvc_kube_requests_total", "extsvc_kube_requests_total{",
+                  "extsvc_kube_request_duration_seconds_count", "extsvc_services{",
+                  "extsvc_queue_oldest_due_age_seconds", "extsvc_worker_up", "extsvc_last_resync_age_seconds")
+        for line in text.splitlines():
+            if line.startswith(wanted) and (" 0" != line[-2:] or line.startswith("extsvc_worker_up")):
+                print("  " + line)
+        ours = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("extsvc_kube_requests_total{"))
+        print(f"requests counted by the workers: {ours:.0f} (the simulator's total, {counts.get('total')}, "
+              f"also counts the demo's own kubectl and harness calls)")
         ok = True
     finally:
         env.close(keep=not ok)

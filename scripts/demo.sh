@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds and installs nico_extsvc, then
 # runs the whole story against the embedded cluster simulator (dpfsim):
-# create, attach to two instances, per-DPU status, rolling update, detach,
-# instance deletion and service deletion, with status tables at each step.
+# create, attach to two instances, per-DPU status, rolling update, rollback,
+# detach, instance deletion and service deletion, with status tables at each
+# step, and the metrics at the end.
 #   scripts/demo.sh             (installs apt packages first)
 #   SKIP_DEPS=1 scripts/demo.sh (skip apt)
 set -euo pipefail

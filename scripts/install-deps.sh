@@ -8,7 +8,7 @@ PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
   nlohmann-json3-dev libspdlog-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
-  curl python3 procps
+  curl python3 python3-yaml procps  # python3-yaml: test/e2e/test_metrics.py reads the postgres_exporter queries file
   clang libclang-rt-14-dev  # fuzz targets and sanitizer builds (scripts/fuzz.sh, sanitize-tests.sh)
 )
 

@@ -48,6 +48,15 @@ SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000001', 'tenant-a'
 SELECT extsvc.instance_extension_services_ready('44444444-0000-0000-0000-000000000001');
 SELECT lifecycle_state FROM extsvc.delete_service('11111111-0000-0000-0000-000000000001');
 
+-- metrics work without the worker (issue 12): the table gauges are there,
+-- and the worker part is just extsvc_worker_up 0 and extsvc_workers_configured 0
+SELECT metric, labels, value FROM extsvc.metrics()
+ WHERE metric !~ '^extsvc_(services|queue_|placement_attachments|site_service_dpus|dpu_states)' ORDER BY 1, 2;
+SELECT metric, labels, value FROM extsvc.metrics()
+ WHERE metric IN ('extsvc_services', 'extsvc_queue_due', 'extsvc_dpu_states') AND value <> 0 ORDER BY 1, 2;
+SELECT line FROM regexp_split_to_table(extsvc.metrics_prometheus(), E'\n') line
+ WHERE line LIKE '%extsvc\_worker\_up%' OR line LIKE '%extsvc\_workers\_configured%';
+
 -- worker functions say that the worker is not loaded
 SELECT * FROM extsvc.worker_status();
 SELECT extsvc.request_resync();

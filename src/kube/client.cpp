@@ -151,6 +151,9 @@ struct Client::Impl {
   const std::function<bool()>* interrupted = nullptr;
   char errbuf[CURL_ERROR_SIZE] = {};
   size_t last_body_bytes = 0;  // decoded body size of the last response
+  RequestObserver* observer = nullptr;
+  std::string observer_cluster;
+  bool listing = false;  // inside list(): attempts are reported as verb LIST
 
   // Token file cache.
   std::string file_token;
@@ -377,6 +380,16 @@ struct Client::Impl {
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
 
     ++stats.requests;
+    if (observer != nullptr) {
+      long code = 0;
+      if (rc == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+      RequestEvent ev;
+      ev.cluster = observer_cluster;
+      ev.verb = listing ? std::string_view("LIST") : std::string_view(method);
+      ev.http_status = static_cast<int>(code);
+      ev.seconds = ms / 1000.0;
+      observer->on_request(ev);
+    }
     long connects = 0;
     curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &connects);
     stats.connects += static_cast<uint64_t>(std::max(0L, connects));
@@ -517,6 +530,13 @@ struct Client::Impl {
 
   Result list(const std::string& collection_path, const std::string& label_selector,
               const std::string& field_selector, int limit) {
+    struct Listing {
+      bool& flag;
+      explicit Listing(bool& f) : flag(f) { flag = true; }
+      ~Listing() { flag = false; }
+      Listing(const Listing&) = delete;
+      Listing& operator=(const Listing&) = delete;
+    } listing_scope(listing);
     const char sep = collection_path.find('?') == std::string::npos ? '?' : '&';
     std::string base = collection_path;
     std::string params;
@@ -728,6 +748,11 @@ void Client::reload(ClusterConfig cfg) {
 
 void Client::set_logger(std::shared_ptr<spdlog::logger> logger) {
   impl_->logger = std::move(logger);
+}
+
+void Client::set_observer(RequestObserver* observer, std::string cluster) {
+  impl_->observer = observer;
+  impl_->observer_cluster = std::move(cluster);
 }
 
 }  // namespace extsvc::kube

@@ -17,6 +17,7 @@
 
 #include "kube/config.hpp"
 #include "kube/error.hpp"
+#include "kube/observer.hpp"
 
 namespace spdlog {
 class logger;
@@ -94,6 +95,10 @@ class Client {
   void reload(ClusterConfig cfg);
   // Logger for debug request lines and warnings; nullptr (default) = spdlog::default_logger().
   void set_logger(std::shared_ptr<spdlog::logger> logger);
+  // Reports every HTTP attempt to `observer` (not owned; nullptr = none) under the label
+  // `cluster`. Requests that never reach the network (invalid configuration, unreadable token,
+  // interrupted while throttled) are not attempts and are not reported.
+  void set_observer(RequestObserver* observer, std::string cluster);
 
   // Optional. Checked between token-bucket sleeps (<= 100 ms each) and during transfers; when it
   // returns true the call ends with Error{kTransport, 0, "Interrupted", "interrupted"}.

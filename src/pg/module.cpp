@@ -2,6 +2,7 @@
 #include "pg_prelude.hpp"
 
 #include "gucs.hpp"
+#include "metrics.hpp"
 #include "wake.hpp"
 #include "worker.hpp"
 
@@ -18,11 +19,13 @@ shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 void on_shmem_request() {
   if (prev_shmem_request_hook) prev_shmem_request_hook();
   extsvc::pg::request_shared_memory();
+  extsvc::pg::request_metrics_memory();
 }
 
 void on_shmem_startup() {
   if (prev_shmem_startup_hook) prev_shmem_startup_hook();
   extsvc::pg::attach_shared_memory();
+  extsvc::pg::attach_metrics_memory();
 }
 
 }  // namespace

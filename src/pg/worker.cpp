@@ -22,6 +22,7 @@
 #include "kube/client.hpp"
 #include "kube/config.hpp"
 #include "log_sink.hpp"
+#include "metrics.hpp"
 #include "reconcile/dpu_reconciler.hpp"
 #include "reconcile/drift_detector.hpp"
 #include "reconcile/service_reconciler.hpp"
@@ -65,6 +66,7 @@ class Runtime {
     if (cfg) {
       management_ = std::make_unique<kube::Client>(*cfg);
       management_->interrupted = [] { return ProcDiePending != 0; };
+      management_->set_observer(metrics_observer(), "management");
       reconciler_ = std::make_unique<reconcile::ServiceReconciler>(*management_, ns_);
       spdlog::info("management cluster configured: {}", cfg->server);
     }
@@ -73,6 +75,7 @@ class Runtime {
       if (auto dcfg = cluster_config(s, s.dpu)) {
         dpu_ = std::make_unique<kube::Client>(*dcfg);
         dpu_->interrupted = [] { return ProcDiePending != 0; };
+        dpu_->set_observer(metrics_observer(), "dpu");
         spdlog::info("DPU cluster configured: {}", dcfg->server);
       } else {
         spdlog::warn("DPU cluster not usable ({}); DPU states will be UNKNOWN", config_error_);
@@ -304,6 +307,7 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
   c.retry_after_s = -1;
   c.observed_generation = -1;
   bool fenced = false;
+  const char* retry_reason = nullptr;  // metrics: static string of the reconciler
   PendingError err;
   uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
   // A row that cannot be rendered or decoded can never succeed: FAILED with
@@ -341,6 +345,7 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
         return s.empty() ? nullptr : copy_out(cxt, s);
       };
       c.outcome = reconcile::to_string(o.kind);
+      retry_reason = o.retry_reason;
       // fenced: recorded as a retry (with backoff, so a lease too short for the
       // calls does not spin); the CAS drops it if the row is someone else's
       if (o.kind == reconcile::Outcome::Kind::kLost) {
@@ -375,7 +380,9 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
     // A bug, not a cluster condition: retry with backoff, keep the text.
     c.outcome = "retry";
     c.message = err.message;
+    retry_reason = "internal";
   }
+  if (strcmp(c.outcome, "retry") == 0) metrics_retry(kMetricsQueueService, retry_reason);
   char* result = nullptr;
   char* error = nullptr;
   if (!spi_complete(cxt, &c, &result, &error)) {
@@ -401,6 +408,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
   c.outcome = "retry";
   c.retry_after_s = -1;
   bool fenced = false;
+  const char* retry_reason = "internal";  // metrics: static string of the reconciler
   PendingError err;
   const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
   cpp_call(err, [&] {
@@ -449,6 +457,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
       return s.empty() ? nullptr : copy_out(cxt, s);
     };
     c.outcome = o.retry ? "retry" : "observed";
+    retry_reason = o.retry_reason;
     c.results = keep(results.dump());
     c.message = keep(o.message);
     c.http_status = o.http_status.value_or(0);
@@ -463,6 +472,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
   pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
   if (fenced) pg_atomic_fetch_add_u64(&slot->fenced, 1);
   if (err.sqlstate != 0) c.message = err.message;
+  if (strcmp(c.outcome, "retry") == 0) metrics_retry(kMetricsQueueDpu, retry_reason);
   char* result = nullptr;
   char* error = nullptr;
   if (!spi_complete_dpu(cxt, &c, &result, &error)) {
@@ -554,14 +564,16 @@ void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot,
   pg_atomic_fetch_add_u64(&slot->orphans_deleted, static_cast<uint64>(deleted));
 }
 
-// Drift detection: one LIST, compare, mark drifted services due.
-void resync(MemoryContext cxt, WorkerSlot* slot) {
+// Drift detection: one LIST, compare, mark drifted services due. False when
+// the snapshot or the LIST failed (nothing could be compared).
+bool resync(MemoryContext cxt, WorkerSlot* slot) {
   SnapshotResult snap{};
   char* error = nullptr;
   if (!spi_resync_snapshot(cxt, &snap, &error)) {
     ereport(WARNING, (errmsg("nico_extsvc: resync snapshot failed: %s", error)));
-    return;
+    return false;
   }
+  bool listed = false;
   PendingError err;
   int ndrift = 0;
   char** drift_ids = nullptr;
@@ -583,6 +595,7 @@ void resync(MemoryContext cxt, WorkerSlot* slot) {
       spdlog::warn("resync LIST failed: {}", kube::describe(*report.error));
       return;
     }
+    listed = true;
     ndrift = static_cast<int>(report.drifted.size());
     drift_ids = alloc_out<char*>(cxt, ndrift + 1);
     drift_details = alloc_out<char*>(cxt, ndrift + 1);
@@ -614,7 +627,7 @@ void resync(MemoryContext cxt, WorkerSlot* slot) {
   flush_logs();
   if (err.sqlstate != 0) {
     ereport(WARNING, (errmsg_internal("nico_extsvc: resync failed: %s", err.message)));
-    return;
+    return false;
   }
   record_dpf(cxt, dpf_statuses);
   cleanup_orphans(cxt, slot, candidates, orphan_names);
@@ -625,6 +638,7 @@ void resync(MemoryContext cxt, WorkerSlot* slot) {
       ereport(LOG,
               (errmsg("nico_extsvc: drift on service %s: %s", drift_ids[i], drift_details[i])));
   }
+  return listed;
 }
 
 void worker_loop() {
@@ -733,7 +747,10 @@ void worker_loop() {
       // Drift detection is one LIST per pass; the first worker does it.
       const TimestampTz now = GetCurrentTimestamp();
       if (g_slot == 0 && (now >= next_resync || pg_atomic_exchange_u32(&st->resync_requested, 0))) {
-        resync(iter_cxt, slot);
+        const auto resync_start = SteadyClock::now();
+        const bool resynced = resync(iter_cxt, slot);
+        metrics_resync(resynced,
+                       std::chrono::duration<double>(SteadyClock::now() - resync_start).count());
         // level-triggered placement: every DPU's labels are derived again
         int marked = 0;
         if (!spi_mark_dpus_due(iter_cxt, &marked, &error)) {
@@ -802,6 +819,7 @@ extern "C" void nico_extsvc_worker_main(Datum arg) {
   pgstat_report_appname(g_worker_name);
   st->slots[g_slot].latch = MyLatch;
   pg_atomic_write_u32(&st->slots[g_slot].pid, static_cast<uint32>(MyProcPid));
+  metrics_worker_started(g_slot);
   before_shmem_exit(on_exit_clear_slot, 0);
   install_log_sink(g_worker_name);
   ereport(LOG, (errmsg("%s started in database \"%s\"", g_worker_name, gucs.database)));

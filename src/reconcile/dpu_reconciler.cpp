@@ -51,6 +51,7 @@ json nico_labels(const json& labels) {
 
 void fail_retry(DpuOutcome& out, const kube::Error& e, std::string what) {
   out.retry = true;
+  out.retry_reason = retry_reason(e);
   out.message = std::move(what) + ": " + kube::describe(e);
   out.http_status = e.http_status ? std::optional<int>(e.http_status) : std::nullopt;
   out.retry_after_s = e.retry_after_s;
@@ -63,6 +64,7 @@ bool fenced(const DpuWork& w) {
 DpuOutcome lost(DpuOutcome out, const std::string& before, int calls) {
   out.retry = true;
   out.lost = true;
+  out.retry_reason = "lease_fence";
   out.results.clear();
   out.message = "lease fence: the lease could expire during the next Kubernetes call (" + before +
                 "); nothing more was sent";

@@ -57,6 +57,8 @@ struct DpuOutcome {
   // Observe again even if every item looks converged. Per-pod evidence makes
   // this unnecessary today; kept for the queue's contract.
   bool keep_polling = false;
+  // retry: why (retry_reason() of errors.hpp, "lease_fence"); static.
+  const char* retry_reason = nullptr;
 };
 
 }  // namespace extsvc::reconcile

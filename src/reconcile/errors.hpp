@@ -20,6 +20,32 @@ inline bool retryable(const kube::Error& e) {
   return e.kind == kube::ErrorKind::kOther && e.reason == "InvalidResponse";
 }
 
+// The reason a retried pass is counted under (extsvc_retries_total{reason},
+// docs/metrics.md): a static string, one of core::MetricsStore's vocabulary.
+inline const char* retry_reason(const kube::Error& e) {
+  switch (e.kind) {
+    case kube::ErrorKind::kTransport:
+      return "transport";
+    case kube::ErrorKind::kTimeout:
+      return "timeout";
+    case kube::ErrorKind::kServerError:
+      return "server_error";
+    case kube::ErrorKind::kTooManyRequests:
+      return "too_many_requests";
+    case kube::ErrorKind::kConflict:
+      return "conflict";
+    case kube::ErrorKind::kUnauthorized:
+      return "unauthorized";
+    case kube::ErrorKind::kForbidden:
+      return "forbidden";
+    default:
+      break;
+  }
+  if (e.reason == "InvalidResponse") return "invalid_response";
+  if (e.reason == "ResponseTooLarge") return "response_too_large";
+  return "other";
+}
+
 // The API server's Warning headers (deprecations, pruned fields when a server
 // ignores fieldValidation) go to the server log: they are the only trace of a
 // 2xx that did not do everything that was asked.

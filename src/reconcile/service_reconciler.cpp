@@ -65,6 +65,7 @@ Outcome from_error(const kube::Error& e, const std::string& what) {
   }
   if (retryable(e)) {
     o.kind = Outcome::Kind::kRetry;
+    o.retry_reason = retry_reason(e);
   } else {
     o.kind = Outcome::Kind::kTransition;
     o.new_state = "FAILED";
@@ -77,6 +78,7 @@ Outcome from_error(const kube::Error& e, const std::string& what) {
 Outcome lost(const std::string& before) {
   Outcome o;
   o.kind = Outcome::Kind::kLost;
+  o.retry_reason = "lease_fence";
   o.message = "lease fence: the lease could expire during the next Kubernetes call (" + before +
               "); nothing more was sent";
   return o;
@@ -136,6 +138,7 @@ std::optional<Outcome> not_a_dpuservice(const kube::Response& r, const std::stri
     return std::nullopt;
   Outcome o;
   o.kind = Outcome::Kind::kRetry;
+  o.retry_reason = "invalid_response";
   o.http_status = r.http_status;
   o.message = what + ": the API answered " + std::to_string(r.http_status) +
               " without a DPUService object; retrying";

@@ -49,6 +49,8 @@ struct Outcome {
   std::string observed_resource_version;
   std::optional<core::DpfStatus> dpf;  // DPF's view when a live object was seen
   int api_calls = 0;
+  // kRetry, kLost: why (retry_reason() of errors.hpp, "lease_fence"); static.
+  const char* retry_reason = nullptr;
 };
 
 const char* to_string(Outcome::Kind kind);

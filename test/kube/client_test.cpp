@@ -443,6 +443,84 @@ TEST(KubeClient, TransportErrorOnClosedPort) {
   EXPECT_EQ(c.stats().errors, 1u);
 }
 
+// Metrics (issue 12): one observer call per HTTP attempt, list pages as LIST,
+// no response as code 0, the cluster label as given.
+struct RecordingObserver final : RequestObserver {
+  struct Seen {
+    std::string cluster, verb;
+    int status;
+    double seconds;
+  };
+  std::vector<Seen> seen;
+  void on_request(const RequestEvent& e) noexcept override {
+    seen.push_back({std::string(e.cluster), std::string(e.verb), e.http_status, e.seconds});
+  }
+};
+
+TEST(KubeClient, ObserverSeesEveryAttempt) {
+  TestServer s;
+  s.srv().Get("/api/v1/nodes/n1", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"kind":"Node","metadata":{"name":"n1"}})", "application/json");
+  });
+  s.srv().Get("/api/v1/nodes/missing", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content(status_body(404, "NotFound", "nodes \"missing\" not found"),
+                    "application/json");
+  });
+  s.srv().Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    json page = {{"metadata", json::object()}, {"items", json::array({1})}};
+    if (req.get_param_value("continue").empty()) page["metadata"]["continue"] = "next";
+    res.set_content(page.dump(), "application/json");
+  });
+  s.srv().Patch("/api/v1/nodes/n1", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 429;
+    res.set_header("Retry-After", "1");
+    res.set_content(status_body(429, "TooManyRequests", "slow down"), "application/json");
+  });
+  s.start();
+  RecordingObserver obs;
+  Client c(http_config(s));
+  c.set_observer(&obs, "dpu");
+  EXPECT_TRUE(c.get(nodes_path("n1")).ok());
+  EXPECT_FALSE(c.get(nodes_path("missing")).ok());
+  EXPECT_TRUE(c.list(pods_path(), "").ok());
+  EXPECT_FALSE(c.merge_patch(nodes_path("n1"), json{{"metadata", json::object()}}).ok());
+  ASSERT_EQ(obs.seen.size(), 5u);
+  EXPECT_EQ(obs.seen[0].verb, "GET");
+  EXPECT_EQ(obs.seen[0].status, 200);
+  EXPECT_EQ(obs.seen[1].status, 404);
+  EXPECT_EQ(obs.seen[2].verb, "LIST");
+  EXPECT_EQ(obs.seen[3].verb, "LIST");
+  EXPECT_EQ(obs.seen[4].verb, "PATCH");
+  EXPECT_EQ(obs.seen[4].status, 429);
+  for (const auto& x : obs.seen) {
+    EXPECT_EQ(x.cluster, "dpu");
+    EXPECT_GE(x.seconds, 0.0);
+    EXPECT_LT(x.seconds, 5.0);
+  }
+  // after a list, plain GETs are GETs again
+  EXPECT_TRUE(c.get(nodes_path("n1")).ok());
+  EXPECT_EQ(obs.seen.back().verb, "GET");
+  // detached: nothing more is reported
+  c.set_observer(nullptr, "");
+  EXPECT_TRUE(c.get(nodes_path("n1")).ok());
+  EXPECT_EQ(obs.seen.size(), 6u);
+}
+
+TEST(KubeClient, ObserverSeesTransportErrorsAsCodeZero) {
+  ClusterConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(test::closed_port());
+  cfg.qps = 0;
+  RecordingObserver obs;
+  Client c(cfg);
+  c.set_observer(&obs, "management");
+  EXPECT_FALSE(c.del("/api/v1/nodes/x").ok());
+  ASSERT_EQ(obs.seen.size(), 1u);
+  EXPECT_EQ(obs.seen[0].cluster, "management");
+  EXPECT_EQ(obs.seen[0].verb, "DELETE");
+  EXPECT_EQ(obs.seen[0].status, 0);
+}
+
 TEST(KubeClient, TimeoutWhenServerIsSlow) {
   TestServer s;
   s.srv().Get("/slow", [](const httplib::Request&, httplib::Response& res) {

@@ -1,0 +1,29 @@
+// What the Kubernetes client reports about every HTTP attempt, for metrics.
+// The client knows nothing of where the numbers go: the worker (src/pg)
+// implements RequestObserver over shared memory.
+#pragma once
+
+#include <string_view>
+
+namespace extsvc::kube {
+
+struct RequestEvent {
+  std::string_view cluster;  // the label given to Client::set_observer ("management", "dpu")
+  std::string_view verb;     // GET, LIST (each page of a list), POST, PUT, PATCH, DELETE
+  int http_status = 0;       // 0: no HTTP response (transport error, timeout, TLS, interrupted)
+  double seconds = 0;        // wall time of the attempt (connect, TLS, transfer)
+};
+
+class RequestObserver {
+ public:
+  RequestObserver() = default;
+  virtual ~RequestObserver() = default;
+  RequestObserver(const RequestObserver&) = delete;
+  RequestObserver& operator=(const RequestObserver&) = delete;
+  // Called once per HTTP attempt (a 401 retry and every list page are
+  // attempts of their own), on the calling thread, after the attempt ended.
+  // Must not throw and should not block.
+  virtual void on_request(const RequestEvent& event) noexcept = 0;
+};
+
+}  // namespace extsvc::kube

@@ -1,0 +1,166 @@
+// Shared-memory metrics of the workers and the SQL function that reads them
+// (extsvc._worker_metrics(), wrapped by extsvc.metrics()).
+#include "pg_prelude.hpp"
+
+#include "metrics.hpp"
+
+#include <algorithm>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "guard.hpp"
+#include "gucs.hpp"
+#include "wake.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(nico_extsvc_worker_metrics);
+}
+
+namespace extsvc::pg {
+
+namespace {
+
+core::MetricsStore* g_store = nullptr;
+
+class ShmemObserver final : public kube::RequestObserver {
+ public:
+  void on_request(const kube::RequestEvent& e) noexcept override {
+    if (g_store != nullptr) g_store->record_request(e.cluster, e.verb, e.http_status, e.seconds);
+  }
+};
+
+ShmemObserver g_observer;
+
+struct Row {
+  std::string metric;
+  std::string labels;  // JSON object
+  double value;
+};
+
+std::string labels_json(const std::vector<std::pair<std::string, std::string>>& labels) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : labels) j[k] = v;
+  return j.dump();
+}
+
+// Everything the function returns, built in C++ (no PostgreSQL call that can
+// raise in here: atomics and GUC variables only).
+std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers, int64_t now) {
+  std::vector<Row> rows;
+  if (store == nullptr || st == nullptr) {
+    rows.push_back({"extsvc_worker_up", "{}", 0});
+    rows.push_back({"extsvc_workers_configured", "{}", 0});
+    return rows;
+  }
+  for (const auto& s : store->snapshot(now))
+    rows.push_back({s.metric, labels_json(s.labels), s.value});
+  rows.push_back({"extsvc_workers_configured", "{}", static_cast<double>(workers)});
+  uint64_t orphans = 0, rederived = 0;
+  for (int i = 0; i < kMaxWorkers; ++i) {
+    WorkerSlot& w = st->slots[i];
+    orphans += pg_atomic_read_u64(&w.orphans_deleted);
+    rederived += pg_atomic_read_u64(&w.dpus_rederived);
+    if (i >= workers) continue;
+    const std::string l = labels_json({{"worker", std::to_string(i)}});
+    auto counter = [&](const char* name, uint64 v) {
+      rows.push_back({name, l, static_cast<double>(v)});
+    };
+    rows.push_back({"extsvc_worker_up", l, pg_atomic_read_u32(&w.pid) != 0 ? 1.0 : 0.0});
+    const uint64_t starts = store->worker_starts(i);
+    counter("extsvc_worker_restarts_total", starts > 0 ? starts - 1 : 0);
+    const uint64 last = pg_atomic_read_u64(&w.last_activity_us);
+    if (last != 0)
+      rows.push_back(
+          {"extsvc_worker_last_iteration_age_seconds", l,
+           static_cast<double>(std::max<int64_t>(0, now - static_cast<int64_t>(last))) / 1e6});
+    counter("extsvc_worker_iterations_total", pg_atomic_read_u64(&w.iterations));
+    counter("extsvc_worker_claimed_total", pg_atomic_read_u64(&w.claimed));
+    counter("extsvc_worker_completed_total", pg_atomic_read_u64(&w.completed));
+    counter("extsvc_worker_stale_results_total", pg_atomic_read_u64(&w.stale));
+    counter("extsvc_lease_fenced_total", pg_atomic_read_u64(&w.fenced));
+    counter("extsvc_lease_renewals_total", pg_atomic_read_u64(&w.renewals));
+    counter("extsvc_leases_released_total", pg_atomic_read_u64(&w.leases_released));
+  }
+  rows.push_back({"extsvc_orphans_deleted_total", "{}", static_cast<double>(orphans)});
+  rows.push_back({"extsvc_dpus_rederived_total", "{}", static_cast<double>(rederived)});
+  rows.push_back({"extsvc_wakes_requested_total", "{}",
+                  static_cast<double>(pg_atomic_read_u64(&st->wakes_requested))});
+  return rows;
+}
+
+}  // namespace
+
+core::MetricsStore* metrics_store() {
+  return g_store;
+}
+
+void request_metrics_memory() {
+  RequestAddinShmemSpace(MAXALIGN(sizeof(core::MetricsStore)));
+}
+
+void attach_metrics_memory() {
+  bool found = false;
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  void* mem = ShmemInitStruct("nico_extsvc metrics", sizeof(core::MetricsStore), &found);
+  // a fresh block (server start, crash restart) starts from zero
+  g_store = found ? static_cast<core::MetricsStore*>(mem) : new (mem) core::MetricsStore();
+  LWLockRelease(AddinShmemInitLock);
+}
+
+kube::RequestObserver* metrics_observer() {
+  return &g_observer;
+}
+
+void metrics_worker_started(int slot) {
+  if (g_store != nullptr) g_store->record_worker_start(slot);
+}
+
+void metrics_retry(int queue, const char* reason) {
+  if (g_store != nullptr) g_store->record_retry(queue, reason != nullptr ? reason : "internal");
+}
+
+void metrics_resync(bool ok, double seconds) {
+  if (g_store != nullptr)
+    g_store->record_resync(ok, seconds, static_cast<int64_t>(GetCurrentTimestamp()));
+}
+
+}  // namespace extsvc::pg
+
+using namespace extsvc::pg;
+
+// extsvc._worker_metrics(): (metric text, labels jsonb, value double precision)
+extern "C" Datum nico_extsvc_worker_metrics(PG_FUNCTION_ARGS) {
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  InitMaterializedSRF(fcinfo, 0);
+  const int64_t now = static_cast<int64_t>(GetCurrentTimestamp());
+  const int workers = shared_state() != nullptr ? std::min(gucs.workers, kMaxWorkers) : 0;
+  std::vector<Row>* rows = nullptr;
+  PendingError err;
+  cpp_call(err,
+           [&] { rows = new std::vector<Row>(collect(g_store, shared_state(), workers, now)); });
+  raise_if(err);
+  // copy out (no C++ call can throw here), free, then hand to PostgreSQL
+  const int n = static_cast<int>(rows->size());
+  char** metric = static_cast<char**>(palloc(sizeof(char*) * (n + 1)));
+  char** labels = static_cast<char**>(palloc(sizeof(char*) * (n + 1)));
+  double* value = static_cast<double*>(palloc(sizeof(double) * (n + 1)));
+  for (int i = 0; i < n; ++i) {
+    const Row& r = (*rows)[static_cast<size_t>(i)];
+    metric[i] = pstrdup(r.metric.c_str());
+    labels[i] = pstrdup(r.labels.c_str());
+    value[i] = r.value;
+  }
+  cpp_call(err, [&] { delete rows; });
+  for (int i = 0; i < n; ++i) {
+    Datum values[3];
+    bool nulls[3] = {false, false, false};
+    values[0] = CStringGetTextDatum(metric[i]);
+    values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(labels[i]));
+    values[2] = Float8GetDatum(value[i]);
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+  }
+  return (Datum)0;
+}
