@@ -1,5 +1,5 @@
 -- The allowed service lifecycle changes. docs/lifecycle.md is generated from
--- this table (scripts/gen-lifecycle-doc.sh) and a test checks they agree.
+-- this table (tools/lifecycle_doc.py --write) and a test (--check) keeps them equal.
 INSERT INTO extsvc.lifecycle_transitions (from_state, to_state, actor, reason, description) VALUES
   (NULL,       'CREATING', 'api',    'create',              'DPF_HELM_CHART service created; intent persisted, no Kubernetes call yet'),
   (NULL,       'READY',    'api',    'create',              'KUBERNETES_POD service created (synchronous)'),

@@ -1,5 +1,5 @@
 // Configuration parameters (GUCs) of nico_extsvc. Names are part of the
-// operator contract (SPEC section 3); docs/gucs.md documents each.
+// operator contract (SPEC section 3); docs/worker.md ("GUCs") documents each.
 #pragma once
 
 namespace extsvc::pg {
