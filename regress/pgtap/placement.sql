@@ -4,7 +4,7 @@
 -- attachments, status functions and the ALL_DPUS deletion gate. No worker
 -- runs: this session plays it.
 BEGIN;
-SELECT plan(203);
+SELECT plan(204);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 -- set_instance_extension_services reuses a temp table within a transaction
@@ -451,6 +451,11 @@ SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/UNKNOWN', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING'],
           'a no-longer-targeted row goes REMOVING');
+SELECT is((SELECT string_agg(format('%s/%s/%s', from_state, actor, reason), ', ')
+             FROM extsvc.instance_dpu_state_history(:I1)
+            WHERE machine = 'placement' AND to_state = 'REMOVING' AND service_name = 'svc-active'
+              AND dpu_machine_id = :DA),
+          'ACTIVE/api/untargeted', 'issue #15: the history names the network change: ACTIVE -> REMOVING by api, untargeted');
 SELECT is((SELECT config_version FROM extsvc.instances WHERE instance_id = :I1), 5, 'a network change keeps config_version');
 SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA), 'a placement change makes the DPU due');
 SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DC),

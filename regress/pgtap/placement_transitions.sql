@@ -258,7 +258,7 @@ END $$;
 UPDATE cases c SET result = pg_temp.run_site(c) WHERE c.machine = 'site_deployment';
 
 ------------------------------------------------------------------ the plan
-SELECT plan((SELECT count(*)::integer FROM cases) + (SELECT count(*)::integer FROM extsvc.placement_transitions) + 33);
+SELECT plan((SELECT count(*)::integer FROM cases) + (SELECT count(*)::integer FROM extsvc.placement_transitions) + 42);
 
 -- every combination: listed -> accepted and recorded with actor and reason;
 -- otherwise -> 55000 with a DETAIL naming from, to and actor
@@ -387,13 +387,70 @@ SELECT is((SELECT count(*)::integer FROM extsvc.instance_dpu_state_history((SELE
           AND NOT EXISTS (SELECT FROM extsvc.instance_dpu_state_history((SELECT instance_id FROM st)) h
                            WHERE h.dpu_machine_id <> (SELECT dpu FROM st)),
           true, 'the reader returns one instance''s rows only');
-SELECT ok(has_function_privilege('extsvc_api', 'extsvc.instance_dpu_state_history(uuid)', 'EXECUTE')
+SELECT ok(has_function_privilege('extsvc_api', 'extsvc.instance_dpu_state_history(uuid, text)', 'EXECUTE')
           AND NOT has_table_privilege('extsvc_api', 'extsvc.dpu_state_history', 'SELECT'),
           'extsvc_api reads the history through the function only');
 UPDATE extsvc.dpu_state_history SET at = now() - interval '31 days' WHERE instance_id = (SELECT instance_id FROM hb);
 SELECT is(extsvc.expire_stale_observations(), 0, 'nothing else stale');
 SELECT is((SELECT count(*)::integer FROM extsvc.instance_dpu_state_history((SELECT instance_id FROM hb))), 0,
           'history older than 30 days is pruned by the resync''s sweep');
+
+------------------------------------------------------------------ history: evidence, no row per observation, the reader's errors
+CREATE TEMP TABLE ev AS SELECT * FROM pg_temp.att('live', 'ACTIVE', 'PENDING', now());
+SET LOCAL nico_extsvc.actor = 'worker';
+UPDATE extsvc.dpf_extension_service_attachments
+   SET status_message = 'pod ev-1 not Ready: CrashLoopBackOff', observed_at = now()
+ WHERE instance_id = (SELECT instance_id FROM ev);
+UPDATE extsvc.dpf_extension_service_attachments
+   SET status_message = 'pod ev-1 not Ready: CrashLoopBackOff (again)', observed_at = now()
+ WHERE instance_id = (SELECT instance_id FROM ev);
+SELECT is((SELECT count(*)::integer FROM extsvc.instance_dpu_state_history((SELECT instance_id FROM ev))), 0,
+          'observing the same state again (new message, new observed_at) records no history row');
+UPDATE extsvc.dpf_extension_service_attachments
+   SET deployment_state = 'RUNNING', status_message = 'pod ev-2 Ready at revision 1', observed_at = now()
+ WHERE instance_id = (SELECT instance_id FROM ev);
+SET LOCAL nico_extsvc.actor = '';
+SELECT is((SELECT format('%s>%s/%s/%s: %s', from_state, to_state, actor, reason, message)
+             FROM extsvc.instance_dpu_state_history((SELECT instance_id FROM ev))),
+          'PENDING>RUNNING/worker/running_observed: pod ev-2 Ready at revision 1',
+          'a change is recorded once, with the evidence that made it in message');
+SELECT throws_ok(format('SELECT * FROM extsvc.instance_dpu_state_history(%L)', gen_random_uuid()),
+          'P0002', NULL, 'history of an id that is neither an instance nor in the history: P0002');
+SELECT throws_ok(format('SELECT * FROM extsvc.instance_dpu_state_history(%L, %L)',
+                        (SELECT instance_id FROM ev), 'tenant-other'),
+          '42501', NULL, 'history with another tenant''s id: 42501');
+SELECT is((SELECT count(*)::integer FROM extsvc.instance_dpu_state_history((SELECT instance_id FROM ev), 'tenant-trans')),
+          1, 'history with the instance''s own tenant');
+SET LOCAL session_replication_role = replica;
+DELETE FROM extsvc.dpf_extension_service_attachments WHERE instance_id = (SELECT instance_id FROM ev);
+DELETE FROM extsvc.instance_extension_services WHERE instance_id = (SELECT instance_id FROM ev);
+DELETE FROM extsvc.instances WHERE instance_id = (SELECT instance_id FROM ev);
+SET LOCAL session_replication_role = origin;
+SELECT is((SELECT count(*)::integer FROM extsvc.instance_dpu_state_history((SELECT instance_id FROM ev))), 1,
+          'a deleted instance''s history stays readable');
+SELECT throws_ok(format('SELECT * FROM extsvc.instance_dpu_state_history(%L, %L)',
+                        (SELECT instance_id FROM ev), 'tenant-trans'),
+          '42501', NULL, 'with the tenant argument a deleted instance is refused like a foreign one');
+
+------------------------------------------------------------------ stale site-wide rows read as UNKNOWN
+CREATE TEMP TABLE m0 AS SELECT value FROM extsvc.metrics() WHERE metric = 'extsvc_site_service_dpus'
+                           AND labels = '{"deployment_state": "UNKNOWN"}';
+SET LOCAL session_replication_role = replica;
+INSERT INTO extsvc.dpus (machine_id, host_machine_id, dpu_device_name, dpu_node_name)
+VALUES ('a5200000-0000-0000-0000-000000000001', gen_random_uuid(), 'tr-site-fresh', 'tr-site-fresh-node'),
+       ('a5200000-0000-0000-0000-000000000002', gen_random_uuid(), 'tr-site-stale', 'tr-site-stale-node');
+INSERT INTO extsvc.site_service_dpu_status (service_id, dpu_machine_id, deployment_state, status_message, observed_at)
+VALUES ('a5000000-0000-0000-0000-000000000002', 'a5200000-0000-0000-0000-000000000001', 'RUNNING', 'fresh', now()),
+       ('a5000000-0000-0000-0000-000000000002', 'a5200000-0000-0000-0000-000000000002', 'RUNNING', 'old', now() - interval '16 min');
+SET LOCAL session_replication_role = origin;
+SELECT is((SELECT string_agg(dpu_device_name || ':' || deployment_state, ', ' ORDER BY dpu_device_name)
+             FROM extsvc.site_service_status('a5000000-0000-0000-0000-000000000002')
+            WHERE dpu_device_name LIKE 'tr-site-%'),
+          'tr-site-fresh:RUNNING, tr-site-stale:UNKNOWN',
+          'site_service_status: an observation older than extsvc.observation_max_age reads UNKNOWN');
+SELECT is((SELECT value FROM extsvc.metrics() WHERE metric = 'extsvc_site_service_dpus'
+             AND labels = '{"deployment_state": "UNKNOWN"}') - (SELECT value FROM m0), 1::double precision,
+          'metrics: the stale site-wide row is counted UNKNOWN (and the fresh one is not)');
 
 SELECT * FROM finish();
 ROLLBACK;

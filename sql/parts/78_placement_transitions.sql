@@ -143,7 +143,7 @@ BEGIN
                     AND t.to_state IS NOT DISTINCT FROM p_to AND t.actor = p_actor AND t.reason = p_reason) THEN
     RAISE EXCEPTION '% transition % -> % by % (%) is not allowed', p_machine,
         coalesce(p_from, '(new)'), coalesce(p_to, '(removed)'), p_actor, p_reason
-      USING ERRCODE = '55000',
+      USING ERRCODE = '55000', CONSTRAINT = p_machine || '_transition',
             DETAIL = format('machine: %s, from: %s, to: %s, actor: %s, reason: %s, %s', p_machine,
                             coalesce(p_from, '(new)'), coalesce(p_to, '(removed)'), p_actor, p_reason, p_row),
             HINT = 'See extsvc.placement_transitions for the allowed changes.';
@@ -487,21 +487,37 @@ $fn$;
 COMMENT ON FUNCTION extsvc.expire_stale_observations() IS
   'Marks per-DPU states observed longer ago than extsvc.observation_max_age UNKNOWN (reason observation_stale); prunes history older than 30 days. Returns the rows marked.';
 
-CREATE FUNCTION extsvc.instance_dpu_state_history(instance_id uuid)
+CREATE FUNCTION extsvc.instance_dpu_state_history(instance_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (at timestamptz, service_id uuid, service_name text, version text, dpu_machine_id uuid,
                dpu_node_name text, machine text, from_state text, to_state text, actor text, reason text,
                message text, observed_at timestamptz)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, extsvc, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, extsvc, pg_temp AS $fn$
+BEGIN
+  -- the tenant check of every instance function (a deleted instance has no
+  -- tenant left to compare, so with the argument it is refused like a
+  -- foreign one); without it, a deleted instance's history stays readable
+  -- until retention removes it, and only an id with neither is unknown
+  PERFORM extsvc._check_instance_tenant(instance_dpu_state_history.instance_id,
+                                        instance_dpu_state_history.tenant_organization_id);
+  IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = instance_dpu_state_history.instance_id)
+     AND NOT EXISTS (SELECT FROM extsvc.dpu_state_history h
+                      WHERE h.instance_id = instance_dpu_state_history.instance_id) THEN
+    PERFORM extsvc._raise('P0002', 'instance not found',
+                          format('instance_id: %s', instance_dpu_state_history.instance_id),
+                          'Check the instance id; history of a deleted instance is kept 30 days.');
+  END IF;
+  RETURN QUERY
   SELECT h.at, h.service_id, s.service_name, h.version, h.dpu_machine_id, d.dpu_node_name, h.machine,
          h.from_state, h.to_state, h.actor, h.reason, h.message, h.observed_at
     FROM extsvc.dpu_state_history h
     LEFT JOIN extsvc.service_records s ON s.service_id = h.service_id
     LEFT JOIN extsvc.dpus d ON d.machine_id = h.dpu_machine_id
    WHERE h.instance_id = instance_dpu_state_history.instance_id
-   ORDER BY h.id
+   ORDER BY h.id;
+END
 $fn$;
-COMMENT ON FUNCTION extsvc.instance_dpu_state_history(uuid) IS
-  'Per-DPU state changes of one instance''s attachments (placement and deployment), oldest first; kept 30 days, at most 32 per row.';
+COMMENT ON FUNCTION extsvc.instance_dpu_state_history(uuid, text) IS
+  'Per-DPU state changes of one instance''s attachments (placement and deployment), oldest first, with the evidence in message; kept 30 days, at most 32 per row; a deleted instance''s history stays readable. P0002 for an id with neither instance nor history; with tenant_organization_id, 42501 for another tenant''s, a deleted or an unknown instance alike.';
 
 -- The worker's entry points run as actor 'worker' (function-scoped setting,
 -- looked up by name so a changed signature does not break the install).

@@ -27,7 +27,7 @@ GRANT EXECUTE ON FUNCTION
   extsvc.instance_extension_service_status(uuid, text),
   extsvc.instance_extension_services_summary(uuid, text),
   extsvc.instance_extension_services_ready(uuid, text),
-  extsvc.instance_dpu_state_history(uuid),
+  extsvc.instance_dpu_state_history(uuid, text),
   extsvc.dpu_agent_extension_services(uuid),
   -- the non-admin gates of the role-dependent SECURITY INVOKER entries
   extsvc._create_service_as_api(text, text, text, text, text, text, text, uuid, boolean, jsonb),
