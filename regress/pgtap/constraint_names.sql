@@ -3,7 +3,7 @@
 -- modification, a failed precondition and a conflict are distinguishable
 -- without parsing messages.
 BEGIN;
-SELECT plan(14);
+SELECT plan(19);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -42,6 +42,27 @@ SELECT is((SELECT conname::text FROM pg_constraint WHERE conrelid = 'extsvc.serv
              AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = 'extsvc.service_records'::regclass
                                   AND attname = 'dpf_service_name')]),
           'service_records_dpf_service_name_key', 'the generated-name collision names the real UNIQUE constraint');
+-- a collision made on purpose: the version string is stamped with the
+-- transaction time, so the name a create of :C would generate is known here
+SELECT dpf_service_name AS d_name FROM extsvc.service_records WHERE service_id = :D \gset
+SET LOCAL session_replication_role = replica;
+UPDATE extsvc.service_records SET dpf_service_name = extsvc._dpf_service_name(:C, extsvc._config_version(1))
+ WHERE service_id = :D;
+SET LOCAL session_replication_role = origin;
+SELECT is(pg_temp.con(format($$SELECT extsvc.create_service('con-t', 'con-collide', 'DPF_HELM_CHART', %L, dpu_target => 'ALL', service_id => %L)$$,
+                             :'chart', :C)),
+          '23505 service_records_dpf_service_name_key', 'a generated DPUService name that collides');
+SET LOCAL session_replication_role = replica;
+UPDATE extsvc.service_records SET dpf_service_name = :'d_name' WHERE service_id = :D;
+SET LOCAL session_replication_role = origin;
+SELECT is(pg_temp.con($$SELECT extsvc.register_dpu('4d000000-0000-0000-0000-00000000000b', '4c000000-0000-0000-0000-000000000002', 'con-dpu-a', 'con-node-b')$$),
+          '23505 dpus_dpu_device_name_key', 'register_dpu: another DPU has the DPUDevice name');
+SELECT is(pg_temp.con($$SELECT extsvc.register_dpu('4d000000-0000-0000-0000-00000000000b', '4c000000-0000-0000-0000-000000000002', 'con-dpu-b', 'con-node-a')$$),
+          '23505 dpus_dpu_node_name_key', 'register_dpu: another DPU has the Node name');
+SELECT is(pg_temp.con(format($$UPDATE extsvc.service_records SET lifecycle_state = 'DELETED', state_actor = 'api', state_reason = 'bogus' WHERE service_id = %L$$, :P)),
+          '55000 lifecycle_transition', 'a lifecycle change outside the transition table');
+SELECT is(pg_temp.con($$SELECT extsvc._refuse_transition('deployment', 'RUNNING', 'PENDING', 'api', 'bogus', 'row: x')$$),
+          '55000 deployment_transition', 'a per-DPU change outside the transition table');
 SELECT is(pg_temp.con(format($$SELECT extsvc.update_service(%L, description => 'x', if_version_ctr_match => 9)$$, :D)),
           '55000 version_ctr_match', 'version_ctr mismatch');
 SELECT is(pg_temp.con(format($$SELECT extsvc.set_instance_extension_services(%L, '[]', 9)$$, :I1)),

@@ -3,7 +3,7 @@
 -- site_service_status), their grants, the tenant argument of issue #10, and
 -- P0002 for an unknown instance in every instance status function.
 BEGIN;
-SELECT plan(72);
+SELECT plan(84);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -189,6 +189,43 @@ SELECT is((SELECT array_agg(DISTINCT config_version_text) FROM extsvc.instance_e
 SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.instance_extension_services_summary(:I1)),
           ARRAY[row(3, (SELECT t FROM cvt))::text], 'instance_extension_services_summary rows carry both');
 SELECT matches((SELECT config_version_text FROM extsvc.get_instance(:I2)), '^V2-T[0-9]{16}$', 'and it follows each change');
+-- one call returns both (SPEC 6 keeps set_instance_extension_services'
+-- integer), and the agent feeds carry the string the agent echoes
+SELECT extsvc.upsert_instance('81000000-0000-0000-0000-0000000000f5', 'reads-t', :H, ARRAY[]::uuid[]);
+CREATE TEMP TABLE cfg5 AS SELECT jsonb_build_array(jsonb_build_object('service_id', :P,
+    'version', (SELECT version FROM extsvc.services WHERE service_id = :P))) AS c;
+CREATE TEMP TABLE vv AS SELECT * FROM extsvc.set_instance_extension_services_versioned(
+    '81000000-0000-0000-0000-0000000000f5', (SELECT c FROM cfg5));
+SELECT is((SELECT row(config_version, config_version_text)::text FROM vv),
+          (SELECT row(config_version, config_version_text)::text FROM extsvc.get_instance('81000000-0000-0000-0000-0000000000f5')),
+          'set_instance_extension_services_versioned: the new config_version and the string get_instance shows');
+SELECT ok((SELECT config_version_text ~ ('^V' || config_version || '-T[0-9]{16}$') FROM vv),
+          'set_instance_extension_services_versioned: the string is V<config_version>-T<microseconds>');
+SELECT is((SELECT row(config_version, config_version_text)::text
+             FROM extsvc.set_instance_extension_services_versioned('81000000-0000-0000-0000-0000000000f5', (SELECT c FROM cfg5))),
+          (SELECT row(config_version, config_version_text)::text FROM vv),
+          'set_instance_extension_services_versioned: the same configuration again keeps both');
+SELECT ok((SELECT a = b AND a <> 'ok'
+             FROM (SELECT pg_temp.err(format('SELECT * FROM extsvc.set_instance_extension_services_versioned(%L, %L, 99)',
+                                             '81000000-0000-0000-0000-0000000000f5', (SELECT c FROM cfg5))) AS a,
+                          pg_temp.err(format('SELECT extsvc.set_instance_extension_services(%L, %L, 99)',
+                                             '81000000-0000-0000-0000-0000000000f5', (SELECT c FROM cfg5))) AS b) e),
+          'set_instance_extension_services_versioned: the errors of set_instance_extension_services (a stale if_config_version_match)');
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.dpu_agent_extension_services(:DA)
+            WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
+          ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
+          'dpu_agent_extension_services rows carry config_version and its string');
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.host_agent_extension_services(:H)
+            WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
+          ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
+          'host_agent_extension_services rows carry config_version and its string');
+-- the writes and feeds NICo calls besides the reads above
+SELECT function_privs_are('extsvc', fn, args, r, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
+                          format('%s: EXECUTE on extsvc.%s is %s', r, fn, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN 'refused' ELSE 'granted' END))
+  FROM (VALUES ('set_instance_extension_services_versioned', ARRAY['uuid', 'jsonb', 'integer', 'text']),
+               ('delete_service_versions', ARRAY['uuid', 'text[]', 'text']),
+               ('host_agent_extension_services', ARRAY['uuid'])) f(fn, args)
+  CROSS JOIN unnest(ARRAY['extsvc_api', 'extsvc_tap_reads_nobody']) r ORDER BY fn, r;
 
 ------------------------------------------------------------------ unknown instance: P0002 everywhere
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.%s(%L)', fn, :IU)),
@@ -199,8 +236,8 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.%s(%L)', fn, :IU)),
 ------------------------------------------------------------------ service_instances
 SELECT is((SELECT array_agg(row(instance_id, removed_at IS NOT NULL)::text) FROM extsvc.service_instances(:D)),
           ARRAY[row(:I1::uuid, true)::text], 'service_instances: the tombstone is listed with removed_at');
-SELECT is((SELECT array_agg(instance_id) FROM extsvc.service_instances(:P, (SELECT version FROM extsvc.services WHERE service_id = :P))),
-          ARRAY[:I2::uuid], 'service_instances: filtered by version');
+SELECT is((SELECT array_agg(instance_id ORDER BY instance_id) FROM extsvc.service_instances(:P, (SELECT version FROM extsvc.services WHERE service_id = :P))),
+          ARRAY[:I2::uuid, '81000000-0000-0000-0000-0000000000f5'], 'service_instances: filtered by version (the versioned-call instance has it too)');
 SELECT is((SELECT count(*)::int FROM extsvc.service_instances(:P, (SELECT version FROM extsvc.service_versions(:P) WHERE version_number = 1))),
           0, 'service_instances: a version nobody uses has no rows');
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.service_instances(%L, %L)', :P, 'V9-T9')),

@@ -57,7 +57,7 @@ BEGIN
         AND t.reason = NEW.state_reason) THEN
     RAISE EXCEPTION 'lifecycle transition % -> % by % (%) is not allowed',
         coalesce(v_from, '(new)'), NEW.lifecycle_state, NEW.state_actor, NEW.state_reason
-      USING ERRCODE = '55000',
+      USING ERRCODE = '55000', CONSTRAINT = 'lifecycle_transition',
             DETAIL = format('service_id: %s', NEW.service_id),
             HINT = 'See extsvc.lifecycle_transitions for the allowed changes.';
   END IF;

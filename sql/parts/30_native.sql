@@ -40,6 +40,17 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT coalesce(nullif(current_setting('extsvc.namespace', true), ''), 'dpf-operator-system')
 $fn$;
 
+-- A caller's value as quoted in an error's DETAIL (issue #10): at most 64
+-- characters, so an error never echoes a long (or hostile) value whole.
+CREATE FUNCTION extsvc._token(p_value text) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT CASE WHEN p_value IS NULL THEN 'NULL'
+              WHEN length(p_value) <= 64 THEN p_value
+              ELSE left(p_value, 48) || format('... (%s characters)', length(p_value)) END
+$fn$;
+COMMENT ON FUNCTION extsvc._token(text) IS
+  'Internal: a caller''s value for an error DETAIL, cut to 48 characters plus its length when longer than 64. No grants.';
+
 -- Raises an error with SQLSTATE, one-line message, DETAIL and HINT.
 CREATE FUNCTION extsvc._raise(p_sqlstate text, p_message text, p_detail text, p_hint text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -82,7 +93,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- One answer for "does not exist" and "belongs to another tenant".
   PERFORM extsvc._raise('42501', format('%s is not accessible to this tenant', p_what),
-    format('%s_id: %s, tenant_organization_id: %s', p_what, p_id, p_tenant),
+    format('%s_id: %s, tenant_organization_id: %s', p_what, p_id, extsvc._token(p_tenant)),
     format('Pass the id of one of this tenant''s %ss; an unknown id and another tenant''s id get this same answer.', p_what));
 END
 $fn$;

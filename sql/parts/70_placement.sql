@@ -242,19 +242,22 @@ BEGIN
   IF register_dpu.dpu_device_name IS NULL OR register_dpu.dpu_device_name !~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'
      OR length(register_dpu.dpu_device_name) > 253 THEN
     PERFORM extsvc._raise('22023', 'dpu_device_name is not a Kubernetes object name',
-                          format('field: dpu_device_name = %s', register_dpu.dpu_device_name),
+                          format('field: dpu_device_name = %s', extsvc._token(register_dpu.dpu_device_name)),
                           'Use the name of the DPUDevice object (lowercase DNS subdomain).');
   END IF;
   IF register_dpu.dpu_node_name IS NULL OR register_dpu.dpu_node_name !~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'
      OR length(register_dpu.dpu_node_name) > 253 THEN
     PERFORM extsvc._raise('22023', 'dpu_node_name is not a Kubernetes node name',
-                          format('field: dpu_node_name = %s', register_dpu.dpu_node_name),
+                          format('field: dpu_node_name = %s', extsvc._token(register_dpu.dpu_node_name)),
                           'Use the name of the DPU-cluster Node (the DPU object''s name).');
   END IF;
   SELECT * INTO old FROM extsvc.dpus d WHERE d.machine_id = register_dpu.machine_id FOR UPDATE;
   IF EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> register_dpu.machine_id
                AND (d.dpu_device_name = register_dpu.dpu_device_name OR d.dpu_node_name = register_dpu.dpu_node_name)) THEN
-    PERFORM extsvc._raise('23505', 'another DPU is registered with this DPUDevice or Node name',
+    PERFORM extsvc._raise_c(CASE WHEN EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> register_dpu.machine_id
+                                                 AND d.dpu_device_name = register_dpu.dpu_device_name)
+                                 THEN 'dpus_dpu_device_name_key' ELSE 'dpus_dpu_node_name_key' END,
+                            '23505', 'another DPU is registered with this DPUDevice or Node name',
       format('dpu_device_name: %s, dpu_node_name: %s, registered to: %s', register_dpu.dpu_device_name,
              register_dpu.dpu_node_name,
              (SELECT string_agg(d.machine_id::text, ', ') FROM extsvc.dpus d
@@ -486,7 +489,7 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT FROM extsvc.service_versions v WHERE v.service_id = v_sid AND v.version = v_ver
                       AND (v.deleted_at IS NULL)) THEN
-      PERFORM extsvc._raise('P0002', 'service version not found', format('JSON path: $[%s].version = %s', n, v_ver),
+      PERFORM extsvc._raise('P0002', 'service version not found', format('JSON path: $[%s].version = %s', n, extsvc._token(v_ver)),
                             'Use the exact version string from extsvc.services.version.');
     END IF;
     IF s.service_type = 'DPF_HELM_CHART' AND s.deployment_scope = 'ALL_DPUS' THEN
@@ -690,7 +693,8 @@ COMMENT ON FUNCTION extsvc.instance_extension_services_ready(uuid, text) IS
 
 CREATE FUNCTION extsvc.dpu_agent_extension_services(dpu_machine_id uuid)
 RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, version text, data text,
-               has_credential boolean, observability jsonb, removed_at timestamptz)
+               has_credential boolean, observability jsonb, removed_at timestamptz,
+               config_version integer, config_version_text text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -700,7 +704,8 @@ BEGIN
   END IF;
   -- The DPU agent's feed is unchanged: only KUBERNETES_POD entries.
   RETURN QUERY
-  SELECT c.instance_id, c.service_id, s.service_name, c.version, v.data, v.has_credential, v.observability, c.removed_at
+  SELECT c.instance_id, c.service_id, s.service_name, c.version, v.data, v.has_credential, v.observability, c.removed_at,
+         i.config_version, i.config_version_text
     FROM extsvc.dpus d
     JOIN extsvc.instances i ON i.host_machine_id = d.host_machine_id
     JOIN extsvc.instance_extension_services c ON c.instance_id = i.instance_id
@@ -711,7 +716,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.dpu_agent_extension_services(uuid) IS
-  'The DPU agent''s feed: KUBERNETES_POD entries (including removed ones) of instances on the DPU''s host; never DPF services.';
+  'The DPU agent''s feed: KUBERNETES_POD entries (including removed ones) of instances on the DPU''s host, with the instance''s config_version and its string (which the agent echoes); never DPF services.';
 
 -- Operators: one row per DPU with its placement work.
 CREATE VIEW extsvc.dpu_placement AS

@@ -141,6 +141,28 @@ $fn$;
 COMMENT ON FUNCTION extsvc.get_instance(uuid, text) IS
   'One instance as NICo stores it: tenant, host, network_dpus, dpf_managed, config_version, delete_requested_at, and services = every configured entry [{service_id, service_name, service_type, version, attached_at, removed_at}], tombstones (removed_at set) included, active ones first. P0002 for an unknown instance; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
+-- NICo's instance config update in one call (issue #14 P1-7): the integer
+-- config_version of extsvc.set_instance_extension_services (whose signature
+-- SPEC 6 fixes) together with the string NICo hands to the DPU agent.
+CREATE FUNCTION extsvc.set_instance_extension_services_versioned(
+    instance_id uuid, services jsonb, if_config_version_match integer DEFAULT NULL,
+    tenant_organization_id text DEFAULT NULL)
+RETURNS TABLE (config_version integer, config_version_text text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  config_version := extsvc.set_instance_extension_services(
+      set_instance_extension_services_versioned.instance_id, set_instance_extension_services_versioned.services,
+      set_instance_extension_services_versioned.if_config_version_match,
+      set_instance_extension_services_versioned.tenant_organization_id);
+  SELECT i.config_version_text INTO config_version_text
+    FROM extsvc.instances i WHERE i.instance_id = set_instance_extension_services_versioned.instance_id;
+  RETURN NEXT;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.set_instance_extension_services_versioned(uuid, jsonb, integer, text) IS
+  'extsvc.set_instance_extension_services, returning the new config_version and its string V<n>-T<micros> (NICo''s config version, echoed by the DPU agent; stable until the next change). Same arguments, rules and errors.';
+
 -- P0002 for a version the service never had (deleted ones are known).
 CREATE FUNCTION extsvc._require_service_version(p_service_id uuid, p_version text, p_tenant text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
@@ -205,6 +227,7 @@ COMMENT ON FUNCTION extsvc.site_service_status(uuid, text) IS
   'Per-DPU status of an ALL_DPUS service (rows of extsvc.site_service_dpu_status): dpu_machine_id, dpu_device_name, deployment_state (UNKNOWN once older than extsvc.observation_max_age), status_message, observed_at; a registered DPU not observed yet reads UNKNOWN. P0002 for an unknown service, 22023 for an INSTANCE_DPUS one; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
 REVOKE ALL ON FUNCTION
+  extsvc.set_instance_extension_services_versioned(uuid, jsonb, integer, text),
   extsvc._require_service(uuid, text),
   extsvc._require_service_version(uuid, text, text),
   extsvc.service_versions(uuid, text[], boolean, text),
@@ -214,6 +237,7 @@ REVOKE ALL ON FUNCTION
   extsvc.site_service_status(uuid, text)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
+  extsvc.set_instance_extension_services_versioned(uuid, jsonb, integer, text),
   extsvc.service_versions(uuid, text[], boolean, text),
   extsvc.service_snapshots(uuid[], text),
   extsvc.get_instance(uuid, text),
