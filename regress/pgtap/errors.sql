@@ -1,7 +1,7 @@
 -- SPEC 2.9: every error class has its SQLSTATE, and a refused call changes
 -- nothing.
 BEGIN;
-SELECT plan(63);
+SELECT plan(72);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 
@@ -221,6 +221,43 @@ SELECT throws_ok($$SELECT extsvc.create_service('t1', 'x', 'DPF_HELM_CHART',
                    replace('$$ || :'chart' || $$', 'oci://', 'oci://robot:token@'), dpu_target => 'ALL')$$,
                  '0A000', 'repoURL must not embed credentials', '0A000: credentials in repoURL');
 SELECT is(pg_temp.snapshot(), (SELECT s FROM snap), '0A000 refusals changed nothing');
+
+------------------------------------------------------------------ long values are never echoed whole (issue #10)
+-- 'SQLSTATE|length of DETAIL|whether DETAIL holds the whole value'
+CREATE FUNCTION pg_temp.echo(p_stmt text, p_value text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  v_state text;
+  v_detail text;
+  v_msg text;
+BEGIN
+  EXECUTE p_stmt;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL, v_msg = MESSAGE_TEXT;
+  RETURN format('%s|%s|%s', v_state, length(v_detail) <= 160 AND length(v_msg) <= 160,
+                strpos(v_detail || v_msg, p_value) > 0);
+END $$;
+CREATE TEMP TABLE longv AS SELECT repeat('x', 100000) AS v;
+SELECT is(pg_temp.echo(format($$SELECT extsvc.create_service('t', 'n', %L, 'x')$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+          '22023|t|f', 'a 100,000-character service_type is refused without echoing it');
+SELECT is(pg_temp.echo(format($$SELECT extsvc.create_service('t', 'n', 'KUBERNETES_POD', 'x', deployment_scope => %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+          '22023|t|f', 'a long deployment_scope likewise');
+SELECT is(pg_temp.echo(format($$SELECT extsvc.create_service('t', 'n', 'DPF_HELM_CHART', 'x', dpu_target => %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+          '22023|t|f', 'a long dpu_target likewise');
+SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu(gen_random_uuid(), gen_random_uuid(), %L, 'node-x')$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+          '22023|t|f', 'a long dpu_device_name likewise');
+SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu(gen_random_uuid(), gen_random_uuid(), 'dev-x', %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+          '22023|t|f', 'a long dpu_node_name likewise');
+SELECT is(pg_temp.echo(format($$SELECT extsvc.update_service(gen_random_uuid(), description => 'd', tenant_organization_id => %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+          '42501|t|f', 'a long tenant_organization_id in the tenant refusal likewise');
+SELECT extsvc.upsert_instance('e3100000-0000-0000-0000-000000000001', 'tenant-long', gen_random_uuid(), ARRAY[]::uuid[]);
+CREATE TEMP TABLE longsvc AS SELECT service_id FROM extsvc.create_service('tenant-long', 'long-pod', 'KUBERNETES_POD', 'kind: Pod');
+SELECT is(pg_temp.echo(format($$SELECT extsvc.set_instance_extension_services('e3100000-0000-0000-0000-000000000001', %L)$$,
+                              jsonb_build_array(jsonb_build_object('service_id', (SELECT service_id FROM longsvc), 'version', (SELECT v FROM longv)))),
+                       (SELECT v FROM longv)),
+          'P0002|t|f', 'a long version in an instance configuration likewise');
+SELECT is(extsvc._token('short'), 'short', '_token keeps a short value');
+SELECT is(extsvc._token(repeat('y', 65)), repeat('y', 48) || '... (65 characters)', '_token cuts a long one and says how long it was');
 
 SELECT * FROM finish();
 ROLLBACK;

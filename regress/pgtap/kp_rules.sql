@@ -4,7 +4,7 @@
 -- confirms terminated tombstones (P1-8), the instance deletion probe and
 -- configs_synced of an entry without attachment rows (P1-13).
 BEGIN;
-SELECT plan(46);
+SELECT plan(49);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -126,6 +126,14 @@ UPDATE extsvc.service_records SET updated_at = now() - interval '1 hour' WHERE s
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L)', '5a000000-0000-0000-0000-000000000009',
             ARRAY[(SELECT v FROM kp3 WHERE n = 1), 'V9-T9'])),
           'P0002 | service_id: 5a000000-0000-0000-0000-000000000009, versions: V9-T9', 'delete_service_versions: unknown versions named (P0002)');
+SELECT is(left(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L, %L)', '5a000000-0000-0000-0000-000000000009',
+            ARRAY[(SELECT v FROM kp3 WHERE n = 1)], 'kp-other')), 5),
+          '42501', 'delete_service_versions: another tenant''s service -> 42501');
+SELECT is(left(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L, %L)', '5a000000-0000-0000-0000-0000000000ee',
+            ARRAY['V1-T1'], 'kp-other')), 5),
+          '42501', 'delete_service_versions: an unknown service with the tenant argument -> the same 42501');
+SELECT is((SELECT count(*)::int FROM extsvc.service_versions('5a000000-0000-0000-0000-000000000009')), 3,
+          'delete_service_versions: the refused calls deleted nothing');
 SELECT is((SELECT array_agg(row(version_number, had_credential)::text ORDER BY version_number)
              FROM extsvc.delete_service_versions('5a000000-0000-0000-0000-000000000009', ARRAY(SELECT v FROM kp3 WHERE n < 3))),
           ARRAY[row(1, true)::text, row(2, false)::text], 'delete_service_versions: the deleted versions and which had credentials');

@@ -102,15 +102,15 @@ BEGIN
                           'Shorten the description.');
   END IF;
   IF v_type IS NULL OR v_type NOT IN ('KUBERNETES_POD', 'DPF_HELM_CHART') THEN
-    PERFORM extsvc._raise('22023', 'unknown service_type', format('field: service_type = %s', _create_service.service_type),
+    PERFORM extsvc._raise('22023', 'unknown service_type', format('field: service_type = %s', extsvc._token(_create_service.service_type)),
                           'Use KUBERNETES_POD or DPF_HELM_CHART.');
   END IF;
   IF v_scope NOT IN ('INSTANCE_DPUS', 'ALL_DPUS') THEN
-    PERFORM extsvc._raise('22023', 'unknown deployment_scope', format('field: deployment_scope = %s', _create_service.deployment_scope),
+    PERFORM extsvc._raise('22023', 'unknown deployment_scope', format('field: deployment_scope = %s', extsvc._token(_create_service.deployment_scope)),
                           'Use INSTANCE_DPUS (default) or ALL_DPUS.');
   END IF;
   IF v_target IS NOT NULL AND v_target NOT IN ('PRIMARY', 'ALL_ACTIVE', 'ALL') THEN
-    PERFORM extsvc._raise('22023', 'unknown dpu_target', format('field: dpu_target = %s', _create_service.dpu_target),
+    PERFORM extsvc._raise('22023', 'unknown dpu_target', format('field: dpu_target = %s', extsvc._token(_create_service.dpu_target)),
                           'Use PRIMARY, ALL_ACTIVE or ALL.');
   END IF;
   IF _create_service.data IS NULL THEN

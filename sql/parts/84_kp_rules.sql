@@ -118,9 +118,11 @@ COMMENT ON FUNCTION extsvc.delete_service_versions(uuid, text[], text) IS
 -- DPF-managed need no DPUDevice / Node names, so NICo never invents them.
 CREATE FUNCTION extsvc.host_agent_extension_services(host_machine_id uuid)
 RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, version text, data text,
-               has_credential boolean, observability jsonb, removed_at timestamptz)
+               has_credential boolean, observability jsonb, removed_at timestamptz,
+               config_version integer, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT c.instance_id, c.service_id, s.service_name, c.version, v.data, v.has_credential, v.observability, c.removed_at
+  SELECT c.instance_id, c.service_id, s.service_name, c.version, v.data, v.has_credential, v.observability, c.removed_at,
+         i.config_version, i.config_version_text
     FROM extsvc.instances i
     JOIN extsvc.instance_extension_services c ON c.instance_id = i.instance_id
     JOIN extsvc.service_records s ON s.service_id = c.service_id AND s.service_type = 'KUBERNETES_POD'
@@ -129,7 +131,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
    ORDER BY c.instance_id, s.service_name, c.version
 $fn$;
 COMMENT ON FUNCTION extsvc.host_agent_extension_services(uuid) IS
-  'The DPU agent''s feed keyed by host: KUBERNETES_POD entries (including removed ones) of the host''s instances; never DPF services. Needs no registered DPU (hosts without DPF have no DPUDevice or Node names); no rows for an unknown host.';
+  'The DPU agent''s feed keyed by host: KUBERNETES_POD entries (including removed ones) of the host''s instances, with the instance''s config_version and its string; never DPF services. Needs no registered DPU (hosts without DPF have no DPUDevice or Node names); no rows for an unknown host.';
 
 REVOKE ALL ON FUNCTION
   extsvc.delete_service_versions(uuid, text[], text),
