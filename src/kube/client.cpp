@@ -148,6 +148,7 @@ struct Client::Impl {
   CURL* curl = nullptr;
   Stats stats;
   std::shared_ptr<spdlog::logger> logger;
+  const std::function<bool()>* may_resend = nullptr;
   const std::function<bool()>* interrupted = nullptr;
   char errbuf[CURL_ERROR_SIZE] = {};
   size_t last_body_bytes = 0;  // decoded body size of the last response
@@ -208,6 +209,16 @@ struct Client::Impl {
     if (interrupted == nullptr || !*interrupted) return false;
     try {
       return (*interrupted)();
+    } catch (...) {
+      return false;
+    }
+  }
+
+  // A throwing fence answers "no": a second call is never sent on doubt.
+  bool resend_allowed() {
+    if (may_resend == nullptr || !*may_resend) return true;
+    try {
+      return (*may_resend)();
     } catch (...) {
       return false;
     }
@@ -517,7 +528,12 @@ struct Client::Impl {
     if (!raw.error && raw.status == 401 && !cfg.token_file.empty()) {
       // Token rotation: always re-read the file after a 401; retry once if it changed.
       auto fresh = current_token(true);
-      if (auto* s = std::get_if<std::string>(&fresh); s != nullptr && *s != token) {
+      const bool allowed = resend_allowed();
+      if (auto* s = std::get_if<std::string>(&fresh); s != nullptr && *s != token && !allowed) {
+        log().warn("kube {} {} -> 401; the bearer token changed but the lease fence forbids a "
+                   "second call",
+                   method, redact(path));
+      } else if (s != nullptr && *s != token) {
         log().debug("kube {} {} -> 401, retrying with the re-read bearer token", method,
                     redact(path));
         token = *s;
@@ -688,6 +704,7 @@ std::string dump(const json& j) {
 
 Client::Client(ClusterConfig cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {
   impl_->interrupted = &interrupted;
+  impl_->may_resend = &may_resend;
 }
 
 Client::~Client() = default;

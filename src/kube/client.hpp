@@ -104,6 +104,11 @@ class Client {
   // returns true the call ends with Error{kTransport, 0, "Interrupted", "interrupted"}.
   std::function<bool()> interrupted;
 
+  // Optional. Consulted before the single resend after a 401 (token rotation). When it returns
+  // false the 401 answer is returned instead: the caller's lease fence allowed one call, and a
+  // second one might land after the lease is gone.
+  std::function<bool()> may_resend;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

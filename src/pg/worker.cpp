@@ -92,6 +92,13 @@ class Runtime {
   }
 
   bool configured() const { return management_ != nullptr; }
+
+  // The current item's lease fence also guards the client's one resend after
+  // a 401; an empty function (between items) lets it through.
+  void set_fence(const std::function<bool()>& fence) {
+    if (management_) management_->may_resend = fence;
+    if (dpu_) dpu_->may_resend = fence;
+  }
   const std::string& config_error() const { return config_error_; }
 
   reconcile::Outcome reconcile(const reconcile::ServiceWork& w) {
@@ -180,6 +187,16 @@ std::chrono::milliseconds call_budget() {
 SteadyClock::time_point lease_deadline(SteadyClock::time_point start) {
   return start + std::chrono::seconds(gucs.lease_time_s);
 }
+
+// Installs an item's fence on the clients for the item's calls, also when
+// the reconciler throws.
+struct FenceScope {
+  Runtime& runtime;
+  FenceScope(Runtime& r, const std::function<bool()>& fence) : runtime(r) { r.set_fence(fence); }
+  ~FenceScope() { runtime.set_fence({}); }
+  FenceScope(const FenceScope&) = delete;
+  FenceScope& operator=(const FenceScope&) = delete;
+};
 
 // Pure C++: what the reconcilers consult before each call.
 std::function<bool()> fence_for(SteadyClock::time_point deadline) {
@@ -340,6 +357,7 @@ void process_row(MemoryContext cxt, const ClaimedRow& row, WorkerSlot* slot,
       if (row.desired != nullptr) w.desired = nlohmann::json::parse(row.desired);
       decoded = true;
       w.lease_ok = fence_for(deadline);
+      const FenceScope fence_scope(*g_runtime, w.lease_ok);
       const reconcile::Outcome o = g_runtime->reconcile(w);
       auto keep = [&](const std::string& s) -> const char* {
         return s.empty() ? nullptr : copy_out(cxt, s);
@@ -408,6 +426,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
   c.outcome = "retry";
   c.retry_after_s = -1;
   bool fenced = false;
+  bool decoded = false;
   const char* retry_reason = "internal";  // metrics: static string of the reconciler
   PendingError err;
   const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
@@ -437,7 +456,9 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
       item.wanted = it.value("wanted", false);
       w.items.push_back(std::move(item));
     }
+    decoded = true;
     w.lease_ok = fence_for(deadline);
+    const FenceScope fence_scope(*g_runtime, w.lease_ok);
     const reconcile::DpuOutcome o = rec->reconcile(w);
     if (o.lost) {
       fenced = true;
@@ -471,7 +492,18 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
   pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
   pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
   if (fenced) pg_atomic_fetch_add_u64(&slot->fenced, 1);
-  if (err.sqlstate != 0) c.message = err.message;
+  if (err.sqlstate != 0 && !decoded) {
+    // A DPU has no FAILED state and its row is rebuilt from the tables at
+    // every claim: back off at the full cap, say why in last_error (shown by
+    // dpu_status) and in the log, and let the other DPUs of the batch go on.
+    c.message = psprintf("the claimed DPU row could not be decoded: %s", err.message);
+    c.retry_after_s = gucs.retry_cap_s;
+    ereport(WARNING, (errmsg("nico_extsvc: DPU %s: %s",
+                             row.device_name != nullptr ? row.device_name : "(unnamed)",
+                             c.message)));
+  } else if (err.sqlstate != 0) {
+    c.message = err.message;
+  }
   if (strcmp(c.outcome, "retry") == 0) metrics_retry(kMetricsQueueDpu, retry_reason);
   char* result = nullptr;
   char* error = nullptr;

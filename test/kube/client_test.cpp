@@ -684,6 +684,71 @@ TEST(KubeClient, TokenFileRotationAfter401) {
   EXPECT_EQ(c.stats().requests, 3u);
 }
 
+// The lease fence: after a 401 the rotated token is not tried when the fence says the lease no
+// longer covers a second call; the 401 is the answer. With the fence open the resend happens.
+TEST(KubeClient, NoResendAfter401WhenTheFenceForbidsIt) {
+  test::TempDir dir;
+  const std::string token_file = dir.file("token");
+  test::write_file(token_file, "token-old-aaaaaaaa\n");
+  TestServer s;
+  std::mutex mu;
+  std::string valid = "token-old-aaaaaaaa";
+  int patches = 0;
+  auto handler = [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (req.method == "PATCH") ++patches;
+    if (req.get_header_value("Authorization") != "Bearer " + valid) {
+      res.status = 401;
+      res.set_content(status_body(401, "Unauthorized", "Unauthorized"), "application/json");
+      return;
+    }
+    res.set_content("{}", "application/json");
+  };
+  s.srv().Get("/x", handler);
+  s.srv().Patch("/x", handler);
+  s.start();
+  auto cfg = http_config(s);
+  cfg.token_file = token_file;
+  Client c(cfg);
+  int asked = 0;
+  c.may_resend = [&] {
+    ++asked;
+    return false;
+  };
+  ASSERT_TRUE(c.get("/x").ok());  // caches the old token
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    valid = "token-new-bbbbbbbb";
+  }
+  test::write_file(token_file, "token-new-bbbbbbbb\n");
+  Result fenced = c.merge_patch("/x", nlohmann::json{{"a", 1}});
+  ASSERT_FALSE(fenced.ok());
+  EXPECT_EQ(fenced.error().http_status, 401);
+  EXPECT_EQ(asked, 1);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(patches, 1);  // no second PATCH
+  }
+  // Same rotation with the fence open (a fresh client; same-size token, same second, as in
+  // TokenFileRotationAfter401): the resend happens.
+  Client c2(cfg);
+  c2.may_resend = [&] {
+    ++asked;
+    return true;
+  };
+  ASSERT_TRUE(c2.get("/x").ok());  // caches token-new
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    valid = "token-nxt-cccccccc";
+  }
+  test::write_file(token_file, "token-nxt-cccccccc\n");
+  Result resent = c2.merge_patch("/x", nlohmann::json{{"a", 1}});
+  ASSERT_TRUE(resent.ok()) << describe(resent.error());
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(patches, 3);  // the 401 and the resend
+  EXPECT_EQ(asked, 2);
+}
+
 TEST(KubeClient, TokenFileChangePickedUpWithoutA401) {
   test::TempDir dir;
   const std::string token_file = dir.file("token");
