@@ -1,6 +1,8 @@
 #include "core/dpf_status.hpp"
 
 #include <algorithm>
+#include <string_view>
+#include <utility>
 
 #include "core/merge_patch.hpp"
 
@@ -78,9 +80,32 @@ std::vector<std::string> strict_unknown_fields(const std::string& msg) {
   return out;
 }
 
+namespace {
+
+// Fields this product sends that not every DPF release's CRD defines, with the
+// releases whose CRDs were read (docs/dpfsim.md "Release profiles"). The first
+// release that added each one is not established, so only what was read is said.
+const char* release_note(std::string_view field) {
+  static constexpr std::pair<std::string_view, const char*> kKnown[] = {
+      {"spec.security", "not in DPF v24.10's DPUService CRD; in v26.10's"},
+      {"spec.security.spiffe", "not in DPF v24.10's DPUService CRD; in v26.10's"},
+      {"spec.serviceDaemonSet.resources", "not in DPF v24.10's DPUService CRD; in v26.10's"},
+  };
+  for (const auto& [name, note] : kKnown)
+    if (field == name || (field.size() > name.size() && field.substr(0, name.size()) == name &&
+                          field[name.size()] == '.'))
+      return note;
+  return nullptr;
+}
+
+}  // namespace
+
 std::string unknown_fields_message(const std::vector<std::string>& fields) {
   std::string list;
-  for (const auto& f : fields) list += (list.empty() ? "" : ", ") + f;
+  for (const auto& f : fields) {
+    list += (list.empty() ? "" : ", ") + f;
+    if (const char* note = release_note(f)) list += std::string(" (") + note + ")";
+  }
   return "the DPF API refused field(s) its CRD does not define: " + list +
          " (fieldValidation=Strict). The installed DPF release is older than this service "
          "needs: upgrade DPF to a release whose CRD has these fields, or update the service "

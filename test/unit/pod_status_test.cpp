@@ -90,6 +90,15 @@ TEST(StrictUnknownFields, ParsesTheApiServersMessage) {
   EXPECT_TRUE(strict_unknown_fields("unknown field \"x\"").empty());
   EXPECT_TRUE(strict_unknown_fields("spec.x: Invalid value").empty());
   EXPECT_NE(unknown_fields_message({"spec.security"}).find("spec.security"), std::string::npos);
+  // each known field names the releases read; an unknown one is listed bare
+  const std::string m =
+      unknown_fields_message({"spec.security.spiffe", "spec.serviceDaemonSet.resources", "spec.x"});
+  EXPECT_NE(m.find("spec.security.spiffe (not in DPF v24.10's DPUService CRD; in v26.10's)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("spec.serviceDaemonSet.resources (not in DPF v24.10's"), std::string::npos) << m;
+  EXPECT_NE(m.find(", spec.x (fieldValidation=Strict)"), std::string::npos) << m;
+  EXPECT_EQ(unknown_fields_message({"spec.securityx"}).find("v24.10"), std::string::npos);
 }
 
 TEST(DroppedFields, NamesWhatThePrunedEchoLacks) {
