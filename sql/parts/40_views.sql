@@ -19,7 +19,12 @@ SELECT s.service_id,
        s.applied_revision,
        s.dpf_service_name,
        s.placement_label_key,
-       s.status_message,
+       -- a DPUService someone paused is not fought (issue 9): a READY
+       -- service says so where NICo and operators look first; the text is
+       -- the worker's (core/dpf_status.cpp), recorded as DPF's message
+       CASE WHEN s.lifecycle_state = 'READY' AND r.dpf_message LIKE 'spec.paused is true:%'
+            THEN coalesce(s.status_message || '; ', '') || split_part(r.dpf_message, ';', 1)
+            ELSE s.status_message END AS status_message,
        s.created_at,
        s.updated_at,
        s.deleted_at,

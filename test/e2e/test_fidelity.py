@@ -259,6 +259,8 @@ def test_paused_is_shown_not_fought_and_blocks_delete_visibly():
                                                f"WHERE service_id = '{sid}'") or ""),
                timeout=20, what="paused visible in dpf_message")
     assert e().sim.dpuservice(name)["spec"].get("paused") is True  # not fought
+    st = e().state(sid)
+    assert st[0] == "READY" and "spec.paused is true" in (st[4] or ""), st  # status_message says so
     assert e().delete(sid) == "DELETING"
     wait_until(lambda: "paused" in (e().state(sid)[4] or ""), timeout=20, what="delete waiting on paused")
     time.sleep(1.0)
@@ -279,6 +281,48 @@ def test_dpf_ready_condition_reaches_sql():
     detach_all(iid)
 
 
+def test_dpf_failure_reaches_sql_and_running_is_never_claimed():
+    # Argo cannot pull the chart: DPF's Ready turns False on the DPUService;
+    # that reaches SQL (dpf_ready, dpf_message) and no DPU is called RUNNING
+    e().sim.ctl("POST", "/chart-faults", {"chart": "broken-agent", "kind": "pull"})
+    try:
+        sid = ready_service("dpf-broken", target="PRIMARY", chartName="broken-agent")
+        iid = new_instance([])
+        attach(iid, sid)
+        e().pg.sql("SELECT extsvc.request_resync()")
+        row = wait_until(lambda: (lambda r: r if r and r[0] == "f" else False)(e().pg.sql(
+            f"SELECT dpf_ready, dpf_reason, coalesce(dpf_message, '') FROM extsvc.services "
+            f"WHERE service_id = '{sid}'")[0]), timeout=30, what="dpf_ready false in SQL")
+        assert "ApplicationsReady" in row[2] or "not ready" in row[2], row
+        time.sleep(2.0)
+        st = per_dpu(iid, sid).get(device(0))
+        assert st is not None and st[0] != "RUNNING", st
+    finally:
+        e().sim.ctl("DELETE", "/chart-faults")
+    wait_dpu(iid, sid, device(0), "RUNNING", timeout=60)
+    e().pg.sql("SELECT extsvc.request_resync()")
+    wait_until(lambda: e().pg.one(f"SELECT dpf_ready FROM extsvc.services WHERE service_id = '{sid}'") == "t",
+               timeout=30, what="dpf_ready true once the chart pulls")
+    detach_all(iid)
+
+
+def test_every_dpuservice_write_asks_for_strict_field_validation():
+    # without fieldValidation=Strict an API server drops fields its CRD lacks
+    # and answers 200: every POST and PATCH of a DPUService must ask for Strict
+    sid = ready_service("strict-writes", target="PRIMARY")
+    e().update(sid, helm_data(version="1.2.4", values={"v": 2}))
+    e().wait_state(sid, "READY", timeout=30)
+    name = e().state(sid)[3]
+    # the worker's writes of this service (other tests patch DPUServices as an operator would)
+    writes = [r for r in e().sim.requests(2000)["requests"]
+              if r.get("cluster") == "management" and r.get("method") in ("POST", "PATCH", "PUT")
+              and r.get("resource") == "dpuservices"
+              and (r.get("path", "").endswith("/" + name) or name in r.get("body", ""))]
+    assert any(r["method"] == "POST" for r in writes) and any(r["method"] == "PATCH" for r in writes), writes
+    lax = [r for r in writes if "fieldValidation=Strict" not in r.get("query", "")]
+    assert not lax, lax
+
+
 def test_old_dpf_release_fails_naming_the_field_never_ready():
     env = Env(dpus=1, workers=1, sim_args=["--dpf-version", "v24.10"])
     try:
@@ -291,7 +335,7 @@ def test_old_dpf_release_fails_naming_the_field_never_ready():
             return s if s[0] == "FAILED" else False
         s = wait_until(failed, timeout=30, interval=0.05, what="FAILED on v24.10")
         assert "READY" not in states, states
-        assert "spec.security" in (s[4] or ""), s
+        assert "spec.security (not in DPF v24.10" in (s[4] or ""), s
         assert env.pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}' "
                           f"AND reason = 'unknown_fields'") == "1"
     finally:
@@ -323,6 +367,8 @@ def main():
             test_dpf_written_label_causes_no_writes_over_three_resyncs,
             test_paused_is_shown_not_fought_and_blocks_delete_visibly,
             test_dpf_ready_condition_reaches_sql,
+            test_dpf_failure_reaches_sql_and_running_is_never_claimed,
+            test_every_dpuservice_write_asks_for_strict_field_validation,
             # these two start their own dpfsim and PostgreSQL
             test_old_dpf_release_fails_naming_the_field_never_ready,
             test_missing_namespace_fails_naming_the_setting,
