@@ -295,7 +295,28 @@ def test_all_dpus_service_lifecycle_including_a_dpu_registered_later():
     assert key not in device_labels(5)  # not registered yet
     e().pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(5)}', '{HOST_C}', '{device(5)}', '{node(5)}', false)")
     wait_until(lambda: device_labels(5).get(key) == "enabled", timeout=30, what="label on the new DPU")
-    e().delete(sid)
+
+    def site():
+        return {r[0]: (r[1], r[2]) for r in e().pg.sql(
+            f"SELECT dpu_device_name, deployment_state, status_message FROM extsvc.site_service_status('{sid}')")}
+    # issue 12: the per-DPU status of a site-wide service is read through SQL,
+    # RUNNING only where a pod of the applied revision was observed
+    wait_until(lambda: (lambda st: {device(i) for i in range(6)} <= st.keys()
+                        and all(v[0] == "RUNNING" for v in st.values()))(site()),
+               timeout=40, what="site_service_status RUNNING on every DPU")
+    # the reason a site-wide delete waits is kept and visible: with the DPU
+    # cluster unreachable nothing can be observed clean, so it must wait
+    e().sim.ctl("POST", "/dpu-cluster", {"reachable": False})
+    try:
+        e().delete(sid)
+        wait_until(lambda: "waiting until every DPU" in (e().pg.one(
+            f"SELECT status_message FROM extsvc.services WHERE service_id = '{sid}'"
+            f" AND lifecycle_state = 'DELETING'") or ""), timeout=30, what="the delete's wait reason")
+        time.sleep(2)
+        assert e().pg.one(f"SELECT lifecycle_state FROM extsvc.services WHERE service_id = '{sid}'") == "DELETING"
+        assert all(v[0] != "TERMINATED" for v in site().values()), site()  # never claimed while blind
+    finally:
+        e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
     e().wait_state(sid, "DELETED", timeout=60)
     assert all(key not in device_labels(i) for i in range(6))
     hist = e().history(sid)
@@ -304,7 +325,8 @@ def test_all_dpus_service_lifecycle_including_a_dpu_registered_later():
 
 def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
     """Issue 10: DPUDevice and Node both 404 -> the wanted row is ERROR (it
-    cannot run there), never stuck; deregistering the DPU releases it as
+    cannot run there), never stuck; deleting the instance finishes while the
+    DPU stays registered, and deregistering the DPU releases a wanted row as
     TERMINATED with that evidence, so the service can be deleted."""
     host_d = "00000000-0000-0000-0000-0000000000d1"
     e().pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(5)}', '{host_d}', '{device(5)}', '{node(5)}', true)")
@@ -321,6 +343,19 @@ def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
                     timeout=30, what="ERROR for a wanted service on a DPU that is gone")
     msgs = e().pg.sql(f"SELECT status_message FROM extsvc.instance_extension_service_status('{iid}')")
     assert any("gone" in m[0] for m in msgs), msgs
+    # the DPU stays registered: deleting the instance still finishes, the
+    # removed row is TERMINATED on the evidence that the DPU is gone
+    e().pg.sql(f"SELECT extsvc.delete_instance('{iid}')")
+    wait_until(lambda: e().pg.one(f"SELECT extsvc.instance_extension_services_terminated('{iid}')") == "t",
+               timeout=30, what="instance deletion finished on a gone DPU")
+    gone = e().pg.sql(f"SELECT message FROM extsvc.instance_dpu_state_history('{iid}') "
+                      f"WHERE machine = 'deployment' AND to_state = 'TERMINATED'")
+    assert any("are gone" in (m[0] or "") for m in gone), gone
+    # a new instance wants it again (ERROR); deregistration releases it
+    iid = new_instance(host_d)
+    attach(iid, sid)
+    wait_until(lambda: (lambda r: r if r and r[1] == "ERROR" else False)(status(iid).get((sid, device(5)))),
+               timeout=30, what="ERROR again for the new instance")
     e().pg.sql(f"SELECT extsvc.deregister_dpu('{dpu_id(5)}')")
     wait_until(lambda: (sid, device(5)) not in status(iid), timeout=30,
                what="the row released as TERMINATED (DPU gone)")

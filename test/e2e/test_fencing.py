@@ -241,6 +241,31 @@ def test_an_idle_in_transaction_lock_does_not_stall_the_worker():
     assert "lock timeout" in e().pg.tail_log(400)
 
 
+# --- a worker statement that runs too long is cancelled -----------------------
+
+def test_a_slow_worker_statement_is_cancelled_and_the_queue_goes_on():
+    # a statement of the worker's that never ends (here: a trigger an operator
+    # added, sleeping in the completion of one row) is cancelled after
+    # extsvc.worker_statement_timeout instead of stalling every other row
+    pg = e().pg
+    pg.sql("CREATE FUNCTION public.slow_ready() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+           "IF NEW.service_name = 'slow-statement' AND NEW.lifecycle_state = 'READY' THEN "
+           "PERFORM pg_sleep(30); END IF; RETURN NEW; END $$")
+    pg.sql("CREATE TRIGGER slow_ready BEFORE UPDATE ON extsvc.service_records "
+           "FOR EACH ROW EXECUTE FUNCTION public.slow_ready()")
+    try:
+        slow = e().create("slow-statement")
+        wait_until(lambda: "canceling statement due to statement timeout" in pg.tail_log(400),
+                   timeout=20, what="the worker's statement cancelled")
+        assert e().state(slow)[0] == "CREATING", e().state(slow)
+        other = e().create("not-stalled-by-a-statement")
+        e().wait_state(other, "READY", timeout=20)
+    finally:
+        pg.sql("DROP TRIGGER slow_ready ON extsvc.service_records")
+        pg.sql("DROP FUNCTION public.slow_ready()")
+    e().wait_state(slow, "READY", timeout=30)
+
+
 # --- one row that can no longer be rendered does not stall the queue ---------
 
 def test_an_unrenderable_row_is_failed_and_the_queue_goes_on():
@@ -260,7 +285,7 @@ def main_short():
     ENV = Env(dpus=2, workers=1, extra={
         "extsvc.lease_time": "'5s'", "extsvc.http_timeout": "'2s'",
         "extsvc.connect_timeout": "'500ms'", "extsvc.lease_margin": "'2s'",
-        "extsvc.worker_lock_timeout": "'1s'"})
+        "extsvc.worker_lock_timeout": "'1s'", "extsvc.worker_statement_timeout": "'3s'"})
     ok = False
     try:
         for i in range(2):
@@ -273,6 +298,7 @@ def main_short():
             test_long_batch_renews_its_leases_and_never_calls_with_an_expired_one,
             test_a_lease_too_short_for_the_next_call_stops_before_it,
             test_an_idle_in_transaction_lock_does_not_stall_the_worker,
+            test_a_slow_worker_statement_is_cancelled_and_the_queue_goes_on,
             test_an_unrenderable_row_is_failed_and_the_queue_goes_on,
         ], "# e2e: fencing with short leases")
     finally:

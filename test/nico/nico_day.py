@@ -146,6 +146,18 @@ def day():
     nico(f"SELECT extsvc.set_instance_extension_services('{dpf_inst}', {q(dentry)}, NULL, {q(TENANT)})")
     check(nico(f"SELECT extsvc.instance_extension_services_ready('{dpf_inst}', {q(TENANT)})") == [["f"]],
           "readiness: false until the DPU is observed RUNNING")
+    # the worker observes the pod of the current revision running (played)
+    admin(f"SET nico_extsvc.actor = 'worker'; "
+          f"UPDATE extsvc.dpf_extension_service_attachments a SET deployment_state = 'RUNNING', "
+          f"observed_at = now(), status_message = 'pod Ready at the applied revision (played)', "
+          f"observed_config_version = (SELECT config_version FROM extsvc.instances i "
+          f"WHERE i.instance_id = a.instance_id) WHERE instance_id = '{dpf_inst}'")
+    check(nico(f"SELECT extsvc.instance_extension_services_ready('{dpf_inst}', {q(TENANT)})") == [["t"]],
+          "readiness: true once every DPU is observed RUNNING for this config_version")
+    pair = nico(f"SELECT config_version, config_version_text FROM extsvc.set_instance_extension_services_versioned("
+                f"'{dpf_inst}', {q(dentry)}, NULL, {q(TENANT)})")
+    now_ = nico(f"SELECT config_version, config_version_text FROM extsvc.get_instance('{dpf_inst}', {q(TENANT)})")
+    check(pair == now_ and len(pair) == 1, f"the versioned call returns get_instance's pair ({pair})")
     check(nico_err(f"SELECT extsvc.delete_service('{dpf_id}', NULL, {q(TENANT)})") == "55000 service_in_use",
           "delete of an attached DPF service: 55000 service_in_use")
 
@@ -162,6 +174,8 @@ def day():
 
     # instance deletion until terminated
     nico(f"SELECT extsvc.delete_instance('{batch[2]}', {q(TENANT)})")
+    check(nico(f"SELECT delete_requested_at IS NOT NULL FROM extsvc.get_instance('{batch[2]}', {q(TENANT)})")
+          == [["t"]], "get_instance of a deleting instance: delete_requested_at set")
     check(nico(f"SELECT extsvc.instance_extension_services_terminated('{batch[2]}')") == [["f"]],
           "a deleting instance with a Pod tombstone is not terminated")
     nico(f"SELECT extsvc.remove_terminated_services('{batch[2]}', {q(entry)}, {q(TENANT)})")
