@@ -530,9 +530,10 @@ struct Client::Impl {
       auto fresh = current_token(true);
       const bool allowed = resend_allowed();
       if (auto* s = std::get_if<std::string>(&fresh); s != nullptr && *s != token && !allowed) {
-        log().warn("kube {} {} -> 401; the bearer token changed but the lease fence forbids a "
-                   "second call",
-                   method, redact(path));
+        log().warn(
+            "kube {} {} -> 401; the bearer token changed but the lease fence forbids a "
+            "second call",
+            method, redact(path));
       } else if (s != nullptr && *s != token) {
         log().debug("kube {} {} -> 401, retrying with the re-read bearer token", method,
                     redact(path));

@@ -24,6 +24,7 @@
 #include "log_sink.hpp"
 #include "metrics.hpp"
 #include "reconcile/dpu_reconciler.hpp"
+#include "reconcile/dpu_work_decode.hpp"
 #include "reconcile/drift_detector.hpp"
 #include "reconcile/service_reconciler.hpp"
 #include "wake.hpp"
@@ -439,23 +440,7 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
     w.node_name = str(row.node_name);
     w.deregistered = row.deregistered;
     w.attempts = row.attempts;
-    for (const auto& k : nlohmann::json::parse(str(row.wanted_keys)))
-      w.wanted_keys.insert(k.get<std::string>());
-    for (const auto& it : nlohmann::json::parse(str(row.items))) {
-      reconcile::DpuItem item;
-      item.kind = it.value("kind", "");
-      item.instance_id = it["instance_id"].is_string() ? it["instance_id"].get<std::string>() : "";
-      item.service_id = it.value("service_id", "");
-      item.version = it.value("version", "");
-      item.label_key = it.value("label_key", "");
-      item.dpf_service_name = it.value("dpf_service_name", "");
-      item.applied_revision =
-          it.contains("applied_revision") && it["applied_revision"].is_number_integer()
-              ? it["applied_revision"].get<int>()
-              : 0;
-      item.wanted = it.value("wanted", false);
-      w.items.push_back(std::move(item));
-    }
+    reconcile::decode_dpu_items(str(row.wanted_keys), str(row.items), w);
     decoded = true;
     w.lease_ok = fence_for(deadline);
     const FenceScope fence_scope(*g_runtime, w.lease_ok);
@@ -498,9 +483,9 @@ void process_dpu(MemoryContext cxt, const ClaimedDpu& row, reconcile::DpuReconci
     // dpu_status) and in the log, and let the other DPUs of the batch go on.
     c.message = psprintf("the claimed DPU row could not be decoded: %s", err.message);
     c.retry_after_s = gucs.retry_cap_s;
-    ereport(WARNING, (errmsg("nico_extsvc: DPU %s: %s",
-                             row.device_name != nullptr ? row.device_name : "(unnamed)",
-                             c.message)));
+    ereport(WARNING,
+            (errmsg("nico_extsvc: DPU %s: %s",
+                    row.device_name != nullptr ? row.device_name : "(unnamed)", c.message)));
   } else if (err.sqlstate != 0) {
     c.message = err.message;
   }
