@@ -1,0 +1,126 @@
+"""The invariants the reliability suites check at a quiescent point (issue 13;
+docs/reliability.md): what the database says is wanted is exactly what the
+clusters hold. Each check returns a list of violations; empty means it holds."""
+import json
+import os
+
+NS = "dpf-operator-system"
+OWNER_LABEL = "nico/extension-service-id"
+REVISION_ANNOTATION = "nico/extension-service-revision"
+PLACEMENT_PREFIX = "nico/extsvc-"
+
+
+def _intent_done(pg):
+    """No lost intent: every DPF service finished what was asked of it."""
+    return [f"service {r[0]} ({r[1]}) is {r[2]}, desired revision {r[3]}, applied {r[4]}"
+            for r in pg.sql("SELECT service_id, service_name, lifecycle_state, desired_revision, "
+                            "applied_revision FROM extsvc.services WHERE service_type = 'DPF_HELM_CHART' "
+                            "AND (lifecycle_state NOT IN ('READY', 'DELETED', 'FAILED') "
+                            "OR (lifecycle_state = 'READY' AND applied_revision IS DISTINCT FROM desired_revision))")]
+
+
+def _dpuservices(pg, sim):
+    """Every live service has exactly its DPUService at the applied revision;
+    no DPUService of ours without a live service."""
+    bad = []
+    live = {r[0]: (r[1], r[2]) for r in pg.sql(
+        "SELECT dpf_service_name, service_id, applied_revision FROM extsvc.services "
+        "WHERE service_type = 'DPF_HELM_CHART' AND lifecycle_state = 'READY'")}
+    ours = {}
+    for obj in sim.dpuservices():
+        meta = obj.get("metadata", {})
+        if OWNER_LABEL in (meta.get("labels") or {}):
+            ours[meta["name"]] = obj
+    for name, (sid, rev) in live.items():
+        obj = ours.get(name)
+        if obj is None:
+            bad.append(f"live service {sid}: no DPUService {name}")
+            continue
+        got = ((obj.get("spec", {}).get("serviceDaemonSet") or {}).get("annotations") or {}).get(REVISION_ANNOTATION)
+        if got != str(rev):
+            bad.append(f"DPUService {name}: revision annotation {got!r}, applied revision {rev}")
+        if obj["metadata"]["labels"].get(OWNER_LABEL) != sid:
+            bad.append(f"DPUService {name}: owner label {obj['metadata']['labels'].get(OWNER_LABEL)} != {sid}")
+    for name in sorted(set(ours) - set(live)):
+        if not ours[name].get("metadata", {}).get("deletionTimestamp"):
+            bad.append(f"DPUService {name} of ours belongs to no live service")
+    return bad
+
+
+def _labels(pg, sim):
+    """Every registered DPU's nico/extsvc-* labels (DPUDevice and Node) equal
+    the desired set."""
+    bad = []
+    want = {}
+    for dev, node, key in pg.sql(
+            "SELECT d.dpu_device_name, d.dpu_node_name, w.label_key FROM extsvc.dpus d "
+            "LEFT JOIN extsvc.dpu_desired_labels w ON w.dpu_machine_id = d.machine_id "
+            "WHERE d.deregistered_at IS NULL AND d.dpu_device_name IS NOT NULL"):
+        want.setdefault((dev, node), set())
+        if key:
+            want[(dev, node)].add(key)
+    for (dev, node), keys in sorted(want.items()):
+        code, body = sim.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{dev}")
+        if code == 200:
+            got = {k for k in (((body.get("spec") or {}).get("cluster") or {}).get("nodeLabels") or {})
+                   if k.startswith(PLACEMENT_PREFIX)}
+            if got != keys:
+                bad.append(f"DPUDevice {dev}: labels {sorted(got)} != desired {sorted(keys)}")
+        code, body = sim.kube("GET", f"/api/v1/nodes/{node}", base=sim.dpu)
+        if code == 200:
+            got = {k for k in (body["metadata"].get("labels") or {}) if k.startswith(PLACEMENT_PREFIX)}
+            if got != keys:
+                bad.append(f"Node {node}: labels {sorted(got)} != desired {sorted(keys)}")
+    return bad
+
+
+def _history(pg):
+    """Every recorded change is one the transition tables allow."""
+    bad = [f"service {r[0]}: {r[1]} -> {r[2]} by {r[3]} ({r[4]}) is not in lifecycle_transitions"
+           for r in pg.sql(
+               "SELECT h.service_id, h.from_state, h.to_state, h.actor, h.reason FROM extsvc.service_state_history h "
+               "WHERE h.from_state IS DISTINCT FROM h.to_state AND NOT EXISTS (SELECT FROM extsvc.lifecycle_transitions t "
+               "WHERE t.from_state IS NOT DISTINCT FROM h.from_state AND t.to_state = h.to_state "
+               "AND t.actor = h.actor AND t.reason = h.reason)")]
+    bad += [f"DPU state {r[0]}: {r[1]} -> {r[2]} by {r[3]} ({r[4]}) is not in placement_transitions"
+            for r in pg.sql(
+                "SELECT h.machine, h.from_state, h.to_state, h.actor, h.reason FROM extsvc.dpu_state_history h "
+                "WHERE NOT EXISTS (SELECT FROM extsvc.placement_transitions t WHERE t.machine = h.machine "
+                "AND t.from_state IS NOT DISTINCT FROM h.from_state AND t.to_state IS NOT DISTINCT FROM h.to_state "
+                "AND t.actor = h.actor AND t.reason = h.reason)")]
+    return bad
+
+
+def _attachments(pg):
+    """Per-DPU states settled: active rows RUNNING, nothing left REMOVING."""
+    return [f"attachment {r[0]} / {r[1]} on {r[2]}: {r[3]} {r[4]}" for r in pg.sql(
+        "SELECT a.instance_id, a.service_id, a.dpu_machine_id, a.placement_state, a.deployment_state "
+        "FROM extsvc.dpf_extension_service_attachments a JOIN extsvc.dpus d ON d.machine_id = a.dpu_machine_id "
+        "WHERE d.deregistered_at IS NULL AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING')")]
+
+
+def violations(env, attachments_settled=True):
+    bad = _intent_done(env.pg) + _dpuservices(env.pg, env.sim) + _labels(env.pg, env.sim) + _history(env.pg)
+    if attachments_settled:
+        bad += _attachments(env.pg)
+    return bad
+
+
+def describe(bad, limit=12):
+    return json.dumps(bad[:limit], indent=1) + (f"\n... and {len(bad) - limit} more" if len(bad) > limit else "")
+
+
+def write_doc_block(name, text, path=None):
+    """Replaces the block between <!-- NAME:begin ... --> and <!-- NAME:end -->
+    of docs/reliability.md with text (the figures a run measured)."""
+    import re
+    path = path or os.path.join(os.path.dirname(__file__), "..", "..", "docs", "reliability.md")
+    with open(path) as f:
+        doc = f.read()
+    pat = re.compile(r"(<!-- " + re.escape(name) + r":begin[^>]*-->\n).*?(<!-- " + re.escape(name) + r":end -->)",
+                     re.S)
+    if not pat.search(doc):
+        raise RuntimeError(f"no {name} block in {path}")
+    doc = pat.sub(lambda m: m.group(1) + text.rstrip("\n") + "\n" + m.group(2), doc)
+    with open(path, "w") as f:
+        f.write(doc)

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Standby promotion (issue 13): a primary and a streaming standby
+(pg_basebackup, synchronous commit), both with the library preloaded and the
+same settings. The standby's workers make no calls; the primary is stopped
+with -m immediate while creates, updates, attaches, a detach and a delete are
+in flight; the standby is promoted, its workers take over, and everything
+converges with the reliability invariants (test/e2e/invariants.py)."""
+import json
+import os
+import shutil
+import sys
+import time
+import types
+import uuid
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import (PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,  # noqa: E402
+                     run_tests, wait_until)
+import invariants  # noqa: E402
+
+ENV = None
+STANDBY = None
+HOSTS = ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000b1"]
+
+
+def dpu_id(i):
+    return f"00000000-0000-0000-0000-00000000d{i:03d}"
+
+
+def device(i):
+    return f"dpu-device-{i:04d}"
+
+
+def node(i):
+    return f"host-{i:04d}-dpu-device-{i:04d}"
+
+
+def make_standby(env):
+    """pg_basebackup of the primary, started as a hot standby on its own port."""
+    sdir = os.path.join(env.workdir, "standby")
+    os.makedirs(sdir)
+    os.chmod(sdir, 0o755)
+    if os.geteuid() == 0:
+        shutil.chown(sdir, PG_USER)
+    data = os.path.join(sdir, "data")
+    r = as_pg([f"{PGBIN}/pg_basebackup", "-h", env.pg.dir, "-p", str(env.pg.port), "-U", PG_USER,
+               "-D", data, "-R", "-X", "stream", "-c", "fast"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("pg_basebackup: " + r.stdout + r.stderr)
+    st = object.__new__(Postgres)  # same settings file as the primary, own port and socket
+    st.dir, st.port, st.data = sdir, free_port(), data
+    st.logfile = os.path.join(sdir, "server.log")
+    st.append_conf({"port": str(st.port), "unix_socket_directories": f"'{sdir}'"})
+    st.start()
+    return st
+
+
+def worker_backends(pg):
+    return int(pg.one("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker'"))
+
+
+def requests_seen():
+    return sum(sum(v.values()) for v in ENV.sim.counts().values() if isinstance(v, dict))
+
+
+def version_of(pg, sid):
+    return pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
+
+
+def attach(pg, iid, *sids):
+    services = json.dumps([{"service_id": s, "version": version_of(pg, s)} for s in sids])
+    pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(services)})")
+
+
+def new_instance(pg, host):
+    iid = str(uuid.uuid4())
+    pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::uuid[])")
+    return iid
+
+
+def test_promoted_standby_takes_over_mid_flight_and_converges():
+    pg, sim = ENV.pg, ENV.sim
+    for i in range(4):
+        pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOSTS[i // 2]}', '{device(i)}', '{node(i)}', "
+               f"{'true' if i % 2 == 0 else 'false'})")
+    settled = [ENV.create(f"settled-{k}", helm_data(values={"v": 1}), target="ALL") for k in range(4)]
+    for sid in settled:
+        ENV.wait_state(sid, "READY")
+    i_keep, i_detach = new_instance(pg, HOSTS[0]), new_instance(pg, HOSTS[1])
+    attach(pg, i_keep, settled[0])
+    attach(pg, i_detach, settled[1], settled[2])
+    wait_until(lambda: not invariants.violations(ENV), timeout=40, what="settled before the failover")
+    # the checker sees a leaked label (it can fail)
+    path = f"/api/v1/nodes/{node(0)}"
+    patch = lambda v: sim.kube("PATCH", path, {"metadata": {"labels": {"nico/extsvc-leaked": v}}},  # noqa: E731
+                               content_type="application/merge-patch+json", base=sim.dpu)
+    assert patch("x")[0] == 200
+    assert any("nico/extsvc-leaked" in v for v in invariants.violations(ENV)), invariants.violations(ENV)
+    assert patch(None)[0] == 200
+
+    global STANDBY
+    STANDBY = make_standby(ENV)
+    # synchronous commit: a commit the primary acknowledged is on the standby
+    pg.sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+    pg.reload()
+    wait_until(lambda: pg.one("SELECT string_agg(sync_state, ',') FROM pg_stat_replication") == "sync",
+               timeout=20, what="the standby streaming synchronously")
+    assert STANDBY.one("SELECT pg_is_in_recovery()") == "t"
+    assert worker_backends(STANDBY) == 0, "a standby runs no worker"
+    assert worker_backends(pg) >= 1
+
+    # mid-flight: every management write takes 1.5 s, so the primary dies
+    # with calls under way and completions not yet recorded
+    sim.fault(verb="*", path_regex="/dpuservices", action="latency", latency_ms=1500)
+    sim.fault(verb="PATCH", path_regex="/dpudevices", action="latency", latency_ms=1500)
+    created = [ENV.create(f"inflight-{k}", helm_data(values={"v": k}), target="ALL") for k in range(6)]
+    attach(pg, i_keep, settled[0], settled[3])
+    ENV.update(settled[3], helm_data(version="1.2.4", values={"v": 2}))
+    attach(pg, i_detach)
+    i_new = new_instance(pg, HOSTS[1])
+    attach(pg, i_new, settled[2])
+    time.sleep(0.8)
+    in_flight = int(pg.one("SELECT count(*) FROM extsvc.services WHERE lifecycle_state IN ('CREATING', 'UPDATING')"))
+    pg.ctl("-m", "immediate", "stop")
+    print(f"    primary stopped -m immediate with {in_flight} services CREATING/UPDATING")
+    assert in_flight >= 1, "nothing was in flight: the failover proved nothing"
+
+    # the standby, still in recovery, makes no calls (calls already sent by
+    # the dead primary may still land: wait for them first)
+    time.sleep(2.0)
+    before = requests_seen()
+    time.sleep(3.0)
+    assert requests_seen() == before, "a standby in recovery called the API server"
+    # every acknowledged intent reached the standby
+    rows = {r[0]: r[1] for r in STANDBY.sql(
+        "SELECT service_id, desired_revision FROM extsvc.services WHERE service_id IN ("
+        + ",".join(lit(s) for s in created + [settled[3]]) + ")")}
+    assert set(rows) == set(created + [settled[3]]), rows
+    assert rows[settled[3]] == "2", rows
+
+    sim.clear_faults()
+    t0 = time.time()
+    r = as_pg([f"{PGBIN}/pg_ctl", "-D", STANDBY.data, "-w", "-t", "60", "promote"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    promoted = types.SimpleNamespace(pg=STANDBY, sim=sim)
+    wait_until(lambda: worker_backends(STANDBY) >= 1, timeout=20, what="workers on the promoted standby")
+    last = []
+
+    def converged():
+        nonlocal last
+        last = invariants.violations(promoted)
+        return not last
+    try:
+        wait_until(converged, timeout=60, interval=0.2, what="converged after promotion")
+    except AssertionError:
+        print(invariants.describe(last))
+        raise
+    took = time.time() - t0
+    print(f"    promoted standby converged {took:.1f} s after pg_ctl promote "
+          f"({len(created)} creates, 1 update, 2 attaches, 1 detach in flight)")
+    assert STANDBY.one(f"SELECT count(*) FROM extsvc.instance_extension_services_summary('{i_detach}')") == "0"
+    assert STANDBY.one(f"SELECT extsvc.instance_extension_services_ready('{i_keep}')") == "t"
+    assert STANDBY.one(f"SELECT extsvc.instance_extension_services_ready('{i_new}')") == "t"
+    if os.environ.get("WRITE_DOC"):
+        invariants.write_doc_block("failover-results", "\n".join([
+            "| in flight at `-m immediate` | standby calls while in recovery (5 s) | intents on the standby "
+            "| converged after `pg_ctl promote` | invariants |",
+            "|---|---:|---|---:|---|",
+            f"| {len(created)} creates ({in_flight} services CREATING/UPDATING), 1 update, 2 attaches, "
+            f"1 detach, 1 new instance | 0 | {len(rows)} of {len(rows)} (synchronous commit) | {took:.1f} s | hold |",
+            "", f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} by `WRITE_DOC=1 python3 test/e2e/test_failover.py`."]))
+
+
+def main():
+    global ENV
+    # the harness's settings plus default lease and resync; the standby
+    # inherits the same postgresql.conf through pg_basebackup
+    ENV = Env(dpus=4, workers=2, extra={"extsvc.lease_time": "'60s'"})
+    ok = False
+    try:
+        ok = run_tests([test_promoted_standby_takes_over_mid_flight_and_converges],
+                       "# e2e: standby promotion")
+    finally:
+        if STANDBY is not None:
+            STANDBY.stop()
+        ENV.close(keep=not ok)
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
