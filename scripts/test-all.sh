@@ -69,6 +69,9 @@ pg_cluster_stop
 # worker waits for ALTER EXTENSION UPDATE); its own server and dpfsim
 suite upgrade env PGBIN="$PGBIN" python3 "$ROOT/test/upgrade/test_upgrade.py"
 suite e2e "$ROOT/test/e2e/run.sh"
+# issue #13: 30 s of ~20 % mixed faults on both clusters, then convergence
+# with the invariants (bench/soak.py runs the 5-minute, 500-service version)
+suite soak-short python3 "$ROOT/bench/soak.py" --ci
 
 for d in regress-out regress-nopreload-out; do
   if [ -s "$BUILD_DIR/$d/regression.diffs" ]; then head -n 80 "$BUILD_DIR/$d/regression.diffs"; fi
