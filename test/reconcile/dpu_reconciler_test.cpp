@@ -1,0 +1,198 @@
+// The DPU reconciler against a dpfsim child process, without PostgreSQL
+// (issue 8): the label decision (one merge patch, only on difference), the
+// per-DPU states it derives from what the DPU cluster shows, and the fence.
+#include "reconcile/dpu_reconciler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/dpuservice_render.hpp"
+#include "core/helm_chart_data.hpp"
+#include "core/identity.hpp"
+#include "kube/client.hpp"
+#include "reconcile/service_reconciler.hpp"
+#include "sim_harness.h"
+
+namespace extsvc::reconcile {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kNs = "dpf-operator-system";
+constexpr const char* kVersion = "V1-T1700000000000000";
+constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000001";
+
+std::string device(int i) {
+  return "dpu-device-000" + std::to_string(i);
+}
+std::string node(int i) {
+  return "host-000" + std::to_string(i) + "-dpu-device-000" + std::to_string(i);
+}
+
+class DpuReconcilerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sim_ = simtest::SimProcess::start({"--dpus", "2", "--seed", "5"});
+  }
+  static void TearDownTestSuite() { sim_.reset(); }
+
+  void SetUp() override {
+    sim_->reset(2, 0);
+    sim_->ctl("DELETE", "/faults");
+    sim_->ctl("DELETE", "/pod-faults");
+    kube::ClusterConfig m;
+    m.server = sim_->mgmt;
+    m.ca_file = sim_->ca_file;
+    m.timeout_ms = 3000;
+    kube::ClusterConfig d = m;
+    d.server = sim_->dpu;
+    mgmt_ = std::make_unique<kube::Client>(m);
+    dpu_ = std::make_unique<kube::Client>(d);
+    // the service exists, created by the service reconciler at revision 1
+    const json data = json::parse(
+        core::validate_helm_chart_data(R"({"repoURL":"https://charts.example.com/stable",)"
+                                       R"("chartName":"demo-agent","chartVersion":"1.2.3",)"
+                                       R"("security":{"privileged":false}})")
+            .dump());
+    ServiceWork s;
+    s.service_id = kId;
+    s.lifecycle_state = "CREATING";
+    s.attachable_version = kVersion;
+    s.dpf_service_name = core::dpf_service_name(kId, kVersion);
+    s.desired_revision = 1;
+    s.desired = core::render_dpuservice(kId, kVersion, 1, data, kNs);
+    ServiceReconciler svc(*mgmt_, kNs);
+    ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
+  }
+
+  // The claimed work of DPU i with the service attached (wanted) or removed.
+  static DpuWork work(int i, bool wanted) {
+    DpuWork w;
+    w.dpu_machine_id = "00000000-0000-0000-0000-00000000d00" + std::to_string(i);
+    w.device_name = device(i);
+    w.node_name = node(i);
+    if (wanted) w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
+    DpuItem item;
+    item.kind = "attachment";
+    item.instance_id = "inst-1";
+    item.service_id = kId;
+    item.version = kVersion;
+    item.label_key = core::placement_label_key(kId, kVersion);
+    item.dpf_service_name = core::dpf_service_name(kId, kVersion);
+    item.applied_revision = 1;
+    item.wanted = wanted;
+    w.items.push_back(item);
+    return w;
+  }
+
+  static json device_labels(int i) {
+    auto r = sim_->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" +
+                                std::string(kNs) + "/dpudevices/" + device(i));
+    json labels = r.j()["spec"]["cluster"]["nodeLabels"];
+    return labels.is_object() ? labels : json::object();
+  }
+
+  // Runs passes (a fresh reconciler per pass, as per batch) until the item's
+  // state is `want`; returns the last state.
+  std::string pass_until(const DpuWork& w, const std::string& want, DpuOutcome* last = nullptr) {
+    std::string state;
+    simtest::wait_until(
+        [&] {
+          DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+          DpuOutcome o = rec.reconcile(w);
+          state = o.results.empty() ? "(none)" : o.results.front().state;
+          if (last != nullptr) *last = o;
+          return state == want;
+        },
+        15000);
+    return state;
+  }
+
+  static std::unique_ptr<simtest::SimProcess> sim_;
+  std::unique_ptr<kube::Client> mgmt_, dpu_;
+};
+
+std::unique_ptr<simtest::SimProcess> DpuReconcilerTest::sim_;
+
+TEST_F(DpuReconcilerTest, AttachLabelsOnlyTheWantedDpuAndRunningNeedsAReadyPodOfTheRevision) {
+  const std::string key = core::placement_label_key(kId, kVersion);
+  // dpfsim's default delays: the label reaches the Node and the pod gets
+  // Ready only after the pass that placed the label
+  sim_->ctl("POST", "/delays", json{{"all_ms", 300}});
+  DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+  DpuOutcome first = rec.reconcile(work(0, true));
+  EXPECT_TRUE(first.patched);
+  ASSERT_EQ(first.results.size(), 1u);
+  EXPECT_NE(first.results.front().state, "RUNNING");  // labelled now; no pod can be Ready yet
+  EXPECT_TRUE(device_labels(0).contains(key));
+  EXPECT_FALSE(device_labels(1).contains(key));
+  DpuOutcome o;
+  EXPECT_EQ(pass_until(work(0, true), "RUNNING", &o), "RUNNING");
+  EXPECT_FALSE(o.patched);  // in place: no second write
+  // the other DPU never wanted it: nothing there, nothing written
+  DpuReconciler other(*mgmt_, dpu_.get(), kNs);
+  DpuOutcome none = other.reconcile(work(1, false));
+  EXPECT_FALSE(none.patched);
+  ASSERT_EQ(none.results.size(), 1u);
+  EXPECT_EQ(none.results.front().state, "TERMINATED");
+}
+
+TEST_F(DpuReconcilerTest, DetachRemovesTheLabelAndTerminatedWaitsForThePodToGo) {
+  const std::string key = core::placement_label_key(kId, kVersion);
+  ASSERT_EQ(pass_until(work(0, true), "RUNNING"), "RUNNING");
+  sim_->ctl("POST", "/delays", json{{"pod_termination_ms", 1500}});
+  DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+  DpuOutcome o = rec.reconcile(work(0, false));
+  EXPECT_TRUE(o.patched);
+  EXPECT_FALSE(device_labels(0).contains(key));
+  ASSERT_EQ(o.results.size(), 1u);
+  EXPECT_NE(o.results.front().state, "TERMINATED");  // the pod is still there
+  EXPECT_EQ(pass_until(work(0, false), "TERMINATED"), "TERMINATED");
+}
+
+TEST_F(DpuReconcilerTest, ACrashLoopingPodIsPendingWithItsReason) {
+  sim_->ctl("POST", "/pod-faults", json{{"node", node(0)}, {"reason", "CrashLoopBackOff"}});
+  DpuOutcome o;
+  EXPECT_EQ(pass_until(work(0, true), "PENDING", &o), "PENDING");
+  // the label is placed, the pod exists but is not Ready: wait for the reason
+  simtest::wait_until(
+      [&] {
+        DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+        o = rec.reconcile(work(0, true));
+        return !o.results.empty() &&
+               o.results.front().message.find("CrashLoopBackOff") != std::string::npos;
+      },
+      15000);
+  ASSERT_EQ(o.results.size(), 1u);
+  EXPECT_EQ(o.results.front().state, "PENDING");
+  EXPECT_NE(o.results.front().message.find("CrashLoopBackOff"), std::string::npos)
+      << o.results.front().message;
+}
+
+TEST_F(DpuReconcilerTest, AnUnreachableDpuClusterIsUnknownAndAClosedFenceSendsNothing) {
+  ASSERT_EQ(
+      sim_->ctl("POST", "/faults",
+                json{{"cluster", "dpu"}, {"verb", "*"}, {"path_regex", ".*"}, {"status", 503}})
+          .status,
+      200);
+  DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+  DpuOutcome o = rec.reconcile(work(0, true));
+  ASSERT_EQ(o.results.size(), 1u);
+  EXPECT_EQ(o.results.front().state, "UNKNOWN");
+  sim_->ctl("DELETE", "/faults");
+  DpuWork fenced = work(1, true);
+  fenced.lease_ok = [] { return false; };
+  const int before = sim_->ctl("GET", "/counts").j().value("total", 0);
+  DpuReconciler rec2(*mgmt_, dpu_.get(), kNs);
+  DpuOutcome lost = rec2.reconcile(fenced);
+  EXPECT_TRUE(lost.lost);
+  EXPECT_EQ(lost.api_calls, 0);
+  EXPECT_EQ(sim_->ctl("GET", "/counts").j().value("total", 0), before);
+  EXPECT_FALSE(device_labels(1).contains(core::placement_label_key(kId, kVersion)));
+}
+
+}  // namespace
+}  // namespace extsvc::reconcile
