@@ -2,6 +2,7 @@
 -- lease_token); concurrent claims never hand out the same row.
 BEGIN;
 SELECT plan(35);
+\ir ../queue_adapters.psql
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -27,12 +28,12 @@ SELECT lives_ok(format($$SELECT extsvc.create_service('t1', 'cas', 'DPF_HELM_CHA
                        :'chart', :S), 'fixture: a DPF service');
 
 ------------------------------------------------------------------ stale state_version
-CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim_reconciliations('w1');
+CREATE TEMP TABLE c1 AS SELECT * FROM pg_temp.claim_reconciliations('w1');
 SELECT is((SELECT count(*)::integer FROM c1), 1, 'claimed');
 SELECT is((SELECT lease_owner FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :S), 'w1', 'leased to w1');
 -- new intent arrives while w1 works
 SELECT is((extsvc.update_service(:S, :'chart2')).desired_revision, 2, 'update while leased: revision 2');
-SELECT is(extsvc.complete_reconciliation(:S, (SELECT state_version FROM c1), (SELECT lease_token FROM c1),
+SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c1), (SELECT lease_token FROM c1),
                                          'transition', 'READY', 'dpuservice_created', 'created', applied_revision => 1),
           'stale', 'completion with the old state_version is stale');
 SELECT is((SELECT ARRAY[lifecycle_state, applied_revision::text, status_message] FROM extsvc.services WHERE service_id = :S),
@@ -44,38 +45,38 @@ SELECT ok((SELECT lease_token IS NULL AND next_due_at <= now() FROM extsvc.dpf_e
 SELECT is((SELECT count(*)::integer FROM extsvc.service_state_history WHERE service_id = :S AND actor = 'worker'), 0,
           'no worker history written');
 -- a delete that lands during an in-flight create wins
-CREATE TEMP TABLE c2 AS SELECT * FROM extsvc.claim_reconciliations('w1');
+CREATE TEMP TABLE c2 AS SELECT * FROM pg_temp.claim_reconciliations('w1');
 SELECT is((SELECT desired_revision FROM c2), 2, 'the next claim works from revision 2');
 SELECT is((extsvc.delete_service(:S)).lifecycle_state, 'DELETING', 'delete while the create is in flight');
-SELECT is(extsvc.complete_reconciliation(:S, (SELECT state_version FROM c2), (SELECT lease_token FROM c2),
+SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c2), (SELECT lease_token FROM c2),
                                          'transition', 'READY', 'dpuservice_created', 'created', applied_revision => 2),
           'stale', 'the in-flight create result is stale');
 SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = :S), 'DELETING', 'the delete wins');
-CREATE TEMP TABLE c3 AS SELECT * FROM extsvc.claim_reconciliations('w1');
+CREATE TEMP TABLE c3 AS SELECT * FROM pg_temp.claim_reconciliations('w1');
 SELECT is((SELECT lifecycle_state FROM c3), 'DELETING', 'the next pass deletes');
 
 ------------------------------------------------------------------ lost lease
-SELECT is(extsvc.complete_reconciliation(:S, (SELECT state_version FROM c3), gen_random_uuid(),
+SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c3), gen_random_uuid(),
                                          'transition', 'DELETED', 'dpuservice_deleted'),
           'lost', 'completion with another lease token is lost');
 SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = :S), 'DELETING', 'nothing written');
 SELECT is((SELECT lease_token FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :S),
           (SELECT lease_token FROM c3), 'the lease is untouched');
 -- an unexpired lease cannot be claimed by another worker
-SELECT is((SELECT count(*)::integer FROM extsvc.claim_reconciliations('w2')), 0, 'a held lease is not claimed again');
+SELECT is((SELECT count(*)::integer FROM pg_temp.claim_reconciliations('w2')), 0, 'a held lease is not claimed again');
 -- an expired one can; the first worker is then lost
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_expires_at = now() - interval '1 second' WHERE service_id = :S;
-CREATE TEMP TABLE c4 AS SELECT * FROM extsvc.claim_reconciliations('w2');
+CREATE TEMP TABLE c4 AS SELECT * FROM pg_temp.claim_reconciliations('w2');
 SELECT is((SELECT count(*)::integer FROM c4), 1, 'an expired lease is reclaimed');
 SELECT isnt((SELECT lease_token FROM c4), (SELECT lease_token FROM c3), 'with a new token');
-SELECT is(extsvc.complete_reconciliation(:S, (SELECT state_version FROM c3), (SELECT lease_token FROM c3),
+SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c3), (SELECT lease_token FROM c3),
                                          'transition', 'DELETED', 'dpuservice_deleted'),
           'lost', 'the first worker''s late result is lost');
-SELECT is(extsvc.complete_reconciliation(:S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4),
+SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4),
                                          'transition', 'DELETED', 'dpuservice_deleted'),
           'applied', 'the second worker''s result is applied');
 SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = :S), 'DELETED', 'DELETED');
-SELECT is(extsvc.complete_reconciliation(:S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4), 'done'),
+SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4), 'done'),
           'lost', 'a second completion with a used token is lost');
 
 ------------------------------------------------------------------ two sessions
@@ -93,15 +94,15 @@ SELECT lives_ok($$SELECT dblink_exec('cas_b', 'SET statement_timeout = ''10s''')
 -- session A claims 6 inside an open transaction (holding the row locks)
 SELECT is(dblink_exec('cas_a', 'BEGIN'), 'BEGIN', 'session A opens a transaction');
 CREATE TEMP TABLE claimed_a AS
-SELECT * FROM dblink('cas_a', $$SELECT service_id FROM extsvc.claim_reconciliations('a', 6)$$) AS t(service_id uuid);
+SELECT * FROM dblink('cas_a', $$SELECT id FROM extsvc.claim('service', 'a', 6)$$) AS t(service_id uuid);
 -- session B claims concurrently: it must skip A's rows, not wait for them
 CREATE TEMP TABLE claimed_b AS
-SELECT * FROM dblink('cas_b', $$SELECT service_id FROM extsvc.claim_reconciliations('b', 10)$$) AS t(service_id uuid);
+SELECT * FROM dblink('cas_b', $$SELECT id FROM extsvc.claim('service', 'b', 10)$$) AS t(service_id uuid);
 SELECT is((SELECT count(*)::integer FROM claimed_a), 6, 'session A claimed 6');
 SELECT is((SELECT count(*)::integer FROM claimed_b), 4, 'session B claimed the other 4 without waiting');
 SELECT is((SELECT count(*)::integer FROM claimed_a JOIN claimed_b USING (service_id)), 0, 'no row claimed by both');
 SELECT is(dblink_exec('cas_a', 'COMMIT'), 'COMMIT', 'session A commits');
-SELECT is((SELECT count(*)::integer FROM dblink('cas_b', $$SELECT service_id FROM extsvc.claim_reconciliations('b', 10)$$)
+SELECT is((SELECT count(*)::integer FROM dblink('cas_b', $$SELECT id FROM extsvc.claim('service', 'b', 10)$$)
             AS t(service_id uuid)), 0, 'after A commits, its leased rows are still not claimable');
 SELECT is((SELECT count(DISTINCT lease_owner)::integer FROM dblink('cas_setup',
              $$SELECT lease_owner FROM extsvc.dpf_extension_service_reconciliations r JOIN extsvc.service_records s USING (service_id)

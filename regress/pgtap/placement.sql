@@ -5,6 +5,7 @@
 -- runs: this session plays it.
 BEGIN;
 SELECT plan(204);
+\ir ../queue_adapters.psql
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 -- set_instance_extension_services reuses a temp table within a transaction
@@ -106,13 +107,13 @@ DECLARE
   c record;
   n integer := 0;
 BEGIN
-  FOR c IN SELECT * FROM extsvc.claim_dpu_reconciliations('tap-worker', 1000, 30) LOOP
+  FOR c IN SELECT * FROM pg_temp.claim_dpu_reconciliations('tap-worker', 1000, 30) LOOP
     IF c.dpu_device_name NOT LIKE 'place-%' OR (p_only IS NOT NULL AND NOT (c.dpu_machine_id = ANY (p_only))) THEN
       UPDATE extsvc.dpu_reconciliations q SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
        WHERE q.dpu_machine_id = c.dpu_machine_id;
       CONTINUE;
     END IF;
-    PERFORM extsvc.complete_dpu_reconciliation(c.dpu_machine_id, c.state_version, c.lease_token, 'observed',
+    PERFORM pg_temp.complete_dpu_reconciliation(c.dpu_machine_id, c.state_version, c.lease_token, 'observed',
       coalesce((SELECT jsonb_agg(i || jsonb_build_object('state',
                   CASE WHEN (i->>'wanted')::boolean THEN p_wanted ELSE p_unwanted END))
                   FROM jsonb_array_elements(c.items) i), '[]'));
@@ -249,11 +250,11 @@ SELECT is(ROW(pg_temp.sv(:DA), pg_temp.sv(:DB))::text, (SELECT ROW(a, b)::text F
 
 ------------------------------------------------------------------ claim / complete
 UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL WHERE dpu_machine_id = :DC;
-CREATE TEMP TABLE k1 AS SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 1, 30);
+CREATE TEMP TABLE k1 AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 1, 30);
 SELECT is((SELECT count(*)::integer FROM k1), 1, 'claim honours batch_size');
-CREATE TEMP TABLE k2 AS SELECT * FROM extsvc.claim_dpu_reconciliations('w2', 100, 30) WHERE dpu_device_name LIKE 'place-%';
+CREATE TEMP TABLE k2 AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w2', 100, 30) WHERE dpu_device_name LIKE 'place-%';
 SELECT is((SELECT count(*)::integer FROM k2), 1, 'a second worker gets the other due DPU, not the leased one');
-SELECT is((SELECT count(*)::integer FROM extsvc.claim_dpu_reconciliations('w3', 100, 30) WHERE dpu_device_name LIKE 'place-%'), 0,
+SELECT is((SELECT count(*)::integer FROM pg_temp.claim_dpu_reconciliations('w3', 100, 30) WHERE dpu_device_name LIKE 'place-%'), 0,
           'leased DPUs are not claimed again');
 CREATE TEMP TABLE ka AS SELECT * FROM k1 UNION ALL SELECT * FROM k2;
 SELECT is((SELECT lease_owner FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = (SELECT dpu_machine_id FROM k1)), 'w1',
@@ -274,7 +275,7 @@ SELECT ok((SELECT bool_and((i->>'wanted')::boolean AND i->>'kind' = 'attachment'
 SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DB),
                 'network change while leased');
 SELECT is(pg_temp.sv(:DB), (SELECT state_version FROM ka WHERE dpu_machine_id = :DB) + 1, 'the new row bumped place-b''s state_version');
-SELECT is(extsvc.complete_dpu_reconciliation(:DB, (SELECT state_version FROM ka WHERE dpu_machine_id = :DB),
+SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM ka WHERE dpu_machine_id = :DB),
             (SELECT lease_token FROM ka WHERE dpu_machine_id = :DB), 'observed',
             (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM ka, jsonb_array_elements(items) i WHERE dpu_machine_id = :DB)),
           'stale', 'a completion with the old state_version is stale');
@@ -283,12 +284,12 @@ SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/PENDING', '1/place-
                                 '1/place-b/svc-all/ACTIVE/PENDING'], 'the stale result wrote nothing');
 SELECT ok((SELECT lease_token IS NULL AND next_due_at <= now() FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB),
           'the stale DPU is released and due');
-SELECT is(extsvc.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA), gen_random_uuid(),
+SELECT is(pg_temp.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA), gen_random_uuid(),
             'observed', '[{"kind": "attachment", "state": "RUNNING"}]'), 'lost', 'a wrong lease token is lost');
 SELECT ok((SELECT lease_token = (SELECT lease_token FROM ka WHERE dpu_machine_id = :DA) FROM extsvc.dpu_reconciliations
             WHERE dpu_machine_id = :DA), 'the lease is untouched by a lost completion');
 CREATE TEMP TABLE sva AS SELECT pg_temp.sv(:DA) AS v;
-SELECT is(extsvc.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA),
+SELECT is(pg_temp.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA),
             (SELECT lease_token FROM ka WHERE dpu_machine_id = :DA), 'observed',
             (SELECT jsonb_agg(i || '{"state": "RUNNING", "message": "ready"}') FROM ka, jsonb_array_elements(items) i WHERE dpu_machine_id = :DA),
             observation => '{"node": "seen"}'),
@@ -303,7 +304,7 @@ SELECT is((SELECT status_message FROM extsvc.dpf_extension_service_attachments W
 SELECT is(pg_temp.sv(:DA), (SELECT v FROM sva), 'status writes do not bump the DPU''s state_version');
 SELECT ok((SELECT next_due_at IS NULL AND attempts = 0 AND lease_token IS NULL AND observation = '{"node": "seen"}'
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA), 'converged: not due, lease released, observation kept');
-SELECT is(extsvc.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA),
+SELECT is(pg_temp.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA),
             (SELECT lease_token FROM ka WHERE dpu_machine_id = :DA), 'observed', '[]'), 'lost', 'a used token is lost');
 -- direct status writes play the worker (extsvc.placement_transitions)
 SET LOCAL nico_extsvc.actor = 'worker';
@@ -313,11 +314,11 @@ SELECT ok(pg_temp.sv(:DA) = (SELECT v FROM sva) AND (SELECT next_due_at IS NULL 
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'RUNNING' WHERE dpu_machine_id = :DA AND service_id = :P;
 SET LOCAL nico_extsvc.actor = '';
 -- retry
-CREATE TEMP TABLE kb AS SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
-SELECT throws_ok(format($$SELECT extsvc.complete_dpu_reconciliation(%L, %s, %L, 'bogus')$$, :DB,
+CREATE TEMP TABLE kb AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
+SELECT throws_ok(format($$SELECT pg_temp.complete_dpu_reconciliation(%L, %s, %L, 'bogus')$$, :DB,
                         (SELECT state_version FROM kb), (SELECT lease_token FROM kb)),
                  '22023', 'unknown DPU reconciliation outcome', 'an unknown outcome is refused');
-SELECT is(extsvc.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kb), (SELECT lease_token FROM kb), 'retry',
+SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kb), (SELECT lease_token FROM kb), 'retry',
             message => 'DPU cluster unreachable', http_status => 503, retry_after_s => 120), 'applied', 'retry');
 SELECT ok((SELECT attempts = 1 AND last_error = 'DPU cluster unreachable' AND last_http_status = 503
                   AND next_due_at >= now() + interval '120 s' AND lease_token IS NULL
@@ -325,20 +326,20 @@ SELECT ok((SELECT attempts = 1 AND last_error = 'DPU cluster unreachable' AND la
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-a/svc-primary/ACTIVE/RUNNING', '1/place-b/svc-active/ACTIVE/PENDING',
                                 '1/place-b/svc-all/ACTIVE/PENDING'], 'retry writes no status');
-SELECT is((SELECT count(*)::integer FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB), 0,
+SELECT is((SELECT count(*)::integer FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB), 0,
           'not due during the backoff');
 -- not converged
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now(), attempts = 6 WHERE dpu_machine_id = :DB;
-CREATE TEMP TABLE kc AS SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
-SELECT is(extsvc.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed',
+CREATE TEMP TABLE kc AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
+SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed',
             (SELECT jsonb_agg(i || '{"state": "PENDING"}') FROM kc, jsonb_array_elements(items) i)), 'applied', 'PENDING observed');
 SELECT ok((SELECT next_due_at > now() AND next_due_at <= now() + interval '5 s' AND attempts = 7
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB), 'not converged: due again within 5 s');
 -- keep polling
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :DB;
 DELETE FROM kc;
-INSERT INTO kc SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
-SELECT is(extsvc.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed',
+INSERT INTO kc SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
+SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed',
             (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM kc, jsonb_array_elements(items) i), keep_polling => true),
           'applied', 'RUNNING observed with keep_polling');
 SELECT ok((SELECT next_due_at > now() + interval '5 s' AND next_due_at <= now() + interval '30 s'
@@ -346,13 +347,13 @@ SELECT ok((SELECT next_due_at > now() + interval '5 s' AND next_due_at <= now() 
 -- an expired lease is reclaimed; the old holder is lost
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now(), attempts = 0 WHERE dpu_machine_id = :DB;
 DELETE FROM kc;
-INSERT INTO kc SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
+INSERT INTO kc SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
 UPDATE extsvc.dpu_reconciliations SET lease_expires_at = now() - interval '1 s' WHERE dpu_machine_id = :DB;
-CREATE TEMP TABLE kd AS SELECT * FROM extsvc.claim_dpu_reconciliations('w2', 100, 30) WHERE dpu_machine_id = :DB;
+CREATE TEMP TABLE kd AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w2', 100, 30) WHERE dpu_machine_id = :DB;
 SELECT is((SELECT count(*)::integer FROM kd), 1, 'an expired lease is reclaimed');
-SELECT is(extsvc.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed', '[]'),
+SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed', '[]'),
           'lost', 'the first holder is lost');
-SELECT is(extsvc.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kd), (SELECT lease_token FROM kd), 'observed',
+SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kd), (SELECT lease_token FROM kd), 'observed',
             (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM kd, jsonb_array_elements(items) i)), 'applied', 'the new holder is applied');
 
 ------------------------------------------------------------------ status
@@ -531,18 +532,18 @@ SELECT is((SELECT array_agg(deployment_state) FROM extsvc.site_service_dpu_statu
 SELECT lives_ok($$SELECT extsvc.deregister_dpu('7d000000-0000-0000-0000-00000000000d')$$, 'deregister place-d');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = '7d000000-0000-0000-0000-00000000000d'),
           'a deregistered DPU wants nothing');
-CREATE TEMP TABLE ke AS SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 1000, 30) WHERE dpu_machine_id = '7d000000-0000-0000-0000-00000000000d';
+CREATE TEMP TABLE ke AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 1000, 30) WHERE dpu_machine_id = '7d000000-0000-0000-0000-00000000000d';
 SELECT is((SELECT ARRAY[deregistered::text, cardinality(wanted_keys)::text] FROM ke), ARRAY['true', '0'],
           'its claim says deregistered, nothing wanted');
 SELECT is((SELECT (i->>'wanted')::boolean FROM ke, jsonb_array_elements(items) i WHERE i->>'kind' = 'site'), false,
           'the site item is not wanted there');
-SELECT is(extsvc.complete_dpu_reconciliation((SELECT dpu_machine_id FROM ke), (SELECT state_version FROM ke), (SELECT lease_token FROM ke),
+SELECT is(pg_temp.complete_dpu_reconciliation((SELECT dpu_machine_id FROM ke), (SELECT state_version FROM ke), (SELECT lease_token FROM ke),
             'observed', jsonb_build_array(jsonb_build_object('kind', 'site', 'service_id', :W, 'state', 'TERMINATED'))),
           'applied', 'place-d observed clean');
 SELECT is((extsvc.delete_service(:W)).lifecycle_state, 'DELETING', 'delete the ALL_DPUS service');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE service_id = :W), 'DELETING: wanted nowhere');
 SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared before the DPUs report');
-SELECT is((SELECT placement_clear FROM extsvc.claim_reconciliations('tap', 1000) WHERE service_id = :W), false,
+SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), false,
           'claim_reconciliations: placement_clear false');
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = NULL
  WHERE service_id = :W;
@@ -552,7 +553,7 @@ SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpf_extension_service_reconci
           'a TERMINATED report makes the deleting service due');
 SELECT is(pg_temp.pass(), 2, 'place-c reports TERMINATED (and place-d, woken by the delete, again)');
 SELECT is(extsvc._site_service_cleared(:W), true, 'cleared once every registered DPU reported TERMINATED');
-SELECT is((SELECT placement_clear FROM extsvc.claim_reconciliations('tap', 1000) WHERE service_id = :W), true,
+SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), true,
           'claim_reconciliations: placement_clear true');
 
 ------------------------------------------------------------------ deregister_dpu
@@ -592,9 +593,9 @@ SELECT is(pg_temp.as_user('extsvc_tap_place', format($$SELECT extsvc.set_instanc
           'ok', 'an extsvc_api member sets an instance''s services');
 SELECT ok((SELECT bool_and(placement_state = 'REMOVING') FROM extsvc.dpf_extension_service_attachments WHERE instance_id = :I2),
           'and its rows go REMOVING');
-SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.claim_dpu_reconciliations(text,integer,integer)', 'EXECUTE')
+SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.claim(text,text,integer,integer)', 'EXECUTE')
           AND NOT has_function_privilege('extsvc_api',
-                'extsvc.complete_dpu_reconciliation(uuid,bigint,uuid,text,jsonb,text,integer,double precision,jsonb,boolean)', 'EXECUTE')
+                'extsvc.complete(text,uuid,bigint,uuid,jsonb)', 'EXECUTE')
           AND NOT has_function_privilege('extsvc_api', 'extsvc.mark_dpus_due()', 'EXECUTE'),
           'extsvc_api may not claim or complete DPU work');
 

@@ -121,10 +121,10 @@ SELECT cmp_ok((SELECT count(*)::integer FROM pg_proc p WHERE p.pronamespace = 'e
               '>=', 18, 'the API functions are among the SECURITY DEFINER ones');
 
 -- worker and operator functions are not part of the tenant API
-SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.claim_reconciliations(text,integer,integer)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.claim(text,text,integer,integer)', 'EXECUTE'),
           'extsvc_api may not claim work');
 SELECT ok(NOT has_function_privilege('extsvc_api',
-            'extsvc.complete_reconciliation(uuid,bigint,uuid,text,text,text,text,integer,integer,double precision,bigint,text)', 'EXECUTE'),
+            'extsvc.complete(text,uuid,bigint,uuid,jsonb)', 'EXECUTE'),
           'extsvc_api may not complete work');
 SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.reconcile_now(uuid)', 'EXECUTE'), 'reconcile_now is not for extsvc_api');
 SELECT ok(has_function_privilege('extsvc_admin', 'extsvc.reconcile_now(uuid)', 'EXECUTE'), 'reconcile_now is for extsvc_admin');

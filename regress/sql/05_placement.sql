@@ -5,6 +5,9 @@
 -- complete_dpu_reconciliation. Version strings and label keys carry the
 -- creation time, so outputs show service names instead.
 CREATE EXTENSION nico_extsvc;
+\set ECHO none
+\ir regress/queue_adapters.psql
+\set ECHO all
 SET extsvc.enforce_chart_allowlist = off;
 
 CREATE FUNCTION pg_temp.try(stmt text, OUT state text, OUT message text, OUT detail text, OUT hint text)
@@ -89,7 +92,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   c record;
 BEGIN
-  FOR c IN SELECT * FROM extsvc.claim_dpu_reconciliations('test-worker', 100, 30) x ORDER BY x.dpu_device_name LOOP
+  FOR c IN SELECT * FROM pg_temp.claim_dpu_reconciliations('test-worker', 100, 30) x ORDER BY x.dpu_device_name LOOP
     IF p_only IS NOT NULL AND NOT (c.dpu_device_name = ANY (p_only)) THEN
       UPDATE extsvc.dpu_reconciliations q SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
        WHERE q.dpu_machine_id = c.dpu_machine_id;
@@ -100,7 +103,7 @@ BEGIN
     deregistered := c.deregistered;
     wanted := ARRAY(SELECT s.service_name FROM unnest(c.wanted_keys) k
                       JOIN extsvc.service_records s ON s.placement_label_key = k ORDER BY 1);
-    result := extsvc.complete_dpu_reconciliation(c.dpu_machine_id, c.state_version, c.lease_token, 'observed',
+    result := pg_temp.complete_dpu_reconciliation(c.dpu_machine_id, c.state_version, c.lease_token, 'observed',
       coalesce((SELECT jsonb_agg(i || jsonb_build_object('state',
                   CASE WHEN (i->>'wanted')::boolean THEN p_wanted ELSE p_unwanted END))
                   FROM jsonb_array_elements(c.items) i), '[]'), keep_polling => p_keep_polling);
@@ -247,7 +250,7 @@ SELECT * FROM pg_temp.q();
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000001', '[]', 1)$$);
 
 ------------------------------------------------------------------ the worker: claim and complete
-CREATE TEMP TABLE claim1 AS SELECT * FROM extsvc.claim_dpu_reconciliations('w1', 100, 30);
+CREATE TEMP TABLE claim1 AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30);
 SELECT dpu_device_name, dpu_node_name, state_version, deregistered, attempts,
        ARRAY(SELECT s.service_name FROM unnest(wanted_keys) k JOIN extsvc.service_records s ON s.placement_label_key = k ORDER BY 1) AS wanted
   FROM claim1 ORDER BY 1;
@@ -259,46 +262,46 @@ SELECT c.dpu_device_name, i->>'kind' AS kind, right(i->>'instance_id', 2) AS ins
  ORDER BY 1, 4;
 -- the leases are held: SKIP LOCKED / unexpired leases give nothing more
 SELECT * FROM pg_temp.q();
-SELECT count(*) AS claimed FROM extsvc.claim_dpu_reconciliations('w2', 100, 30);
+SELECT count(*) AS claimed FROM pg_temp.claim_dpu_reconciliations('w2', 100, 30);
 -- new intent while w1 works: the network now also uses dpu-b
 SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA, :DB]::uuid[]);
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 -- w1's result for dpu-b is stale: nothing written, the row is released and due
-SELECT extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed',
+SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed',
          jsonb_build_array(jsonb_build_object('kind', 'attachment', 'instance_id', '10000000-0000-0000-0000-000000000001',
                                               'service_id', '5e000000-0000-0000-0000-0000000000a1',
                                               'version', (SELECT version FROM extsvc.services WHERE service_id = :A),
                                               'state', 'RUNNING'))) AS result
   FROM claim1 WHERE dpu_device_name = 'dpu-b';
 -- a wrong lease token is lost
-SELECT extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, gen_random_uuid(), 'observed', '[]') AS result
+SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, gen_random_uuid(), 'observed', '[]') AS result
   FROM claim1 WHERE dpu_device_name = 'dpu-a';
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 -- dpu-a: everything RUNNING there (the DPU's state_version is unchanged by
 -- this status write); converged, so not due again
-SELECT extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed',
+SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed',
          (SELECT jsonb_agg(i || '{"state": "RUNNING", "message": "pod ready"}') FROM jsonb_array_elements(items) i),
          observation => '{"labels": "seen"}') AS result
   FROM claim1 WHERE dpu_device_name = 'dpu-a';
 SELECT * FROM pg_temp.rows(:I1);
 -- dpu-c and dpu-d carry nothing: converged too
-SELECT dpu_device_name, extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed') AS result
+SELECT dpu_device_name, pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed') AS result
   FROM claim1 WHERE dpu_device_name IN ('dpu-c', 'dpu-d') ORDER BY 1;
 SELECT * FROM pg_temp.q();
 SELECT dpu_device_name, observation, last_observed_at IS NOT NULL AS observed
   FROM extsvc.dpu_placement ORDER BY 1;
 -- a used token is lost afterwards
-SELECT extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed', '[]') AS result
+SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed', '[]') AS result
   FROM claim1 WHERE dpu_device_name = 'dpu-a';
 -- an unknown outcome is an error
-SELECT * FROM pg_temp.try($$SELECT extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'bogus') FROM extsvc.claim_dpu_reconciliations('w1', 1, 30)$$);
+SELECT * FROM pg_temp.try($$SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'bogus') FROM pg_temp.claim_dpu_reconciliations('w1', 1, 30)$$);
 
 -- 'retry' backs off: attempts counted, error kept, due later (here after Retry-After)
-SELECT extsvc.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'retry',
+SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'retry',
          message => 'DPU cluster unreachable', http_status => 503, retry_after_s => 200) AS result
-  FROM extsvc.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_device_name = 'dpu-b';
+  FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_device_name = 'dpu-b';
 SELECT * FROM pg_temp.q();
 SELECT next_due_at >= last_error_at + interval '200 s' AS honours_retry_after, last_http_status
   FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB;
@@ -451,8 +454,8 @@ SELECT lifecycle_state FROM extsvc.delete_service(:W);
 SELECT * FROM pg_temp.labels() WHERE service = 'site-wide';
 SELECT extsvc._site_service_cleared(:W) AS cleared;
 SELECT c.lifecycle_state, c.placement_clear,
-       extsvc.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'poll') AS result
-  FROM extsvc.claim_reconciliations('test-worker', 100) c WHERE c.service_id = :W;
+       pg_temp.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'poll') AS result
+  FROM pg_temp.claim_reconciliations('test-worker', 100) c WHERE c.service_id = :W;
 SELECT * FROM pg_temp.pass(ARRAY['dpu-a', 'dpu-b']);
 SELECT extsvc._site_service_cleared(:W) AS cleared;
 SELECT * FROM pg_temp.pass();
@@ -460,9 +463,9 @@ SELECT dpu_device_name, deployment_state FROM extsvc.site_service_dpu_status JOI
 SELECT extsvc._site_service_cleared(:W) AS cleared;
 -- the TERMINATED reports made the service's row due again
 SELECT c.lifecycle_state, c.placement_clear,
-       extsvc.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'transition',
+       pg_temp.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'transition',
                                       'DELETED', 'dpuservice_deleted') AS result
-  FROM extsvc.claim_reconciliations('test-worker', 100) c WHERE c.service_id = :W;
+  FROM pg_temp.claim_reconciliations('test-worker', 100) c WHERE c.service_id = :W;
 SELECT * FROM pg_temp.q();
 
 ------------------------------------------------------------------ deregister_dpu

@@ -4,7 +4,7 @@
 --                    (ACTIVE, REMOVING; from NULL = row created, to NULL = row removed)
 --   deployment       extsvc.dpf_extension_service_attachments.deployment_state
 --   site_deployment  extsvc.site_service_dpu_status.deployment_state (ALL_DPUS)
--- The writers (API functions, the worker's complete_dpu_reconciliation) do
+-- The writers (API functions, the worker's extsvc.complete) do
 -- not pass a reason: the trigger derives it from the change and the rows it
 -- depends on (the evidence rules of SPEC 2.8), and the actor from the
 -- function that runs (nico_extsvc.actor, set on the worker's entry points).
@@ -527,7 +527,7 @@ DECLARE
 BEGIN
   FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
             WHERE p.pronamespace = 'extsvc'::regnamespace
-              AND p.proname IN ('complete_dpu_reconciliation', 'complete_reconciliation', 'mark_dpus_due') LOOP
+              AND p.proname IN ('complete', 'mark_dpus_due') LOOP
     EXECUTE format('ALTER FUNCTION %s SET nico_extsvc.actor = %L', f, 'worker');
   END LOOP;
 END

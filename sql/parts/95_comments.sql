@@ -65,8 +65,6 @@ COMMENT ON FUNCTION extsvc._record_lifecycle_transition IS
   'Internal trigger: records every allowed lifecycle change in service_state_history.';
 COMMENT ON FUNCTION extsvc._render_dpuservice IS
   'Internal (C): renders the DPUService object of a service revision; render_dpuservice is the operator''s entry.';
-COMMENT ON FUNCTION extsvc._render_for_worker IS
-  'Internal: renders a claimed row''s desired object, returning the error instead of failing the whole claim.';
 COMMENT ON FUNCTION extsvc._resolve_targets IS
   'Internal: resolves an attachment''s DPU targets (SPEC 2.4); NULL when unresolvable, never an invented empty set.';
 COMMENT ON FUNCTION extsvc._service_row IS
@@ -90,4 +88,16 @@ COMMENT ON FUNCTION extsvc.mark_dpus_due IS
 COMMENT ON FUNCTION extsvc.mark_drift IS
   'Worker: makes a READY service due now because its DPUService drifted.';
 COMMENT ON FUNCTION extsvc.resync_snapshot IS
-  'Worker: every DPF service that should have a DPUService now, with its desired object, for the drift detector.';
+  'Worker: every READY DPF service with its work object (as claim returns it), for the drift detector.';
+COMMENT ON FUNCTION extsvc._worker_queues IS
+  'Internal: the worker queues by name (service, dpu) with their table, key column, work and completion functions.';
+COMMENT ON FUNCTION extsvc._worker_queue IS
+  'Internal: one worker queue of _worker_queues by name; 22023 for an unknown one.';
+COMMENT ON FUNCTION extsvc._service_work IS
+  'Internal: the work object of a claimed DPF service (wire schema, docs/worker.md).';
+COMMENT ON FUNCTION extsvc._dpu_work IS
+  'Internal: the work object of a claimed DPU (wire schema, docs/worker.md).';
+COMMENT ON FUNCTION extsvc._complete_service IS
+  'Internal: applies a service outcome after complete''s compare-and-swap.';
+COMMENT ON FUNCTION extsvc._complete_dpu IS
+  'Internal: applies a DPU outcome (per-DPU states, convergence, next due time) after complete''s compare-and-swap.';

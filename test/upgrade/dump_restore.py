@@ -87,8 +87,8 @@ def fill(c):
         "SELECT count(*) FROM extsvc.purge_deleted(interval '0 seconds');",
         # an instance being deleted, and leases of the old server's worker
         f"SELECT extsvc.delete_instance('{inst[1]}');",
-        f"SELECT count(*) FROM extsvc.claim_reconciliations({q(OLD_WORKER)}, 2, 600);",
-        f"SELECT count(*) FROM extsvc.claim_dpu_reconciliations({q(OLD_WORKER)}, 2, 600);",
+        f"SELECT count(*) FROM extsvc.claim('service', {q(OLD_WORKER)}, 2, 600);",
+        f"SELECT count(*) FROM extsvc.claim('dpu', {q(OLD_WORKER)}, 2, 600);",
     ]
     c.script(SRC, "\n".join(sql))
     return {"dpf": str(dpf), "pod": str(pod), "inst": [str(i) for i in inst], "dpus": dpus}

@@ -1,0 +1,35 @@
+// The resync's cluster side: one LIST of our DPUServices compared with the
+// desired objects of every READY service (rendered here from the same work
+// objects a claim returns), DPF's view of each, and the orphan candidates the
+// database is asked about afterwards.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controller/runtime.hpp"
+#include "reconcile/drift_detector.hpp"
+
+namespace extsvc::controller {
+
+struct SnapshotRow {
+  std::string service_id;
+  std::string work;  // the work object (wire.hpp)
+};
+
+struct ResyncResult {
+  bool listed = false;  // false: the LIST failed and nothing was concluded
+  std::vector<std::pair<std::string, std::string>> drifted;  // service_id, what differs
+  std::string dpf_statuses;  // for extsvc.record_dpf_status, or empty
+  // listed objects with our ownership label and no live service name, not
+  // already being deleted
+  std::vector<reconcile::OrphanCandidate> orphans;
+};
+
+// A row whose work does not decode or render is left out of the comparison
+// (its next pass marks it FAILED).
+ResyncResult resync(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
+                    const std::vector<std::string>& known_names);
+
+}  // namespace extsvc::controller

@@ -1,0 +1,85 @@
+#include "controller/runtime.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <variant>
+
+namespace extsvc::controller {
+
+Runtime::Runtime(const Settings& s, const Hooks& hooks) : ns_(s.ns) {
+  auto wire = [&](kube::Client& c, const char* cluster) {
+    c.interrupted = hooks.interrupted;
+    if (hooks.observer != nullptr) c.set_observer(hooks.observer, cluster);
+  };
+  if (auto cfg = cluster_config(s, s.management)) {
+    management_ = std::make_unique<kube::Client>(*cfg);
+    wire(*management_, "management");
+    reconciler_ = std::make_unique<reconcile::ServiceReconciler>(*management_, ns_);
+    spdlog::info("management cluster configured: {}", cfg->server);
+  }
+  const std::string management_error = config_error_;
+  if (!s.dpu.empty()) {
+    if (auto dcfg = cluster_config(s, s.dpu)) {
+      dpu_ = std::make_unique<kube::Client>(*dcfg);
+      wire(*dpu_, "dpu");
+      spdlog::info("DPU cluster configured: {}", dcfg->server);
+    } else {
+      spdlog::warn("DPU cluster not usable ({}); DPU states will be UNKNOWN", config_error_);
+    }
+  } else {
+    spdlog::info("no DPU cluster configured; DPU states will be UNKNOWN");
+  }
+  config_error_ = management_error;
+}
+
+std::unique_ptr<reconcile::DpuReconciler> Runtime::dpu_reconciler() {
+  return std::make_unique<reconcile::DpuReconciler>(*management_, dpu_.get(), ns_);
+}
+
+void Runtime::set_fence(const std::function<bool()>& fence) {
+  if (management_) management_->may_resend = fence;
+  if (dpu_) dpu_->may_resend = fence;
+}
+
+uint64_t Runtime::requests() const {
+  return (management_ ? management_->stats().requests : 0) + (dpu_ ? dpu_->stats().requests : 0);
+}
+
+uint64_t Runtime::errors() const {
+  return (management_ ? management_->stats().errors : 0) + (dpu_ ? dpu_->stats().errors : 0);
+}
+
+std::optional<kube::ClusterConfig> Runtime::cluster_config(const Settings& s,
+                                                           const ClusterSettings& c) {
+  kube::ClusterConfig cfg;
+  if (!c.kubeconfig.empty()) {
+    auto loaded = kube::load_kubeconfig(c.kubeconfig);
+    if (auto* err = std::get_if<std::string>(&loaded)) {
+      config_error_ = "kubeconfig " + c.kubeconfig + ": " + *err;
+      return std::nullopt;
+    }
+    cfg = std::get<kube::ClusterConfig>(loaded);
+  } else if (!c.server.empty()) {
+    cfg.server = c.server;
+    cfg.ca_file = c.ca_file;
+    cfg.token_file = c.token_file;
+  } else {
+    config_error_ = "no cluster configured (set extsvc.kubeconfig or extsvc.kube_server)";
+    return std::nullopt;
+  }
+  cfg.insecure_skip_verify = s.insecure;
+  cfg.qps = s.qps;
+  cfg.burst = s.burst;
+  cfg.connect_timeout_ms = s.connect_timeout_ms;
+  cfg.timeout_ms = s.timeout_ms;
+  cfg.max_response_bytes = s.max_response_bytes;
+  cfg.max_list_bytes = s.max_list_bytes;
+  cfg.allow_insecure_http = s.allow_insecure_http;
+  if (auto err = kube::validate(cfg)) {
+    config_error_ = *err;
+    return std::nullopt;
+  }
+  return cfg;
+}
+
+}  // namespace extsvc::controller

@@ -1,0 +1,91 @@
+// The worker's C++ runtime: settings -> Kubernetes clients -> reconcilers.
+// Built from the GUCs by the PostgreSQL layer and rebuilt on SIGHUP; nothing
+// here knows PostgreSQL.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kube/client.hpp"
+#include "kube/config.hpp"
+#include "kube/observer.hpp"
+#include "reconcile/dpu_reconciler.hpp"
+#include "reconcile/drift_detector.hpp"
+#include "reconcile/service_reconciler.hpp"
+
+namespace extsvc::controller {
+
+struct ClusterSettings {
+  std::string kubeconfig, server, ca_file, token_file;
+  bool empty() const { return kubeconfig.empty() && server.empty(); }
+};
+
+struct Settings {
+  ClusterSettings management;
+  ClusterSettings dpu;
+  bool insecure = false;
+  std::string ns;
+  double qps = 50;
+  int burst = 100;
+  long connect_timeout_ms = 5000, timeout_ms = 30000;
+  size_t max_response_bytes = kube::ClusterConfig{}.max_response_bytes;
+  size_t max_list_bytes = kube::ClusterConfig{}.max_list_bytes;
+  bool allow_insecure_http = false;
+};
+
+// What the host process lends the clients: a request observer (metrics) and
+// a test for "stop now" (a pending shutdown) consulted while throttled.
+struct Hooks {
+  kube::RequestObserver* observer = nullptr;
+  std::function<bool()> interrupted;
+};
+
+class Runtime {
+ public:
+  Runtime(const Settings& s, const Hooks& hooks);
+
+  bool configured() const { return management_ != nullptr; }
+  const std::string& config_error() const { return config_error_; }
+  const std::string& ns() const { return ns_; }
+
+  kube::Client& management() { return *management_; }
+  reconcile::ServiceReconciler& services() { return *reconciler_; }
+  // A fresh reconciler per batch: it caches what it read for one batch.
+  std::unique_ptr<reconcile::DpuReconciler> dpu_reconciler();
+
+  // The current item's lease fence also guards the clients' one resend after
+  // a 401; an empty function (between items) lets it through.
+  void set_fence(const std::function<bool()>& fence);
+
+  uint64_t requests() const;
+  uint64_t errors() const;
+
+ private:
+  std::optional<kube::ClusterConfig> cluster_config(const Settings& s, const ClusterSettings& c);
+
+  std::string ns_;
+  std::string config_error_;
+  std::unique_ptr<kube::Client> management_;
+  std::unique_ptr<kube::Client> dpu_;
+  std::unique_ptr<reconcile::ServiceReconciler> reconciler_;
+};
+
+// Installs an item's fence on the clients for the item's calls, also when
+// the reconciler throws.
+class FenceScope {
+ public:
+  FenceScope(Runtime& r, const std::function<bool()>& fence) : runtime_(r) { r.set_fence(fence); }
+  ~FenceScope() { runtime_.set_fence({}); }
+  FenceScope(const FenceScope&) = delete;
+  FenceScope& operator=(const FenceScope&) = delete;
+
+ private:
+  Runtime& runtime_;
+};
+
+}  // namespace extsvc::controller

@@ -1,0 +1,121 @@
+#include "controller/work_items.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <new>
+#include <nlohmann/json.hpp>
+
+#include "controller/wire.hpp"
+
+namespace extsvc::controller {
+namespace {
+
+using nlohmann::json;
+
+std::string failed(const std::string& message) {
+  return json{{"outcome", "transition"},
+              {"new_state", "FAILED"},
+              {"reason", "permanent_error"},
+              {"message", message}}
+      .dump();
+}
+
+std::string retry(const std::string& message, double retry_after_s = -1) {
+  json j = {{"outcome", "retry"}, {"message", message}};
+  if (retry_after_s >= 0) j["retry_after_s"] = retry_after_s;
+  return j.dump();
+}
+
+}  // namespace
+
+ItemResult work_service(Runtime& rt, std::string_view work_json,
+                        const std::function<bool()>& lease_ok, DpfSeen* dpf_seen) {
+  ItemResult r;
+  ServiceItem item;
+  try {
+    item = decode_service_work(work_json);
+  } catch (const WireError& e) {
+    // the claimed row itself is unreadable: retrying cannot help
+    r.warning = std::string("the claimed row could not be decoded: ") + e.what();
+    r.outcome = failed(r.warning);
+    return r;
+  }
+  reconcile::ServiceWork& w = item.work;
+  try {
+    render_desired(item);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    // data that no longer renders can never succeed; a delete needs no
+    // rendered object and goes on
+    if (w.lifecycle_state != "DELETING") {
+      r.outcome = failed(std::string("the desired DPUService could not be rendered: ") + e.what());
+      return r;
+    }
+    w.desired = nullptr;
+  }
+  try {
+    w.lease_ok = lease_ok;
+    const FenceScope fence_scope(rt, w.lease_ok);
+    const reconcile::Outcome o = rt.services().reconcile(w);
+    if (o.kind == reconcile::Outcome::Kind::kLost) {
+      // recorded as a retry (with backoff, so a lease too short for the calls
+      // does not spin); the CAS drops it if the row is someone else's
+      r.fenced = true;
+      spdlog::warn("{}: {}", w.dpf_service_name, o.message);
+    }
+    r.retry = o.kind == reconcile::Outcome::Kind::kRetry || r.fenced;
+    r.retry_reason = o.retry_reason;
+    if (o.dpf && dpf_seen != nullptr) dpf_seen->emplace_back(w.service_id, *o.dpf);
+    r.outcome = encode_service_outcome(o).dump();
+    r.summary = w.dpf_service_name + " " + w.lifecycle_state + ": " + reconcile::to_string(o.kind) +
+                " " + o.new_state + " " + o.message + " (" + std::to_string(o.api_calls) +
+                " API calls)";
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    // a bug, not a cluster condition: retry with backoff, keep the text
+    r.retry = true;
+    r.retry_reason = "internal";
+    r.outcome = retry(std::string("nico_extsvc internal error: ") + e.what());
+  }
+  return r;
+}
+
+ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view work_json,
+                    const std::function<bool()>& lease_ok, double undecodable_backoff_s) {
+  ItemResult r;
+  r.retry = true;  // until a pass says otherwise
+  r.retry_reason = "internal";
+  reconcile::DpuWork w;
+  try {
+    w = decode_dpu_work(work_json);
+  } catch (const WireError& e) {
+    r.warning = std::string("the claimed DPU row could not be decoded: ") + e.what();
+    r.outcome = retry(r.warning, undecodable_backoff_s);
+    return r;
+  }
+  try {
+    w.lease_ok = lease_ok;
+    const FenceScope fence_scope(rt, w.lease_ok);
+    const reconcile::DpuOutcome o = rec.reconcile(w);
+    if (o.lost) {
+      r.fenced = true;
+      spdlog::warn("DPU {}: {}", w.device_name, o.message);
+    }
+    r.retry = o.retry;
+    r.retry_reason = o.retry_reason;
+    r.outcome = encode_dpu_outcome(o).dump();
+    r.summary = "DPU " + w.device_name + ": " + (o.retry ? "retry" : "observed") + " (" +
+                std::to_string(o.api_calls) + " API calls" + (o.patched ? ", labels patched" : "") +
+                ")";
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    r.outcome = retry(std::string("nico_extsvc internal error: ") + e.what());
+  }
+  return r;
+}
+
+}  // namespace extsvc::controller

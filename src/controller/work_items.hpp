@@ -1,0 +1,40 @@
+// One claimed row through its reconciler: decode the work (wire.hpp), render,
+// reconcile under the lease fence, encode the outcome. A row that cannot be
+// decoded or rendered, or a reconciler that fails, becomes an outcome too, so
+// the caller always has something to complete; only std::bad_alloc escapes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "controller/runtime.hpp"
+#include "core/dpf_status.hpp"
+
+namespace extsvc::controller {
+
+struct ItemResult {
+  std::string outcome;                 // JSON object for extsvc.complete
+  bool retry = false;                  // the outcome is a retry
+  const char* retry_reason = nullptr;  // static; why, for the metrics (may be null)
+  bool fenced = false;                 // the lease fence stopped the pass
+  std::string warning;                 // why the claimed work did not fit the wire schema
+  std::string summary;                 // one debug line: what was decided
+};
+
+using DpfSeen = std::vector<std::pair<std::string, core::DpfStatus>>;
+
+// A claimed DPF service. DPF's view of the service, when a live object was
+// seen, is appended to *dpf_seen.
+ItemResult work_service(Runtime& rt, std::string_view work_json,
+                        const std::function<bool()>& lease_ok, DpfSeen* dpf_seen);
+
+// A claimed DPU, with the batch's reconciler. A DPU has no FAILED state and
+// its work is rebuilt from the tables at every claim: one that cannot be
+// decoded backs off for undecodable_backoff_s with the reason as its error.
+ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view work_json,
+                    const std::function<bool()>& lease_ok, double undecodable_backoff_s);
+
+}  // namespace extsvc::controller

@@ -1,0 +1,292 @@
+#include "pg_prelude.hpp"
+
+#include "queue_access.hpp"
+
+#include "utils/array.h"
+
+#include "gucs.hpp"
+
+namespace extsvc::pg {
+
+namespace {
+
+// One statement, prepared at its first use and kept (SPI_keepplan): the
+// worker runs the same few statements forever. The plan cache re-plans a
+// kept plan when what it calls changes (ALTER EXTENSION UPDATE).
+struct Statement {
+  const char* sql;
+  int nargs;
+  Oid types[5];
+  SPIPlanPtr plan;
+};
+
+Statement s_claim{"SELECT id, state_version, lease_token, work FROM extsvc.claim($1, $2, $3, $4)",
+                  4,
+                  {TEXTOID, TEXTOID, INT4OID, INT4OID},
+                  nullptr};
+Statement s_complete{"SELECT extsvc.complete($1, $2, $3, $4, $5)",
+                     5,
+                     {TEXTOID, UUIDOID, INT8OID, UUIDOID, JSONBOID},
+                     nullptr};
+Statement s_renew{"SELECT t FROM extsvc.renew_leases($1, $2, $3) t",
+                  3,
+                  {TEXTOID, UUIDARRAYOID, INT4OID},
+                  nullptr};
+Statement s_release{"SELECT extsvc.release_leases($1)", 1, {TEXTOID}, nullptr};
+Statement s_next_due{"SELECT extsvc.next_due_in()", 0, {}, nullptr};
+Statement s_snapshot{"SELECT service_id, work FROM extsvc.resync_snapshot()", 0, {}, nullptr};
+Statement s_known{
+    "SELECT dpf_service_name FROM extsvc.service_records "
+    "WHERE service_type = 'DPF_HELM_CHART' AND lifecycle_state <> 'DELETED'",
+    0,
+    {},
+    nullptr};
+Statement s_drift{"SELECT extsvc.mark_drift($1, $2)", 2, {UUIDOID, TEXTOID}, nullptr};
+Statement s_dpus_due{"SELECT extsvc.mark_dpus_due()", 0, {}, nullptr};
+Statement s_orphans{"SELECT n FROM extsvc.orphaned_dpuservices($1) n", 1, {TEXTARRAYOID}, nullptr};
+Statement s_dpf{"SELECT extsvc.record_dpf_status($1)", 1, {JSONBOID}, nullptr};
+Statement s_version{
+    "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nico_extsvc'", 0, {}, nullptr};
+
+// Runs st with the arguments (a null pointer in nulls means none is NULL);
+// returns the number of rows.
+int run(Statement& st, const Datum* values = nullptr, const char* nulls = nullptr) {
+  if (st.plan == nullptr) {
+    SPIPlanPtr plan = SPI_prepare(st.sql, st.nargs, st.types);
+    if (plan == nullptr)
+      elog(ERROR, "nico_extsvc: preparing a worker statement failed: %s",
+           SPI_result_code_string(SPI_result));
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "nico_extsvc: keeping a worker plan failed");
+    st.plan = plan;
+  }
+  const int rc = SPI_execute_plan(st.plan, const_cast<Datum*>(values), nulls, false, 0);
+  if (rc != SPI_OK_SELECT)
+    elog(ERROR, "nico_extsvc worker query failed: %s", SPI_result_code_string(rc));
+  return static_cast<int>(SPI_processed);
+}
+
+// One transaction around body(); an ERROR inside is turned into *error.
+// body runs PostgreSQL code only (it may raise).
+template <class Body>
+bool in_transaction(const char* activity, MemoryContext cxt, char** error, Body&& body) {
+  MemoryContext caller = CurrentMemoryContext;
+  volatile bool ok = true;
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  // Bounded waits: a session idle in transaction on one of our rows makes
+  // this transaction fail (and the worker move on), not stall the worker
+  // until its other leases expire. Both revert at the end of the transaction.
+  const bool timed = gucs.worker_statement_timeout_ms > 0;
+  PG_TRY();
+  {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", gucs.worker_lock_timeout_ms);
+    (void)set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true,
+                            0, false);
+    // SPI does not arm statement_timeout (only the client protocol does).
+    if (timed) enable_timeout_after(STATEMENT_TIMEOUT, gucs.worker_statement_timeout_ms);
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, activity);
+    body();
+    SPI_finish();
+    PopActiveSnapshot();
+    if (timed) disable_timeout(STATEMENT_TIMEOUT, false);
+    CommitTransactionCommand();
+  }
+  PG_CATCH();
+  {
+    if (timed) disable_timeout(STATEMENT_TIMEOUT, false);
+    MemoryContextSwitchTo(caller);
+    ErrorData* ed = CopyErrorData();
+    FlushErrorState();
+    *error = MemoryContextStrdup(cxt, ed->message ? ed->message : "unknown error");
+    FreeErrorData(ed);
+    AbortCurrentTransaction();
+    ok = false;
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(caller);
+  pgstat_report_stat(false);
+  pgstat_report_activity(STATE_IDLE, nullptr);
+  return ok;
+}
+
+// --- arguments and columns --------------------------------------------------
+
+Datum text_arg(const char* s) {
+  return CStringGetTextDatum(s);
+}
+
+Datum uuid_arg(const char* s) {
+  return DirectFunctionCall1(uuid_in, CStringGetDatum(s));
+}
+
+Datum jsonb_arg(const char* s) {
+  return DirectFunctionCall1(jsonb_in, CStringGetDatum(s));
+}
+
+Datum array_arg(const char* const* v, int n, Oid type) {
+  Datum* elems = static_cast<Datum*>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
+  for (int i = 0; i < n; ++i) elems[i] = type == UUIDOID ? uuid_arg(v[i]) : text_arg(v[i]);
+  ArrayType* a = type == UUIDOID
+                     ? construct_array(elems, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR)
+                     : construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT);
+  return PointerGetDatum(a);
+}
+
+// Text form of a column (uuid, jsonb and text through their output
+// functions), copied into cxt; NULL stays NULL.
+char* text_col(MemoryContext cxt, int row, int col) {
+  char* v = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+  return v ? MemoryContextStrdup(cxt, v) : nullptr;
+}
+
+Datum bin_col(int row, int col, bool* isnull) {
+  return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+char** text_rows(MemoryContext cxt, int n, int col) {
+  auto** out = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (n + 1)));
+  for (int i = 0; i < n; ++i) out[i] = text_col(cxt, i, col);
+  return out;
+}
+
+int int4_scalar() {
+  bool isnull = true;
+  const Datum d = SPI_processed > 0 ? bin_col(0, 1, &isnull) : Datum(0);
+  return isnull ? 0 : DatumGetInt32(d);
+}
+
+}  // namespace
+
+const char* queue_name(Queue q) {
+  return q == Queue::kService ? "service" : "dpu";
+}
+
+bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int lease_s,
+                 QueueBatch* out, char** error) {
+  out->count = 0;
+  out->items = nullptr;
+  return in_transaction(
+      q == Queue::kService ? "nico_extsvc: claim services" : "nico_extsvc: claim DPUs", cxt, error,
+      [&] {
+        const Datum args[] = {text_arg(queue_name(q)), text_arg(worker), Int32GetDatum(batch),
+                              Int32GetDatum(lease_s)};
+        const int n = run(s_claim, args);
+        auto* items =
+            static_cast<QueueItem*>(MemoryContextAllocZero(cxt, sizeof(QueueItem) * (n + 1)));
+        for (int i = 0; i < n; ++i) {
+          bool isnull = false;
+          items[i].id = text_col(cxt, i, 1);
+          items[i].state_version = DatumGetInt64(bin_col(i, 2, &isnull));
+          items[i].lease_token = text_col(cxt, i, 3);
+          items[i].work = text_col(cxt, i, 4);
+        }
+        out->items = items;
+        out->count = n;
+      });
+}
+
+bool queue_complete(MemoryContext cxt, Queue q, const QueueItem& item, const char* outcome,
+                    char** result, char** error) {
+  *result = nullptr;
+  return in_transaction(
+      q == Queue::kService ? "nico_extsvc: complete service" : "nico_extsvc: complete DPU pass",
+      cxt, error, [&] {
+        const Datum args[] = {text_arg(queue_name(q)), uuid_arg(item.id),
+                              Int64GetDatum(item.state_version), uuid_arg(item.lease_token),
+                              jsonb_arg(outcome)};
+        if (run(s_complete, args) > 0) *result = text_col(cxt, 0, 1);
+      });
+}
+
+bool queue_renew(MemoryContext cxt, const char* worker, const char* const* tokens, int ntokens,
+                 int lease_s, char*** renewed, int* nrenewed, char** error) {
+  *renewed = nullptr;
+  *nrenewed = 0;
+  return in_transaction("nico_extsvc: renew leases", cxt, error, [&] {
+    const Datum args[] = {text_arg(worker), array_arg(tokens, ntokens, UUIDOID),
+                          Int32GetDatum(lease_s)};
+    const int n = run(s_renew, args);
+    *renewed = text_rows(cxt, n, 1);
+    *nrenewed = n;
+  });
+}
+
+bool queue_release(MemoryContext cxt, const char* worker, int* released, char** error) {
+  *released = 0;
+  return in_transaction("nico_extsvc: release leases", cxt, error, [&] {
+    const Datum args[] = {text_arg(worker)};
+    run(s_release, args);
+    *released = int4_scalar();
+  });
+}
+
+bool queue_next_due(MemoryContext cxt, bool* any, double* seconds, char** error) {
+  *any = false;
+  *seconds = 0;
+  return in_transaction("nico_extsvc: next due", cxt, error, [&] {
+    bool isnull = true;
+    const Datum d = run(s_next_due) > 0 ? bin_col(0, 1, &isnull) : Datum(0);
+    *any = !isnull;
+    *seconds = isnull ? 0.0 : DatumGetFloat8(d);
+  });
+}
+
+bool resync_snapshot(MemoryContext cxt, ResyncSnapshot* out, char** error) {
+  *out = ResyncSnapshot{};
+  return in_transaction("nico_extsvc: resync snapshot", cxt, error, [&] {
+    int n = run(s_snapshot);
+    out->service_ids = text_rows(cxt, n, 1);
+    out->works = text_rows(cxt, n, 2);
+    out->count = n;
+    n = run(s_known);
+    out->known_names = text_rows(cxt, n, 1);
+    out->known_count = n;
+  });
+}
+
+bool mark_drift(MemoryContext cxt, const char* service_id, const char* detail, char** error) {
+  return in_transaction("nico_extsvc: mark drift", cxt, error, [&] {
+    const Datum args[] = {uuid_arg(service_id), detail ? text_arg(detail) : Datum(0)};
+    const char nulls[] = {' ', detail ? ' ' : 'n'};
+    run(s_drift, args, nulls);
+  });
+}
+
+bool mark_dpus_due(MemoryContext cxt, int* marked, char** error) {
+  *marked = 0;
+  return in_transaction("nico_extsvc: mark DPUs due", cxt, error, [&] {
+    run(s_dpus_due);
+    *marked = int4_scalar();
+  });
+}
+
+bool orphaned_dpuservices(MemoryContext cxt, const char* const* names, int n, char*** orphans,
+                          int* count, char** error) {
+  *orphans = nullptr;
+  *count = 0;
+  return in_transaction("nico_extsvc: orphaned DPUServices", cxt, error, [&] {
+    const Datum args[] = {array_arg(names, n, TEXTOID)};
+    const int rows = run(s_orphans, args);
+    *orphans = text_rows(cxt, rows, 1);
+    *count = rows;
+  });
+}
+
+bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error) {
+  return in_transaction("nico_extsvc: record DPF status", cxt, error, [&] {
+    const Datum args[] = {jsonb_arg(statuses)};
+    run(s_dpf, args);
+  });
+}
+
+bool installed_extension_version(MemoryContext cxt, char** version, char** error) {
+  *version = nullptr;
+  return in_transaction("nico_extsvc: check extension", cxt, error, [&] {
+    if (run(s_version) > 0) *version = text_col(cxt, 0, 1);
+  });
+}
+
+}  // namespace extsvc::pg

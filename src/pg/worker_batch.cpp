@@ -1,0 +1,205 @@
+// One batch of a queue: claim -> commit -> each row through the controller
+// (Kubernetes calls outside any transaction, under the lease fence) ->
+// compare-and-swap completion. One function for both queues: the wire
+// schema makes them the same shape.
+#include "pg_prelude.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "controller/wire.hpp"
+#include "controller/work_items.hpp"
+#include "guard.hpp"
+#include "gucs.hpp"
+#include "log_sink.hpp"
+#include "metrics.hpp"
+#include "worker_internal.hpp"
+
+namespace extsvc::pg {
+
+namespace {
+
+// --- the lease fence (issue 10) ---------------------------------------------
+//
+// The lease of a claimed batch as this process sees it: it starts before the
+// claim transaction (whose now() stamps lease_expires_at), so the local
+// deadline is never later than the database's. A Kubernetes call starts only
+// while http_timeout + lease_margin of it remain: http_timeout is libcurl's
+// CURLOPT_TIMEOUT_MS, the total of one attempt including DNS, connect and
+// TLS (connect_timeout only bounds a part of it), so a call that starts ends
+// (or is abandoned by the client) before the lease expires.
+using SteadyClock = std::chrono::steady_clock;
+
+std::chrono::milliseconds call_budget() {
+  return std::chrono::milliseconds(static_cast<int64>(gucs.http_timeout_ms) + gucs.lease_margin_ms);
+}
+
+SteadyClock::time_point lease_deadline(SteadyClock::time_point start) {
+  return start + std::chrono::seconds(gucs.lease_time_s);
+}
+
+// Pure C++: what the reconcilers consult before each call.
+std::function<bool()> fence_for(SteadyClock::time_point deadline) {
+  const auto budget = call_budget();
+  return [deadline, budget] { return SteadyClock::now() + budget <= deadline; };
+}
+
+bool listed(char* const* tokens, int n, const char* token) {
+  for (int i = 0; i < n; ++i)
+    if (strcmp(tokens[i], token) == 0) return true;
+  return false;
+}
+
+// Renewal between items: when less than max(lease_time / 2, one call's
+// budget) is left, one UPDATE extends every lease of the batch's remaining
+// items (CAS on lease_token and lease_owner). Items whose lease was not
+// renewed belong to another worker by now and are skipped (alive false).
+// When the renewal itself fails, the fence stops calls as the old deadline
+// approaches.
+void maybe_renew(MemoryContext cxt, const QueueBatch& batch, bool* alive, int from,
+                 SteadyClock::time_point* deadline, WorkerSlot* slot) {
+  const auto left = *deadline - SteadyClock::now();
+  const auto threshold =
+      std::max<SteadyClock::duration>(std::chrono::seconds(gucs.lease_time_s) / 2, call_budget());
+  if (left >= threshold) return;
+  const char** tokens = static_cast<const char**>(palloc0(sizeof(char*) * (batch.count + 1)));
+  int n = 0;
+  for (int i = from; i < batch.count; ++i)
+    if (alive[i]) tokens[n++] = batch.items[i].lease_token;
+  if (n == 0) return;
+  const auto start = SteadyClock::now();
+  char** renewed = nullptr;
+  int nrenewed = 0;
+  char* error = nullptr;
+  if (!queue_renew(cxt, g_worker_name, tokens, n, gucs.lease_time_s, &renewed, &nrenewed, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: renewing leases failed: %s", error)));
+    return;
+  }
+  pg_atomic_fetch_add_u64(&slot->renewals, 1);
+  *deadline = lease_deadline(start);
+  for (int i = from; i < batch.count; ++i)
+    if (alive[i] && !listed(renewed, nrenewed, batch.items[i].lease_token)) {
+      alive[i] = false;
+      pg_atomic_fetch_add_u64(&slot->fenced, 1);
+      ereport(LOG, (errmsg("nico_extsvc: lease %s was taken over before it could be renewed; "
+                           "the row is skipped",
+                           batch.items[i].lease_token)));
+    }
+}
+
+// What one batch needs on the C++ side, built and freed under the guard.
+struct BatchState {
+  std::unique_ptr<reconcile::DpuReconciler> dpus;  // a fresh one per DPU batch
+  controller::DpfSeen dpf_seen;
+};
+
+// One claimed row through the controller and back into the database.
+void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState* state,
+               WorkerSlot* slot, SteadyClock::time_point deadline) {
+  char* outcome = nullptr;
+  bool fenced = false, retry = false;
+  const char* retry_reason = nullptr;  // static string of the reconciler
+  const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
+  PendingError err;
+  cpp_call(err, [&] {
+    const auto fence = fence_for(deadline);
+    const controller::ItemResult r =
+        queue == Queue::kService
+            ? controller::work_service(*g_runtime, item.work, fence, &state->dpf_seen)
+            : controller::work_dpu(*g_runtime, *state->dpus, item.work, fence, gucs.retry_cap_s);
+    if (!r.warning.empty())
+      spdlog::warn("{} {}: {}", queue_name(queue), item.id, r.warning);
+    else if (!r.summary.empty())
+      spdlog::debug("{}", r.summary);
+    fenced = r.fenced;
+    retry = r.retry;
+    retry_reason = r.retry_reason;
+    outcome = copy_out(cxt, r.outcome);
+  });
+  flush_logs();
+  pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
+  pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
+  if (fenced) pg_atomic_fetch_add_u64(&slot->fenced, 1);
+  if (err.sqlstate != 0) {
+    // only an allocation failure gets here: the lease expires and the row is
+    // claimed again
+    ereport(WARNING,
+            (errmsg_internal("nico_extsvc: %s %s: %s", queue_name(queue), item.id, err.message)));
+    return;
+  }
+  if (retry)
+    metrics_retry(queue == Queue::kService ? kMetricsQueueService : kMetricsQueueDpu, retry_reason);
+  char* result = nullptr;
+  char* error = nullptr;
+  if (!queue_complete(cxt, queue, item, outcome, &result, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: recording the outcome for %s %s failed: %s",
+                             queue_name(queue), item.id, error)));
+    return;
+  }
+  pg_atomic_fetch_add_u64(&slot->completed, 1);
+  if (result != nullptr && strcmp(result, "applied") != 0) {
+    pg_atomic_fetch_add_u64(&slot->stale, 1);
+    ereport(LOG, (errmsg("nico_extsvc: result for %s %s discarded (%s)", queue_name(queue), item.id,
+                         result)));
+  }
+}
+
+}  // namespace
+
+void record_dpf(MemoryContext cxt, const char* statuses) {
+  if (statuses == nullptr || statuses[0] == '\0') return;
+  char* error = nullptr;
+  if (!record_dpf_status(cxt, statuses, &error))
+    ereport(WARNING, (errmsg("nico_extsvc: recording DPF status failed: %s", error)));
+}
+
+int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {
+  QueueBatch batch{};
+  char* error = nullptr;
+  const auto claim_start = SteadyClock::now();
+  if (!queue_claim(cxt, queue, g_worker_name, gucs.batch_size, gucs.lease_time_s, &batch, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
+    return 0;
+  }
+  if (batch.count == 0) return 0;
+  pg_atomic_fetch_add_u64(&slot->claimed, batch.count);
+  BatchState* state = nullptr;
+  PendingError err;
+  cpp_call(err, [&] {
+    auto s = std::make_unique<BatchState>();
+    if (queue == Queue::kDpu) s->dpus = g_runtime->dpu_reconciler();
+    state = s.release();
+  });
+  if (err.sqlstate != 0) {
+    ereport(WARNING, (errmsg_internal("%s", err.message)));
+    return batch.count;
+  }
+  auto deadline = lease_deadline(claim_start);
+  bool* alive = static_cast<bool*>(palloc0(sizeof(bool) * (batch.count + 1)));
+  for (int i = 0; i < batch.count; ++i) alive[i] = true;
+  for (int i = 0; i < batch.count; ++i) {
+    CHECK_FOR_INTERRUPTS();
+    maybe_renew(cxt, batch, alive, i, &deadline, slot);
+    if (alive[i]) work_item(cxt, queue, batch.items[i], state, slot, deadline);
+  }
+  // DPF's view seen during the batch, recorded with one call after it
+  char* statuses = nullptr;
+  cpp_call(err, [&] {
+    if (state->dpus) {
+      for (const auto& [id, st] : state->dpus->dpf_statuses()) state->dpf_seen.emplace_back(id, st);
+    }
+    const std::string text = controller::encode_dpf_statuses(state->dpf_seen);
+    if (!text.empty()) statuses = copy_out(cxt, text);
+  });
+  PendingError free_err;
+  cpp_call(free_err, [&] { delete state; });
+  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+  record_dpf(cxt, statuses);
+  return batch.count;
+}
+
+}  // namespace extsvc::pg

@@ -1,0 +1,248 @@
+// The nico_extsvc background worker's process: start, the loop (claim and
+// work both queues, resync, sleep until woken at commit or the next due
+// time) and the runtime rebuilt on SIGHUP.
+#include "pg_prelude.hpp"
+
+#include "worker.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "guard.hpp"
+#include "gucs.hpp"
+#include "log_sink.hpp"
+#include "metrics.hpp"
+#include "worker_internal.hpp"
+
+namespace extsvc::pg {
+
+controller::Runtime* g_runtime = nullptr;
+int g_slot = -1;
+char g_worker_name[64];
+
+namespace {
+
+// The extension version this library was built for (default_version of the
+// control file, through CMake). The workers run only against SQL objects of
+// exactly this version.
+constexpr const char* kLibraryVersion = EXTSVC_VERSION;
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string str(const char* s) {
+  return s ? std::string(s) : std::string();
+}
+
+controller::Settings current_settings() {
+  controller::Settings s;
+  s.management = {str(gucs.management.kubeconfig), str(gucs.management.server),
+                  str(gucs.management.ca_file), str(gucs.management.token_file)};
+  s.dpu = {str(gucs.dpu.kubeconfig), str(gucs.dpu.server), str(gucs.dpu.ca_file),
+           str(gucs.dpu.token_file)};
+  s.insecure = gucs.insecure_skip_verify;
+  s.ns = str(gucs.ns);
+  s.qps = gucs.kube_qps;
+  s.burst = gucs.kube_burst;
+  s.connect_timeout_ms = gucs.connect_timeout_ms;
+  s.timeout_ms = gucs.http_timeout_ms;
+  s.max_response_bytes = static_cast<size_t>(gucs.kube_max_response_kb) * 1024;
+  s.max_list_bytes = static_cast<size_t>(gucs.kube_max_list_kb) * 1024;
+  s.allow_insecure_http = gucs.kube_allow_insecure_http;
+  return s;
+}
+
+// On failure g_runtime stays null: the loop then idles and tries again (a
+// null runtime is "not configured", never dereferenced).
+void rebuild_runtime() {
+  PendingError err;
+  cpp_call(err, [] {
+    delete g_runtime;  // first: a failed rebuild must not leave the old clients running
+    g_runtime = nullptr;
+    set_log_level(gucs.log_level);
+    controller::Hooks hooks;
+    hooks.observer = metrics_observer();
+    hooks.interrupted = [] { return ProcDiePending != 0; };
+    auto fresh = std::make_unique<controller::Runtime>(current_settings(), hooks);
+    if (!fresh->configured()) spdlog::warn("worker idle: {}", fresh->config_error());
+    g_runtime = fresh.release();
+  });
+  if (std::chrono::milliseconds(static_cast<int64>(gucs.lease_time_s) * 1000) <=
+      std::chrono::milliseconds(static_cast<int64>(gucs.http_timeout_ms) + gucs.lease_margin_ms))
+    ereport(WARNING, (errmsg("nico_extsvc: extsvc.lease_time (%d s) does not exceed http_timeout + "
+                             "lease_margin; every Kubernetes call would be fenced",
+                             gucs.lease_time_s),
+                      errhint("Raise extsvc.lease_time or lower the timeouts.")));
+  flush_logs();
+  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+}
+
+void on_exit_clear_slot(int, Datum) {
+  SharedState* st = shared_state();
+  if (st != nullptr && g_slot >= 0) {
+    st->slots[g_slot].latch = nullptr;
+    pg_atomic_write_u32(&st->slots[g_slot].pid, 0);
+  }
+}
+
+void worker_loop() {
+  SharedState* st = shared_state();
+  WorkerSlot* slot = &st->slots[g_slot];
+  MemoryContext iter_cxt =
+      AllocSetContextCreate(TopMemoryContext, "nico_extsvc iteration", ALLOCSET_DEFAULT_SIZES);
+  rebuild_runtime();
+  TimestampTz next_resync = 0;  // now: the first pass also checks drift
+  // What the worker last waited for (logged once per change): nothing, the
+  // extension missing, or an installed version other than the library's.
+  enum class Waiting { no, missing, version } waiting = Waiting::no;
+  bool released = false;
+
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    MemoryContextReset(iter_cxt);
+    MemoryContext old = MemoryContextSwitchTo(iter_cxt);
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+      rebuild_runtime();
+    }
+    pg_atomic_write_u32(&st->wake_pending, 0);
+    pg_atomic_fetch_add_u64(&slot->iterations, 1);
+    pg_atomic_write_u64(&slot->last_activity_us, static_cast<uint64>(GetCurrentTimestamp()));
+
+    long timeout_ms = 10000;
+    char* installed = nullptr;
+    char* error = nullptr;
+    if (g_runtime == nullptr) {
+      rebuild_runtime();  // the last rebuild failed (logged): try again
+      timeout_ms = 5000;
+    } else if (!gucs.enabled || RecoveryInProgress() || !g_runtime->configured()) {
+      timeout_ms = 60000;  // waits for SIGHUP (or promotion) — the latch wakes us
+    } else if (!installed_extension_version(iter_cxt, &installed, &error) || installed == nullptr) {
+      if (waiting != Waiting::missing)
+        ereport(LOG, (errmsg("nico_extsvc: extension not installed in database \"%s\"; waiting",
+                             gucs.database),
+                      errhint("CREATE EXTENSION nico_extsvc in that database.")));
+      waiting = Waiting::missing;
+      timeout_ms = 5000;
+    } else if (strcmp(installed, kLibraryVersion) != 0) {
+      // The SQL objects are another version's (the library was upgraded and
+      // ALTER EXTENSION UPDATE has not run yet): the worker's SQL calls could
+      // name functions that do not exist, or exist with other signatures.
+      if (waiting != Waiting::version)
+        ereport(LOG,
+                (errmsg("nico_extsvc: extension nico_extsvc in database \"%s\" is version %s but "
+                        "the library is version %s; waiting",
+                        gucs.database, installed, kLibraryVersion),
+                 errhint("Run ALTER EXTENSION nico_extsvc UPDATE in database \"%s\"; the workers "
+                         "resume by themselves.",
+                         gucs.database)));
+      waiting = Waiting::version;
+      timeout_ms = 5000;
+    } else {
+      if (waiting == Waiting::version)
+        ereport(LOG, (errmsg("nico_extsvc: extension nico_extsvc is version %s now; resuming",
+                             kLibraryVersion)));
+      waiting = Waiting::no;
+      if (!released) {
+        // Only one process runs per slot: leases under this slot's name are
+        // its previous process's (killed, crashed) and are freed now rather
+        // than after extsvc.lease_time.
+        int n = 0;
+        if (queue_release(iter_cxt, g_worker_name, &n, &error)) {
+          released = true;
+          pg_atomic_fetch_add_u64(&slot->leases_released, static_cast<uint64>(n));
+          if (n > 0)
+            ereport(LOG, (errmsg("nico_extsvc: %s freed %d lease(s) of its previous process",
+                                 g_worker_name, n)));
+        } else {
+          ereport(WARNING, (errmsg("nico_extsvc: releasing old leases failed: %s", error)));
+        }
+      }
+      const int nservices = work_batch(iter_cxt, Queue::kService, slot);
+      const int ndpus = work_batch(iter_cxt, Queue::kDpu, slot);
+      // Drift detection is one LIST per pass; the first worker does it.
+      const TimestampTz now = GetCurrentTimestamp();
+      if (g_slot == 0 && (now >= next_resync || pg_atomic_exchange_u32(&st->resync_requested, 0))) {
+        const auto resync_start = SteadyClock::now();
+        const bool resynced = resync(iter_cxt, slot);
+        metrics_resync(resynced,
+                       std::chrono::duration<double>(SteadyClock::now() - resync_start).count());
+        // level-triggered placement: every DPU's labels are derived again
+        int marked = 0;
+        if (!mark_dpus_due(iter_cxt, &marked, &error)) {
+          ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
+        } else {
+          pg_atomic_fetch_add_u64(&slot->dpus_rederived, static_cast<uint64>(marked));
+          ereport(LOG,
+                  (errmsg("nico_extsvc: resync: labels of %d DPU(s) are derived again", marked)));
+        }
+        next_resync = TimestampTzPlusMilliseconds(
+            GetCurrentTimestamp(), static_cast<int64>(gucs.resync_interval_s) * 1000);
+      }
+      if (nservices >= gucs.batch_size || ndpus >= gucs.batch_size) {
+        timeout_ms = 0;  // more may be due right now
+      } else {
+        bool any = false;
+        double due_s = 0;
+        if (queue_next_due(iter_cxt, &any, &due_s, &error) && any)
+          timeout_ms = std::clamp<long>(static_cast<long>(due_s * 1000) + 1, 0, timeout_ms);
+      }
+      if (g_slot == 0) {
+        const long to_resync = static_cast<long>((next_resync - GetCurrentTimestamp()) / 1000);
+        timeout_ms = std::max<long>(0, std::min(timeout_ms, to_resync));
+      }
+    }
+    MemoryContextSwitchTo(old);
+    if (timeout_ms > 0) {
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+                      PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
+    }
+  }
+}
+
+}  // namespace
+
+void register_workers() {
+  for (int i = 0; i < gucs.workers && i < kMaxWorkers; ++i) {
+    BackgroundWorker w;
+    memset(&w, 0, sizeof w);
+    w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    w.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    w.bgw_restart_time = 5;
+    snprintf(w.bgw_library_name, BGW_MAXLEN, "nico_extsvc");
+    snprintf(w.bgw_function_name, BGW_MAXLEN, "nico_extsvc_worker_main");
+    snprintf(w.bgw_name, BGW_MAXLEN, "nico_extsvc worker %d", i);
+    snprintf(w.bgw_type, BGW_MAXLEN, "nico_extsvc worker");
+    w.bgw_main_arg = Int32GetDatum(i);
+    RegisterBackgroundWorker(&w);
+  }
+}
+
+}  // namespace extsvc::pg
+
+using namespace extsvc::pg;
+
+extern "C" void nico_extsvc_worker_main(Datum arg) {
+  g_slot = DatumGetInt32(arg);
+  snprintf(g_worker_name, sizeof g_worker_name, "nico_extsvc worker %d", g_slot);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  SharedState* st = shared_state();
+  if (st == nullptr) ereport(FATAL, (errmsg("nico_extsvc shared memory is missing")));
+  BackgroundWorkerInitializeConnection(gucs.database, nullptr, 0);
+  pgstat_report_appname(g_worker_name);
+  st->slots[g_slot].latch = MyLatch;
+  pg_atomic_write_u32(&st->slots[g_slot].pid, static_cast<uint32>(MyProcPid));
+  metrics_worker_started(g_slot);
+  before_shmem_exit(on_exit_clear_slot, 0);
+  install_log_sink(g_worker_name);
+  ereport(LOG, (errmsg("%s started in database \"%s\"", g_worker_name, gucs.database)));
+  worker_loop();
+}

@@ -1,0 +1,114 @@
+// The resync: drift detection over one LIST, DPF's view of every service,
+// and the level-triggered cleanup of orphaned DPUServices.
+#include "pg_prelude.hpp"
+
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "controller/resync.hpp"
+#include "guard.hpp"
+#include "log_sink.hpp"
+#include "worker_internal.hpp"
+
+namespace extsvc::pg {
+
+namespace {
+
+// DPUServices with our ownership label that belong to no live service
+// version (DELETED, unknown, superseded) are deleted, each with
+// preconditions.uid of the listed object. The database is asked after the
+// LIST, so a service whose DPUService was just created is known.
+void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult* result,
+                     char** names, int nnames) {
+  char** orphans = nullptr;
+  int count = 0;
+  char* error = nullptr;
+  if (nnames > 0 && !orphaned_dpuservices(cxt, names, nnames, &orphans, &count, &error))
+    ereport(WARNING,
+            (errmsg("nico_extsvc: resync: checking orphaned DPUServices failed: %s", error)));
+  int deleted = 0;
+  PendingError err;
+  cpp_call(err, [&] {
+    for (int i = 0; i < count; ++i)
+      for (const auto& c : result->orphans) {
+        if (c.name != orphans[i]) continue;
+        if (auto e = reconcile::delete_orphan(g_runtime->management(), g_runtime->ns(), c)) {
+          spdlog::warn("resync: deleting orphaned DPUService {} failed: {}", c.name,
+                       kube::describe(*e));
+        } else {
+          ++deleted;
+          spdlog::warn(
+              "resync: deleted orphaned DPUService {} (uid {}): it carries our ownership label "
+              "but belongs to no live service version",
+              c.name, c.uid);
+        }
+      }
+  });
+  flush_logs();
+  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+  pg_atomic_fetch_add_u64(&slot->orphans_deleted, static_cast<uint64>(deleted));
+}
+
+}  // namespace
+
+bool resync(MemoryContext cxt, WorkerSlot* slot) {
+  ResyncSnapshot snap{};
+  char* error = nullptr;
+  if (!resync_snapshot(cxt, &snap, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: resync snapshot failed: %s", error)));
+    return false;
+  }
+  bool listed = false;
+  int ndrift = 0, norphans = 0;
+  char** drift_ids = nullptr;
+  char** drift_details = nullptr;
+  char** orphan_names = nullptr;
+  char* dpf_statuses = nullptr;
+  controller::ResyncResult* result = nullptr;  // freed below, under the guard
+  PendingError err;
+  cpp_call(err, [&] {
+    std::vector<controller::SnapshotRow> rows;
+    rows.reserve(snap.count);
+    for (int i = 0; i < snap.count; ++i) rows.push_back({snap.service_ids[i], snap.works[i]});
+    std::vector<std::string> known;
+    known.reserve(snap.known_count);
+    for (int i = 0; i < snap.known_count; ++i)
+      if (snap.known_names[i] != nullptr) known.emplace_back(snap.known_names[i]);
+    result = new controller::ResyncResult(controller::resync(*g_runtime, rows, known));
+    listed = result->listed;
+    ndrift = static_cast<int>(result->drifted.size());
+    drift_ids = alloc_out<char*>(cxt, ndrift + 1);
+    drift_details = alloc_out<char*>(cxt, ndrift + 1);
+    for (int i = 0; i < ndrift; ++i) {
+      drift_ids[i] = copy_out(cxt, result->drifted[i].first);
+      drift_details[i] = copy_out(cxt, result->drifted[i].second);
+    }
+    norphans = static_cast<int>(result->orphans.size());
+    orphan_names = alloc_out<char*>(cxt, norphans + 1);
+    for (int i = 0; i < norphans; ++i) orphan_names[i] = copy_out(cxt, result->orphans[i].name);
+    if (!result->dpf_statuses.empty()) dpf_statuses = copy_out(cxt, result->dpf_statuses);
+  });
+  flush_logs();
+  if (err.sqlstate != 0) {
+    ereport(WARNING, (errmsg_internal("nico_extsvc: resync failed: %s", err.message)));
+    listed = false;
+  }
+  if (listed) {
+    record_dpf(cxt, dpf_statuses);
+    cleanup_orphans(cxt, slot, result, orphan_names, norphans);
+    for (int i = 0; i < ndrift; ++i) {
+      if (!mark_drift(cxt, drift_ids[i], drift_details[i], &error))
+        ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
+      else
+        ereport(LOG,
+                (errmsg("nico_extsvc: drift on service %s: %s", drift_ids[i], drift_details[i])));
+    }
+  }
+  PendingError free_err;
+  cpp_call(free_err, [&] { delete result; });
+  return listed;
+}
+
+}  // namespace extsvc::pg
