@@ -78,6 +78,9 @@ CREATE TABLE extsvc.helm_revisions (
   created_by    text NOT NULL DEFAULT session_user,
   applied_at    timestamptz,             -- DPF accepted this definition
   superseded_at timestamptz,             -- a newer revision was requested first
+  -- a rollback creates a new revision whose definition equals an older one;
+  -- rollback_of names that older revision (NULL for ordinary updates)
+  rollback_of   integer,
   PRIMARY KEY (service_id, revision)
 );
 
@@ -165,7 +168,8 @@ CREATE TABLE extsvc.dpus (
   dpu_node_name   text NOT NULL UNIQUE CHECK (dpu_node_name ~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' AND length(dpu_node_name) <= 253),
   is_primary      boolean NOT NULL DEFAULT false,
   registered_at   timestamptz NOT NULL DEFAULT now(),
-  updated_at      timestamptz NOT NULL DEFAULT now()
+  updated_at      timestamptz NOT NULL DEFAULT now(),
+  deregistered_at timestamptz
 );
 CREATE INDEX dpus_host ON extsvc.dpus (host_machine_id);
 CREATE UNIQUE INDEX dpus_one_primary_per_host ON extsvc.dpus (host_machine_id) WHERE is_primary;
@@ -179,7 +183,10 @@ CREATE TABLE extsvc.instances (
   config_version         integer NOT NULL DEFAULT 1,
   delete_requested_at    timestamptz,
   created_at             timestamptz NOT NULL DEFAULT now(),
-  updated_at             timestamptz NOT NULL DEFAULT now()
+  updated_at             timestamptz NOT NULL DEFAULT now(),
+  -- NICo's config version string V<n>-T<micros> of config_version, stamped by
+  -- a trigger at every change (issue #14 P1-7; sql/parts/80_nico_reads.sql)
+  config_version_text    text
 );
 
 -- An instance's extension-service configuration, with tombstones.
@@ -206,6 +213,8 @@ CREATE TABLE extsvc.dpf_extension_service_attachments (
   observed_at      timestamptz,
   created_at       timestamptz NOT NULL DEFAULT now(),
   updated_at       timestamptz NOT NULL DEFAULT now(),
+  observed_config_version integer,
+  removing_since   timestamptz,
   PRIMARY KEY (instance_id, dpu_machine_id, service_id, version),
   FOREIGN KEY (service_id, version) REFERENCES extsvc.service_versions (service_id, version)
 );

@@ -1,13 +1,5 @@
 -- Placement: per-DPU work rows and observations (SPEC 2.7, 2.8) -------------
 
-ALTER TABLE extsvc.dpus ADD COLUMN deregistered_at timestamptz;
--- NICo's config version string V<n>-T<micros> of config_version, stamped by
--- a trigger at every change (issue #14 P1-7; sql/parts/80_nico_reads.sql)
-ALTER TABLE extsvc.instances ADD COLUMN config_version_text text;
-ALTER TABLE extsvc.dpf_extension_service_attachments
-  ADD COLUMN observed_config_version integer,
-  ADD COLUMN removing_since timestamptz;
-
 -- One row per DPU: the worker's placement and observation work. Woken by
 -- every change of the DPU's desired NICo-owned label set.
 CREATE TABLE extsvc.dpu_reconciliations (

@@ -4,10 +4,6 @@
 -- role, issue #10); purge_deleted and abandon_service are for extsvc_admin
 -- only (EXECUTE granted to extsvc_admin, checked for the calling role).
 
--- A rollback creates a new revision whose definition equals an older one;
--- rollback_of names that older revision (NULL for ordinary updates).
-ALTER TABLE extsvc.helm_revisions ADD COLUMN rollback_of integer;
-
 -- The Helm revisions of a DPF service, newest first.
 CREATE FUNCTION extsvc.service_revisions(service_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (revision integer, data text, is_desired boolean, is_applied boolean, created_at timestamptz,

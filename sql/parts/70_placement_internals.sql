@@ -1,0 +1,227 @@
+-- Placement internals: the desired labels of every DPU, the triggers that
+-- make DPUs due when they change, target resolution and the attachment rows
+-- of an instance (SPEC 2.4, 2.7). The API is sql/parts/72_placement_api.sql.
+
+-- Wanted on every registered DPU: ALL_DPUS services that DPF has accepted and
+-- that are not being deleted.
+CREATE FUNCTION extsvc._site_service_wanted(p_state text, p_applied integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT p_state IN ('READY', 'UPDATING') OR (p_state = 'FAILED' AND p_applied IS NOT NULL)
+$fn$;
+
+-- The desired NICo-owned label set of every DPU, derived from the active
+-- attachments and the ALL_DPUS services (reference-counted by construction:
+-- a key is wanted while at least one reason exists).
+CREATE VIEW extsvc.dpu_desired_labels AS
+SELECT a.dpu_machine_id, s.placement_label_key AS label_key, s.service_id, a.version,
+       'attachment'::text AS reason, a.instance_id
+  FROM extsvc.dpf_extension_service_attachments a
+  JOIN extsvc.service_records s USING (service_id)
+ WHERE a.placement_state = 'ACTIVE'
+UNION ALL
+SELECT d.machine_id, s.placement_label_key, s.service_id, s.attachable_version, 'all_dpus', NULL
+  FROM extsvc.dpus d
+  CROSS JOIN extsvc.service_records s
+ WHERE d.deregistered_at IS NULL
+   AND s.service_type = 'DPF_HELM_CHART' AND s.deployment_scope = 'ALL_DPUS'
+   AND extsvc._site_service_wanted(s.lifecycle_state, s.applied_revision);
+COMMENT ON VIEW extsvc.dpu_desired_labels IS
+  'Per DPU: every NICo placement label it should carry and why (attachment or ALL_DPUS service).';
+
+-- Marks a DPU's placement work as due now (its desired labels may have changed).
+CREATE FUNCTION extsvc._touch_dpu(p_dpu uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  INSERT INTO extsvc.dpu_reconciliations AS q (dpu_machine_id, next_due_at)
+  VALUES (p_dpu, now())
+  ON CONFLICT (dpu_machine_id) DO UPDATE
+    SET state_version = q.state_version + 1, next_due_at = now(), attempts = 0;
+  PERFORM extsvc._wake();
+END
+$fn$;
+
+CREATE FUNCTION extsvc._attachment_changed() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    PERFORM extsvc._touch_dpu(NEW.dpu_machine_id);
+  ELSIF TG_OP = 'UPDATE' THEN
+    IF NEW.placement_state IS DISTINCT FROM OLD.placement_state THEN
+      PERFORM extsvc._touch_dpu(NEW.dpu_machine_id);
+    END IF;
+  ELSIF OLD.placement_state = 'ACTIVE' THEN
+    PERFORM extsvc._touch_dpu(OLD.dpu_machine_id);
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER attachment_wakes_dpu
+  AFTER INSERT OR DELETE OR UPDATE OF placement_state ON extsvc.dpf_extension_service_attachments
+  FOR EACH ROW EXECUTE FUNCTION extsvc._attachment_changed();
+
+-- A DPF service's lifecycle change alters what its DPUs should show (labels
+-- for ALL_DPUS, pod revisions for everyone): observe them again.
+CREATE FUNCTION extsvc._service_state_wakes_dpus() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  d uuid;
+BEGIN
+  IF NEW.service_type <> 'DPF_HELM_CHART' OR NEW.lifecycle_state = OLD.lifecycle_state THEN
+    RETURN NULL;
+  END IF;
+  IF NEW.deployment_scope = 'ALL_DPUS' THEN
+    FOR d IN SELECT machine_id FROM extsvc.dpus LOOP
+      PERFORM extsvc._touch_dpu(d);
+    END LOOP;
+  ELSE
+    FOR d IN SELECT DISTINCT dpu_machine_id FROM extsvc.dpf_extension_service_attachments
+              WHERE service_id = NEW.service_id LOOP
+      PERFORM extsvc._touch_dpu(d);
+    END LOOP;
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER service_state_wakes_dpus
+  AFTER UPDATE OF lifecycle_state ON extsvc.service_records
+  FOR EACH ROW EXECUTE FUNCTION extsvc._service_state_wakes_dpus();
+
+-- Target resolution (SPEC 2.4). NULL when unresolvable: callers never invent
+-- an empty set (that would remove labels).
+CREATE FUNCTION extsvc._resolve_targets(p_instance uuid, p_target text) RETURNS uuid[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+  v uuid[];
+BEGIN
+  SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance;
+  IF p_target = 'ALL' THEN
+    SELECT array_agg(machine_id ORDER BY machine_id) INTO v FROM extsvc.dpus
+     WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
+  ELSIF p_target = 'PRIMARY' THEN
+    SELECT array_agg(machine_id) INTO v FROM extsvc.dpus
+     WHERE host_machine_id = i.host_machine_id AND is_primary AND deregistered_at IS NULL;
+  ELSIF p_target = 'ALL_ACTIVE' THEN
+    IF EXISTS (SELECT FROM unnest(i.network_dpus) n(id)
+                WHERE NOT EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = n.id
+                                    AND d.host_machine_id = i.host_machine_id AND d.deregistered_at IS NULL)) THEN
+      RETURN NULL;  -- a network DPU that is not attached to the host
+    END IF;
+    SELECT array_agg(DISTINCT n.id ORDER BY n.id) INTO v FROM unnest(i.network_dpus) n(id);
+  END IF;
+  IF v IS NULL OR cardinality(v) = 0 THEN
+    RETURN NULL;
+  END IF;
+  RETURN v;
+END
+$fn$;
+
+-- Brings an instance's attachment rows in line with its configuration.
+-- Rows are written before any label changes (the worker reads them).
+-- p_strict: an unresolvable target of an active DPF entry is an error
+-- (new attachments); otherwise the entry's rows are left untouched.
+CREATE FUNCTION extsvc._materialize_instance(p_instance uuid, p_strict boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+  e record;
+  v_targets uuid[];
+  v_host uuid[];
+BEGIN
+  SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance FOR UPDATE;
+  SELECT coalesce(array_agg(machine_id), '{}') INTO v_host FROM extsvc.dpus
+   WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
+  FOR e IN
+    SELECT c.service_id, c.version, c.removed_at, c.attached_at, s.dpu_target, s.service_name
+      FROM extsvc.instance_extension_services c
+      JOIN extsvc.service_records s USING (service_id)
+     WHERE c.instance_id = p_instance AND s.service_type = 'DPF_HELM_CHART'
+  LOOP
+    IF e.removed_at IS NULL AND i.delete_requested_at IS NULL THEN
+      v_targets := extsvc._resolve_targets(p_instance, e.dpu_target);
+      IF v_targets IS NULL THEN
+        -- only an entry attached by this very transaction is refused; an
+        -- older one keeps its rows until its target resolves again
+        IF p_strict AND e.attached_at = now() THEN
+          PERFORM extsvc._raise('P0002', format('no DPU matches dpu_target %s for service %s', e.dpu_target, e.service_name),
+            format('instance_id: %s, host_machine_id: %s, service_id: %s', p_instance, i.host_machine_id, e.service_id),
+            'Register the host''s DPUs (extsvc.register_dpu) and its network DPUs (extsvc.upsert_instance) first.');
+        END IF;
+        CONTINUE;  -- keep whatever is there: never an invented empty set
+      END IF;
+      INSERT INTO extsvc.dpf_extension_service_attachments AS a
+             (instance_id, dpu_machine_id, service_id, version, placement_state, deployment_state)
+      SELECT p_instance, t.id, e.service_id, e.version, 'ACTIVE', 'PENDING' FROM unnest(v_targets) t(id)
+      ON CONFLICT (instance_id, dpu_machine_id, service_id, version) DO UPDATE
+        SET placement_state = 'ACTIVE', removing_since = NULL, updated_at = now(), status_message = NULL,
+            deployment_state = CASE WHEN a.placement_state = 'ACTIVE' THEN a.deployment_state ELSE 'PENDING' END
+        WHERE a.placement_state <> 'ACTIVE';
+      UPDATE extsvc.dpf_extension_service_attachments a
+         SET placement_state = 'REMOVING', removing_since = now(), updated_at = now(),
+             deployment_state = 'UNKNOWN', status_message = 'removal requested; not yet observed'
+       WHERE a.instance_id = p_instance AND a.service_id = e.service_id AND a.version = e.version
+         AND a.placement_state = 'ACTIVE' AND NOT (a.dpu_machine_id = ANY (v_targets));
+    ELSE
+      -- detach or instance deletion: every DPU attached to the host must be
+      -- observed TERMINATED before the tombstone goes away
+      INSERT INTO extsvc.dpf_extension_service_attachments AS a
+             (instance_id, dpu_machine_id, service_id, version, placement_state, deployment_state, removing_since)
+      SELECT p_instance, h.id, e.service_id, e.version, 'REMOVING', 'UNKNOWN', now() FROM unnest(v_host) h(id)
+      ON CONFLICT (instance_id, dpu_machine_id, service_id, version) DO UPDATE
+        SET placement_state = 'REMOVING', removing_since = now(), updated_at = now(),
+             deployment_state = 'UNKNOWN', status_message = 'removal requested; not yet observed'
+        WHERE a.placement_state = 'ACTIVE';
+      UPDATE extsvc.dpf_extension_service_attachments a
+         SET placement_state = 'REMOVING', removing_since = now(), updated_at = now(),
+             deployment_state = 'UNKNOWN', status_message = 'removal requested; not yet observed'
+       WHERE a.instance_id = p_instance AND a.service_id = e.service_id AND a.version = e.version
+         AND a.placement_state = 'ACTIVE';
+    END IF;
+  END LOOP;
+END
+$fn$;
+
+-- Removes what has converged: REMOVING rows observed TERMINATED (or released
+-- to another active reason on the same DPU), then tombstones without rows,
+-- then deleted instances without entries.
+CREATE FUNCTION extsvc._cleanup_instance(p_instance uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  i extsvc.instances;
+BEGIN
+  SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  DELETE FROM extsvc.dpf_extension_service_attachments a
+   WHERE a.instance_id = p_instance AND a.placement_state = 'REMOVING'
+     AND (a.deployment_state = 'TERMINATED'
+          OR EXISTS (SELECT FROM extsvc.dpu_desired_labels w
+                      WHERE w.dpu_machine_id = a.dpu_machine_id AND w.service_id = a.service_id
+                        AND w.version = a.version));
+  -- a tombstone goes only when none of its rows remain
+  DELETE FROM extsvc.instance_extension_services c
+   WHERE c.instance_id = p_instance AND c.removed_at IS NOT NULL
+     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                      WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
+                        AND a.version = c.version)
+     AND EXISTS (SELECT FROM extsvc.service_records s
+                  WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
+  -- KUBERNETES_POD entries stay until NICo confirms their termination
+  -- (extsvc.remove_terminated_services; issue #14 P1-8): the DPU agent must
+  -- see them removed
+  IF i.delete_requested_at IS NOT NULL
+     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = p_instance)
+     AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c WHERE c.instance_id = p_instance) THEN
+    DELETE FROM extsvc.instances WHERE instance_id = p_instance;
+  END IF;
+END
+$fn$;
