@@ -8,6 +8,7 @@
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+source "$ROOT/scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit
 export BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 export PYTHONUNBUFFERED=1
 [ -x "${DPFSIM:-$BUILD_DIR/sim/dpfsim}" ] || { echo "missing ${DPFSIM:-$BUILD_DIR/sim/dpfsim}: build first (make)" >&2; exit 1; }

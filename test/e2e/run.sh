@@ -2,6 +2,7 @@
 # Runs every end-to-end suite (worker + dpfsim + PostgreSQL). Each prints
 # "N passed, N failed"; this script sums them into the same closing line.
 set -uo pipefail
+source "$(dirname "$0")/../../scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit
 cd "$(dirname "$0")"
 total_p=0; total_f=0
 for t in test_*.py; do
