@@ -15,16 +15,12 @@ Exit status 0 only when both runs converged in time with the invariants and
 the request ratio is within the target. Python standard library only."""
 import argparse
 import json
-import os
 import random
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common as c  # noqa: E402
-
-sys.path.insert(0, os.path.join(c.ROOT, "test", "e2e"))
-import invariants  # noqa: E402
+import common as c  # bench/common.py, beside this file
+from extsvc_testkit import invariants
 
 # Short leases and call timeouts (as the e2e harness), so "slower than the
 # lease" happens within a soak; retries capped low enough to converge.

@@ -13,10 +13,9 @@ import time
 import types
 import uuid
 
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import (PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,  # noqa: E402
-                     run_tests, wait_until)
-import invariants  # noqa: E402
+from extsvc_testkit.harness import (PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,
+                                    run_tests, wait_until)
+from extsvc_testkit import invariants
 
 ENV = None
 STANDBY = None

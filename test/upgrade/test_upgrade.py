@@ -26,13 +26,9 @@ import re
 import time
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-sys.path.insert(0, HERE)
-
-import harness  # noqa: E402
-import pgq  # noqa: E402
-from harness import PG_USER, Env, wait_until  # noqa: E402
+import pgq  # noqa: E402  (test/upgrade/pgq.py, beside this file)
+from extsvc_testkit import harness  # noqa: E402
+from extsvc_testkit.harness import PG_USER, Env, wait_until  # noqa: E402
 from pgq import Conn, chart, q, unified  # noqa: E402
 
 pgq.PGBIN = pgq.PGBIN or harness.PGBIN
