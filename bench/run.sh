@@ -2,6 +2,7 @@
 # Runs every benchmark and prints its tables.
 #   bench/run.sh                 the sizes (~8 min on 2 cores; fleet scaled down, see docs/performance.md)
 #   BENCH_QUICK=1 bench/run.sh   small sizes (~3 min)
+#   PYTHONPATH=python python3 bench/worker_latency.py   one benchmark by hand, from the repository root
 # Env: BUILD_DIR (default ./build; the harness takes DPFSIM from it), sizes as documented in
 # each bench/*.py and docs/performance.md. Needs the extension installed (sudo make install),
 # psql/initdb/pg_ctl of PostgreSQL 15, python3 and, for the reference, kubectl.

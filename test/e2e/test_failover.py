@@ -4,7 +4,7 @@
 same settings. The standby's workers make no calls; the primary is stopped
 with -m immediate while creates, updates, attaches, a detach and a delete are
 in flight; the standby is promoted, its workers take over, and everything
-converges with the reliability invariants (test/e2e/invariants.py)."""
+converges with the reliability invariants (python/extsvc_testkit/invariants.py)."""
 import json
 import os
 import shutil
@@ -167,7 +167,7 @@ def test_promoted_standby_takes_over_mid_flight_and_converges():
             "|---|---:|---|---:|---|",
             f"| {len(created)} creates ({in_flight} services CREATING/UPDATING), 1 update, 2 attaches, "
             f"1 detach, 1 new instance | 0 | {len(rows)} of {len(rows)} (synchronous commit) | {took:.1f} s | hold |",
-            "", f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} by `WRITE_DOC=1 python3 test/e2e/test_failover.py`."]))
+            "", f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} by `WRITE_DOC=1 PYTHONPATH=python python3 test/e2e/test_failover.py`."]))
 
 
 def main():

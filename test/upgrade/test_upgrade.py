@@ -2,7 +2,7 @@
 """nico_extsvc 0.1.0 -> 0.2.0 (issue #12, suite upgrade).
 
 One throw-away server with today's library preloaded and a worker configured
-against dpfsim (test/e2e/harness.py Env), extsvc.database = extsvc_upg.
+against dpfsim (extsvc_testkit.harness Env), extsvc.database = extsvc_upg.
 
 1. 0.1.0 with today's library: CREATE EXTENSION nico_extsvc VERSION '0.1.0'
    works, the 0.1.0 API fills a database (services of both types, an update,
