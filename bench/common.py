@@ -6,15 +6,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
-import harness  # noqa: E402  (BUILD_DIR / DPFSIM are read from the environment by the harness)
-from harness import PG_USER, PGBIN, Env, helm_data, lit, wait_until  # noqa: E402,F401
+from extsvc_testkit import harness  # noqa: E402  (BUILD_DIR / DPFSIM are read from the environment by the harness)
+from extsvc_testkit.harness import PG_USER, PGBIN, Env, helm_data, lit, wait_until  # noqa: E402,F401
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 

@@ -23,8 +23,7 @@ import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(__file__))
-import common as c  # noqa: E402
+import common as c  # bench/common.py, beside this file
 
 REPEATS = c.size("BENCH_REPEATS", 20, 5)
 # The fleet is 2000 DPUs, 200 services, 1000 instances

@@ -2,12 +2,14 @@
 # Runs every benchmark and prints its tables.
 #   bench/run.sh                 the issue's sizes (~8 min on 2 cores; fleet scaled down, see docs/performance.md)
 #   BENCH_QUICK=1 bench/run.sh   small sizes (~3 min)
+#   PYTHONPATH=python python3 bench/worker_latency.py   one benchmark by hand, from the repository root
 # Env: BUILD_DIR (default ./build; the harness takes DPFSIM from it), sizes as documented in
 # each bench/*.py and docs/performance.md. Needs the extension installed (sudo make install),
 # psql/initdb/pg_ctl of PostgreSQL 15, python3 and, for the reference, kubectl.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+source "$ROOT/scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit
 export BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 export PYTHONUNBUFFERED=1
 [ -x "${DPFSIM:-$BUILD_DIR/sim/dpfsim}" ] || { echo "missing ${DPFSIM:-$BUILD_DIR/sim/dpfsim}: build first (make)" >&2; exit 1; }

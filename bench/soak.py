@@ -3,28 +3,25 @@
 both clusters answer ~20 % of requests with mixed faults (503, 429 with
 Retry-After, connection resets, calls slower than the lease); then the faults
 stop and the fleet must converge within 60 s with the reliability invariants
-(test/e2e/invariants.py). The same seeded operation stream runs twice, without
-and with faults, and the Kubernetes requests the workers made until
-convergence are compared (target: with faults <= 3x without).
+(python/extsvc_testkit/invariants.py). The same seeded operation stream runs
+twice, without and with faults, and the Kubernetes requests the workers made
+until convergence are compared (target: with faults <= 3x without).
 
-  python3 bench/soak.py                       # 500 services, 200 DPUs, 5 minutes
-  python3 bench/soak.py --ci                  # 60 services, 20 DPUs, 30 s (the test command)
-  python3 bench/soak.py --seed 7 --write-doc  # record the figures in docs/reliability.md
+  PYTHONPATH=python python3 bench/soak.py                       # 500 services, 200 DPUs, 5 minutes
+  PYTHONPATH=python python3 bench/soak.py --ci                  # 60 services, 20 DPUs, 30 s (the test command)
+  PYTHONPATH=python python3 bench/soak.py --seed 7 --write-doc  # record the figures in docs/reliability.md
+From the repository root; PYTHONPATH=python finds extsvc_testkit (scripts/test-all.sh sets it itself).
 
 Exit status 0 only when both runs converged in time with the invariants and
 the request ratio is within the target. Python standard library only."""
 import argparse
 import json
-import os
 import random
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common as c  # noqa: E402
-
-sys.path.insert(0, os.path.join(c.ROOT, "test", "e2e"))
-import invariants  # noqa: E402
+import common as c  # bench/common.py, beside this file
+from extsvc_testkit import invariants
 
 # Short leases and call timeouts (as the e2e harness), so "slower than the
 # lease" happens within a soak; retries capped low enough to converge.
@@ -262,7 +259,7 @@ def main():
             f"| {c.fmt(faulty['converge_s'])} s | {clean['requests']} / {faulty['requests']} | {ratio:.2f} "
             f"| {'hold' if ok else 'VIOLATED'} |",
             "", f"Seed {args.seed}; measured {time.strftime('%Y-%m-%d', time.gmtime())} on {c.machine_line()} by "
-            f"`python3 bench/soak.py --seed {args.seed} --write-doc`" + (" --ci" if args.ci else "") + "."]))
+            f"`PYTHONPATH=python python3 bench/soak.py --seed {args.seed} --write-doc`" + (" --ci" if args.ci else "") + "."]))
     return 0 if ok else 1
 
 

@@ -17,8 +17,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-import common as c  # noqa: E402
+import common as c  # bench/common.py, beside this file
 
 N = c.size("BENCH_LATENCY_N", 50, 10)
 WORKERS = c.size("BENCH_WORKERS", 2, 2)

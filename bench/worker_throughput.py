@@ -24,13 +24,12 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
 # dpfsim's controllers re-scan every DaemonSet against every ControllerRevision and
 # pod under the store lock each tick (cost grows with the square of the number of
 # services); READY of a service needs only the POST, so this benchmark slows the
 # tick down to keep the simulator's controllers from dominating (see docs/performance.md).
 os.environ.setdefault("BENCH_SIM_ARGS", "--tick-ms 5000")
-import common as c  # noqa: E402
+import common as c  # noqa: E402  (bench/common.py, beside this file)
 
 N = c.size("BENCH_SERVICES", 1000, 100)
 OPS = c.size("BENCH_OPS", 100, 20)

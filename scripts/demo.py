@@ -11,8 +11,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "e2e"))
-from harness import PGBIN, PG_USER, Env, helm_data, lit  # noqa: E402
+from extsvc_testkit.harness import PGBIN, PG_USER, Env, helm_data, lit
 
 
 def banner(text):

@@ -4,6 +4,10 @@
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+# The Python test kit (python/extsvc_testkit: the e2e harness and the
+# invariants) is imported by package name; every script that runs the tests,
+# benchmarks or the demo gets it on the path here (once, however often sourced).
+case ":${PYTHONPATH:-}:" in *":$ROOT/python:"*) ;; *) export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" ;; esac
 PG_CONFIG="${PG_CONFIG:-pg_config}"
 PGBIN="$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)"
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every end-to-end suite (worker + dpfsim + PostgreSQL). Each prints
 # "N passed, N failed"; this script sums them into the same closing line.
+# One file by hand, from the repository root (the harness is the package
+# python/extsvc_testkit):  PYTHONPATH=python python3 test/e2e/test_workers.py
 set -uo pipefail
+source "$(dirname "$0")/../../scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit
 cd "$(dirname "$0")"
 total_p=0; total_f=0
 for t in test_*.py; do

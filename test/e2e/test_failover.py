@@ -4,7 +4,7 @@
 same settings. The standby's workers make no calls; the primary is stopped
 with -m immediate while creates, updates, attaches, a detach and a delete are
 in flight; the standby is promoted, its workers take over, and everything
-converges with the reliability invariants (test/e2e/invariants.py)."""
+converges with the reliability invariants (python/extsvc_testkit/invariants.py)."""
 import json
 import os
 import shutil
@@ -13,10 +13,9 @@ import time
 import types
 import uuid
 
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import (PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,  # noqa: E402
-                     run_tests, wait_until)
-import invariants  # noqa: E402
+from extsvc_testkit.harness import (PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,
+                                    run_tests, wait_until)
+from extsvc_testkit import invariants
 
 ENV = None
 STANDBY = None
@@ -168,7 +167,7 @@ def test_promoted_standby_takes_over_mid_flight_and_converges():
             "|---|---:|---|---:|---|",
             f"| {len(created)} creates ({in_flight} services CREATING/UPDATING), 1 update, 2 attaches, "
             f"1 detach, 1 new instance | 0 | {len(rows)} of {len(rows)} (synchronous commit) | {took:.1f} s | hold |",
-            "", f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} by `WRITE_DOC=1 python3 test/e2e/test_failover.py`."]))
+            "", f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} by `WRITE_DOC=1 PYTHONPATH=python python3 test/e2e/test_failover.py`."]))
 
 
 def main():

@@ -15,8 +15,7 @@ import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import PGBIN, PG_USER, Env, helm_data, lit, run_tests, wait_until  # noqa: E402
+from extsvc_testkit.harness import PGBIN, PG_USER, Env, helm_data, lit, run_tests, wait_until
 
 ENV = None
 NS = "dpf-operator-system"

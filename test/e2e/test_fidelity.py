@@ -5,13 +5,11 @@ lag, one DPU's crash loop isolated to that DPU, terminations never claimed
 early, DPF-written spec keys and `paused` left alone, and DPF releases whose
 CRDs lack fields refused loudly instead of pruned silently."""
 import json
-import os
 import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import Env, helm_data, lit, run_tests, wait_until  # noqa: E402
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until
 
 ENV = None
 NS = "dpf-operator-system"

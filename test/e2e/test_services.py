@@ -6,8 +6,7 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import Env, helm_data, lit, run_tests, wait_until  # noqa: E402
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until
 
 REV = "nico/extension-service-revision"
 

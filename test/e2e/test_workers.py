@@ -5,8 +5,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import Env, run_tests, wait_until  # noqa: E402
+from extsvc_testkit.harness import Env, run_tests, wait_until
 
 N = int(os.environ.get("E2E_SERVICES", "200"))
 

@@ -2,7 +2,7 @@
 """nico_extsvc 0.1.0 -> 0.2.0 (issue #12, suite upgrade).
 
 One throw-away server with today's library preloaded and a worker configured
-against dpfsim (test/e2e/harness.py Env), extsvc.database = extsvc_upg.
+against dpfsim (extsvc_testkit.harness Env), extsvc.database = extsvc_upg.
 
 1. 0.1.0 with today's library: CREATE EXTENSION nico_extsvc VERSION '0.1.0'
    works, the 0.1.0 API fills a database (services of both types, an update,
@@ -26,13 +26,9 @@ import re
 import time
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-sys.path.insert(0, HERE)
-
-import harness  # noqa: E402
-import pgq  # noqa: E402
-from harness import PG_USER, Env, wait_until  # noqa: E402
+import pgq  # noqa: E402  (test/upgrade/pgq.py, beside this file)
+from extsvc_testkit import harness  # noqa: E402
+from extsvc_testkit.harness import PG_USER, Env, wait_until  # noqa: E402
 from pgq import Conn, chart, q, unified  # noqa: E402
 
 pgq.PGBIN = pgq.PGBIN or harness.PGBIN
