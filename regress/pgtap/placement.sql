@@ -527,7 +527,7 @@ SELECT ok((SELECT bool_and(coalesce(next_due_at <= now(), false)) FROM extsvc.dp
             WHERE dpu_machine_id IN (SELECT machine_id FROM extsvc.dpus WHERE dpu_device_name LIKE 'place-%')),
           'READY made every DPU due');
 SELECT is(pg_temp.pass(), 4, 'every DPU observed');
-SELECT is((SELECT array_agg(deployment_state) FROM extsvc.site_service_dpu_status WHERE service_id = :W), ARRAY['RUNNING', 'RUNNING', 'RUNNING', 'RUNNING'],
+SELECT is((SELECT array_agg(deployment_state::text) FROM extsvc.site_service_dpu_status WHERE service_id = :W), ARRAY['RUNNING', 'RUNNING', 'RUNNING', 'RUNNING'],
           'per-DPU site statuses recorded');
 SELECT lives_ok($$SELECT extsvc.deregister_dpu('7d000000-0000-0000-0000-00000000000d')$$, 'deregister place-d');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = '7d000000-0000-0000-0000-00000000000d'),

@@ -100,7 +100,7 @@ SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.delete_servi
           '42501: only extsvc_admin members may delete ALL_DPUS services', 'extsvc_api cannot delete an ALL_DPUS service');
 SELECT is(pg_temp.run_as('extsvc_tap_r_operator', 'extsvc_api', $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000002')$$),
           '42501: only extsvc_admin members may delete ALL_DPUS services', 'nor can an admin login after SET ROLE extsvc_api');
-SELECT results_eq($$SELECT desired_revision, version_ctr, lifecycle_state, description FROM extsvc.services
+SELECT results_eq($$SELECT desired_revision, version_ctr, lifecycle_state::text, description FROM extsvc.services
                      WHERE service_id = 'a1000000-0000-0000-0000-000000000002'$$,
                   $$VALUES (1, 1, 'CREATING', NULL::text)$$, 'the ALL_DPUS service is unchanged');
 SELECT is(pg_temp.run_as('extsvc_tap_r_operator', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000002', description => 'site')$$),
@@ -128,7 +128,7 @@ SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.delete_servi
           '42501: service is not accessible to this tenant', 'delete_service refuses another tenant''s service');
 SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.delete_service('a2000000-0000-0000-0000-0000000000ff', NULL, 'tenant-a')$$),
           '42501: service is not accessible to this tenant', 'delete_service answers the same for an unknown service');
-SELECT results_eq($$SELECT description, lifecycle_state FROM extsvc.services WHERE service_id = 'a2000000-0000-0000-0000-00000000000b'$$,
+SELECT results_eq($$SELECT description, lifecycle_state::text FROM extsvc.services WHERE service_id = 'a2000000-0000-0000-0000-00000000000b'$$,
                   $$VALUES (NULL::text, 'READY')$$, 'tenant-b''s service is unchanged');
 SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.update_service('a2000000-0000-0000-0000-00000000000a',
             description => 'mine', tenant_organization_id => 'tenant-a')$$),

@@ -1,7 +1,7 @@
 -- Schema contract: tables, keys, indexes, foreign keys, the services view
 -- (SPEC 2.10) and the roles.
 BEGIN;
-SELECT plan(68);
+SELECT plan(73);
 
 SELECT has_schema('extsvc');
 SELECT has_extension('nico_extsvc');
@@ -38,7 +38,7 @@ SELECT col_is_unique('extsvc', 'service_versions', ARRAY['service_id', 'version_
 SELECT has_index('extsvc', 'service_records', 'service_records_tenant_name_key', 'display-name index exists');
 SELECT index_is_unique('extsvc', 'service_records', 'service_records_tenant_name_key', 'display-name index is unique');
 SELECT is(pg_get_indexdef('extsvc.service_records_tenant_name_key'::regclass),
-          'CREATE UNIQUE INDEX service_records_tenant_name_key ON extsvc.service_records USING btree (tenant_organization_id, lower(service_name)) WHERE (lifecycle_state <> ''DELETED''::text)',
+          'CREATE UNIQUE INDEX service_records_tenant_name_key ON extsvc.service_records USING btree (tenant_organization_id, lower(service_name)) WHERE ((lifecycle_state)::text <> ''DELETED''::text)',
           'display name unique per tenant, case-insensitively, while not DELETED');
 SELECT has_index('extsvc', 'dpus', 'dpus_one_primary_per_host', 'one-primary index exists');
 SELECT ok((SELECT indisunique AND indpred IS NOT NULL FROM pg_index
@@ -84,7 +84,7 @@ SELECT col_type_is('extsvc', 'services', 'version_ctr', 'integer', 'services.ver
 SELECT col_type_is('extsvc', 'services', 'created_at', 'timestamp with time zone', 'services.created_at is timestamptz');
 
 -- lifecycle vocabulary and the transition trigger
-SELECT is((SELECT array_agg(DISTINCT s ORDER BY s) FROM extsvc.lifecycle_transitions t,
+SELECT is((SELECT array_agg(DISTINCT s::text ORDER BY s::text) FROM extsvc.lifecycle_transitions t,
                   LATERAL (VALUES (t.from_state), (t.to_state)) v(s) WHERE s IS NOT NULL),
           ARRAY['CREATING', 'DELETED', 'DELETING', 'FAILED', 'READY', 'UPDATING'],
           'the transition table uses exactly the six lifecycle states');
@@ -107,6 +107,28 @@ SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
    WHERE n.nspname = 'extsvc' AND obj_description(p.oid, 'pg_proc') IS NULL$$,
   'every function of extsvc has a COMMENT');
+
+
+-- each state vocabulary is one domain (sql/parts/05_states.sql), used by
+-- every table column that holds one of its states
+SELECT is((SELECT array_agg(format('%s.%s: %s', c.relname, a.attname, format_type(a.atttypid, a.atttypmod))
+                            ORDER BY c.relname, a.attname)
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            WHERE c.relnamespace = 'extsvc'::regnamespace AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+              AND a.attname IN ('lifecycle_state', 'deployment_state', 'placement_state', 'state_actor', 'actor', 'machine')
+              AND format_type(a.atttypid, a.atttypmod) NOT IN ('extsvc.lifecycle_state', 'extsvc.deployment_state',
+                  'extsvc.placement_state', 'extsvc.state_actor', 'extsvc.placement_machine')),
+          NULL, 'every state, actor and machine column has its domain');
+SELECT is((SELECT count(*)::integer FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            WHERE c.relnamespace = 'extsvc'::regnamespace AND c.relkind = 'r' AND a.attnum > 0
+              AND a.atttypid = 'extsvc.lifecycle_state'::regtype), 7,
+          'lifecycle_state: service_records, and from/to of lifecycle_transitions, service_state_history, purged_service_history');
+SELECT is((SELECT array_agg(conname ORDER BY conname) FROM pg_constraint
+            WHERE connamespace = 'extsvc'::regnamespace AND contype = 'c' AND conrelid <> 0
+              AND pg_get_constraintdef(oid) ~ '''(CREATING|READY|PENDING|RUNNING|ACTIVE|REMOVING|api|worker)'''),
+          NULL, 'no table CHECK spells out a state vocabulary again');
+SELECT throws_ok($$SELECT 'BOGUS'::extsvc.lifecycle_state$$, '23514', NULL, 'the lifecycle domain refuses an unknown state');
+SELECT throws_ok($$SELECT 'GONE'::extsvc.deployment_state$$, '23514', NULL, 'the deployment domain refuses an unknown state');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,6 +6,45 @@
 -- CREATE/ALTER TABLE, indexes, sequences and data migrations, written so
 -- that the result equals a fresh 0.2.0 install (test/upgrade checks it).
 
+-- 05_states.sql: each state vocabulary is one domain, used by every column
+-- that holds one of its states (the 0.1.0 columns had their own CHECKs).
+CREATE DOMAIN extsvc.lifecycle_state AS text
+  CONSTRAINT lifecycle_state_values
+  CHECK (VALUE IN ('CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED'));
+CREATE DOMAIN extsvc.placement_state AS text
+  CONSTRAINT placement_state_values CHECK (VALUE IN ('ACTIVE', 'REMOVING'));
+CREATE DOMAIN extsvc.deployment_state AS text
+  CONSTRAINT deployment_state_values
+  CHECK (VALUE IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN'));
+CREATE DOMAIN extsvc.state_actor AS text
+  CONSTRAINT state_actor_values CHECK (VALUE IN ('api', 'worker'));
+CREATE DOMAIN extsvc.placement_machine AS text
+  CONSTRAINT placement_machine_values CHECK (VALUE IN ('placement', 'deployment', 'site_deployment'));
+ALTER TABLE extsvc.service_records
+  DROP CONSTRAINT service_records_lifecycle_state_check,
+  DROP CONSTRAINT service_records_state_actor_check,
+  ALTER COLUMN lifecycle_state TYPE extsvc.lifecycle_state,
+  ALTER COLUMN state_actor TYPE extsvc.state_actor;
+ALTER TABLE extsvc.lifecycle_transitions
+  DROP CONSTRAINT lifecycle_transitions_from_state_check,
+  DROP CONSTRAINT lifecycle_transitions_to_state_check,
+  DROP CONSTRAINT lifecycle_transitions_actor_check,
+  ALTER COLUMN from_state TYPE extsvc.lifecycle_state,
+  ALTER COLUMN to_state TYPE extsvc.lifecycle_state,
+  ALTER COLUMN actor TYPE extsvc.state_actor;
+ALTER TABLE extsvc.service_state_history
+  ALTER COLUMN from_state TYPE extsvc.lifecycle_state,
+  ALTER COLUMN to_state TYPE extsvc.lifecycle_state,
+  ALTER COLUMN actor TYPE extsvc.state_actor;
+ALTER TABLE extsvc.dpf_extension_service_attachments
+  DROP CONSTRAINT dpf_extension_service_attachments_placement_state_check,
+  DROP CONSTRAINT dpf_extension_service_attachments_deployment_state_check,
+  ALTER COLUMN placement_state TYPE extsvc.placement_state,
+  ALTER COLUMN deployment_state TYPE extsvc.deployment_state;
+ALTER TABLE extsvc.site_service_dpu_status
+  DROP CONSTRAINT site_service_dpu_status_deployment_state_check,
+  ALTER COLUMN deployment_state TYPE extsvc.deployment_state;
+
 -- 10_tables.sql: DPF's own Ready condition of the DPUService as last observed.
 ALTER TABLE extsvc.dpf_extension_service_reconciliations
   ADD COLUMN dpf_ready boolean,
@@ -24,31 +63,30 @@ UPDATE extsvc.instances
 -- 78_placement_transitions.sql: the per-DPU transition table (its rows are
 -- the parts' seed, inserted in step 3) and the per-DPU history.
 CREATE TABLE extsvc.placement_transitions (
-  machine     text NOT NULL CHECK (machine IN ('placement', 'deployment', 'site_deployment')),
+  machine     extsvc.placement_machine NOT NULL,
   from_state  text,   -- NULL: the row is created
   to_state    text,   -- NULL: the row is removed
-  actor       text NOT NULL CHECK (actor IN ('api', 'worker')),
+  actor       extsvc.state_actor NOT NULL,
   reason      text NOT NULL,
   description text NOT NULL,
   CONSTRAINT placement_transition_states CHECK (
     CASE WHEN machine = 'placement'
-         THEN coalesce(from_state, 'ACTIVE') IN ('ACTIVE', 'REMOVING') AND coalesce(to_state, 'ACTIVE') IN ('ACTIVE', 'REMOVING')
-         ELSE coalesce(from_state, 'UNKNOWN') IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN')
-          AND coalesce(to_state, 'UNKNOWN') IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN') END),
+         THEN (from_state::extsvc.placement_state, to_state::extsvc.placement_state) IS NOT DISTINCT FROM (from_state, to_state)
+         ELSE (from_state::extsvc.deployment_state, to_state::extsvc.deployment_state) IS NOT DISTINCT FROM (from_state, to_state) END),
   CONSTRAINT placement_transition_moves CHECK (from_state IS DISTINCT FROM to_state),
   UNIQUE NULLS NOT DISTINCT (machine, from_state, to_state, actor, reason)
 );
 
 CREATE TABLE extsvc.dpu_state_history (
   id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  machine        text NOT NULL CHECK (machine IN ('placement', 'deployment', 'site_deployment')),
+  machine        extsvc.placement_machine NOT NULL,
   instance_id    uuid,          -- NULL for ALL_DPUS rows
   dpu_machine_id uuid NOT NULL,
   service_id     uuid NOT NULL,
   version        text,
   from_state     text,
   to_state       text,
-  actor          text NOT NULL,
+  actor          extsvc.state_actor NOT NULL,
   reason         text NOT NULL,
   message        text,          -- status_message at the change: the evidence
   observed_at    timestamptz,
@@ -81,9 +119,9 @@ CREATE TABLE extsvc.purged_services (
 CREATE TABLE extsvc.purged_service_history (
   id          bigint PRIMARY KEY,        -- the id it had in extsvc.service_state_history
   service_id  uuid NOT NULL REFERENCES extsvc.purged_services,
-  from_state  text,
-  to_state    text NOT NULL,
-  actor       text NOT NULL,
+  from_state  extsvc.lifecycle_state,
+  to_state    extsvc.lifecycle_state NOT NULL,
+  actor       extsvc.state_actor NOT NULL,
   reason      text NOT NULL,
   message     text,
   revision    integer,

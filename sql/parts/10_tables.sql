@@ -11,11 +11,10 @@ CREATE TABLE extsvc.service_records (
   deployment_scope       text NOT NULL DEFAULT 'INSTANCE_DPUS'
     CHECK (deployment_scope IN ('INSTANCE_DPUS', 'ALL_DPUS')),
   dpu_target             text CHECK (dpu_target IN ('PRIMARY', 'ALL_ACTIVE', 'ALL')),
-  lifecycle_state        text NOT NULL
-    CHECK (lifecycle_state IN ('CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED')),
+  lifecycle_state        extsvc.lifecycle_state NOT NULL,
   -- who made the last lifecycle change and why; checked by a trigger against
   -- extsvc.lifecycle_transitions and copied into the history
-  state_actor            text NOT NULL CHECK (state_actor IN ('api', 'worker')),
+  state_actor            extsvc.state_actor NOT NULL,
   state_reason           text NOT NULL,
   version_ctr            integer NOT NULL DEFAULT 1 CHECK (version_ctr >= 1),
   -- DPF_HELM_CHART: the one attachable version, stable for the service's life
@@ -95,9 +94,9 @@ ALTER TABLE extsvc.service_records
 -- Lifecycle vocabulary ------------------------------------------------------
 
 CREATE TABLE extsvc.lifecycle_transitions (
-  from_state  text CHECK (from_state IN ('CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED')),
-  to_state    text NOT NULL CHECK (to_state IN ('CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED')),
-  actor       text NOT NULL CHECK (actor IN ('api', 'worker')),
+  from_state  extsvc.lifecycle_state,
+  to_state    extsvc.lifecycle_state NOT NULL,
+  actor       extsvc.state_actor NOT NULL,
   reason      text NOT NULL,
   description text NOT NULL,
   UNIQUE NULLS NOT DISTINCT (from_state, to_state, actor, reason)
@@ -108,9 +107,9 @@ COMMENT ON TABLE extsvc.lifecycle_transitions IS
 CREATE TABLE extsvc.service_state_history (
   id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   service_id  uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
-  from_state  text,
-  to_state    text NOT NULL,
-  actor       text NOT NULL,
+  from_state  extsvc.lifecycle_state,
+  to_state    extsvc.lifecycle_state NOT NULL,
+  actor       extsvc.state_actor NOT NULL,
   reason      text NOT NULL,
   message     text,
   revision    integer,
@@ -206,9 +205,8 @@ CREATE TABLE extsvc.dpf_extension_service_attachments (
   dpu_machine_id   uuid NOT NULL REFERENCES extsvc.dpus,
   service_id       uuid NOT NULL,
   version          text NOT NULL,
-  placement_state  text NOT NULL DEFAULT 'ACTIVE' CHECK (placement_state IN ('ACTIVE', 'REMOVING')),
-  deployment_state text NOT NULL DEFAULT 'PENDING'
-    CHECK (deployment_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN')),
+  placement_state  extsvc.placement_state NOT NULL DEFAULT 'ACTIVE',
+  deployment_state extsvc.deployment_state NOT NULL DEFAULT 'PENDING',
   status_message   text,
   observed_at      timestamptz,
   created_at       timestamptz NOT NULL DEFAULT now(),

@@ -25,8 +25,7 @@ CREATE INDEX dpu_reconciliations_due ON extsvc.dpu_reconciliations (next_due_at)
 CREATE TABLE extsvc.site_service_dpu_status (
   service_id       uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
   dpu_machine_id   uuid NOT NULL REFERENCES extsvc.dpus ON DELETE CASCADE,
-  deployment_state text NOT NULL
-    CHECK (deployment_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN')),
+  deployment_state extsvc.deployment_state NOT NULL,
   status_message   text,
   observed_at      timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (service_id, dpu_machine_id)

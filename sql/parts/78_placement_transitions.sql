@@ -12,17 +12,16 @@
 -- (tools/lifecycle_doc.py --write DB placement) and checked by the tests.
 
 CREATE TABLE extsvc.placement_transitions (
-  machine     text NOT NULL CHECK (machine IN ('placement', 'deployment', 'site_deployment')),
+  machine     extsvc.placement_machine NOT NULL,
   from_state  text,   -- NULL: the row is created
   to_state    text,   -- NULL: the row is removed
-  actor       text NOT NULL CHECK (actor IN ('api', 'worker')),
+  actor       extsvc.state_actor NOT NULL,
   reason      text NOT NULL,
   description text NOT NULL,
   CONSTRAINT placement_transition_states CHECK (
     CASE WHEN machine = 'placement'
-         THEN coalesce(from_state, 'ACTIVE') IN ('ACTIVE', 'REMOVING') AND coalesce(to_state, 'ACTIVE') IN ('ACTIVE', 'REMOVING')
-         ELSE coalesce(from_state, 'UNKNOWN') IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN')
-          AND coalesce(to_state, 'UNKNOWN') IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN') END),
+         THEN (from_state::extsvc.placement_state, to_state::extsvc.placement_state) IS NOT DISTINCT FROM (from_state, to_state)
+         ELSE (from_state::extsvc.deployment_state, to_state::extsvc.deployment_state) IS NOT DISTINCT FROM (from_state, to_state) END),
   CONSTRAINT placement_transition_moves CHECK (from_state IS DISTINCT FROM to_state),
   UNIQUE NULLS NOT DISTINCT (machine, from_state, to_state, actor, reason)
 );
@@ -255,14 +254,14 @@ COMMENT ON FUNCTION extsvc._site_row_wanted(uuid, uuid) IS
 -- which the resync runs).
 CREATE TABLE extsvc.dpu_state_history (
   id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  machine        text NOT NULL CHECK (machine IN ('placement', 'deployment', 'site_deployment')),
+  machine        extsvc.placement_machine NOT NULL,
   instance_id    uuid,          -- NULL for ALL_DPUS rows
   dpu_machine_id uuid NOT NULL,
   service_id     uuid NOT NULL,
   version        text,
   from_state     text,
   to_state       text,
-  actor          text NOT NULL,
+  actor          extsvc.state_actor NOT NULL,
   reason         text NOT NULL,
   message        text,          -- status_message at the change: the evidence
   observed_at    timestamptz,
@@ -507,8 +506,8 @@ BEGIN
                           'Check the instance id; history of a deleted instance is kept 30 days.');
   END IF;
   RETURN QUERY
-  SELECT h.at, h.service_id, s.service_name, h.version, h.dpu_machine_id, d.dpu_node_name, h.machine,
-         h.from_state, h.to_state, h.actor, h.reason, h.message, h.observed_at
+  SELECT h.at, h.service_id, s.service_name, h.version, h.dpu_machine_id, d.dpu_node_name, h.machine::text,
+         h.from_state, h.to_state, h.actor::text, h.reason, h.message, h.observed_at
     FROM extsvc.dpu_state_history h
     LEFT JOIN extsvc.service_records s ON s.service_id = h.service_id
     LEFT JOIN extsvc.dpus d ON d.machine_id = h.dpu_machine_id

@@ -197,9 +197,9 @@ COMMENT ON TABLE extsvc.purged_services IS
 CREATE TABLE extsvc.purged_service_history (
   id          bigint PRIMARY KEY,        -- the id it had in extsvc.service_state_history
   service_id  uuid NOT NULL REFERENCES extsvc.purged_services,
-  from_state  text,
-  to_state    text NOT NULL,
-  actor       text NOT NULL,
+  from_state  extsvc.lifecycle_state,
+  to_state    extsvc.lifecycle_state NOT NULL,
+  actor       extsvc.state_actor NOT NULL,
   reason      text NOT NULL,
   message     text,
   revision    integer,
