@@ -1,0 +1,258 @@
+// One HTTP attempt with libcurl: TLS and credentials, the bounded response body, the
+// interruption check during the transfer, statistics and the observer, and the mapping of
+// libcurl failures to Error kinds.
+#include <curl/curl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "kube/detail/client_impl.hpp"
+#include "kube/detail/internal.hpp"
+
+namespace extsvc::kube {
+
+namespace {
+
+using detail::interrupted_error;
+using detail::kMaxResponseBytes;
+using detail::make_error;
+using detail::scrub;
+
+bool is_tls_error(CURLcode c) {
+  switch (c) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CLIENTCERT:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_USE_SSL_FAILED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Transfer {
+  std::string body;
+  size_t limit = kMaxResponseBytes;
+  bool too_large = false;
+  const std::function<bool()>* interrupted = nullptr;
+  bool was_interrupted = false;
+};
+
+size_t write_cb(char* ptr, size_t size, size_t nmemb, void* userdata) {
+  auto* t = static_cast<Transfer*>(userdata);
+  size_t n = size * nmemb;
+  if (n > t->limit || t->body.size() > t->limit - n) {
+    t->too_large = true;
+    return 0;
+  }
+  try {
+    t->body.append(ptr, n);
+  } catch (...) {
+    t->too_large = true;
+    return 0;
+  }
+  return n;
+}
+
+int xferinfo_cb(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(userdata);
+  if (t->interrupted != nullptr && *t->interrupted) {
+    bool stop = false;
+    try {
+      stop = (*t->interrupted)();
+    } catch (...) {
+      stop = false;
+    }
+    if (stop) {
+      t->was_interrupted = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& path,
+                                        const std::string* body, const char* content_type,
+                                        const std::string& token, size_t limit) {
+  Raw raw;
+  Transfer t;
+  t.limit = limit;
+  t.interrupted = interrupted;
+  const std::string url = cfg.server + path;
+  curl_easy_reset(curl);
+  errbuf[0] = '\0';
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, cfg.connect_timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, cfg.timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_USERAGENT, cfg.user_agent.c_str());
+  curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_cb);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, xferinfo_cb);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+  if (cfg.insecure_skip_verify) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  } else {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!cfg.ca_file.empty()) {
+      curl_easy_setopt(curl, CURLOPT_CAINFO, cfg.ca_file.c_str());
+      curl_easy_setopt(curl, CURLOPT_CAPATH, nullptr);
+    } else if (!cfg.ca_data.empty()) {
+      curl_blob blob{const_cast<char*>(cfg.ca_data.data()), cfg.ca_data.size(), CURL_BLOB_COPY};
+      curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &blob);
+      curl_easy_setopt(curl, CURLOPT_CAPATH, nullptr);
+    }
+  }
+  if (!cfg.client_cert_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_SSLCERT, cfg.client_cert_file.c_str());
+  } else if (!cfg.client_cert_data.empty()) {
+    curl_blob blob{const_cast<char*>(cfg.client_cert_data.data()), cfg.client_cert_data.size(),
+                   CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &blob);
+  }
+  if (!cfg.client_key_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_SSLKEY, cfg.client_key_file.c_str());
+  } else if (!cfg.client_key_data.empty()) {
+    curl_blob blob{const_cast<char*>(cfg.client_key_data.data()), cfg.client_key_data.size(),
+                   CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &blob);
+  }
+
+  struct curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Accept: application/json");
+  headers = curl_slist_append(headers, "Expect:");
+  if (content_type != nullptr) {
+    headers = curl_slist_append(headers, (std::string("Content-Type: ") + content_type).c_str());
+  }
+  if (!token.empty()) {
+    std::string auth = "Authorization: Bearer " + token;
+    headers = curl_slist_append(headers, auth.c_str());
+    std::fill(auth.begin(), auth.end(), '\0');
+  }
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+
+  if (std::strcmp(method, "GET") == 0) {
+    curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+  } else {
+    if (body != nullptr) {
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body->data());
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+    }
+    if (std::strcmp(method, "POST") != 0) curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+  }
+
+  auto start = Clock::now();
+  CURLcode rc = curl_easy_perform(curl);
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  curl_slist_free_all(headers);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+
+  ++stats.requests;
+  if (observer != nullptr) {
+    long code = 0;
+    if (rc == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    RequestEvent ev;
+    ev.cluster = observer_cluster;
+    ev.verb = listing ? std::string_view("LIST") : std::string_view(method);
+    ev.http_status = static_cast<int>(code);
+    ev.seconds = ms / 1000.0;
+    observer->on_request(ev);
+  }
+  long connects = 0;
+  curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &connects);
+  stats.connects += static_cast<uint64_t>(std::max(0L, connects));
+  curl_off_t up = 0;
+  curl_off_t down = 0;
+  curl_easy_getinfo(curl, CURLINFO_SIZE_UPLOAD_T, &up);
+  curl_easy_getinfo(curl, CURLINFO_SIZE_DOWNLOAD_T, &down);
+  stats.bytes_sent += static_cast<uint64_t>(std::max<curl_off_t>(0, up));
+  stats.bytes_received += static_cast<uint64_t>(std::max<curl_off_t>(0, down));
+
+  if (rc != CURLE_OK) {
+    ++stats.errors;
+    if (t.was_interrupted) {
+      raw.error = interrupted_error();
+    } else if (t.too_large) {
+      long status = 0;
+      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+      raw.error = make_error(
+          ErrorKind::kOther, static_cast<int>(status), "ResponseTooLarge",
+          "response body exceeds the client limit of " + std::to_string(limit) + " bytes");
+    } else {
+      std::string text = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
+      scrub(text, token);
+      if (rc == CURLE_OPERATION_TIMEDOUT) {
+        raw.error = make_error(ErrorKind::kTimeout, 0, "Timeout", text);
+      } else if (is_tls_error(rc)) {
+        raw.error = make_error(ErrorKind::kTransport, 0, "TLSError", text);
+      } else if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+        raw.error = make_error(ErrorKind::kOther, 0, "InvalidRequest", text);
+      } else {
+        raw.error = make_error(ErrorKind::kTransport, 0, "TransportError", text);
+      }
+    }
+    if (log().should_log(spdlog::level::debug)) {
+      log().debug("kube {} {} -> {} ({}) in {:.1f} ms", method, redact(path), raw.error->reason,
+                  raw.error->message, ms);
+    }
+    return raw;
+  }
+
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  raw.status = static_cast<int>(status);
+  last_body_bytes = t.body.size();
+  raw.body = std::move(t.body);
+  struct curl_header* h = nullptr;
+  if (curl_easy_header(curl, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK && h != nullptr &&
+      h->value != nullptr) {
+    raw.retry_after = detail::parse_retry_after(h->value, std::time(nullptr));
+  }
+  raw.warnings = warning_headers();
+  if (raw.status < 200 || raw.status >= 300) ++stats.errors;
+  if (log().should_log(spdlog::level::debug)) {
+    log().debug("kube {} {} -> {} in {:.1f} ms", method, redact(path), raw.status, ms);
+  }
+  return raw;
+}
+
+// Values of every Warning header of the last response, as received.
+std::vector<std::string> Client::Impl::warning_headers() {
+  std::vector<std::string> out;
+  struct curl_header* h = nullptr;
+  if (curl_easy_header(curl, "Warning", 0, CURLH_HEADER, -1, &h) != CURLHE_OK || h == nullptr)
+    return out;
+  const size_t amount = std::min(h->amount, kMaxWarnings);
+  for (size_t i = 0; i < amount; ++i) {
+    if (curl_easy_header(curl, "Warning", i, CURLH_HEADER, -1, &h) != CURLHE_OK || h == nullptr)
+      break;
+    if (h->value != nullptr) out.emplace_back(h->value);
+  }
+  return out;
+}
+
+}  // namespace extsvc::kube
