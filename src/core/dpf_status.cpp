@@ -90,6 +90,7 @@ const char* release_note(std::string_view field) {
       {"spec.security", "not in DPF v24.10's DPUService CRD; in v26.10's"},
       {"spec.security.spiffe", "not in DPF v24.10's DPUService CRD; in v26.10's"},
       {"spec.serviceDaemonSet.resources", "not in DPF v24.10's DPUService CRD; in v26.10's"},
+      {"spec.cluster", "DPF v24.10 has no DPUDevice CRD, so no spec.cluster; in v26.10's"},
   };
   for (const auto& [name, note] : kKnown)
     if (field == name || (field.size() > name.size() && field.substr(0, name.size()) == name &&
@@ -98,14 +99,26 @@ const char* release_note(std::string_view field) {
   return nullptr;
 }
 
-}  // namespace
-
-std::string unknown_fields_message(const std::vector<std::string>& fields) {
+std::string annotated(const std::vector<std::string>& fields) {
   std::string list;
   for (const auto& f : fields) {
     list += (list.empty() ? "" : ", ") + f;
     if (const char* note = release_note(f)) list += std::string(" (") + note + ")";
   }
+  return list;
+}
+
+}  // namespace
+
+std::string unknown_device_fields_message(const std::vector<std::string>& fields) {
+  return "the DPF API refused DPUDevice field(s) its CRD does not define: " + annotated(fields) +
+         " (fieldValidation=Strict). NICo places services with labels in "
+         "DPUDevice spec.cluster.nodeLabels, which this DPF release does not have: upgrade DPF "
+         "(docs/placement.md lists which release has which field)";
+}
+
+std::string unknown_fields_message(const std::vector<std::string>& fields) {
+  const std::string list = annotated(fields);
   return "the DPF API refused field(s) its CRD does not define: " + list +
          " (fieldValidation=Strict). The installed DPF release is older than this service "
          "needs: upgrade DPF to a release whose CRD has these fields, or update the service "

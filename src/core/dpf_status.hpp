@@ -32,6 +32,10 @@ std::vector<std::string> strict_unknown_fields(const std::string& status_message
 // The FAILED message for such a refusal: names the fields and what to do.
 std::string unknown_fields_message(const std::vector<std::string>& fields);
 
+// The same for a DPUDevice label patch (spec.cluster.nodeLabels): the DPF
+// release cannot place NICo's labels through its DPUDevices.
+std::string unknown_device_fields_message(const std::vector<std::string>& fields);
+
 // JSON paths of the NICo-owned mutable fields present in `sent` but missing
 // or different in `echoed` (what an API server that pruned unknown fields
 // answers). DPF-owned keys are ignored. Empty when everything was kept.

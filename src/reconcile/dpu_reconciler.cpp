@@ -149,9 +149,14 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         if (retryable(e)) {
           fail_retry(out, e, "patching DPUDevice " + w.device_name);
         } else {
-          out.results =
-              all(w, "ERROR",
-                  "patching DPUDevice " + w.device_name + " was refused: " + kube::describe(e));
+          // a DPF release whose DPUDevice CRD lacks spec.cluster cannot carry
+          // the labels at all: say which field and which release, not only
+          // the API's text
+          const auto fields = strict_refused_fields(e);
+          out.results = all(w, "ERROR",
+                            "patching DPUDevice " + w.device_name + " was refused: " +
+                                (fields.empty() ? kube::describe(e)
+                                                : core::unknown_device_fields_message(fields)));
           out.message = out.results.empty() ? kube::describe(e) : out.results.front().message;
         }
         out.api_calls = calls_;

@@ -4,8 +4,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/dpf_status.hpp"
 #include "kube/client.hpp"
 #include "kube/error.hpp"
 
@@ -56,5 +60,16 @@ inline void log_warnings(const kube::Response& r, std::string_view what) {
 // Kubernetes' fieldValidation=Strict: unknown fields are refused with 400
 // instead of being dropped with a Warning header.
 inline constexpr const char* kStrict = "?fieldValidation=Strict";
+
+// The fields a 400 under fieldValidation=Strict names as unknown (in the
+// message or in its causes), each once; empty for any other failure.
+inline std::vector<std::string> strict_refused_fields(const kube::Error& e) {
+  if (e.kind != kube::ErrorKind::kBadRequest) return {};
+  std::vector<std::string> fields = core::strict_unknown_fields(e.message);
+  for (const auto& cause : e.causes)
+    for (auto& f : core::strict_unknown_fields("strict decoding error: " + cause.second))
+      if (std::find(fields.begin(), fields.end(), f) == fields.end()) fields.push_back(f);
+  return fields;
+}
 
 }  // namespace extsvc::reconcile

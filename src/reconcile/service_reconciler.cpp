@@ -50,18 +50,12 @@ Outcome from_error(const kube::Error& e, const std::string& what) {
   o.retry_after_s = e.retry_after_s;
   // describe() is already redacted; it never carries request headers.
   o.message = what + ": " + kube::describe(e);
-  if (e.kind == ErrorKind::kBadRequest) {
-    std::vector<std::string> fields = core::strict_unknown_fields(e.message);
-    for (const auto& [field, msg] : e.causes)
-      for (auto& f : core::strict_unknown_fields("strict decoding error: " + msg))
-        if (std::find(fields.begin(), fields.end(), f) == fields.end()) fields.push_back(f);
-    if (!fields.empty()) {
-      o.kind = Outcome::Kind::kTransition;
-      o.new_state = "FAILED";
-      o.reason = "unknown_fields";
-      o.message = what + ": " + core::unknown_fields_message(fields);
-      return o;
-    }
+  if (const auto fields = strict_refused_fields(e); !fields.empty()) {
+    o.kind = Outcome::Kind::kTransition;
+    o.new_state = "FAILED";
+    o.reason = "unknown_fields";
+    o.message = what + ": " + core::unknown_fields_message(fields);
+    return o;
   }
   if (retryable(e)) {
     o.kind = Outcome::Kind::kRetry;

@@ -194,5 +194,44 @@ TEST_F(DpuReconcilerTest, AnUnreachableDpuClusterIsUnknownAndAClosedFenceSendsNo
   EXPECT_FALSE(device_labels(1).contains(core::placement_label_key(kId, kVersion)));
 }
 
+// DPF v24.10 has no DPUDevice CRD, so no spec.cluster.nodeLabels: the label
+// patch is refused under fieldValidation=Strict, and the DPU's rows say which
+// field and which release instead of only the API's text (issue 9).
+TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTheRelease) {
+  auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7", "--dpf-version", "v24.10"});
+  kube::ClusterConfig m;
+  m.server = sim->mgmt;
+  m.ca_file = sim->ca_file;
+  m.timeout_ms = 3000;
+  kube::ClusterConfig d = m;
+  d.server = sim->dpu;
+  kube::Client mgmt(m), dpu(d);
+  DpuWork w;
+  w.dpu_machine_id = "00000000-0000-0000-0000-00000000d000";
+  w.device_name = device(0);
+  w.node_name = node(0);
+  w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
+  DpuItem item;
+  item.kind = "attachment";
+  item.instance_id = "inst-1";
+  item.service_id = kId;
+  item.version = kVersion;
+  item.label_key = core::placement_label_key(kId, kVersion);
+  item.dpf_service_name = core::dpf_service_name(kId, kVersion);
+  item.applied_revision = 1;
+  item.wanted = true;
+  w.items.push_back(item);
+  DpuReconciler rec(mgmt, &dpu, kNs);
+  const DpuOutcome o = rec.reconcile(w);
+  EXPECT_FALSE(o.retry);
+  EXPECT_FALSE(o.patched);
+  ASSERT_EQ(o.results.size(), 1u);
+  EXPECT_EQ(o.results.front().state, "ERROR");
+  const std::string& msg = o.results.front().message;
+  EXPECT_NE(msg.find("spec.cluster"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v24.10"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("upgrade DPF"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace extsvc::reconcile
