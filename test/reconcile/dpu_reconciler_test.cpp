@@ -32,6 +32,26 @@ std::string node(int i) {
   return "host-000" + std::to_string(i) + "-dpu-device-000" + std::to_string(i);
 }
 
+// The claimed work of DPU i with the service attached (wanted) or removed.
+DpuWork work(int i, bool wanted) {
+  DpuWork w;
+  w.dpu_machine_id = "00000000-0000-0000-0000-00000000d00" + std::to_string(i);
+  w.device_name = device(i);
+  w.node_name = node(i);
+  if (wanted) w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
+  DpuItem item;
+  item.kind = "attachment";
+  item.instance_id = "inst-1";
+  item.service_id = kId;
+  item.version = kVersion;
+  item.label_key = core::placement_label_key(kId, kVersion);
+  item.dpf_service_name = core::dpf_service_name(kId, kVersion);
+  item.applied_revision = 1;
+  item.wanted = wanted;
+  w.items.push_back(item);
+  return w;
+}
+
 class DpuReconcilerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -66,26 +86,6 @@ class DpuReconcilerTest : public ::testing::Test {
     s.desired = core::render_dpuservice(kId, kVersion, 1, data, kNs);
     ServiceReconciler svc(*mgmt_, kNs);
     ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
-  }
-
-  // The claimed work of DPU i with the service attached (wanted) or removed.
-  static DpuWork work(int i, bool wanted) {
-    DpuWork w;
-    w.dpu_machine_id = "00000000-0000-0000-0000-00000000d00" + std::to_string(i);
-    w.device_name = device(i);
-    w.node_name = node(i);
-    if (wanted) w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
-    DpuItem item;
-    item.kind = "attachment";
-    item.instance_id = "inst-1";
-    item.service_id = kId;
-    item.version = kVersion;
-    item.label_key = core::placement_label_key(kId, kVersion);
-    item.dpf_service_name = core::dpf_service_name(kId, kVersion);
-    item.applied_revision = 1;
-    item.wanted = wanted;
-    w.items.push_back(item);
-    return w;
   }
 
   static json device_labels(int i) {
@@ -206,21 +206,7 @@ TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTh
   kube::ClusterConfig d = m;
   d.server = sim->dpu;
   kube::Client mgmt(m), dpu(d);
-  DpuWork w;
-  w.dpu_machine_id = "00000000-0000-0000-0000-00000000d000";
-  w.device_name = device(0);
-  w.node_name = node(0);
-  w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
-  DpuItem item;
-  item.kind = "attachment";
-  item.instance_id = "inst-1";
-  item.service_id = kId;
-  item.version = kVersion;
-  item.label_key = core::placement_label_key(kId, kVersion);
-  item.dpf_service_name = core::dpf_service_name(kId, kVersion);
-  item.applied_revision = 1;
-  item.wanted = true;
-  w.items.push_back(item);
+  const DpuWork w = work(0, true);
   DpuReconciler rec(mgmt, &dpu, kNs);
   const DpuOutcome o = rec.reconcile(w);
   EXPECT_FALSE(o.retry);
