@@ -41,6 +41,7 @@ the database extsvc_model and the role extsvc_model_api. Python standard
 library only. Closing line: `model_sql: N passed, N failed` (sequences);
 exit status 1 on any mismatch."""
 import argparse
+import collections
 import copy
 import json
 import os
@@ -211,7 +212,8 @@ class Model:
             if s["state"] == "READY":
                 s["state"] = "UPDATING"
             elif s["state"] == "FAILED":                  # an update of FAILED retries with the new definition
-                self.events.add("update of FAILED")
+                self.events.add("update of FAILED" + (" after a failed delete" if s["delete_requested"] else ""))
+                s["delete_requested"] = False             # this definition replaces the delete that failed
                 s["state"] = "CREATING" if s["applied"] is None else "UPDATING"
             # CREATING / UPDATING: the pending revision is superseded, the state stays
         return self.row(a["sid"])
@@ -377,7 +379,11 @@ class Model:
         old = self.dpus.get(a["dpu"])
         if old and old["host"] != a["host"]:
             self.events.add("DPU moved to another host")
-        primary = a["primary"] if a["primary"] is not None else (old["primary"] if old else False)
+        # docs/sql-api.md: an omitted is_primary is false for a new DPU, the
+        # current flag for a registered one; a DPU registered to another host
+        # is new there (the flag never demotes that host's primary)
+        primary = a["primary"] if a["primary"] is not None else (
+            old["primary"] if old and old["host"] == a["host"] else False)
         if primary:                                       # a new primary demotes the host's previous one
             for d, x in others.items():
                 if x["host"] == a["host"] and x["primary"]:
@@ -552,7 +558,7 @@ class Model:
         svcs, revs = {}, {}
         for sid, s in self.services.items():
             svcs[sid] = [s["tenant"], s["name"], s["target"], s["state"], s["version"], s["ctr"], s["desired"],
-                         s["applied"], s["state"] == "DELETED"]
+                         s["applied"], s["state"] == "DELETED", s["delete_requested"]]
             for n, r in s["revs"].items():
                 revs[f"{sid}/{n}"] = [norm[r["variant"]], r["rollback_of"], r["applied"], r["superseded"]]
         versions = {sid: [s["version"], s["versions_deleted"]] for sid, s in self.services.items()}
@@ -633,7 +639,8 @@ SNAPSHOT_SQL = r"""
 SELECT json_build_object(
   'services', (SELECT coalesce(json_object_agg(service_id, json_build_array(tenant_organization_id, service_name,
                  dpu_target, lifecycle_state, version, version_ctr, desired_revision, applied_revision,
-                 deleted_at IS NOT NULL)), '{}') FROM extsvc.services),
+                 deleted_at IS NOT NULL, (SELECT r.delete_requested_at IS NOT NULL FROM extsvc.service_records r
+                                           WHERE r.service_id = v.service_id))), '{}') FROM extsvc.services v),
   'revisions', (SELECT coalesce(json_object_agg(service_id || '/' || revision, json_build_array(data::text,
                  rollback_of, applied_at IS NOT NULL, superseded_at IS NOT NULL)), '{}') FROM extsvc.helm_revisions),
   'versions', (SELECT coalesce(json_object_agg(service_id, json_build_array(version, deleted_at IS NOT NULL)), '{}')
@@ -812,8 +819,9 @@ def gen(rng, m):
     focus = m.focus
     weights = {
         "create": 14 if len(svcs) < 2 else 6, "update": 7, "rollback": 4, "delete": 4 if len(svcs) > 1 else 1,
-        "retry": 3 if "FAILED" in states else 1,
-        "w_ready": 14 if ("CREATING" in states or "UPDATING" in states) else 2, "w_fail": 3,
+        "retry": 6 if "FAILED" in states else 1,
+        "w_ready": 14 if ("CREATING" in states or "UPDATING" in states) else 2,
+        "w_fail": 5 if ("DELETING" in states or "UPDATING" in states) else 2,
         "w_deleted": 6 if "DELETING" in states else 1,
         "register_dpu": 16 if len(live_dpus) < 2 else 5, "deregister_dpu": 2,
         "upsert_instance": 14 if not m.instances else 5,
@@ -857,7 +865,8 @@ def gen(rng, m):
             a["data"] = rng.choice(sorted(BAD_DATA))
         return {"op": kind, "args": a}
     if kind in ("update", "rollback", "delete", "retry"):
-        sid = some_sid()
+        failed = [x for x in svcs if m.services[x]["state"] == "FAILED"]
+        sid = rng.choice(failed) if failed and rng.random() < 0.4 else some_sid()
         s = m.services.get(sid)
         a = {"sid": sid, "tenant": tenant_arg(s["tenant"] if s else None)}
         if kind == "update":
@@ -1036,7 +1045,7 @@ def describe(op):
 
 
 def run_sequence(sess, seed, length, norm, check_every_op, verbose):
-    """Returns (ops run, list of mismatch lines with the trace)."""
+    """Returns (calls run, mismatch lines with the trace (empty: passed), what it exercised)."""
     rng = random.Random(seed)
     m = Model()
     m.focus = rng.random() < 0.5
@@ -1058,14 +1067,14 @@ def run_sequence(sess, seed, length, norm, check_every_op, verbose):
             print(line)
         bad = compare_answer(op, want, got, m2) if got[0] != "unreadable" else f"unreadable answer {raw!r}"
         if bad:
-            return n + 1, trace + [f"  MISMATCH at call {n + 1}: {bad}"]
+            return n + 1, trace + [f"  MISMATCH at call {n + 1}: {bad}"], m.events
         m = m2
         if check_every_op or n == length - 1:
             real = json.loads(sess.run(SNAPSHOT_SQL))
             d = diff_states(m.snapshot(norm), real)
             if d:
-                return n + 1, trace + [f"  MISMATCH of the state after call {n + 1}:"] + ["    " + x for x in d]
-    return length, []
+                return n + 1, trace + [f"  MISMATCH of the state after call {n + 1}:"] + ["    " + x for x in d], m.events
+    return length, [], m.events
 
 
 # ---------------------------------------------------------------------------
@@ -1153,15 +1162,42 @@ def teardown_db():
     psql("postgres", f"DROP ROLE IF EXISTS {API_ROLE}")
 
 
-def write_doc(text):
+def write_doc(run):
+    """Records a run in the model-results block of docs/reliability.md: the
+    runs are kept as JSON comments in the block (a run of the same seeds
+    replaces its own), and the table is drawn from all of them, so a long
+    run made in parts (lock released between them) is recorded whole."""
     path = os.path.join(ROOT, "docs", "reliability.md")
     with open(path) as f:
         doc = f.read()
-    pat = re.compile(r"(<!-- model-results:begin[^>]*-->\n).*?(<!-- model-results:end -->)", re.S)
-    if not pat.search(doc):
+    pat = re.compile(r"(<!-- model-results:begin[^>]*-->\n)(.*?)(<!-- model-results:end -->)", re.S)
+    mm = pat.search(doc)
+    if not mm:
         raise RuntimeError(f"no model-results block in {path}")
+    runs = [json.loads(x) for x in re.findall(r"<!-- model-run (.*?) -->", mm.group(2))]
+    runs = [r for r in runs if r["seeds"] != run["seeds"]] + [run]
+    runs.sort(key=lambda r: r["seeds"][0])
+    lines = ["| seeds | sequences | calls | state compared | mismatches | time | sequences/s | calls/s |",
+             "|---|---:|---:|---|---:|---:|---:|---:|"]
+    for r in runs:
+        lines.append(f"| {r['seeds'][0]}..{r['seeds'][1]} | {r['sequences']:,} | {r['calls']:,} | "
+                     f"{'after every call' if r['every_op'] else 'after every sequence'} | {r['failed']} | "
+                     f"{r['seconds']:.0f} s | {r['sequences'] / r['seconds']:.1f} | {r['calls'] / r['seconds']:.0f} |")
+    if len(runs) > 1:
+        seq, calls, secs = (sum(r[k] for r in runs) for k in ("sequences", "calls", "seconds"))
+        lines.append(f"| **all** | **{seq:,}** | **{calls:,}** | | **{sum(r['failed'] for r in runs)}** | "
+                     f"{secs:.0f} s | {seq / secs:.1f} | {calls / secs:.0f} |")
+    cov = collections.Counter()
+    for r in runs:
+        cov.update(r["coverage"])
+    lines += ["", "Sequences that exercised each path (of "
+              f"{sum(r['sequences'] for r in runs):,}): " + "; ".join(f"{k} {v:,}" for k, v in sorted(cov.items())) + ".",
+              "", "Measured " + ", ".join(sorted({r["date"] for r in runs})) + " by `python3 bench/model_sql.py "
+              "--own-cluster --check-every-op --seed S --sequences N --write-doc`, one line per run."]
+    lines += [f"<!-- model-run {json.dumps(r, sort_keys=True)} -->" for r in runs]
+    doc = doc[:mm.start()] + mm.group(1) + "\n".join(lines) + "\n" + mm.group(3) + doc[mm.end():]
     with open(path, "w") as f:
-        f.write(pat.sub(lambda mm: mm.group(1) + text.rstrip("\n") + "\n" + mm.group(2), doc))
+        f.write(doc)
 
 
 def main():
@@ -1182,14 +1218,16 @@ def main():
 
     cluster = OwnCluster() if args.own_cluster else None
     passed = failed = ops = 0
+    coverage = collections.Counter()
     t0 = time.time()
     try:
         norm = setup_db()
         sess = Session(["-v", "ON_ERROR_STOP=0"])
         for k in range(args.sequences):
             seed = args.seed + k
-            n, bad = run_sequence(sess, seed, args.length, norm, args.check_every_op, args.verbose)
+            n, bad, events = run_sequence(sess, seed, args.length, norm, args.check_every_op, args.verbose)
             ops += n
+            coverage.update(events)
             if bad:
                 failed += 1
                 print(f"sequence {k} seed {seed}: FAILED")
@@ -1212,16 +1250,11 @@ def main():
     print(f"{total} sequences, {ops} calls in {dt:.1f} s: {total / dt:.1f} sequences/s, {ops / dt:.0f} calls/s"
           f" (seeds {args.seed}..{args.seed + total - 1}, length {args.length}"
           f"{', state compared after every call' if args.check_every_op else ''})")
+    print("sequences that exercised: " + ", ".join(f"{k} {v}" for k, v in sorted(coverage.items())))
     if args.write_doc:
-        write_doc("\n".join([
-            "| sequences | calls | state compared | seeds | mismatches | time | sequences/s | calls/s |",
-            "|---:|---:|---|---|---:|---:|---:|---:|",
-            f"| {total:,} | {ops:,} | {'after every call' if args.check_every_op else 'after every sequence'} | "
-            f"{args.seed}..{args.seed + total - 1} | {failed} | {dt:.0f} s | {total / dt:.1f} | {ops / dt:.0f} |",
-            "",
-            f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} by `python3 bench/model_sql.py --seed {args.seed} "
-            f"--sequences {args.sequences} --length {args.length}"
-            f"{' --check-every-op' if args.check_every_op else ''} --own-cluster --write-doc`."]))
+        write_doc({"seeds": [args.seed, args.seed + total - 1], "sequences": total, "calls": ops, "length": args.length,
+                   "every_op": args.check_every_op, "failed": failed, "seconds": round(dt, 1),
+                   "date": time.strftime("%Y-%m-%d", time.gmtime()), "coverage": dict(coverage)})
     print(f"model_sql: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
