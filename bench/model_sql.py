@@ -26,12 +26,16 @@ the answer is compared with the model; after every sequence (and with
 --check-every-op after every call) the whole observable state is.
 
 Each call is its own transaction, as NICo makes them; between sequences the
-extension's tables are emptied (triggers off) in one statement. Sequence k of
+extension's tables are emptied (triggers off) in one statement. (A sequence
+in one rolled-back transaction would give every call the same now(), and the
+contract depends on transactions: set_instance_extension_services refuses an
+unresolvable target only for entries attached by that very call, and
+rollback_of marks the revision created by the rollback's transaction.) Sequence k of
 a run has seed S + k; a mismatch prints that seed, the operation trace and
 the command that replays it (--seed N --sequences 1).
 
   python3 bench/model_sql.py --own-cluster                     # 10^4 sequences of 20 calls
-  python3 bench/model_sql.py --ci                              # 300 sequences (the test suite)
+  python3 bench/model_sql.py --ci                              # 300, state checked after every call (the suite)
   python3 bench/model_sql.py --seed 123 --sequences 1 -v       # replay one sequence, verbose
   python3 bench/model_sql.py --own-cluster --write-doc         # record the figures in docs/reliability.md
 
@@ -48,6 +52,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -1193,7 +1198,8 @@ def write_doc(run):
     lines += ["", "Sequences that exercised each path (of "
               f"{sum(r['sequences'] for r in runs):,}): " + "; ".join(f"{k} {v:,}" for k, v in sorted(cov.items())) + ".",
               "", "Measured " + ", ".join(sorted({r["date"] for r in runs})) + " by `python3 bench/model_sql.py "
-              "--own-cluster --check-every-op --seed S --sequences N --write-doc`, one line per run."]
+              "--own-cluster --seed S --sequences N --write-doc` (`--check-every-op` where the table says so), "
+              "one line per run."]
     lines += [f"<!-- model-run {json.dumps(r, sort_keys=True)} -->" for r in runs]
     doc = doc[:mm.start()] + mm.group(1) + "\n".join(lines) + "\n" + mm.group(3) + doc[mm.end():]
     with open(path, "w") as f:
@@ -1216,6 +1222,7 @@ def main():
         args.sequences = 300
         args.check_every_op = True
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # the own cluster is stopped on the way out
     cluster = OwnCluster() if args.own_cluster else None
     passed = failed = ops = 0
     coverage = collections.Counter()
