@@ -21,7 +21,10 @@ every service; the Helm revisions (data, rollback_of, applied, superseded);
 DPUs, instances (config_version, network DPUs, dpf_managed, deletion), the
 configured entries with tombstones, the attachment rows (placement,
 deployment state, observed config_version), the per-entry summary
-(aggregate state, configs_synced) and the readiness gate. After every call
+(aggregate state, configs_synced), the readiness gate, and the histories:
+each service's lifecycle transitions and events (from, to, actor, reason) and
+each attachment row's placement and deployment changes (actor, reason by
+cause). After every call
 the answer is compared with the model; after every sequence (and with
 --check-every-op after every call) the whole observable state is.
 
@@ -131,6 +134,8 @@ class Model:
         self.instances = {}   # iid -> {tenant, host, net, dpf, cv, deleting}
         self.entries = {}     # (iid, sid) -> {"removed": bool, "new": bool}
         self.rows = {}        # (iid, dpu, sid) -> {"pl": ACTIVE|REMOVING, "dep": state, "ocv": int|None}
+        self.dhist = {}       # (sid, dpu, iid) -> per-DPU state changes [machine, from, to, actor, reason]
+        self.actor = "api"    # who the call in progress is: api, or the worker's entry points
         self.events = set()   # what this sequence exercised (coverage figures)
         self.focus = False    # the generator's profile of this sequence
 
@@ -140,6 +145,13 @@ class Model:
         s = self.services[sid]
         return {"state": s["state"], "ctr": s["ctr"], "desired": s["desired"], "applied": s["applied"],
                 "name": s["name"], "target": s["target"]}
+
+    @staticmethod
+    def move(s, to, actor, reason):
+        """SPEC 2.5: every lifecycle change (and same-state event) is recorded
+        with its actor and reason."""
+        s["history"].append([s["state"], to, actor, reason])
+        s["state"] = to
 
     def desired_variant(self, s):
         return s["revs"][s["desired"]]["variant"]
@@ -179,7 +191,8 @@ class Model:
             "tenant": a["tenant"], "name": a["name"], "target": a["target"], "state": "CREATING",
             "ctr": 1, "desired": 1, "applied": None, "version": None,    # version: V1-T<micros>, learnt
             "revs": {1: {"variant": a["data"], "rollback_of": None, "applied": False, "superseded": False}},
-            "delete_requested": False, "failed_from": None, "versions_deleted": False}
+            "delete_requested": False, "failed_from": None, "versions_deleted": False,
+            "history": [[None, "CREATING", "api", "create"]]}
         return self.row(a["sid"])
 
     def tenant_gate(self, sid, tenant):
@@ -206,21 +219,22 @@ class Model:
             s["name"] = a["name"]                         # a rename does not touch version_ctr
         if a["data"] is not None and a["data"] != self.desired_variant(s):
             old = s["revs"][s["desired"]]
-            if not old["applied"]:
+            if not old["applied"]:                        # never reached DPF: superseded, kept
                 old["superseded"] = True
-                self.events.add("revision superseded")                  # never reached DPF: superseded, kept
+                self.events.add("revision superseded")
             s["desired"] += 1
             s["ctr"] += 1
             s["revs"][s["desired"]] = {"variant": a["data"], "rollback_of": rollback_of,
                                        "applied": False, "superseded": False}
             self.events.add("rollback revision" if rollback_of else "update revision")
             if s["state"] == "READY":
-                s["state"] = "UPDATING"
+                self.move(s, "UPDATING", "api", "update")
             elif s["state"] == "FAILED":                  # an update of FAILED retries with the new definition
                 self.events.add("update of FAILED" + (" after a failed delete" if s["delete_requested"] else ""))
                 s["delete_requested"] = False             # this definition replaces the delete that failed
-                s["state"] = "CREATING" if s["applied"] is None else "UPDATING"
-            # CREATING / UPDATING: the pending revision is superseded, the state stays
+                self.move(s, "CREATING" if s["applied"] is None else "UPDATING", "api", "update")
+            else:                                         # CREATING / UPDATING: the pending revision is superseded
+                self.move(s, s["state"], "api", "superseded")
         return self.row(a["sid"])
 
     def rollback(self, a):
@@ -239,7 +253,7 @@ class Model:
         # SPEC 2.5: only while no active or removing attachment (or tombstone) refers to it
         if any(k[1] == a["sid"] for k in self.entries) or any(k[2] == a["sid"] for k in self.rows):
             raise Refused("55000", "service_in_use")
-        s["state"] = "DELETING"
+        self.move(s, "DELETING", "api", "delete")
         s["delete_requested"] = True
         return self.row(a["sid"])
 
@@ -251,39 +265,42 @@ class Model:
         # or DELETING (a failed delete): what failed is tried again
         self.events.add(f"retry after failure in {s['failed_from']}" + (" and a delete" if s["delete_requested"] else ""))
         if s["failed_from"] == "DELETING":
-            s["state"] = "DELETING"
+            self.move(s, "DELETING", "api", "retry")
         else:
-            s["state"] = "CREATING" if s["applied"] is None else "UPDATING"
+            self.move(s, "CREATING" if s["applied"] is None else "UPDATING", "api", "retry")
         return self.row(a["sid"])
 
     # the worker's answers (lifecycle_transitions: worker rows)
     def w_ready(self, a):
+        self.actor = "worker"
         s = self.services[a["sid"]]
         if s["state"] not in ("CREATING", "UPDATING"):
             raise Refused("55000", "lifecycle_transition")
-        s["state"] = "READY"
+        self.move(s, "READY", "worker", "revision_applied" if s["state"] == "UPDATING" else "dpuservice_created")
         s["revs"][s["desired"]]["applied"] = True
         if s["applied"] != s["desired"]:
             # SPEC 2.8: a RUNNING observed for the previous revision proves nothing now
-            for r in self.rows_of(sid=a["sid"]):
-                if r["dep"] == "RUNNING":
-                    r["dep"] = "PENDING"
+            for k, r in self.rows.items():
+                if k[2] == a["sid"] and r["dep"] == "RUNNING":
+                    self.set_dep(k, r, "PENDING", "not_running_observed")
         s["applied"] = s["desired"]
         return "applied"
 
     def w_fail(self, a):
+        self.actor = "worker"
         s = self.services[a["sid"]]
         if s["state"] not in ("CREATING", "READY", "UPDATING", "DELETING"):
             raise Refused("55000", "lifecycle_transition")
         s["failed_from"] = s["state"]
-        s["state"] = "FAILED"
+        self.move(s, "FAILED", "worker", "permanent_error")
         return "applied"
 
     def w_deleted(self, a):
+        self.actor = "worker"
         s = self.services[a["sid"]]
         if s["state"] != "DELETING":
             raise Refused("55000", "lifecycle_transition")
-        s["state"] = "DELETED"
+        self.move(s, "DELETED", "worker", "dpuservice_deleted")
         s["versions_deleted"] = True
         return "applied"
 
@@ -309,8 +326,28 @@ class Model:
             t = sorted(set(inst["net"]))
         return t or None
 
-    def to_removing(self, r):
-        r["pl"], r["dep"] = "REMOVING", "UNKNOWN"         # a removal must be observed anew
+    def dlog(self, k, machine, frm, to, reason):
+        self.dhist.setdefault((k[2], k[1], k[0]), []).append([machine, frm, to, self.actor, reason])
+
+    def new_row(self, k, pl, reason):
+        self.rows[k] = {"pl": pl, "dep": "PENDING" if pl == "ACTIVE" else "UNKNOWN", "ocv": None}
+        self.dlog(k, "placement", None, pl, reason)
+        self.dlog(k, "deployment", None, self.rows[k]["dep"], "attached" if pl == "ACTIVE" else "removal_requested")
+
+    def set_dep(self, k, r, dep, reason):
+        if r["dep"] != dep:
+            self.dlog(k, "deployment", r["dep"], dep, reason)
+            r["dep"] = dep
+
+    def to_removing(self, k, r, reason):
+        r["pl"] = "REMOVING"
+        self.dlog(k, "placement", "ACTIVE", "REMOVING", reason)
+        self.set_dep(k, r, "UNKNOWN", "removal_requested")    # a removal must be observed anew
+
+    def drop_row(self, k):
+        self.dlog(k, "placement", "REMOVING", None,
+                  "terminated_observed" if self.rows[k]["dep"] == "TERMINATED" else "released")
+        del self.rows[k]
 
     def materialize(self, iid, strict):
         """Attachment rows follow the configuration (SPEC 2.7): an active entry
@@ -331,21 +368,24 @@ class Model:
                 for d in targets:
                     r = self.rows.get((iid, d, sid))
                     if r is None:
-                        self.rows[(iid, d, sid)] = {"pl": "ACTIVE", "dep": "PENDING", "ocv": None}
+                        self.new_row((iid, d, sid), "ACTIVE", "targeted")
                     elif r["pl"] == "REMOVING":
-                        r["pl"], r["dep"] = "ACTIVE", "PENDING"
+                        r["pl"] = "ACTIVE"
+                        self.dlog((iid, d, sid), "placement", "REMOVING", "ACTIVE", "retargeted")
+                        self.set_dep((iid, d, sid), r, "PENDING", "reattached")
                         self.events.add("REMOVING row active again")
                 for (i2, d, s2), r in self.rows.items():
                     if i2 == iid and s2 == sid and r["pl"] == "ACTIVE" and d not in targets:
-                        self.to_removing(r)
+                        self.to_removing((i2, d, s2), r, "untargeted")
                         self.events.add("DPU left the target set")
             else:
+                why = "instance_deleted" if inst["deleting"] else "detached"
                 for d in self.host_dpus(inst["host"]):
                     if (iid, d, sid) not in self.rows:
-                        self.rows[(iid, d, sid)] = {"pl": "REMOVING", "dep": "UNKNOWN", "ocv": None}
+                        self.new_row((iid, d, sid), "REMOVING", why)
                 for (i2, d, s2), r in self.rows.items():
                     if i2 == iid and s2 == sid and r["pl"] == "ACTIVE":
-                        self.to_removing(r)
+                        self.to_removing((i2, d, s2), r, why)
 
     def label_wanted_elsewhere(self, dpu, sid):
         return any(k[1] == dpu and k[2] == sid and r["pl"] == "ACTIVE" for k, r in self.rows.items())
@@ -359,7 +399,7 @@ class Model:
         for k in [k for k, r in self.rows.items() if k[0] == iid and r["pl"] == "REMOVING"
                   and (r["dep"] == "TERMINATED" or self.label_wanted_elsewhere(k[1], k[2]))]:
             self.events.add("row terminated" if self.rows[k]["dep"] == "TERMINATED" else "row released")
-            del self.rows[k]
+            self.drop_row(k)
         self.drop_empty_tombstones(iid)
         if (self.instances[iid]["deleting"] and not self.rows_of(iid=iid)
                 and not any(k[0] == iid for k in self.entries)):
@@ -406,9 +446,9 @@ class Model:
             raise Refused("P0002")
         x = self.dpus[a["dpu"]]
         x["dereg"], x["primary"] = True, False
-        for r in self.rows_of(dpu=a["dpu"]):
-            if r["pl"] == "ACTIVE":
-                self.to_removing(r)                       # never dropped silently
+        for k, r in self.rows.items():
+            if k[1] == a["dpu"] and r["pl"] == "ACTIVE":
+                self.to_removing(k, r, "dpu_deregistered")   # never dropped silently
                 self.events.add("attached DPU deregistered")
         for iid, inst in sorted(self.instances.items()):
             if inst["host"] == x["host"]:
@@ -509,9 +549,13 @@ class Model:
 
     def w_observe(self, a):
         """One DPU pass of the worker with the given per-row observations."""
+        self.actor = "worker"
         for (iid, sid, state) in a["results"]:
-            r = self.rows[(iid, a["dpu"], sid)]
-            r["dep"], r["ocv"] = state, self.instances[iid]["cv"]
+            k = (iid, a["dpu"], sid)
+            r = self.rows[k]
+            self.set_dep(k, r, state, {"RUNNING": "running_observed", "PENDING": "not_running_observed",
+                                       "TERMINATED": "absence_observed", "TERMINATING": "remnant_observed"}[state])
+            r["ocv"] = self.instances[iid]["cv"]
         for iid in sorted({k[0] for k, r in self.rows.items() if k[1] == a["dpu"] and r["pl"] == "REMOVING"}):
             self.cleanup(iid)
         return "applied"
@@ -567,8 +611,11 @@ class Model:
             for n, r in s["revs"].items():
                 revs[f"{sid}/{n}"] = [norm[r["variant"]], r["rollback_of"], r["applied"], r["superseded"]]
         versions = {sid: [s["version"], s["versions_deleted"]] for sid, s in self.services.items()}
+        history = {sid: s["history"] for sid, s in self.services.items()}
+        # extsvc.dpu_state_history keeps the newest 32 changes of each row
+        dhist = {f"{k[0]}/{k[1]}/{k[2]}": v[-32:] for k, v in self.dhist.items()}
         return {
-            "services": svcs, "revisions": revs, "versions": versions,
+            "services": svcs, "revisions": revs, "versions": versions, "history": history, "dpu_history": dhist,
             "dpus": {d: [x["host"], x["dev"], x["node"], x["primary"], x["dereg"]] for d, x in self.dpus.items()},
             "instances": {i: [x["tenant"], x["host"], x["net"], x["dpf"], x["cv"], x["deleting"]]
                           for i, x in self.instances.items()},
@@ -650,6 +697,13 @@ SELECT json_build_object(
                  rollback_of, applied_at IS NOT NULL, superseded_at IS NOT NULL)), '{}') FROM extsvc.helm_revisions),
   'versions', (SELECT coalesce(json_object_agg(service_id, json_build_array(version, deleted_at IS NOT NULL)), '{}')
                  FROM extsvc.service_versions),
+  'history', (SELECT coalesce(json_object_agg(service_id, h), '{}') FROM (
+                 SELECT service_id, json_agg(json_build_array(from_state, to_state, actor, reason) ORDER BY id) AS h
+                   FROM extsvc.service_state_history GROUP BY service_id) x),
+  'dpu_history', (SELECT coalesce(json_object_agg(k, h), '{}') FROM (
+                 SELECT service_id || '/' || dpu_machine_id || '/' || instance_id AS k,
+                        json_agg(json_build_array(machine, from_state, to_state, actor, reason) ORDER BY id) AS h
+                   FROM extsvc.dpu_state_history GROUP BY 1) x),
   'dpus', (SELECT coalesce(json_object_agg(machine_id, json_build_array(host_machine_id, dpu_device_name,
                  dpu_node_name, is_primary, deregistered_at IS NOT NULL)), '{}') FROM extsvc.dpus),
   'instances', (SELECT coalesce(json_object_agg(instance_id, json_build_array(tenant_organization_id,
@@ -988,6 +1042,7 @@ def gen(rng, m):
 def apply_model(m, op):
     """Expected answer of op: ("ok", value) or ("error", sqlstate, constraint); m is changed only on success."""
     trial = copy.deepcopy(m)
+    trial.actor = "api"
     try:
         value = getattr(trial, op["op"])(op["args"])
     except Refused as r:
