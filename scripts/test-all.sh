@@ -51,6 +51,9 @@ suite placement-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap pl
 suite race-attach-delete env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_attach_delete.py"
 # issue #14: a day of NICo's handlers as an extsvc_api-only login role
 suite nico-day env PGBIN="$PGBIN" python3 "$ROOT/test/nico/nico_day.py"
+# issue #13: 300 seeded random call sequences against the reference model of
+# the SQL contract, state compared after every call (bench/model_sql.py runs 10^4)
+suite model-sql env PGBIN="$PGBIN" python3 "$ROOT/bench/model_sql.py" --ci
 # issue #12: pg_dump -Fc / pg_restore keep every row of every extension table
 suite dump-restore env PGBIN="$PGBIN" python3 "$ROOT/test/upgrade/dump_restore.py"
 pg_cluster_stop

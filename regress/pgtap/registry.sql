@@ -1,10 +1,13 @@
 -- Issue #12: upsert_instance refuses network DPUs that are unknown, of
 -- another host or deregistered (22023 naming them), refuses dpf_managed =>
 -- false while DPF attachments remain (55000), and an omitted dpf_managed
--- keeps the current value; register_dpu without is_primary keeps the flag.
+-- keeps the current value; register_dpu without is_primary keeps the flag,
+-- except for a DPU registered to another host (issue #13, found by
+-- bench/model_sql.py seed 60: the kept flag made a second primary there and
+-- the call failed on the index dpus_one_primary_per_host).
 -- The SPEC 2.10 positional forms stay callable.
 BEGIN;
-SELECT plan(26);
+SELECT plan(30);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -16,6 +19,10 @@ SET LOCAL client_min_messages = warning;
 \set DA '''9d000000-0000-0000-0000-00000000000a'''
 \set DB '''9d000000-0000-0000-0000-00000000000b'''
 \set DC '''9d000000-0000-0000-0000-00000000000c'''
+\set DD '''9d000000-0000-0000-0000-00000000000d'''
+\set DE '''9d000000-0000-0000-0000-00000000000e'''
+\set H3 '''9c000000-0000-0000-0000-000000000003'''
+\set H4 '''9c000000-0000-0000-0000-000000000004'''
 \set DX '''9d000000-0000-0000-0000-0000000000ff'''
 \set I1 '''91000000-0000-0000-0000-000000000001'''
 \set I2 '''91000000-0000-0000-0000-000000000002'''
@@ -99,6 +106,18 @@ SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, NULL, fa
                 'dpf_managed => false once no DPF entry remains');
 SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L)$$, :I1, :H1), 'an upsert without dpf_managed');
 SELECT is((SELECT dpf_managed FROM extsvc.instances WHERE instance_id = :I1), false, 'an omitted dpf_managed keeps false');
+
+------------------------------------------------------------------ register_dpu: a primary DPU moves to another host
+SELECT extsvc.register_dpu(:DD, :H3, 'reg-dpu-d', 'reg-node-d', true);
+SELECT extsvc.register_dpu(:DE, :H4, 'reg-dpu-e', 'reg-node-e', true);
+SELECT is(pg_temp.err(format($$SELECT extsvc.register_dpu(%L, %L, 'reg-dpu-d', 'reg-node-d')$$, :DD, :H4)), 'ok',
+          'a primary DPU registered to another host without is_primary is accepted');
+SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DD), false,
+          'it is not primary on its new host (the omitted flag is kept only on the same host)');
+SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DE), true, 'the new host keeps its primary DPU');
+SELECT extsvc.register_dpu(:DD, :H4, 'reg-dpu-d', 'reg-node-d', true);
+SELECT is((SELECT array_agg(machine_id ORDER BY machine_id) FROM extsvc.dpus WHERE host_machine_id = :H4 AND is_primary),
+          ARRAY[:DD]::uuid[], 'is_primary => true there makes it the primary and demotes the other');
 
 SELECT * FROM finish();
 ROLLBACK;

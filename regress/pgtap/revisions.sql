@@ -2,7 +2,7 @@
 -- extsvc_api, purge_deleted (what it keeps for audit) and abandon_service
 -- (a delete blocked by a foreign object), their grants and SQLSTATEs.
 BEGIN;
-SELECT plan(70);
+SELECT plan(74);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -16,6 +16,7 @@ SET LOCAL client_min_messages = warning;
 \set X '''6a000000-0000-0000-0000-000000000004'''
 \set G '''6a000000-0000-0000-0000-000000000005'''
 \set O '''6a000000-0000-0000-0000-000000000006'''
+\set Y '''6a000000-0000-0000-0000-000000000007'''
 \set U '''6a000000-0000-0000-0000-0000000000ff'''
 
 -- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
@@ -156,6 +157,22 @@ SELECT is(pg_temp.as_user('extsvc_tap_rev_operator', format('SELECT extsvc.retry
           'ok', 'retry_service: extsvc_admin retries an ALL_DPUS service');
 SELECT is((SELECT row(lifecycle_state, status_message)::text FROM extsvc.services WHERE service_id = :S),
           row('CREATING', 'retry requested by an operator')::text, 'retry_service: never created -> CREATING');
+
+-- issue #13 (bench/model_sql.py seed 1929): an update after a failed delete
+-- replaces the delete; a retry of the update's failure retries the update
+SELECT extsvc.create_service('rev-t', 'rev-undelete', 'DPF_HELM_CHART', :'c1', dpu_target => 'ALL', service_id => :Y);
+SELECT pg_temp.worker(:Y, 'READY', 'dpuservice_created');
+SELECT extsvc.delete_service(:Y);
+SELECT pg_temp.worker(:Y, 'FAILED', 'permanent_error');
+SELECT is((SELECT lifecycle_state FROM extsvc.update_service(:Y, :'c2')), 'UPDATING',
+          'update_service of a service whose delete failed: UPDATING');
+SELECT is((SELECT delete_requested_at FROM extsvc.service_records WHERE service_id = :Y), NULL,
+          'update_service: the failed delete is no longer requested');
+SELECT pg_temp.worker(:Y, 'FAILED', 'permanent_error');
+SELECT is(pg_temp.as_user('extsvc_tap_rev_tenant', format('SELECT extsvc.retry_service(%L)', :Y)), 'ok',
+          'retry_service after the update failed');
+SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = :Y), 'UPDATING',
+          'retry_service: the failed update is retried (UPDATING), not the earlier delete');
 
 ------------------------------------------------------------------ abandon_service
 SELECT extsvc.create_service('rev-t', 'rev-conflict', 'DPF_HELM_CHART', :'c1', dpu_target => 'ALL', service_id => :X);

@@ -356,8 +356,11 @@ BEGIN
                   WHEN 'READY' THEN 'UPDATING'
                   WHEN 'FAILED' THEN CASE WHEN s.applied_revision IS NULL THEN 'CREATING' ELSE 'UPDATING' END
                   ELSE s.lifecycle_state END;
+      -- an update of a FAILED service replaces a delete that failed before:
+      -- a later retry_service retries this definition, not the delete (issue #13)
       UPDATE extsvc.service_records r
          SET desired_revision = v_rev, version_ctr = r.version_ctr + 1, updated_at = now(),
+             delete_requested_at = CASE WHEN s.lifecycle_state = 'FAILED' THEN NULL ELSE r.delete_requested_at END,
              lifecycle_state = v_next, state_actor = 'api', state_reason = 'update',
              status_message = format('waiting for the worker to apply revision %s', v_rev)
        WHERE r.service_id = s.service_id;

@@ -11,6 +11,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   old extsvc.dpus;
   inst uuid;
+  v_primary boolean;
 BEGIN
   IF register_dpu.machine_id IS NULL OR register_dpu.host_machine_id IS NULL THEN
     PERFORM extsvc._raise('22023', 'machine_id and host_machine_id are required', 'field: machine_id',
@@ -42,7 +43,12 @@ BEGIN
                  AND (d.dpu_device_name = register_dpu.dpu_device_name OR d.dpu_node_name = register_dpu.dpu_node_name))),
       'Deregister or re-register the other DPU first; names identify cluster objects.');
   END IF;
-  IF coalesce(register_dpu.is_primary, false) AND EXISTS (
+  -- an omitted is_primary keeps the flag of a DPU that stays on its host
+  -- (issue #12); a DPU registered to another host without it is not that
+  -- host's primary (it never demotes the DPU that is; issue #13)
+  v_primary := coalesce(register_dpu.is_primary,
+                        CASE WHEN old.host_machine_id = register_dpu.host_machine_id THEN old.is_primary END, false);
+  IF v_primary AND EXISTS (
        SELECT FROM extsvc.dpus d WHERE d.host_machine_id = register_dpu.host_machine_id AND d.is_primary
           AND d.machine_id <> register_dpu.machine_id AND d.deregistered_at IS NULL) THEN
     -- the host's primary DPU changes: the previous one stops being primary
@@ -52,12 +58,11 @@ BEGIN
   END IF;
   INSERT INTO extsvc.dpus AS d (machine_id, host_machine_id, dpu_device_name, dpu_node_name, is_primary)
   VALUES (register_dpu.machine_id, register_dpu.host_machine_id, register_dpu.dpu_device_name,
-          register_dpu.dpu_node_name, coalesce(register_dpu.is_primary, false))
+          register_dpu.dpu_node_name, v_primary)
   ON CONFLICT ON CONSTRAINT dpus_pkey DO UPDATE
     SET host_machine_id = EXCLUDED.host_machine_id, dpu_device_name = EXCLUDED.dpu_device_name,
         dpu_node_name = EXCLUDED.dpu_node_name,
-        -- an omitted is_primary (NULL) keeps the current flag (issue #12)
-        is_primary = coalesce(register_dpu.is_primary, d.is_primary),
+        is_primary = EXCLUDED.is_primary,
         deregistered_at = NULL, updated_at = now();
   PERFORM extsvc._touch_dpu(register_dpu.machine_id);
   -- instances on the old and new host see a changed DPU set
@@ -68,7 +73,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.register_dpu(uuid, uuid, text, text, boolean) IS
-  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names. is_primary omitted or NULL: false for a new DPU, the current flag for a registered one; true makes it the host''s primary DPU.';
+  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names. is_primary omitted or NULL: false for a new DPU or one registered to another host, the current flag for a DPU that stays on its host; true makes it the host''s primary DPU.';
 
 CREATE FUNCTION extsvc.deregister_dpu(machine_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
