@@ -544,7 +544,7 @@ SELECT is((extsvc.delete_service(:W)).lifecycle_state, 'DELETING', 'delete the A
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE service_id = :W), 'DELETING: wanted nowhere');
 SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared before the DPUs report');
 SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), false,
-          'claim_reconciliations: placement_clear false');
+          'claim service: placement_clear false');
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = NULL
  WHERE service_id = :W;
 SELECT is(pg_temp.pass(ARRAY[:DA, :DB]::uuid[]), 2, 'place-a and place-b report TERMINATED');
@@ -554,7 +554,7 @@ SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpf_extension_service_reconci
 SELECT is(pg_temp.pass(), 2, 'place-c reports TERMINATED (and place-d, woken by the delete, again)');
 SELECT is(extsvc._site_service_cleared(:W), true, 'cleared once every registered DPU reported TERMINATED');
 SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), true,
-          'claim_reconciliations: placement_clear true');
+          'claim service: placement_clear true');
 
 ------------------------------------------------------------------ deregister_dpu
 SELECT lives_ok(format($$SELECT extsvc.deregister_dpu(%L)$$, :DB), 'deregister place-b');

@@ -1,7 +1,8 @@
--- SPEC 2.5: the worker's queue. claim_reconciliations leases due rows;
--- complete_reconciliation writes an outcome only with the claimed
--- state_version and lease token (compare-and-swap). Here this session plays
--- the worker (the cluster runs with extsvc.workers = 0).
+-- SPEC 2.5: the worker's queue. extsvc.claim leases due rows;
+-- extsvc.complete writes an outcome only with the claimed state_version and
+-- lease token (compare-and-swap). Here this session plays the worker (the
+-- cluster runs with extsvc.workers = 0), through the typed adapters of
+-- regress/queue_adapters.psql.
 CREATE EXTENSION nico_extsvc;
 \set ECHO none
 \ir regress/queue_adapters.psql

@@ -1,8 +1,8 @@
 -- SPEC 2.4, 2.7, 2.8: DPU and instance registry, attach and detach, target
 -- resolution into per-DPU attachment rows, the derived label set, the per-DPU
 -- work queue and the status functions. No worker runs (extsvc.workers = 0):
--- this session plays it with claim_dpu_reconciliations and
--- complete_dpu_reconciliation. Version strings and label keys carry the
+-- this session plays it with extsvc.claim and extsvc.complete on the dpu
+-- queue (regress/queue_adapters.psql). Version strings and label keys carry the
 -- creation time, so outputs show service names instead.
 CREATE EXTENSION nico_extsvc;
 \set ECHO none

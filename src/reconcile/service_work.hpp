@@ -32,7 +32,7 @@ struct ServiceWork {
   std::function<bool()> lease_ok;
 };
 
-// Mirrors the outcomes of extsvc.complete_reconciliation().
+// Mirrors the outcomes extsvc.complete('service', ...) applies (encoded by controller/wire.cpp).
 struct Outcome {
   // kLost: the lease fence stopped the pass before a call; nothing more was
   // sent. The worker records it as a retry (the CAS on lease_token discards it
