@@ -134,14 +134,14 @@ std::optional<KillPoint> KillPoints::match(const std::string& cluster, const std
   std::lock_guard<std::mutex> l(mu_);
   std::optional<KillPoint> hit;
   for (auto& k : points_) {
-    if (k.fired) continue;
+    if (k.matched) continue;
     if (!k.cluster.empty() && k.cluster != cluster) continue;
     if (k.verb != "*" && k.verb != verb) continue;
     if (!std::regex_search(path, k.re)) continue;
     // Every armed point counts the request; it fires at most one (the lowest id); a point whose
     // count was reached by a request another point took fires on its next match.
     if (++k.seen < k.nth || hit) continue;
-    k.fired = true;
+    k.matched = true;
     k.fired_request = method + " " + path;
     k.fired_seq = seq;
     k.remote_port = remote_port;
@@ -177,6 +177,7 @@ void KillPoints::fire(const KillPoint& kp) {
     if (k.id == kp.id) {
       k.killed = killed;
       k.errors = errors;
+      k.fired = true;
     }
 }
 

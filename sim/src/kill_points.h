@@ -28,7 +28,8 @@ struct KillPoint {
   long nth = 1;                 // fires on the nth matching request
   std::string when = "before";  // before|after
   long seen = 0;                // matching requests so far (the firing one included)
-  bool fired = false;
+  bool matched = false;         // its request arrived: it never fires again
+  bool fired = false;           // and the kill is done (killed/errors are final)
   // Filled in when it fired.
   std::string fired_request;  // "PATCH /apis/..."
   uint64_t fired_seq = 0;     // its seq in the request log (GET /requests)
