@@ -114,6 +114,18 @@ class Sim:
     def clear_faults(self):
         self.ctl("DELETE", "/faults")
 
+    def kill_point(self, **spec):
+        """Arms a kill point (docs/dpfsim.md, "Kill points"): on the nth request
+        matching verb/path_regex/cluster, dpfsim SIGKILLs spec["pids"] before
+        the request is applied or after (when="after"). Returns its id."""
+        return self.ctl("POST", "/kill-points", spec)["id"]
+
+    def kill_points(self):
+        return self.ctl("GET", "/kill-points")["kill_points"]
+
+    def clear_kill_points(self):
+        self.ctl("DELETE", "/kill-points")
+
     def counts(self):
         return self.ctl("GET", "/counts")
 

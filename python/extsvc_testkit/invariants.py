@@ -47,6 +47,59 @@ def _dpuservices(pg, sim):
     return bad
 
 
+# The parts of a DPUService spec the product owns (src/core/merge_patch.cpp,
+# dpuservice_mutable_patch); DPF's own keys in serviceDaemonSet.labels
+# (svc.dpu.nvidia.com/...) are DPF's and not compared.
+OWNED_SPEC_PATHS = [("helmChart", "source", "repoURL"), ("helmChart", "source", "chart"),
+                    ("helmChart", "source", "version"), ("helmChart", "values"),
+                    ("security", "privileged"), ("security", "spiffe"),
+                    ("serviceDaemonSet", "labels"), ("serviceDaemonSet", "annotations"),
+                    ("serviceDaemonSet", "resources"), ("serviceDaemonSet", "updateStrategy")]
+DPF_OWNED_PREFIX = "svc.dpu.nvidia.com/"
+
+
+def _strip_nulls(v):
+    if isinstance(v, dict):
+        return {k: _strip_nulls(x) for k, x in v.items() if x is not None}
+    return v
+
+
+def _lookup(obj, path):
+    for k in path:
+        if not isinstance(obj, dict) or k not in obj:
+            return None
+        obj = obj[k]
+    return obj
+
+
+def _dpuservice_specs(pg, sim):
+    """Every live service's DPUService carries the applied (= desired) spec in
+    every field the product owns: what extsvc.render_dpuservice renders."""
+    bad = []
+    ours = {}
+    for obj in sim.dpuservices():
+        meta = obj.get("metadata", {})
+        if OWNER_LABEL in (meta.get("labels") or {}):
+            ours[meta["name"]] = obj
+    for name, sid, rendered in pg.sql(
+            "SELECT dpf_service_name, service_id, extsvc.render_dpuservice(service_id) FROM extsvc.services "
+            "WHERE service_type = 'DPF_HELM_CHART' AND lifecycle_state = 'READY' "
+            "AND applied_revision = desired_revision"):
+        live = ours.get(name)
+        if live is None:
+            continue  # reported by _dpuservices
+        want_spec = json.loads(rendered).get("spec", {})
+        for path in OWNED_SPEC_PATHS:
+            have, want = _strip_nulls(_lookup(live.get("spec", {}), path)), _strip_nulls(_lookup(want_spec, path))
+            if path[-1] == "labels" and isinstance(have, dict):
+                have = {k: v for k, v in have.items() if not k.startswith(DPF_OWNED_PREFIX)} or None
+                want = want or None
+            if have != want:
+                bad.append(f"DPUService {name} (service {sid}): spec.{'.'.join(path)} is {have!r}, "
+                           f"the applied revision renders {want!r}")
+    return bad
+
+
 def _labels(pg, sim):
     """Every registered DPU's nico/extsvc-* labels (DPUDevice and Node) equal
     the desired set."""
@@ -99,8 +152,12 @@ def _attachments(pg):
         "WHERE d.deregistered_at IS NULL AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING')")]
 
 
-def violations(env, attachments_settled=True):
+def violations(env, attachments_settled=True, specs=False):
+    """specs: also compare every owned field of each live DPUService's spec
+    with the rendering of its applied revision (test_kill_sweep.py)."""
     bad = _intent_done(env.pg) + _dpuservices(env.pg, env.sim) + _labels(env.pg, env.sim) + _history(env.pg)
+    if specs:
+        bad += _dpuservice_specs(env.pg, env.sim)
     if attachments_settled:
         bad += _attachments(env.pg)
     return bad

@@ -4,7 +4,7 @@
 -- attachments, status functions and the ALL_DPUS deletion gate. No worker
 -- runs: this session plays it.
 BEGIN;
-SELECT plan(204);
+SELECT plan(208);
 \ir ../queue_adapters.psql
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -545,13 +545,26 @@ SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE service_id = :
 SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared before the DPUs report');
 SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), false,
           'claim service: placement_clear false');
-UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = NULL
+-- as if it had polled seven times already
+UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = NULL,
+       attempts = 7
  WHERE service_id = :W;
 SELECT is(pg_temp.pass(ARRAY[:DA, :DB]::uuid[]), 2, 'place-a and place-b report TERMINATED');
 SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared while place-c has not reported');
 SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :W),
           'a TERMINATED report makes the deleting service due');
+-- issue 13 (kill-point sweep): every report used to add a poll to attempts,
+-- so the wait for DPF's finalizers after the DELETE grew to retry_cap
+SELECT is((SELECT attempts FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :W), 0,
+          'and starts its backoff over: a report is evidence, not a failed attempt');
+-- a pass in flight when the last DPU reports must not overwrite that wake
+CREATE TEMP TABLE kw AS SELECT * FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W;
+SELECT is((SELECT placement_clear FROM kw), false, 'a pass claims the service before place-c reports');
 SELECT is(pg_temp.pass(), 2, 'place-c reports TERMINATED (and place-d, woken by the delete, again)');
+SELECT is(pg_temp.complete_reconciliation((SELECT service_id FROM kw), (SELECT state_version FROM kw), (SELECT lease_token FROM kw), 'poll'),
+          'stale', 'the poll that pass decided before the report is stale');
+SELECT ok((SELECT next_due_at <= now() AND lease_token IS NULL FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :W),
+          'and the service is due again at once, not after a backoff');
 SELECT is(extsvc._site_service_cleared(:W), true, 'cleared once every registered DPU reported TERMINATED');
 SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), true,
           'claim service: placement_clear true');

@@ -1,6 +1,6 @@
-// The request path every call takes: the request log, a partitioned DPU cluster, authentication
-// and injected faults, then dispatch() (api_routing.cpp). Also the server's lifecycle and the
-// connection drop used by faults and partitions.
+// The request path every call takes: the request log, a partitioned DPU cluster, authentication,
+// injected faults and kill points, then dispatch() (api_routing.cpp). Also the server's lifecycle
+// and the connection drop used by faults and partitions.
 #include "api_server.h"
 
 #include <dirent.h>
@@ -10,6 +10,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <optional>
 
 #include "api_server_internal.h"
 #include "kube_errors.h"
@@ -143,6 +145,7 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   rec.verb = verb;
   rec.resource = t.resource_label();
   rec.path = req.path;
+  rec.remote_port = req.remote_port;
   auto q = req.target.find('?');
   if (q != std::string::npos) rec.query = req.target.substr(q + 1);
   rec.content_type = req.get_header_value("Content-Type");
@@ -212,6 +215,19 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
     }
   }
 
+  // Kill points: the client is SIGKILLed and the connection dropped, before the request is
+  // applied or after it was applied but before the response is sent.
+  std::optional<KillPoint> kp;
+  if (t.kind != Target::Health)
+    kp = ctx_.kill_points.match(cname, verb, req.method, req.path, rec.seq, req.remote_port);
+  if (kp && kp->when == "before") {
+    rec.fault = "kill-before#" + std::to_string(kp->id);
+    ctx_.kill_points.fire(*kp);
+    drop_connection(req);
+    finish(0);
+    return;
+  }
+
   try {
     dispatch(req, res, t, verb);
   } catch (const ApiError& e) {
@@ -221,6 +237,13 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
     ApiError ie =
         make_error(500, "InternalError", std::string("Internal error occurred: ") + e.what());
     send(res, ie.code, ie.body);
+  }
+  if (kp) {  // "after": applied (res holds the answer), never sent
+    rec.fault = "kill-after#" + std::to_string(kp->id) + "(" + std::to_string(res.status) + ")";
+    ctx_.kill_points.fire(*kp);
+    drop_connection(req);
+    finish(0);
+    return;
   }
   finish(res.status);
 }

@@ -71,7 +71,8 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                    "GET|POST|DELETE /faults", "DELETE /faults/<id>", "GET|POST /dpu-cluster",
                    "GET /counts", "POST /counts/reset", "GET /state", "GET /requests?limit=N",
                    "DELETE /requests", "POST /shutdown", "GET|POST|DELETE /pod-faults",
-                   "GET|POST|DELETE /chart-faults", "GET|POST|DELETE /charts", "GET /profile"}}});
+                   "GET|POST|DELETE /chart-faults", "GET|POST|DELETE /charts", "GET /profile",
+                   "GET|POST|DELETE /kill-points", "DELETE /kill-points/<id>"}}});
         }));
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok", "text/plain");
@@ -125,6 +126,30 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
            }));
   s.Delete(R"(/faults/(\d+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
              bool ok = ctx_.faults.remove(std::stoi(req.matches[1]));
+             reply(res, ok ? 200 : 404, {{"ok", ok}});
+           }));
+
+  // Kill points: SIGKILL the given pids on the nth matching request (kill_points.h).
+  s.Get("/kill-points", guarded([this](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, {{"kill_points", ctx_.kill_points.list()}});
+        }));
+  post("/kill-points", guarded([this](const httplib::Request& req, httplib::Response& res) {
+         json b = parse_or_empty(req);
+         json ids = json::array();
+         if (b.is_array()) {
+           for (const auto& k : b) ids.push_back(ctx_.kill_points.add(k));
+         } else {
+           ids.push_back(ctx_.kill_points.add(b));
+         }
+         reply(res, 200, {{"ok", true}, {"id", ids.size() == 1 ? ids[0] : ids}});
+       }));
+  s.Delete("/kill-points", guarded([this](const httplib::Request&, httplib::Response& res) {
+             ctx_.kill_points.clear();
+             reply(res, 200, {{"ok", true}});
+           }));
+  s.Delete(R"(/kill-points/(\d+))",
+           guarded([this](const httplib::Request& req, httplib::Response& res) {
+             bool ok = ctx_.kill_points.remove(std::stoi(req.matches[1]));
              reply(res, ok ? 200 : 404, {{"ok", ok}});
            }));
 

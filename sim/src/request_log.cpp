@@ -42,10 +42,17 @@ json RequestLog::recent(size_t limit) const {
   size_t start = recent_.size() > limit ? recent_.size() - limit : 0;
   for (size_t i = start; i < recent_.size(); ++i) {
     const auto& r = recent_[i];
-    json j{{"seq", r.seq},       {"time", r.time},   {"cluster", r.cluster},
-           {"method", r.method}, {"verb", r.verb},   {"resource", r.resource},
-           {"path", r.path},     {"query", r.query}, {"content_type", r.content_type},
-           {"status", r.status}};
+    json j{{"seq", r.seq},
+           {"time", r.time},
+           {"cluster", r.cluster},
+           {"method", r.method},
+           {"verb", r.verb},
+           {"resource", r.resource},
+           {"path", r.path},
+           {"query", r.query},
+           {"content_type", r.content_type},
+           {"status", r.status},
+           {"remote_port", r.remote_port}};
     if (!r.body.empty() || r.method != "GET") j["body"] = r.body;
     if (!r.fault.empty()) j["fault"] = r.fault;
     arr.push_back(j);

@@ -23,6 +23,7 @@ struct RequestRecord {
   std::string body;  // writes only
   int status = 0;    // 0 when the connection was dropped
   std::string fault;
+  int remote_port = 0;  // the client's source port: which connection it came on
 };
 
 class RequestLog {

@@ -57,6 +57,7 @@ void SimContext::reset(int dpus) {
     seed_dpus_l(store, dpus < 0 ? initial_dpus : dpus);
   }
   faults.clear();
+  kill_points.clear();
   knobs.clear();
   reqlog.reset_counts();
   reqlog.clear_recent();

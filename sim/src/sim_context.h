@@ -10,6 +10,7 @@
 
 #include "auth.h"
 #include "faults.h"
+#include "kill_points.h"
 #include "request_log.h"
 #include "store.h"
 #include "util.h"
@@ -64,6 +65,7 @@ struct SimContext {
   Prng prng;  // names, uids (deterministic given --seed)
   Store store;
   Faults faults;
+  KillPoints kill_points;
   RequestLog reqlog;
   TokenAuth auth;
   Delays delays;
@@ -78,8 +80,8 @@ struct SimContext {
   std::atomic<uint64_t> reset_epoch{0};
   std::function<void()> request_shutdown;
 
-  // Empties both clusters and re-seeds them (dpus < 0: startup count), clears faults, counters,
-  // recent requests, restores delays and DPU-cluster reachability.
+  // Empties both clusters and re-seeds them (dpus < 0: startup count), clears faults, kill points,
+  // counters, recent requests, restores delays and DPU-cluster reachability.
   void reset(int dpus);
 };
 

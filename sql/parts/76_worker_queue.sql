@@ -333,10 +333,17 @@ BEGIN
       ON CONFLICT ON CONSTRAINT site_service_dpu_status_pkey DO UPDATE
         SET deployment_state = EXCLUDED.deployment_state, status_message = EXCLUDED.status_message,
             observed_at = now();
-      -- a site service waiting to be deleted re-checks once a DPU is clean
+      -- a site service waiting to be deleted re-checks once a DPU is clean.
+      -- The report is new evidence, not a failed attempt: the backoff starts
+      -- over (else every DPU's report adds a poll to attempts, and the wait
+      -- for DPF's finalizers after the DELETE grows to retry_cap), and a pass
+      -- in flight, whose placement_clear was computed before this report,
+      -- ends stale and the row is due again at once (else its poll outcome
+      -- would overwrite this wake with a backoff).
       IF r->>'state' = 'TERMINATED' THEN
-        UPDATE extsvc.dpf_extension_service_reconciliations x SET next_due_at = now()
-         WHERE x.service_id = (r->>'service_id')::uuid AND x.lease_token IS NULL
+        UPDATE extsvc.dpf_extension_service_reconciliations x
+           SET next_due_at = now(), attempts = 0, state_version = x.state_version + 1
+         WHERE x.service_id = (r->>'service_id')::uuid
            AND EXISTS (SELECT FROM extsvc.service_records s
                         WHERE s.service_id = x.service_id AND s.lifecycle_state = 'DELETING');
         PERFORM extsvc._wake();
