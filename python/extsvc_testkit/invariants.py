@@ -19,19 +19,52 @@ def _intent_done(pg):
                             "OR (lifecycle_state = 'READY' AND applied_revision IS DISTINCT FROM desired_revision))")]
 
 
+DPF_KEY_PREFIX = "svc.dpu.nvidia.com/"
+
+
+def _owned(spec):
+    """The parts of a DPUService spec NICo owns (SPEC 2.2; core::render_dpuservice):
+    spec.helmChart, spec.serviceDaemonSet without the svc.dpu.nvidia.com/*
+    label keys DPF writes there, spec.deployInCluster, spec.security."""
+    spec = spec or {}
+    out = {k: spec.get(k) for k in ("helmChart", "deployInCluster", "security")}
+    ds = json.loads(json.dumps(spec.get("serviceDaemonSet") or {}))
+    if isinstance(ds.get("labels"), dict):
+        ds["labels"] = {k: v for k, v in ds["labels"].items() if not k.startswith(DPF_KEY_PREFIX)}
+    out["serviceDaemonSet"] = ds
+    return out
+
+
+def _field_diffs(live, want, path="spec"):
+    """Paths where two owned specs differ (absent and null are the same)."""
+    if isinstance(live, dict) and isinstance(want, dict):
+        out = []
+        for k in sorted(set(live) | set(want)):
+            out += _field_diffs(live.get(k), want.get(k), f"{path}.{k}")
+        return out
+    return [] if live == want else [path]
+
+
 def _dpuservices(pg, sim):
-    """Every live service has exactly its DPUService at the applied revision;
-    no DPUService of ours without a live service."""
+    """Every live service has exactly its DPUService with the applied spec;
+    no DPUService of ours without a live service. The applied spec is what
+    extsvc.render_dpuservice renders (the desired revision: compared only
+    when desired = applied; otherwise _intent_done reports the service), and
+    the owned fields must match twice over: the product's own verdict
+    (extsvc.dpuservice_mutable_patch(live, rendered) is {}) and a plain
+    comparison of the owned subtrees, which also covers the fields the
+    product treats as identity (deployInCluster, releaseName, nodeSelector)."""
     bad = []
-    live = {r[0]: (r[1], r[2]) for r in pg.sql(
-        "SELECT dpf_service_name, service_id, applied_revision FROM extsvc.services "
+    live = {r[0]: (r[1], r[2], r[3]) for r in pg.sql(
+        "SELECT dpf_service_name, service_id, applied_revision, desired_revision FROM extsvc.services "
         "WHERE service_type = 'DPF_HELM_CHART' AND lifecycle_state = 'READY'")}
     ours = {}
     for obj in sim.dpuservices():
         meta = obj.get("metadata", {})
         if OWNER_LABEL in (meta.get("labels") or {}):
             ours[meta["name"]] = obj
-    for name, (sid, rev) in live.items():
+    compare = {}
+    for name, (sid, rev, desired) in live.items():
         obj = ours.get(name)
         if obj is None:
             bad.append(f"live service {sid}: no DPUService {name}")
@@ -41,10 +74,29 @@ def _dpuservices(pg, sim):
             bad.append(f"DPUService {name}: revision annotation {got!r}, applied revision {rev}")
         if obj["metadata"]["labels"].get(OWNER_LABEL) != sid:
             bad.append(f"DPUService {name}: owner label {obj['metadata']['labels'].get(OWNER_LABEL)} != {sid}")
+        if rev is not None and rev == desired:
+            compare[sid] = (name, obj)
+    if compare:
+        # one statement for all: the rendering and the product's patch
+        arg = json.dumps([{"sid": sid, "live": obj} for sid, (_, obj) in compare.items()])
+        rows = pg.sql("SELECT x->>'sid', extsvc.render_dpuservice((x->>'sid')::uuid)::text, "
+                      "extsvc.dpuservice_mutable_patch(x->'live', extsvc.render_dpuservice((x->>'sid')::uuid))::text "
+                      f"FROM jsonb_array_elements({_lit(arg)}::jsonb) x")
+        for sid, rendered, patch in rows:
+            name, obj = compare[sid]
+            if json.loads(patch) != {}:
+                bad.append(f"DPUService {name}: spec differs from the applied revision, patch {patch}")
+            diffs = _field_diffs(_owned(obj.get("spec")), _owned(json.loads(rendered).get("spec")))
+            if diffs:
+                bad.append(f"DPUService {name}: owned fields differ from the applied revision: {', '.join(diffs)}")
     for name in sorted(set(ours) - set(live)):
         if not ours[name].get("metadata", {}).get("deletionTimestamp"):
             bad.append(f"DPUService {name} of ours belongs to no live service")
     return bad
+
+
+def _lit(v):
+    return "'" + str(v).replace("'", "''") + "'"
 
 
 def _labels(pg, sim):
