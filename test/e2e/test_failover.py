@@ -96,6 +96,21 @@ def test_promoted_standby_takes_over_mid_flight_and_converges():
     assert patch("x")[0] == 200
     assert any("nico/extsvc-leaked" in v for v in invariants.violations(ENV)), invariants.violations(ENV)
     assert patch(None)[0] == 200
+    # the checker sees a DPUService whose owned spec drifted from the applied
+    # revision (a hand edit of spec.helmChart.values), and ignores the label
+    # keys DPF owns in spec.serviceDaemonSet.labels
+    name0 = ENV.state(settled[0])[3]
+    svc_path = f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices/{name0}"
+    edit = lambda spec: sim.kube("PATCH", svc_path, {"spec": spec},  # noqa: E731
+                                 content_type="application/merge-patch+json")
+    assert edit({"helmChart": {"values": {"v": 99}}})[0] == 200
+    drift = [v for v in invariants.violations(ENV) if name0 in v]
+    assert any("patch" in v for v in drift) and any("spec.helmChart.values.v" in v for v in drift), drift
+    assert edit({"helmChart": {"values": {"v": 1}},
+                 "serviceDaemonSet": {"labels": {"svc.dpu.nvidia.com/dpf-own": "x"}}})[0] == 200
+    assert not invariants.violations(ENV), invariants.violations(ENV)
+    print(f"    invariant self-check: a drifted spec.helmChart.values reported ({len(drift)} violations), "
+          f"a DPF-owned label key not")
 
     global STANDBY
     STANDBY = make_standby(ENV)

@@ -197,7 +197,7 @@ def sweep_point(name, proves, spec, trigger, expect=lambda: [], ordering=False, 
         # not swept: the operation still runs (the next points start from its result)
         prepare()
         trigger()
-        wait_until(lambda: not invariants.violations(ENV, specs=True), timeout=GIVE_UP_S,
+        wait_until(lambda: not invariants.violations(ENV), timeout=GIVE_UP_S,
                    interval=0.2, what=f"{name} without a kill")
         return
     t_start = time.time()
@@ -229,7 +229,7 @@ def sweep_point(name, proves, spec, trigger, expect=lambda: [], ordering=False, 
                 if len(now_pids) != WORKERS or set(now_pids) & set(pids):
                     last = [f"workers not restarted yet (pids {now_pids})"]
                 else:
-                    last = expect() or invariants.violations(ENV, specs=True)
+                    last = expect() or invariants.violations(ENV)
             except (RuntimeError, AssertionError, OSError) as e:  # crash recovery, connection refused
                 last = [f"not answering: {str(e).strip().splitlines()[-1][:160]}"]
             if not last:
@@ -438,7 +438,7 @@ def drift_points():
             kube_ok("PATCH", f"{DPUSERVICES}/{name}", {"spec": {"helmChart": {"values": {"v": 999}}}},
                     "application/merge-patch+json")
             # the spec check sees the drift (it can fail)
-            seen = invariants.violations(ENV, specs=True)
+            seen = invariants.violations(ENV)
             assert any(name in v and "spec.helmChart.values" in v for v in seen), seen
         sweep_point(f"drift.patch.{when}",
                     "drift: the spec was edited by hand; the patch back is killed (the spec check proves the "
@@ -580,7 +580,7 @@ def main():
         leak = lambda v: sim().kube("PATCH", path, {"metadata": {"labels": {"nico/extsvc-leaked": v}}},  # noqa: E731
                                     content_type="application/merge-patch+json", base=sim().dpu)
         assert leak("x")[0] == 200
-        assert any("nico/extsvc-leaked" in v for v in invariants.violations(ENV, specs=True))
+        assert any("nico/extsvc-leaked" in v for v in invariants.violations(ENV))
         assert leak(None)[0] == 200
         for group in (create_points, update_points, delete_points, drift_points, orphan_points, dpu_points,
                       site_points):
@@ -592,7 +592,7 @@ def main():
                 print(f"FAIL setup of {group.__name__}: {type(e).__name__}: {e}", flush=True)
                 import traceback
                 traceback.print_exc()
-        final = invariants.violations(ENV, specs=True)
+        final = invariants.violations(ENV)
         if final:
             print("FAIL final invariants:\n" + invariants.describe(final))
         passed = sum(r["ok"] for r in RESULTS)
