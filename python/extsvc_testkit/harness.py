@@ -223,10 +223,14 @@ class Postgres:
         """Runs one statement; returns rows as lists of strings (NULL -> None)."""
         # NUL between records, US between fields, ETX for NULL: values may
         # hold newlines, and str.splitlines() would split on other controls.
+        # A long statement (the invariants pass every live DPUService as one
+        # literal) goes through standard input, in one transaction as -c runs
+        # it: the kernel bounds one argument to 128 KiB.
+        long = len(query) > 64 * 1024
         r = subprocess.run([f"{PGBIN}/psql", "-X", "-q", "-A", "-t", "-0", "-F", "\x1f", "-P", "null=\x03",
                             "-v", "ON_ERROR_STOP=1", "-h", self.dir, "-p", str(self.port),
-                            "-U", PG_USER, "-d", "postgres", "-c", query],
-                           capture_output=True, text=True)
+                            "-U", PG_USER, "-d", "postgres"] + (["-1", "-f", "-"] if long else ["-c", query]),
+                           input=query if long else None, capture_output=True, text=True)
         if r.returncode != 0:
             if check:
                 raise RuntimeError(f"SQL failed: {query}\n{r.stderr}")
