@@ -54,6 +54,9 @@ class Result {
   std::variant<Response, Error> v_;
 };
 
+class Multi;
+class AsyncGet;
+
 class Client {
  public:
   struct Stats {
@@ -90,6 +93,25 @@ class Client {
   // with 409 Conflict when the precondition no longer holds.
   Result del(const std::string& path, const nlohmann::json& options);
 
+  // Starts a GET of `path` on `multi` (see AsyncGet) and returns at once; the transfer makes
+  // progress inside multi.pump(). Not throttled by the token bucket: the informers make a few
+  // long-running requests, not a stream of calls. The AsyncGet must not outlive this client or
+  // the multi. Never null; an invalid configuration or an unreadable token gives a transfer that
+  // is already done with that error.
+  struct AsyncOptions {
+    const char* verb = "LIST";  // what the observer is told: LIST (a page) or WATCH (a stream)
+    bool stream = false;        // a watch: the body is taken as it arrives, no total timeout
+    long low_speed_time_s = 0;  // stream only: give up when no byte arrived for this long
+    size_t body_limit = 0;      // bytes buffered and not taken; 0 = max_response_bytes
+    bool raw_body = false;      // result() does not parse a 2xx body: the caller take()s it
+    bool list_limit = false;    // body_limit 0 means max_list_bytes instead
+  };
+  std::unique_ptr<AsyncGet> get_async(Multi& multi, const std::string& path,
+                                      const AsyncOptions& options);
+  // The server refused the token (401 on an asynchronous request): re-read the token file before
+  // the next request.
+  void token_rejected();
+
   const Stats& stats() const;
   // Replaces the configuration (e.g. on SIGHUP): drops pooled connections and the token cache.
   void reload(ClusterConfig cfg);
@@ -110,8 +132,35 @@ class Client {
   std::function<bool()> may_resend;
 
  private:
+  friend class AsyncGet;
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// One asynchronous GET (a LIST page, or a WATCH stream) on a Multi. Destroying it ends the
+// transfer.
+class AsyncGet {
+ public:
+  ~AsyncGet();
+  AsyncGet(const AsyncGet&) = delete;
+  AsyncGet& operator=(const AsyncGet&) = delete;
+
+  bool done() const;
+  // 0 until the response headers arrived.
+  int http_status() const;
+  // Body bytes received and not yet taken. A stream's caller takes them after every pump();
+  // a LIST page's caller reads them once done.
+  std::string take();
+  // Once done: the response (2xx; body parsed as JSON unless stream) or the Error (transport,
+  // timeout, HTTP error with its Status body, body over the limit).
+  Result result();
+
+  struct State;
+
+ private:
+  friend class Client;
+  explicit AsyncGet(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
 };
 
 // Path helpers (segments are url_encode()d). An empty namespace means all namespaces (collection

@@ -45,7 +45,8 @@ struct Client::Impl {
   size_t last_body_bytes = 0;  // decoded body size of the last response
   RequestObserver* observer = nullptr;
   std::string observer_cluster;
-  bool listing = false;  // inside list(): attempts are reported as verb LIST
+  bool listing = false;      // inside list(): attempts are reported as verb LIST
+  bool token_stale = false;  // an asynchronous request got 401: re-read before the next one
 
   // Token file cache.
   std::string file_token;

@@ -1,0 +1,136 @@
+#include "kube/multi.hpp"
+
+#include <curl/curl.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace extsvc::kube {
+
+struct MultiCallbacks {
+  static int socket_cb(CURL*, curl_socket_t fd, int what, void* userp, void*) {
+    auto* self = static_cast<Multi*>(userp);
+    if (what == CURL_POLL_REMOVE) {
+      if (self->sockets_.erase(fd) > 0) ++self->generation_;
+      return 0;
+    }
+    Multi::Socket s{fd, what == CURL_POLL_IN || what == CURL_POLL_INOUT,
+                    what == CURL_POLL_OUT || what == CURL_POLL_INOUT};
+    auto it = self->sockets_.find(fd);
+    if (it == self->sockets_.end() || it->second.read != s.read || it->second.write != s.write) {
+      self->sockets_[fd] = s;
+      ++self->generation_;
+    }
+    return 0;
+  }
+  static int timer_cb(CURLM*, long timeout_ms, void* userp) {
+    auto* self = static_cast<Multi*>(userp);
+    if (timeout_ms < 0)
+      self->timer_.reset();
+    else
+      self->timer_ = Multi::Clock::now() + std::chrono::milliseconds(timeout_ms);
+    return 0;
+  }
+};
+
+namespace {
+CURLM* handle(void* m) {
+  return static_cast<CURLM*>(m);
+}
+}  // namespace
+
+Multi::Multi() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  CURLM* m = curl_multi_init();
+  multi_ = m;
+  if (m != nullptr) {
+    curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, &MultiCallbacks::socket_cb);
+    curl_multi_setopt(m, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, &MultiCallbacks::timer_cb);
+    curl_multi_setopt(m, CURLMOPT_TIMERDATA, this);
+  }
+}
+
+Multi::~Multi() {
+  for (auto& [easy, owner] : owners_)
+    curl_multi_remove_handle(handle(multi_), static_cast<CURL*>(easy));
+  owners_.clear();
+  if (multi_ != nullptr) curl_multi_cleanup(handle(multi_));
+}
+
+std::vector<Multi::Socket> Multi::sockets() const {
+  std::vector<Socket> out;
+  out.reserve(sockets_.size());
+  for (const auto& [fd, s] : sockets_) out.push_back(s);
+  return out;
+}
+
+long Multi::timeout_ms() const {
+  if (!timer_) return -1;
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*timer_ - Clock::now()).count();
+  return std::max<long>(0, static_cast<long>(left));
+}
+
+void Multi::action(int fd, int mask) {
+  int running = 0;
+  curl_multi_socket_action(handle(multi_), fd, mask, &running);
+}
+
+void Multi::pump() {
+  if (multi_ == nullptr) return;
+  if (!sockets_.empty()) {
+    std::vector<pollfd> fds;
+    fds.reserve(sockets_.size());
+    for (const auto& [fd, s] : sockets_)
+      fds.push_back({fd, static_cast<short>((s.read ? POLLIN : 0) | (s.write ? POLLOUT : 0)), 0});
+    if (::poll(fds.data(), fds.size(), 0) > 0) {
+      for (const auto& p : fds) {
+        if (p.revents == 0) continue;
+        int mask = 0;
+        if (p.revents & (POLLIN | POLLHUP)) mask |= CURL_CSELECT_IN;
+        if (p.revents & POLLOUT) mask |= CURL_CSELECT_OUT;
+        if (p.revents & (POLLERR | POLLNVAL)) mask |= CURL_CSELECT_ERR;
+        action(p.fd, mask);
+      }
+    }
+  }
+  if (timer_ && Clock::now() >= *timer_) {
+    timer_.reset();
+    action(CURL_SOCKET_TIMEOUT, 0);
+  }
+  collect_done();
+}
+
+void Multi::collect_done() {
+  int left = 0;
+  std::vector<std::pair<void*, int>> done;
+  while (CURLMsg* msg = curl_multi_info_read(handle(multi_), &left))
+    if (msg->msg == CURLMSG_DONE) done.emplace_back(msg->easy_handle, msg->data.result);
+  for (auto [easy, code] : done) {
+    auto it = owners_.find(easy);
+    if (it == owners_.end()) continue;
+    Owner* owner = it->second;
+    curl_multi_remove_handle(handle(multi_), static_cast<CURL*>(easy));
+    owners_.erase(it);
+    owner->on_transfer_done(code);
+  }
+}
+
+bool Multi::add(void* easy, Owner* owner) {
+  if (multi_ == nullptr) return false;
+  if (curl_multi_add_handle(handle(multi_), static_cast<CURL*>(easy)) != CURLM_OK) return false;
+  owners_[easy] = owner;
+  return true;
+}
+
+void Multi::remove(void* easy) {
+  auto it = owners_.find(easy);
+  if (it == owners_.end()) return;
+  curl_multi_remove_handle(handle(multi_), static_cast<CURL*>(easy));
+  owners_.erase(it);
+}
+
+}  // namespace extsvc::kube

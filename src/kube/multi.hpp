@@ -1,0 +1,64 @@
+// libcurl's multi interface driven by the host's event loop: the PostgreSQL worker waits on its
+// latch and on the sockets listed here (a WaitEventSet), then calls pump(). No threads: every
+// transfer makes progress only inside pump(), on the caller's thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace extsvc::kube {
+
+class Multi {
+ public:
+  struct Socket {
+    int fd = -1;
+    bool read = false;
+    bool write = false;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  Multi();
+  ~Multi();
+  Multi(const Multi&) = delete;
+  Multi& operator=(const Multi&) = delete;
+
+  // The sockets curl wants watched and their interest. generation() changes whenever this set
+  // changes, so a caller can keep its wait set until then.
+  std::vector<Socket> sockets() const;
+  uint64_t generation() const { return generation_; }
+  // Milliseconds until curl's next timer (0: now), or -1 when it has none.
+  long timeout_ms() const;
+
+  // Non-blocking: handles every socket that is ready (poll(2) with timeout 0) and every expired
+  // timer, then collects the transfers that ended (their on_done runs here, outside any curl
+  // callback, so it may start or end transfers).
+  void pump();
+
+  // For AsyncGet (client_async.cpp): the easy handle joins or leaves the multi handle; `done`
+  // is called from pump() when the transfer ends, with its CURLcode.
+  class Owner {
+   public:
+    virtual ~Owner() = default;
+    virtual void on_transfer_done(int curl_code) = 0;
+  };
+  // `easy` is a CURL* (kept opaque here so this header does not need curl.h).
+  bool add(void* easy, Owner* owner);
+  void remove(void* easy);
+  size_t transfers() const { return owners_.size(); }
+
+ private:
+  friend struct MultiCallbacks;
+  void action(int fd, int mask);
+  void collect_done();
+
+  void* multi_ = nullptr;  // CURLM*
+  std::map<int, Socket> sockets_;
+  uint64_t generation_ = 0;
+  std::optional<Clock::time_point> timer_;
+  std::map<void*, Owner*> owners_;
+};
+
+}  // namespace extsvc::kube
