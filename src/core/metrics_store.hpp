@@ -25,9 +25,9 @@ class MetricsStore {
  public:
   static constexpr int kClusters = 2;  // "management", "dpu"
   static constexpr std::array<std::string_view, kClusters> kClusterNames = {"management", "dpu"};
-  static constexpr int kVerbs = 7;
+  static constexpr int kVerbs = 8;
   static constexpr std::array<std::string_view, kVerbs> kVerbNames = {
-      "GET", "LIST", "POST", "PUT", "PATCH", "DELETE", "OTHER"};
+      "GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE", "OTHER"};
   // Upper bounds (seconds) of the latency histogram; +Inf is the count.
   static constexpr int kBuckets = 12;
   static constexpr std::array<double, kBuckets> kBucketBounds = {
@@ -36,11 +36,21 @@ class MetricsStore {
   static constexpr int kQueues = 2;          // "service", "dpu"
   static constexpr std::array<std::string_view, kQueues> kQueueNames = {"service", "dpu"};
   // Why a reconciliation pass ended in a retry (reconcile::retry_reason).
-  static constexpr int kRetryReasons = 12;
+  static constexpr int kRetryReasons = 13;
   static constexpr std::array<std::string_view, kRetryReasons> kRetryReasonNames = {
-      "transport",          "timeout",      "server_error", "too_many_requests",
-      "conflict",           "unauthorized", "forbidden",    "invalid_response",
-      "response_too_large", "lease_fence",  "internal",     "other"};
+      "transport",
+      "timeout",
+      "server_error",
+      "too_many_requests",
+      "conflict",
+      "unauthorized",
+      "forbidden",
+      "invalid_response",
+      "response_too_large",
+      "lease_fence",
+      "not_synced",
+      "internal",
+      "other"};
   static constexpr int kMaxWorkers = 16;
 
   // One sample of a snapshot: Prometheus-style name, labels in order, value.

@@ -59,13 +59,24 @@ bool ready_condition(const json& pod) {
 
 }  // namespace
 
-PodVerdict classify_pod(const json& pod, int applied_revision) {
+PodFacts pod_facts(const json& pod) {
+  PodFacts f;
+  f.name = str(at(pod, {"metadata", "name"}));
+  f.node = str(at(pod, {"spec", "nodeName"}));
+  f.service_id = str(at(pod, {"metadata", "labels", kOwnerIdLabel}));
+  f.terminating = !at(pod, {"metadata", "deletionTimestamp"}).is_null();
+  f.revision = parse_revision(at(pod, {"metadata", "annotations", kRevisionAnnotation}));
+  f.phase = str(at(pod, {"status", "phase"}));
+  f.ready = ready_condition(pod);
+  f.problem = container_problem(pod);
+  return f;
+}
+
+PodVerdict classify_pod(const PodFacts& pod, int applied_revision) {
   PodVerdict v;
-  const std::string name = str(at(pod, {"metadata", "name"}));
-  v.terminating = !at(pod, {"metadata", "deletionTimestamp"}).is_null();
-  v.revision = parse_revision(at(pod, {"metadata", "annotations", kRevisionAnnotation}));
-  const std::string phase = str(at(pod, {"status", "phase"}));
-  const std::string pod_ref = "pod " + name;
+  v.terminating = pod.terminating;
+  v.revision = pod.revision;
+  const std::string pod_ref = "pod " + pod.name;
   if (v.terminating) {
     v.reason = pod_ref + " is terminating";
   } else if (v.revision == 0) {
@@ -73,17 +84,20 @@ PodVerdict classify_pod(const json& pod, int applied_revision) {
   } else if (v.revision != applied_revision) {
     v.reason = pod_ref + " is of revision " + std::to_string(v.revision) +
                " (applied: " + std::to_string(applied_revision) + ")";
-  } else if (phase != "Running") {
-    const std::string problem = container_problem(pod);
-    v.reason = pod_ref + " is " + (phase.empty() ? std::string("without a phase") : phase) +
-               (problem.empty() ? std::string() : ": " + problem);
-  } else if (!ready_condition(pod)) {
-    const std::string problem = container_problem(pod);
-    v.reason = pod_ref + " is not Ready" + (problem.empty() ? std::string() : ": " + problem);
+  } else if (pod.phase != "Running") {
+    v.reason = pod_ref + " is " + (pod.phase.empty() ? std::string("without a phase") : pod.phase) +
+               (pod.problem.empty() ? std::string() : ": " + pod.problem);
+  } else if (!pod.ready) {
+    v.reason =
+        pod_ref + " is not Ready" + (pod.problem.empty() ? std::string() : ": " + pod.problem);
   } else {
     v.proves_running = true;
   }
   return v;
+}
+
+PodVerdict classify_pod(const json& pod, int applied_revision) {
+  return classify_pod(pod_facts(pod), applied_revision);
 }
 
 std::string pending_pods_reason(const std::vector<PodVerdict>& pods, const std::string& node) {

@@ -19,6 +19,23 @@ struct PodVerdict {
   std::string reason;
 };
 
+// What classify_pod reads of a pod, small enough to keep thousands of them in the worker's
+// watch cache.
+struct PodFacts {
+  std::string name;
+  std::string node;        // spec.nodeName
+  std::string service_id;  // the nico/extension-service-id label
+  bool terminating = false;
+  int revision = 0;  // the revision annotation; 0 when absent or not a positive number
+  std::string phase;
+  bool ready = false;   // condition Ready=True
+  std::string problem;  // the first waiting/terminated container with a reason, for messages
+  bool operator==(const PodFacts&) const = default;
+};
+
+PodFacts pod_facts(const nlohmann::json& pod);
+
+PodVerdict classify_pod(const PodFacts& pod, int applied_revision);
 PodVerdict classify_pod(const nlohmann::json& pod, int applied_revision);
 
 // The PENDING message for a wanted service on one Node from its pods'
