@@ -4,14 +4,17 @@
 
 #include <exception>
 #include <new>
+#include <set>
+#include <unordered_set>
 
 #include "controller/wire.hpp"
+#include "core/drift_key.hpp"
 
 namespace extsvc::controller {
 
-ResyncResult resync(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
-                    const std::vector<std::string>& known_names) {
-  ResyncResult out;
+namespace {
+
+std::vector<reconcile::DesiredService> desired_of(const std::vector<SnapshotRow>& snapshot) {
   std::vector<reconcile::DesiredService> services;
   services.reserve(snapshot.size());
   for (const auto& row : snapshot) {
@@ -25,6 +28,76 @@ ResyncResult resync(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
     } catch (const std::exception& e) {
       spdlog::debug("resync: service {} left out: {}", row.service_id, e.what());
     }
+  }
+  return services;
+}
+
+// detect_drift's comparison with the watch cache as the live side: the drift key holds exactly
+// what identity_mismatch and dpuservice_mutable_patch compare (core/drift_key.hpp).
+reconcile::DriftReport drift_from_cache(const ClusterCache& cache,
+                                        const std::vector<reconcile::DesiredService>& services,
+                                        const std::vector<std::string>& known_names,
+                                        const std::set<std::string>* only_ids) {
+  reconcile::DriftReport report;
+  const auto& live = cache.services_by_name();
+  report.listed = live.size();
+  for (const auto& s : services) {
+    const auto it = live.find(s.dpf_service_name);
+    if (it == live.end()) {
+      report.drifted.emplace_back(s.service_id, "DPUService is missing");
+      continue;
+    }
+    if (it->second.drift_key != core::dpuservice_drift_key(s.desired)) {
+      report.drifted.emplace_back(
+          s.service_id, "DPUService differs from the desired revision (seen by the watch)");
+    } else {
+      report.dpf.emplace_back(s.service_id, it->second.dpf);
+    }
+  }
+  const std::unordered_set<std::string> known(known_names.begin(), known_names.end());
+  for (const auto& [name, f] : live) {
+    if (known.count(name)) continue;
+    if (only_ids != nullptr && !only_ids->count(f.service_id)) continue;
+    reconcile::OrphanCandidate c;
+    c.name = name;
+    c.uid = f.uid;
+    c.being_deleted = f.being_deleted;
+    report.orphans.push_back(std::move(c));
+  }
+  return report;
+}
+
+ResyncResult to_result(const reconcile::DriftReport& report) {
+  ResyncResult out;
+  out.listed = true;
+  out.drifted = report.drifted;
+  out.dpf_statuses = encode_dpf_statuses(report.dpf);
+  for (const auto& o : report.orphans)
+    if (!o.being_deleted) out.orphans.push_back(o);
+  return out;
+}
+
+}  // namespace
+
+ResyncResult check_changed(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
+                           const std::vector<std::string>& service_ids,
+                           const std::vector<std::string>& known_names) {
+  ClusterCache* cache = rt.cache();
+  if (cache == nullptr || !cache->management_synced()) return {};
+  const std::set<std::string> ids(service_ids.begin(), service_ids.end());
+  const auto services = desired_of(snapshot);
+  return to_result(drift_from_cache(*cache, services, known_names, &ids));
+}
+
+ResyncResult resync(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
+                    const std::vector<std::string>& known_names) {
+  ResyncResult out;
+  const auto services = desired_of(snapshot);
+  if (ClusterCache* cache = rt.cache(); cache != nullptr && cache->management_synced()) {
+    out = to_result(drift_from_cache(*cache, services, known_names, nullptr));
+    spdlog::debug("resync (watch cache): {} cached, {} READY services, {} drifted",
+                  cache->services_by_name().size(), services.size(), out.drifted.size());
+    return out;
   }
   const auto report = reconcile::detect_drift(rt.management(), rt.ns(), services, known_names);
   if (report.error) {

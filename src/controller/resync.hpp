@@ -28,8 +28,16 @@ struct ResyncResult {
 };
 
 // A row whose work does not decode or render is left out of the comparison
-// (its next pass marks it FAILED).
+// (its next pass marks it FAILED). With the watch caches (rt.cache(), listed)
+// the live side is the cache and no call is made; otherwise one LIST.
 ResyncResult resync(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
                     const std::vector<std::string>& known_names);
+
+// The same comparison for the services a watch event concerned (their
+// snapshot rows), from the cache; orphans are the cached objects of those
+// service ids that are not among known_names. Needs a listed cache.
+ResyncResult check_changed(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
+                           const std::vector<std::string>& service_ids,
+                           const std::vector<std::string>& known_names);
 
 }  // namespace extsvc::controller

@@ -4,9 +4,12 @@
 
 #include <variant>
 
+#include "controller/cache_observer.hpp"
+
 namespace extsvc::controller {
 
-Runtime::Runtime(const Settings& s, const Hooks& hooks) : ns_(s.ns) {
+Runtime::Runtime(const Settings& s, const Hooks& hooks)
+    : ns_(s.ns), watch_timeout_s_(s.watch_timeout_s) {
   auto wire = [&](kube::Client& c, const char* cluster) {
     c.interrupted = hooks.interrupted;
     if (hooks.observer != nullptr) c.set_observer(hooks.observer, cluster);
@@ -33,7 +36,20 @@ Runtime::Runtime(const Settings& s, const Hooks& hooks) : ns_(s.ns) {
 }
 
 std::unique_ptr<reconcile::DpuReconciler> Runtime::dpu_reconciler() {
+  if (cache_)
+    return std::make_unique<reconcile::DpuReconciler>(*management_, ns_,
+                                                      std::make_unique<CacheObserver>(*cache_));
   return std::make_unique<reconcile::DpuReconciler>(*management_, dpu_.get(), ns_);
+}
+
+void Runtime::start_watching() {
+  if (cache_ || !management_) return;
+  CacheSettings cs;
+  cs.ns = ns_;
+  cs.watch_timeout_s = watch_timeout_s_;
+  cache_ = std::make_unique<ClusterCache>(*management_, dpu_.get(), cs);
+  spdlog::info("watching the clusters: LIST then WATCH of DPUServices, DPUDevices{}",
+               dpu_ ? ", Nodes, pods and FailedCreate events" : "");
 }
 
 void Runtime::set_fence(const std::function<bool()>& fence) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/cluster_cache.hpp"
 #include "kube/client.hpp"
 #include "kube/config.hpp"
 #include "kube/observer.hpp"
@@ -36,6 +37,7 @@ struct Settings {
   size_t max_response_bytes = kube::ClusterConfig{}.max_response_bytes;
   size_t max_list_bytes = kube::ClusterConfig{}.max_list_bytes;
   bool allow_insecure_http = false;
+  int watch_timeout_s = 300;  // each watch asks for [this, 2 x this) seconds
 };
 
 // What the host process lends the clients: a request observer (metrics) and
@@ -55,8 +57,14 @@ class Runtime {
 
   kube::Client& management() { return *management_; }
   reconcile::ServiceReconciler& services() { return *reconciler_; }
-  // A fresh reconciler per batch: it caches what it read for one batch.
+  // A fresh reconciler per batch: with the watch caches it reads them; without, it reads the
+  // API (and keeps what it listed for one batch).
   std::unique_ptr<reconcile::DpuReconciler> dpu_reconciler();
+
+  // The informers (issue 11): started by the one worker that observes for all (the watcher
+  // slot); null elsewhere and until started.
+  void start_watching();
+  ClusterCache* cache() { return cache_.get(); }
 
   // The current item's lease fence also guards the clients' one resend after
   // a 401; an empty function (between items) lets it through.
@@ -69,10 +77,12 @@ class Runtime {
   std::optional<kube::ClusterConfig> cluster_config(const Settings& s, const ClusterSettings& c);
 
   std::string ns_;
+  int watch_timeout_s_ = 300;
   std::string config_error_;
   std::unique_ptr<kube::Client> management_;
   std::unique_ptr<kube::Client> dpu_;
   std::unique_ptr<reconcile::ServiceReconciler> reconciler_;
+  std::unique_ptr<ClusterCache> cache_;  // after the clients: destroyed first
 };
 
 // Installs an item's fence on the clients for the item's calls, also when

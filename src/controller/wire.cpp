@@ -185,6 +185,8 @@ json encode_dpu_outcome(const reconcile::DpuOutcome& o) {
   put_if(j, "message", o.message);
   put_if(j, "http_status", o.http_status);
   put_if(j, "retry_after_s", o.retry_after_s);
+  put_if(j, "observed_at", o.observed_at);
+  if (o.watched) j["watched"] = true;
   return j;
 }
 

@@ -59,7 +59,8 @@ reconcile::DpuWork decode_dpu_work(std::string_view work_json);
 
 // {outcome: observed|retry, results: [{kind, instance_id, service_id,
 //  version, state, message}], message, http_status, retry_after_s,
-//  observation, keep_polling}.
+//  observation, keep_polling, observed_at (Unix seconds: when the evidence
+//  was observed, absent = now), watched (true: from the watch caches)}.
 nlohmann::json encode_dpu_outcome(const reconcile::DpuOutcome& o);
 
 // [{service_id, ready: boolean or null, reason, message}] for

@@ -74,7 +74,62 @@ DpuOutcome lost(DpuOutcome out, const std::string& before, int calls) {
 
 }  // namespace
 
-const core::DpfStatus* DpuReconciler::dpf_status(const std::string& service_id) {
+// --- ApiObserver: the polling mode ------------------------------------------
+
+DeviceRead ApiObserver::device(const std::string& name) {
+  DeviceRead r;
+  ++calls_;
+  auto got = mgmt_.get(kube::dpudevices_path(ns_, name));
+  if (!got.ok()) {
+    if (got.kind() == kube::ErrorKind::kNotFound) {
+      r.state = DeviceRead::State::kMissing;
+    } else {
+      r.state = DeviceRead::State::kUnavailable;
+      r.error = got.error();
+    }
+    return r;
+  }
+  r.state = DeviceRead::State::kFound;
+  const json& body = got.value().body;
+  r.node_labels = at(body, {"spec", "cluster", "nodeLabels"});
+  if (const json& rv = at(body, {"metadata", "resourceVersion"}); rv.is_string())
+    r.resource_version = rv.get<std::string>();
+  return r;
+}
+
+NodeRead ApiObserver::node(const std::string& name) {
+  NodeRead r;
+  ++calls_;
+  auto node = dpu_->get(kube::nodes_path(name));
+  if (!node.ok()) {
+    if (node.kind() == kube::ErrorKind::kNotFound) {
+      r.state = NodeRead::State::kMissing;
+    } else {
+      r.state = NodeRead::State::kUnavailable;
+      r.why = "DPU cluster unreachable: " + kube::describe(node.error());
+    }
+    return r;
+  }
+  r.state = NodeRead::State::kFound;
+  r.labels = at(node.value().body, {"metadata", "labels"});
+  return r;
+}
+
+PodsRead ApiObserver::pods(const std::string& node) {
+  PodsRead r;
+  ++calls_;
+  auto pods =
+      dpu_->list(kube::pods_path(ns_), std::string(core::kOwnerIdLabel), "spec.nodeName=" + node);
+  if (!pods.ok()) {
+    r.why = "DPU cluster unreachable: " + kube::describe(pods.error());
+    return r;
+  }
+  r.ok = true;
+  for (const auto& pod : pods.value().body["items"]) r.pods.push_back(core::pod_facts(pod));
+  return r;
+}
+
+const core::DpfStatus* ApiObserver::dpf_status(const std::string& service_id) {
   // context only: skipped (not listed) when the fence says no
   if (!dpf_listed_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return nullptr;
   if (!dpf_listed_) {
@@ -91,7 +146,7 @@ const core::DpfStatus* DpuReconciler::dpf_status(const std::string& service_id) 
   return it == dpf_.end() ? nullptr : &it->second;
 }
 
-const std::vector<std::pair<std::string, std::string>>& DpuReconciler::failed_creates() {
+const std::vector<std::pair<std::string, std::string>>& ApiObserver::failed_creates() {
   static const std::vector<std::pair<std::string, std::string>> kNone;
   // context only: skipped (not listed) when the fence says no
   if (!failed_creates_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return kNone;
@@ -112,37 +167,47 @@ const std::vector<std::pair<std::string, std::string>>& DpuReconciler::failed_cr
   return *failed_creates_;
 }
 
+// --- the pass -----------------------------------------------------------------
+
 DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
-  calls_ = 0;
-  lease_ok_ = &w.lease_ok;
+  DpuObserver& obs = *observer_;
+  if (auto* api = dynamic_cast<ApiObserver*>(&obs)) api->set_fence(&w.lease_ok);
+  const int calls_before = obs.calls();
+  int writes = 0;
+  auto calls = [&] { return obs.calls() - calls_before + writes; };
+  const bool remote = obs.reads_call_api();
   DpuOutcome out;
+  out.watched = !remote;
   const std::string device_path = kube::dpudevices_path(ns_, w.device_name);
 
   // 1. Placement: one merge patch of the NICo-owned keys, only on difference.
-  if (fenced(w)) return lost(std::move(out), "before reading the DPUDevice", calls_);
-  ++calls_;
-  auto device = mgmt_.get(device_path);
+  if (remote && fenced(w)) return lost(std::move(out), "before reading the DPUDevice", calls());
+  DeviceRead device = obs.device(w.device_name);
   bool device_missing = false;
-  json evidence;
-  if (!device.ok()) {
-    const auto& e = device.error();
-    if (e.kind != kube::ErrorKind::kNotFound) {
-      fail_retry(out, e, "reading DPUDevice " + w.device_name);
-      out.api_calls = calls_;
-      return out;
+  json device_labels;
+  if (device.state == DeviceRead::State::kUnavailable) {
+    if (device.error) {
+      fail_retry(out, *device.error, "reading DPUDevice " + w.device_name);
+    } else {
+      out.retry = true;
+      out.retry_reason = "not_synced";
+      out.message = "DPUDevice " + w.device_name + ": " + device.why;
     }
+    out.api_calls = calls();
+    return out;
+  }
+  if (device.state == DeviceRead::State::kMissing) {
     device_missing = true;  // whether the whole DPU is gone is decided by the Node
   } else {
-    evidence = device.value().body;
-    const json patch =
-        core::node_labels_patch(at(evidence, {"spec", "cluster", "nodeLabels"}), w.wanted_keys);
+    device_labels = std::move(device.node_labels);
+    const json patch = core::node_labels_patch(device_labels, w.wanted_keys);
     if (!patch.empty()) {
-      if (fenced(w)) return lost(std::move(out), "before patching the DPUDevice", calls_);
-      // decided from the GET: applied only to that version of the DPUDevice
+      if (fenced(w)) return lost(std::move(out), "before patching the DPUDevice", calls());
+      // decided from the read: applied only to that version of the DPUDevice
       json sent = patch;
-      if (const json& rv = at(evidence, {"metadata", "resourceVersion"}); rv.is_string())
-        sent["metadata"]["resourceVersion"] = rv;
-      ++calls_;
+      if (!device.resource_version.empty())
+        sent["metadata"]["resourceVersion"] = device.resource_version;
+      ++writes;
       auto patched = mgmt_.merge_patch(device_path + kStrict, sent);
       if (!patched.ok()) {
         const auto& e = patched.error();
@@ -159,17 +224,19 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
                                                 : core::unknown_device_fields_message(fields)));
           out.message = out.results.empty() ? kube::describe(e) : out.results.front().message;
         }
-        out.api_calls = calls_;
+        out.api_calls = calls();
         return out;
       }
       log_warnings(patched.value(), "DPUDevice " + w.device_name);
-      evidence = patched.value().body;  // the PATCH response is the placement evidence
+      // the PATCH response is the placement evidence
+      device_labels = at(patched.value().body, {"spec", "cluster", "nodeLabels"});
+      obs.device_patched(w.device_name, patched.value().body);
       out.patched = true;
     }
   }
-  const json& device_labels = at(evidence, {"spec", "cluster", "nodeLabels"});
   out.observation["dpudevice"] = device_missing ? json("not found") : nico_labels(device_labels);
   out.observation["patched"] = out.patched;
+  out.observed_at = obs.observed_at();
 
   // 2. Observation of the DPU cluster: the Node and the service pods on it.
   auto unknown = [&](const std::string& why) {
@@ -181,16 +248,14 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
           r.message = "DPUDevice " + w.device_name + " not found";
         }
     out.observation["dpu_cluster"] = why;
-    out.api_calls = calls_;
+    out.api_calls = calls();
     return out;
   };
-  if (dpu_ == nullptr) return unknown("DPU cluster not configured; nothing can be observed");
-  if (fenced(w)) return lost(std::move(out), "before reading the Node", calls_);
-  ++calls_;
-  auto node = dpu_->get(kube::nodes_path(w.node_name));
-  if (!node.ok()) {
-    if (node.kind() != kube::ErrorKind::kNotFound)
-      return unknown("DPU cluster unreachable: " + kube::describe(node.error()));
+  if (!obs.dpu_cluster()) return unknown("DPU cluster not configured; nothing can be observed");
+  if (remote && fenced(w)) return lost(std::move(out), "before reading the Node", calls());
+  NodeRead node = obs.node(w.node_name);
+  if (node.state != NodeRead::State::kFound) {
+    if (node.state == NodeRead::State::kUnavailable) return unknown(node.why);
     if (!device_missing)
       return unknown("Node " + w.node_name + " not found in the DPU cluster (unmapped)");
     // Both answered 404: the DPU itself is gone, nothing of ours can run there.
@@ -204,25 +269,21 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
                              item.wanted ? why + "; the service cannot run here" : why});
     }
     out.observation["dpu_gone"] = true;
-    out.api_calls = calls_;
+    out.api_calls = calls();
     return out;
   }
-  const json& node_labels = at(node.value().body, {"metadata", "labels"});
+  const json& node_labels = node.labels;
   out.observation["node"] = nico_labels(node_labels);
-  if (fenced(w)) return lost(std::move(out), "before listing the pods", calls_);
-  ++calls_;
-  auto pods = dpu_->list(kube::pods_path(ns_), std::string(core::kOwnerIdLabel),
-                         "spec.nodeName=" + w.node_name);
-  if (!pods.ok()) return unknown("DPU cluster unreachable: " + kube::describe(pods.error()));
+  if (remote && fenced(w)) return lost(std::move(out), "before listing the pods", calls());
+  PodsRead pods = obs.pods(w.node_name);
+  if (!pods.ok) return unknown(pods.why);
   // Pods by service: the label's value is the service id. DPF renders the
   // chart into the DPUService's namespace; the chart decides names and
   // owners, neither of which is trusted.
-  std::map<std::string, std::vector<const json*>> by_service;
-  for (const auto& pod : pods.value().body["items"]) {
-    const auto& id = at(pod, {"metadata", "labels", "nico/extension-service-id"});
-    if (id.is_string()) by_service[id.get<std::string>()].push_back(&pod);
-  }
-  out.observation["pods"] = pods.value().body["items"].size();
+  std::map<std::string, std::vector<const core::PodFacts*>> by_service;
+  for (const auto& pod : pods.pods)
+    if (!pod.service_id.empty()) by_service[pod.service_id].push_back(&pod);
+  out.observation["pods"] = pods.pods.size();
 
   for (const auto& item : w.items) {
     core::DpuObservation o{};
@@ -232,7 +293,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     o.node_has_label = has_label(node_labels, item.label_key, item.wanted);
     std::vector<core::PodVerdict> verdicts;
     if (auto it = by_service.find(item.service_id); it != by_service.end())
-      for (const json* pod : it->second) {
+      for (const core::PodFacts* pod : it->second) {
         verdicts.push_back(core::classify_pod(*pod, item.applied_revision));
         ++o.pods_on_node;
         if (verdicts.back().proves_running) ++o.ready_pods_applied_revision;
@@ -255,14 +316,14 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         } else {
           msg = core::pending_pods_reason(verdicts, w.node_name);
           if (verdicts.empty())
-            for (const auto& [ds, why] : failed_creates())
+            for (const auto& [ds, why] : obs.failed_creates())
               if (ds.find(item.dpf_service_name) != std::string::npos) {
                 msg += "; DaemonSet " + ds + ": FailedCreate: " + why;
                 break;
               }
           // DPF's own word explains a missing or old pod (chart pull or sync
           // failures, paused): context, never proof.
-          if (const auto* dpf = dpf_status(item.service_id);
+          if (const auto* dpf = obs.dpf_status(item.service_id);
               dpf != nullptr && (dpf->paused || dpf->ready == std::optional<bool>(false)))
             msg += "; DPF: " + (dpf->reason.empty() ? std::string() : dpf->reason + ": ") +
                    dpf->message;
@@ -285,7 +346,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     }
     out.results.push_back({&item, std::string(core::to_string(state)), msg});
   }
-  out.api_calls = calls_;
+  out.api_calls = calls();
   return out;
 }
 

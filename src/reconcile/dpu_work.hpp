@@ -52,6 +52,12 @@ struct DpuOutcome {
   std::optional<int> http_status;
   std::optional<double> retry_after_s;
   nlohmann::json observation = nlohmann::json::object();  // for operators
+  // When the evidence was observed (Unix seconds); nullopt = now. A watch cache that lost its
+  // stream gives the time it was last known current, so the staleness bound applies.
+  std::optional<double> observed_at;
+  // The evidence came from the watch caches: a change wakes the DPU again, so the queue need not
+  // poll it while it converges.
+  bool watched = false;
   int api_calls = 0;
   bool patched = false;
   // Observe again even if every item looks converged. Per-pod evidence makes

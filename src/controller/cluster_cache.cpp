@@ -1,0 +1,563 @@
+#include "controller/cluster_cache.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/drift_key.hpp"
+#include "core/identity.hpp"
+
+namespace extsvc::controller {
+
+namespace {
+
+using nlohmann::json;
+
+const json& at(const json& j, std::initializer_list<std::string_view> path) {
+  static const json kNull;
+  const json* cur = &j;
+  for (auto k : path) {
+    if (!cur->is_object()) return kNull;
+    const auto it = cur->find(k);
+    if (it == cur->end()) return kNull;
+    cur = &*it;
+  }
+  return *cur;
+}
+
+std::string str(const json& j) {
+  return j.is_string() ? j.get<std::string>() : std::string();
+}
+
+NicoLabels nico_labels(const json& labels) {
+  NicoLabels out;
+  if (!labels.is_object()) return out;
+  for (auto it = labels.begin(); it != labels.end(); ++it)
+    if (it.key().rfind("nico/extsvc-", 0) == 0)
+      out.emplace(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+  return out;
+}
+
+std::string key_of(const json& obj) {
+  const std::string ns = str(at(obj, {"metadata", "namespace"}));
+  const std::string name = str(at(obj, {"metadata", "name"}));
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+// resourceVersions are opaque, but etcd's are integers: an older one never replaces a newer
+// one that a PATCH response already put into the cache.
+bool older(const std::string& candidate, const std::string& current) {
+  uint64_t a = 0, b = 0;
+  auto ra = std::from_chars(candidate.data(), candidate.data() + candidate.size(), a);
+  auto rb = std::from_chars(current.data(), current.data() + current.size(), b);
+  if (ra.ec != std::errc() || rb.ec != std::errc()) return false;
+  if (ra.ptr != candidate.data() + candidate.size() || rb.ptr != current.data() + current.size())
+    return false;
+  return a < b;
+}
+
+bool same_dpf(const core::DpfStatus& a, const core::DpfStatus& b) {
+  return a.ready == b.ready && a.reason == b.reason && a.message == b.message &&
+         a.paused == b.paused;
+}
+
+constexpr size_t kMaxEvents = 10000;
+
+}  // namespace
+
+std::chrono::system_clock::time_point to_wall(std::chrono::steady_clock::time_point t) {
+  const auto now_steady = std::chrono::steady_clock::now();
+  const auto now_wall = std::chrono::system_clock::now();
+  return now_wall - std::chrono::duration_cast<std::chrono::system_clock::duration>(now_steady - t);
+}
+
+// One cache: a reflector's handler with a list of what a (re-)list delivered, so that objects
+// gone meanwhile are dropped at its end.
+class ClusterCache::Store : public kube::ReflectorHandler {
+ public:
+  Store(Dirty& dirty, std::string name) : dirty_(dirty), name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+  virtual size_t size() const = 0;
+
+  void on_list_begin() override { seen_.clear(); }
+  void on_list_item(const json& obj) override {
+    seen_.insert(key_of(obj));
+    apply(obj);
+  }
+  void on_list_end() override {
+    for (const auto& key : keys())
+      if (!seen_.count(key)) remove(key);
+    seen_.clear();
+  }
+  void on_event(kube::WatchEventType type, const json& obj) override {
+    if (type == kube::WatchEventType::kDeleted)
+      remove(key_of(obj));
+    else
+      apply(obj);
+  }
+
+ protected:
+  virtual void apply(const json& obj) = 0;
+  virtual void remove(const std::string& key) = 0;
+  virtual std::vector<std::string> keys() const = 0;
+
+  Dirty& dirty_;
+
+ private:
+  std::string name_;
+  std::set<std::string> seen_;
+};
+
+namespace {
+
+class DeviceStore : public ClusterCache::Store {
+ public:
+  using Store::Store;
+  size_t size() const override { return map_.size(); }
+  const DeviceFacts* find(const std::string& name) const {
+    auto it = map_.find(name);
+    return it == map_.end() ? nullptr : &it->second;
+  }
+  void patched(const json& obj) { apply(obj); }
+
+ protected:
+  void apply(const json& obj) override {
+    // namespaced, but one namespace: the key is the name
+    const std::string name = str(at(obj, {"metadata", "name"}));
+    DeviceFacts f;
+    f.resource_version = str(at(obj, {"metadata", "resourceVersion"}));
+    f.labels = nico_labels(at(obj, {"spec", "cluster", "nodeLabels"}));
+    auto it = map_.find(name);
+    if (it == map_.end()) {
+      dirty_.devices.insert(name);
+      map_.emplace(name, std::move(f));
+      return;
+    }
+    if (older(f.resource_version, it->second.resource_version)) return;
+    if (it->second.labels != f.labels) dirty_.devices.insert(name);
+    it->second = std::move(f);
+  }
+  void remove(const std::string& key) override {
+    const std::string name = key.substr(key.find('/') + 1);
+    if (map_.erase(name) > 0) dirty_.devices.insert(name);
+  }
+  std::vector<std::string> keys() const override {
+    std::vector<std::string> out;
+    out.reserve(map_.size());
+    for (const auto& [name, f] : map_) out.push_back(ns_ + "/" + name);
+    return out;
+  }
+
+ public:
+  std::string ns_;
+
+ private:
+  std::unordered_map<std::string, DeviceFacts> map_;
+};
+
+class NodeStore : public ClusterCache::Store {
+ public:
+  using Store::Store;
+  size_t size() const override { return map_.size(); }
+  const NodeFacts* find(const std::string& name) const {
+    auto it = map_.find(name);
+    return it == map_.end() ? nullptr : &it->second;
+  }
+
+ protected:
+  void apply(const json& obj) override {
+    const std::string name = str(at(obj, {"metadata", "name"}));
+    NodeFacts f;
+    f.labels = nico_labels(at(obj, {"metadata", "labels"}));
+    auto it = map_.find(name);
+    if (it == map_.end()) {
+      dirty_.nodes.insert(name);
+      map_.emplace(name, std::move(f));
+    } else if (it->second.labels != f.labels) {
+      dirty_.nodes.insert(name);
+      it->second = std::move(f);
+    }
+  }
+  void remove(const std::string& key) override {
+    if (map_.erase(key) > 0) dirty_.nodes.insert(key);
+  }
+  std::vector<std::string> keys() const override {
+    std::vector<std::string> out;
+    out.reserve(map_.size());
+    for (const auto& [name, f] : map_) out.push_back(name);
+    return out;
+  }
+
+ private:
+  std::unordered_map<std::string, NodeFacts> map_;
+};
+
+class PodStore : public ClusterCache::Store {
+ public:
+  using Store::Store;
+  size_t size() const override { return map_.size(); }
+  std::vector<const core::PodFacts*> on(const std::string& node) const {
+    std::vector<const core::PodFacts*> out;
+    auto it = by_node_.find(node);
+    if (it == by_node_.end()) return out;
+    for (const auto& key : it->second) out.push_back(&map_.at(key));
+    return out;
+  }
+
+ protected:
+  void apply(const json& obj) override {
+    const std::string key = key_of(obj);
+    core::PodFacts f = core::pod_facts(obj);
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      if (it->second == f) return;  // nothing we read changed (a status heartbeat)
+      unindex(key, it->second.node);
+      it->second = std::move(f);
+    } else {
+      it = map_.emplace(key, std::move(f)).first;
+    }
+    by_node_[it->second.node].insert(key);
+    dirty_.nodes.insert(it->second.node);
+  }
+  void remove(const std::string& key) override {
+    auto it = map_.find(key);
+    if (it == map_.end()) return;
+    unindex(key, it->second.node);
+    map_.erase(it);
+  }
+  std::vector<std::string> keys() const override {
+    std::vector<std::string> out;
+    out.reserve(map_.size());
+    for (const auto& [key, f] : map_) out.push_back(key);
+    return out;
+  }
+
+ private:
+  void unindex(const std::string& key, const std::string& node) {
+    dirty_.nodes.insert(node);
+    auto n = by_node_.find(node);
+    if (n == by_node_.end()) return;
+    n->second.erase(key);
+    if (n->second.empty()) by_node_.erase(n);
+  }
+  std::unordered_map<std::string, core::PodFacts> map_;
+  std::unordered_map<std::string, std::set<std::string>> by_node_;
+};
+
+class ServiceStore : public ClusterCache::Store {
+ public:
+  using Store::Store;
+  size_t size() const override { return by_name_.size(); }
+  const ServiceFacts* by_id(const std::string& id) const {
+    auto it = ids_.find(id);
+    if (it == ids_.end() || it->second.empty()) return nullptr;
+    return &by_name_.at(*it->second.begin());
+  }
+  const std::unordered_map<std::string, ServiceFacts>& all() const { return by_name_; }
+
+ protected:
+  void apply(const json& obj) override {
+    ServiceFacts f;
+    f.name = str(at(obj, {"metadata", "name"}));
+    f.uid = str(at(obj, {"metadata", "uid"}));
+    f.service_id = str(at(obj, {"metadata", "labels", core::kOwnerIdLabel}));
+    f.being_deleted = !at(obj, {"metadata", "deletionTimestamp"}).is_null();
+    f.drift_key = core::dpuservice_drift_key(obj);
+    f.dpf = core::dpf_status(obj);
+    auto it = by_name_.find(f.name);
+    if (it == by_name_.end()) {
+      dirty_.services.insert(f.service_id);
+      dirty_.dpf[f.service_id] = f.dpf;
+      ids_[f.service_id].insert(f.name);
+      by_name_.emplace(f.name, std::move(f));
+      return;
+    }
+    ServiceFacts& old = it->second;
+    if (old.drift_key != f.drift_key || old.uid != f.uid || old.being_deleted != f.being_deleted ||
+        old.service_id != f.service_id) {
+      dirty_.services.insert(f.service_id);
+      dirty_.services.insert(old.service_id);
+    }
+    if (!same_dpf(old.dpf, f.dpf)) dirty_.dpf[f.service_id] = f.dpf;
+    if (old.service_id != f.service_id) {
+      drop_id(old.service_id, old.name);
+      ids_[f.service_id].insert(f.name);
+    }
+    old = std::move(f);
+  }
+  void remove(const std::string& key) override {
+    const std::string name = key.substr(key.find('/') + 1);
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) return;
+    dirty_.services.insert(it->second.service_id);
+    drop_id(it->second.service_id, name);
+    by_name_.erase(it);
+  }
+  std::vector<std::string> keys() const override {
+    std::vector<std::string> out;
+    out.reserve(by_name_.size());
+    for (const auto& [name, f] : by_name_) out.push_back(ns_ + "/" + name);
+    return out;
+  }
+
+ public:
+  std::string ns_;
+
+ private:
+  void drop_id(const std::string& id, const std::string& name) {
+    auto i = ids_.find(id);
+    if (i == ids_.end()) return;
+    i->second.erase(name);
+    if (i->second.empty()) ids_.erase(i);
+  }
+  std::unordered_map<std::string, ServiceFacts> by_name_;
+  std::unordered_map<std::string, std::set<std::string>> ids_;
+};
+
+class EventStore : public ClusterCache::Store {
+ public:
+  using Store::Store;
+  size_t size() const override { return map_.size(); }
+  std::vector<std::pair<std::string, std::string>> all() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    out.reserve(map_.size());
+    for (const auto& [key, v] : map_) out.push_back(v);
+    return out;
+  }
+
+ protected:
+  void apply(const json& obj) override {
+    const std::string key = key_of(obj);
+    if (map_.size() >= kMaxEvents && !map_.count(key)) return;  // context only: bounded
+    const std::string ds = str(at(obj, {"involvedObject", "name"}));
+    const std::string message = str(at(obj, {"message"})).substr(0, 300);
+    map_[key] = {ds, message};
+  }
+  void remove(const std::string& key) override { map_.erase(key); }
+  std::vector<std::string> keys() const override {
+    std::vector<std::string> out;
+    for (const auto& [key, v] : map_) out.push_back(key);
+    return out;
+  }
+
+ private:
+  std::unordered_map<std::string, std::pair<std::string, std::string>> map_;
+};
+
+enum Index { kDevices = 0, kServices = 1, kNodes = 2, kPods = 3, kEvents = 4 };
+
+}  // namespace
+
+ClusterCache::ClusterCache(kube::Client& management, kube::Client* dpu,
+                           const CacheSettings& settings)
+    : multi_(std::make_unique<kube::Multi>()), dpu_(dpu) {
+  auto devices = std::make_unique<DeviceStore>(dirty_, "dpudevices");
+  devices->ns_ = settings.ns;
+  auto services = std::make_unique<ServiceStore>(dirty_, "dpuservices");
+  services->ns_ = settings.ns;
+  stores_.push_back(std::move(devices));
+  stores_.push_back(std::move(services));
+  stores_.push_back(std::make_unique<NodeStore>(dirty_, "nodes"));
+  stores_.push_back(std::make_unique<PodStore>(dirty_, "pods"));
+  stores_.push_back(std::make_unique<EventStore>(dirty_, "events"));
+  auto spec = [&](const char* name, const char* cluster, std::string path) {
+    kube::ReflectorSpec s;
+    s.name = name;
+    s.cluster = cluster;
+    s.path = std::move(path);
+    s.watch_timeout_s = settings.watch_timeout_s;
+    s.silence_limit_s = settings.silence_limit_s;
+    return s;
+  };
+  const std::string owner(core::kOwnerIdLabel);
+  auto s = spec("dpudevices", "management", kube::dpudevices_path(settings.ns));
+  reflectors_.push_back(
+      std::make_unique<kube::Reflector>(management, *multi_, s, *stores_[kDevices]));
+  s = spec("dpuservices", "management", kube::dpuservices_path(settings.ns));
+  s.label_selector = owner;
+  reflectors_.push_back(
+      std::make_unique<kube::Reflector>(management, *multi_, s, *stores_[kServices]));
+  if (dpu != nullptr) {
+    s = spec("nodes", "dpu", kube::nodes_path());
+    reflectors_.push_back(std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kNodes]));
+    s = spec("pods", "dpu", kube::pods_path(settings.ns));
+    s.label_selector = owner;
+    reflectors_.push_back(std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kPods]));
+    s = spec("events", "dpu", kube::events_path(settings.ns));
+    s.field_selector = "involvedObject.kind=DaemonSet,reason=FailedCreate";
+    reflectors_.push_back(std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kEvents]));
+  }
+}
+
+ClusterCache::~ClusterCache() {
+  reflectors_.clear();  // their transfers leave the multi before it goes
+}
+
+void ClusterCache::pump() {
+  multi_->pump();
+  for (auto& r : reflectors_) r->step();
+}
+
+long ClusterCache::next_timer_ms() const {
+  long t = multi_->timeout_ms();
+  for (const auto& r : reflectors_) {
+    const long s = r->next_step_in();
+    if (s >= 0 && (t < 0 || s < t)) t = s;
+  }
+  return t;
+}
+
+void ClusterCache::request_relist() {
+  for (auto& r : reflectors_) r->request_relist();
+}
+
+bool ClusterCache::relisted_since(Clock::time_point since) const {
+  for (const auto& r : reflectors_) {
+    if (r->spec().name == "events") continue;  // context only
+    // a failing informer (an unreachable cluster) will not list soon: not waited for
+    if (r->phase() == kube::Reflector::Phase::kBackoff) continue;
+    const auto done = r->last_list_started();
+    if (!done || *done < since) return false;
+  }
+  return true;
+}
+
+Dirty ClusterCache::take_dirty() {
+  Dirty out;
+  std::swap(out, dirty_);
+  out.devices.erase(std::string());
+  out.nodes.erase(std::string());
+  out.services.erase(std::string());
+  out.dpf.erase(std::string());
+  return out;
+}
+
+void ClusterCache::restore_dirty(Dirty&& d) {
+  dirty_.devices.merge(d.devices);
+  dirty_.nodes.merge(d.nodes);
+  dirty_.services.merge(d.services);
+  for (auto& [id, st] : d.dpf) dirty_.dpf.try_emplace(id, std::move(st));
+}
+
+namespace {
+
+template <class Pred>
+std::optional<std::chrono::system_clock::time_point> current_of(
+    const std::vector<std::unique_ptr<kube::Reflector>>& rs, Pred pred) {
+  std::optional<std::chrono::steady_clock::time_point> oldest;
+  bool any = false;
+  for (const auto& r : rs) {
+    if (!pred(*r)) continue;
+    any = true;
+    const auto at = r->current_at();
+    if (!at) return std::nullopt;
+    if (!oldest || *at < *oldest) oldest = at;
+  }
+  if (!any || !oldest) return std::nullopt;
+  return to_wall(*oldest);
+}
+
+bool is_management(const kube::Reflector& r) {
+  return r.spec().cluster == "management";
+}
+bool is_dpu_evidence(const kube::Reflector& r) {
+  return r.spec().cluster == "dpu" && r.spec().name != "events";  // events are context only
+}
+
+}  // namespace
+
+bool ClusterCache::management_synced() const {
+  for (const auto& r : reflectors_)
+    if (is_management(*r) && !r->synced()) return false;
+  return true;
+}
+
+bool ClusterCache::dpu_synced() const {
+  if (dpu_ == nullptr) return false;
+  for (const auto& r : reflectors_)
+    if (is_dpu_evidence(*r) && !r->synced()) return false;
+  return true;
+}
+
+bool ClusterCache::dpu_current() const {
+  if (dpu_ == nullptr) return false;
+  for (const auto& r : reflectors_)
+    if (is_dpu_evidence(*r) && !r->current()) return false;
+  return true;
+}
+
+std::optional<std::chrono::system_clock::time_point> ClusterCache::management_current_at() const {
+  return current_of(reflectors_, is_management);
+}
+
+std::optional<std::chrono::system_clock::time_point> ClusterCache::dpu_current_at() const {
+  return current_of(reflectors_, is_dpu_evidence);
+}
+
+std::string ClusterCache::management_error() const {
+  for (const auto& r : reflectors_)
+    if (is_management(*r) && !r->last_error().empty())
+      return r->spec().name + ": " + r->last_error();
+  return {};
+}
+
+std::string ClusterCache::dpu_error() const {
+  for (const auto& r : reflectors_)
+    if (is_dpu_evidence(*r) && !r->last_error().empty())
+      return r->spec().name + ": " + r->last_error();
+  return {};
+}
+
+const DeviceFacts* ClusterCache::device(const std::string& name) const {
+  return static_cast<const DeviceStore&>(*stores_[kDevices]).find(name);
+}
+
+const NodeFacts* ClusterCache::node(const std::string& name) const {
+  return static_cast<const NodeStore&>(*stores_[kNodes]).find(name);
+}
+
+std::vector<const core::PodFacts*> ClusterCache::pods_on(const std::string& node) const {
+  return static_cast<const PodStore&>(*stores_[kPods]).on(node);
+}
+
+const ServiceFacts* ClusterCache::service(const std::string& service_id) const {
+  return static_cast<const ServiceStore&>(*stores_[kServices]).by_id(service_id);
+}
+
+const std::unordered_map<std::string, ServiceFacts>& ClusterCache::services_by_name() const {
+  return static_cast<const ServiceStore&>(*stores_[kServices]).all();
+}
+
+std::vector<std::pair<std::string, std::string>> ClusterCache::failed_creates() const {
+  return static_cast<const EventStore&>(*stores_[kEvents]).all();
+}
+
+void ClusterCache::device_patched(const std::string&, const nlohmann::json& response) {
+  static_cast<DeviceStore&>(*stores_[kDevices]).patched(response);
+  // our own write: the pass that made it is the one that looks at it
+  dirty_.devices.erase(str(at(response, {"metadata", "name"})));
+}
+
+std::vector<ClusterCache::InformerInfo> ClusterCache::informers() const {
+  std::vector<InformerInfo> out;
+  for (const auto& r : reflectors_) {
+    InformerInfo i;
+    i.name = r->spec().name;
+    i.cluster = r->spec().cluster;
+    i.synced = r->synced();
+    i.current = r->current();
+    i.stats = r->stats();
+    i.last_error = r->last_error();
+    if (auto at = r->current_at())
+      i.current_at_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(to_wall(*at).time_since_epoch())
+              .count();
+    for (const auto& s : stores_)
+      if (s->name() == i.name) i.objects = s->size();
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+}  // namespace extsvc::controller

@@ -1,0 +1,140 @@
+// The worker's informers (issue 11): LIST+WATCH caches of what the placement passes and the
+// drift check observe, so that a steady state costs no API call and a change wakes exactly the
+// rows it concerns.
+//   management cluster: our DPUServices (label nico/extension-service-id), DPUDevices
+//   DPU cluster: Nodes, our pods (label nico/extension-service-id), DaemonSet FailedCreate events
+// Each cache keeps only what is read later (labels under nico/extsvc-, pod facts, a drift key and
+// DPF's status per DPUService), so a site of 10,000 DPUs fits in a few MiB. Everything runs on
+// one kube::Multi, on the caller's thread, inside pump(); nothing here knows PostgreSQL.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/dpf_status.hpp"
+#include "core/pod_status.hpp"
+#include "kube/client.hpp"
+#include "kube/multi.hpp"
+#include "kube/reflector.hpp"
+
+namespace extsvc::controller {
+
+// Only the keys NICo owns (nico/extsvc-*): other labels never wake anything.
+using NicoLabels = std::map<std::string, std::string>;
+
+struct DeviceFacts {
+  std::string resource_version;
+  NicoLabels labels;  // spec.cluster.nodeLabels, NICo's keys
+};
+
+struct NodeFacts {
+  NicoLabels labels;  // metadata.labels, NICo's keys
+};
+
+struct ServiceFacts {
+  std::string name;
+  std::string uid;
+  std::string service_id;  // the ownership label
+  bool being_deleted = false;
+  std::string drift_key;  // core::dpuservice_drift_key
+  core::DpfStatus dpf;
+};
+
+// What changed since the last take_dirty(): the names to wake.
+struct Dirty {
+  std::set<std::string> devices;   // DPUDevices whose NICo labels changed, appeared or went
+  std::set<std::string> nodes;     // Nodes whose NICo labels or pods of ours changed
+  std::set<std::string> services;  // service ids whose DPUService changed (drift key, deletion)
+  std::map<std::string, core::DpfStatus> dpf;  // DPF's status changed, by service id
+  bool empty() const { return devices.empty() && nodes.empty() && services.empty() && dpf.empty(); }
+};
+
+struct CacheSettings {
+  std::string ns;
+  int watch_timeout_s = 300;
+  int silence_limit_s = 150;
+};
+
+class ClusterCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // dpu may be null (no DPU cluster configured): only the management caches run.
+  ClusterCache(kube::Client& management, kube::Client* dpu, const CacheSettings& settings);
+  ~ClusterCache();
+  ClusterCache(const ClusterCache&) = delete;
+  ClusterCache& operator=(const ClusterCache&) = delete;
+
+  // The host's event loop waits on these (and on next_timer_ms()), then calls pump().
+  kube::Multi& multi() { return *multi_; }
+  // Non-blocking: moves every transfer along and applies what arrived.
+  void pump();
+  // Milliseconds until pump() has timed work, -1 when none.
+  long next_timer_ms() const;
+  // Every informer lists again (the resync's safety net).
+  void request_relist();
+  // Every informer completed a list that started at or after `since`; one that is backing off
+  // (its cluster unreachable) is not waited for.
+  bool relisted_since(Clock::time_point since) const;
+
+  Dirty take_dirty();
+  // Puts back what could not be published (the database refused): the next take_dirty() has it.
+  void restore_dirty(Dirty&& d);
+
+  // Observation state. Synced: listed at least once. current_at: when the cache was last known
+  // equal to the server's state (now while every watch of that cluster is open), as wall-clock
+  // time for the database; nullopt before the first list.
+  bool management_synced() const;
+  bool dpu_configured() const { return dpu_ != nullptr; }
+  bool dpu_synced() const;
+  std::optional<std::chrono::system_clock::time_point> management_current_at() const;
+  std::optional<std::chrono::system_clock::time_point> dpu_current_at() const;
+  bool dpu_current() const;
+  std::string management_error() const;
+  std::string dpu_error() const;
+
+  const DeviceFacts* device(const std::string& name) const;
+  const NodeFacts* node(const std::string& name) const;
+  std::vector<const core::PodFacts*> pods_on(const std::string& node) const;
+  const ServiceFacts* service(const std::string& service_id) const;
+  const std::unordered_map<std::string, ServiceFacts>& services_by_name() const;
+  // (DaemonSet name, message) of the DPU cluster's FailedCreate events.
+  std::vector<std::pair<std::string, std::string>> failed_creates() const;
+
+  // A PATCH answered with the DPUDevice: the cache takes it at once (the watch event follows and
+  // then changes nothing), so the next pass does not patch again.
+  void device_patched(const std::string& name, const nlohmann::json& response);
+
+  struct InformerInfo {
+    std::string name;
+    std::string cluster;
+    bool synced = false;
+    bool current = false;
+    size_t objects = 0;
+    kube::Reflector::Stats stats;
+    std::string last_error;
+    int64_t current_at_us = 0;  // Unix microseconds when last known current; 0 = never
+  };
+  std::vector<InformerInfo> informers() const;
+
+  class Store;  // one cache (implementation detail)
+
+ private:
+  std::unique_ptr<kube::Multi> multi_;
+  kube::Client* dpu_ = nullptr;
+  Dirty dirty_;
+  std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events
+  std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
+};
+
+// steady -> wall clock, for the database.
+std::chrono::system_clock::time_point to_wall(std::chrono::steady_clock::time_point t);
+
+}  // namespace extsvc::controller

@@ -1,0 +1,95 @@
+// Where a placement pass gets its evidence: from the API (a GET of the DPUDevice and the Node and
+// a LIST of the service pods on it, per pass: the polling mode) or from the worker's watch caches
+// (src/controller/cluster_cache.hpp: no read call at all). The pass itself (dpu_reconciler.cpp)
+// is the same code for both, so both modes derive states by the same rules.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/dpf_status.hpp"
+#include "core/pod_status.hpp"
+#include "kube/client.hpp"
+
+namespace extsvc::reconcile {
+
+struct DeviceRead {
+  enum class State { kFound, kMissing, kUnavailable } state = State::kUnavailable;
+  nlohmann::json node_labels;        // spec.cluster.nodeLabels (object or null)
+  std::string resource_version;      // for the patch's precondition
+  std::optional<kube::Error> error;  // kUnavailable from the API
+  std::string why;                   // kUnavailable from a cache
+};
+
+struct NodeRead {
+  enum class State { kFound, kMissing, kUnavailable } state = State::kUnavailable;
+  nlohmann::json labels;  // metadata.labels (object or null)
+  std::string why;        // kUnavailable: what could not be observed
+};
+
+struct PodsRead {
+  bool ok = false;
+  std::vector<core::PodFacts> pods;  // the service pods on the Node
+  std::string why;
+};
+
+class DpuObserver {
+ public:
+  virtual ~DpuObserver() = default;
+  // True when a read is an API call: the lease fence is consulted before it, and it counts.
+  virtual bool reads_call_api() const = 0;
+  virtual DeviceRead device(const std::string& name) = 0;
+  // The PATCH response (the newest DPUDevice): a cache takes it.
+  virtual void device_patched(const std::string& name, const nlohmann::json& response) = 0;
+  // False: no DPU cluster is configured, nothing of it can be observed.
+  virtual bool dpu_cluster() const = 0;
+  virtual NodeRead node(const std::string& name) = 0;
+  virtual PodsRead pods(const std::string& node) = 0;
+  // DPF's view of a service (context for PENDING messages), or null.
+  virtual const core::DpfStatus* dpf_status(const std::string& service_id) = 0;
+  // (DaemonSet name, message) of FailedCreate events in the DPU cluster.
+  virtual const std::vector<std::pair<std::string, std::string>>& failed_creates() = 0;
+  // When the evidence was observed, as Unix seconds; nullopt = now (a read just made).
+  virtual std::optional<double> observed_at() = 0;
+  // Read calls made so far (0 for a cache).
+  virtual int calls() const = 0;
+  // DPF statuses seen (for the worker to record), by service id.
+  virtual const std::map<std::string, core::DpfStatus>& dpf_seen() const = 0;
+};
+
+// The polling mode: every read is an API call. One per batch: DPF's statuses and FailedCreate
+// events are listed at most once per batch, and only when a message needs them.
+class ApiObserver : public DpuObserver {
+ public:
+  ApiObserver(kube::Client& management, kube::Client* dpu, std::string ns)
+      : mgmt_(management), dpu_(dpu), ns_(std::move(ns)) {}
+  bool reads_call_api() const override { return true; }
+  DeviceRead device(const std::string& name) override;
+  void device_patched(const std::string&, const nlohmann::json&) override {}
+  bool dpu_cluster() const override { return dpu_ != nullptr; }
+  NodeRead node(const std::string& name) override;
+  PodsRead pods(const std::string& node) override;
+  const core::DpfStatus* dpf_status(const std::string& service_id) override;
+  const std::vector<std::pair<std::string, std::string>>& failed_creates() override;
+  std::optional<double> observed_at() override { return std::nullopt; }
+  int calls() const override { return calls_; }
+  const std::map<std::string, core::DpfStatus>& dpf_seen() const override { return dpf_; }
+  // The current pass's lease fence: context-only LISTs are skipped when it says no.
+  void set_fence(const std::function<bool()>* lease_ok) { lease_ok_ = lease_ok; }
+
+ private:
+  kube::Client& mgmt_;
+  kube::Client* dpu_;
+  std::string ns_;
+  std::map<std::string, core::DpfStatus> dpf_;
+  bool dpf_listed_ = false;
+  std::optional<std::vector<std::pair<std::string, std::string>>> failed_creates_;
+  const std::function<bool()>* lease_ok_ = nullptr;
+  int calls_ = 0;
+};
+
+}  // namespace extsvc::reconcile

@@ -1,0 +1,265 @@
+// The worker's informers (issue 11) against a dpfsim child process, without PostgreSQL: LIST
+// then WATCH, what wakes and what does not, placement passes that read the caches instead of
+// the API, a watch that ends and resumes from its resourceVersion, and a re-list on request.
+#include "controller/cluster_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "controller/cache_observer.hpp"
+#include "core/dpuservice_render.hpp"
+#include "core/helm_chart_data.hpp"
+#include "core/identity.hpp"
+#include "kube/client.hpp"
+#include "reconcile/dpu_reconciler.hpp"
+#include "reconcile/service_reconciler.hpp"
+#include "sim_harness.h"
+
+namespace extsvc::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kNs = "dpf-operator-system";
+constexpr const char* kVersion = "V1-T1700000000000000";
+constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000002";
+
+std::string device(int i) {
+  return "dpu-device-000" + std::to_string(i);
+}
+std::string node(int i) {
+  return "host-000" + std::to_string(i) + "-dpu-device-000" + std::to_string(i);
+}
+std::string device_path(int i) {
+  return "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
+         "/dpudevices/" + device(i);
+}
+
+reconcile::DpuWork work(int i, bool wanted) {
+  reconcile::DpuWork w;
+  w.dpu_machine_id = "00000000-0000-0000-0000-00000000d00" + std::to_string(i);
+  w.device_name = device(i);
+  w.node_name = node(i);
+  if (wanted) w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
+  reconcile::DpuItem item;
+  item.kind = "attachment";
+  item.instance_id = "inst-1";
+  item.service_id = kId;
+  item.version = kVersion;
+  item.label_key = core::placement_label_key(kId, kVersion);
+  item.dpf_service_name = core::dpf_service_name(kId, kVersion);
+  item.applied_revision = 1;
+  item.wanted = wanted;
+  w.items.push_back(item);
+  return w;
+}
+
+class ClusterCacheTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sim_ = simtest::SimProcess::start({"--dpus", "3", "--seed", "9"});
+  }
+  static void TearDownTestSuite() { sim_.reset(); }
+
+  void SetUp() override {
+    sim_->reset(3, 0);
+    sim_->ctl("DELETE", "/faults");
+    kube::ClusterConfig m;
+    m.server = sim_->mgmt;
+    m.ca_file = sim_->ca_file;
+    m.timeout_ms = 3000;
+    kube::ClusterConfig d = m;
+    d.server = sim_->dpu;
+    mgmt_ = std::make_unique<kube::Client>(m);
+    dpu_ = std::make_unique<kube::Client>(d);
+  }
+  void TearDown() override { cache_.reset(); }
+
+  void start(int watch_timeout_s = 300) {
+    CacheSettings s;
+    s.ns = kNs;
+    s.watch_timeout_s = watch_timeout_s;
+    cache_ = std::make_unique<ClusterCache>(*mgmt_, dpu_.get(), s);
+    ASSERT_TRUE(pump_until([&] { return cache_->management_synced() && cache_->dpu_synced(); }));
+  }
+
+  // Pumps the cache (as the worker loop does) until pred holds.
+  bool pump_until(const std::function<bool()>& pred, int ms = 10000) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      cache_->pump();
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  // Pumps for `ms`, collecting what woke.
+  Dirty collect(int ms) {
+    Dirty all;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      cache_->pump();
+      Dirty d = cache_->take_dirty();
+      all.devices.merge(d.devices);
+      all.nodes.merge(d.nodes);
+      all.services.merge(d.services);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return all;
+  }
+
+  void create_service() {
+    const json data = json::parse(
+        core::validate_helm_chart_data(R"({"repoURL":"https://charts.example.com/stable",)"
+                                       R"("chartName":"demo-agent","chartVersion":"1.2.3",)"
+                                       R"("security":{"privileged":false}})")
+            .dump());
+    reconcile::ServiceWork s;
+    s.service_id = kId;
+    s.lifecycle_state = "CREATING";
+    s.attachable_version = kVersion;
+    s.dpf_service_name = core::dpf_service_name(kId, kVersion);
+    s.desired_revision = 1;
+    s.desired = core::render_dpuservice(kId, kVersion, 1, data, kNs);
+    reconcile::ServiceReconciler svc(*mgmt_, kNs);
+    ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
+  }
+
+  static std::unique_ptr<simtest::SimProcess> sim_;
+  std::unique_ptr<kube::Client> mgmt_, dpu_;
+  std::unique_ptr<ClusterCache> cache_;
+};
+
+std::unique_ptr<simtest::SimProcess> ClusterCacheTest::sim_;
+
+TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
+  start();
+  Dirty first = cache_->take_dirty();  // the first list: everything is new
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(first.devices.count(device(i))) << device(i);
+    EXPECT_TRUE(first.nodes.count(node(i))) << node(i);
+  }
+  const std::string key = "nico/extsvc-test0000000000000000";
+  // a NICo label on DPUDevice 1: its device wakes, and its Node once DPF copied the label
+  ASSERT_EQ(sim_->m("PATCH", device_path(1),
+                    json{{"spec", {{"cluster", {{"nodeLabels", {{key, "enabled"}}}}}}}}.dump(),
+                    "application/merge-patch+json")
+                .status,
+            200);
+  Dirty woke;
+  ASSERT_TRUE(pump_until([&] {
+    Dirty d = cache_->take_dirty();
+    woke.devices.merge(d.devices);
+    woke.nodes.merge(d.nodes);
+    const NodeFacts* n = cache_->node(node(1));
+    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key);
+  }));
+  EXPECT_EQ(woke.devices, std::set<std::string>{device(1)});
+  EXPECT_TRUE(woke.nodes.count(node(1)));
+  EXPECT_FALSE(woke.nodes.count(node(0)));
+  EXPECT_EQ(cache_->device(device(1))->labels.at(key), "enabled");
+  // labels that are not NICo's change nothing NICo reads: nothing wakes
+  const auto events_before = cache_->informers()[0].stats.events;
+  ASSERT_EQ(sim_->m("PATCH", device_path(2),
+                    json{{"spec", {{"cluster", {{"nodeLabels", {{"team", "blue"}}}}}}}}.dump(),
+                    "application/merge-patch+json")
+                .status,
+            200);
+  ASSERT_EQ(sim_->d("PATCH", "/api/v1/nodes/" + node(0),
+                    json{{"metadata", {{"labels", {{"rack", "r7"}}}}}}.dump(),
+                    "application/merge-patch+json")
+                .status,
+            200);
+  const Dirty quiet = collect(1500);
+  EXPECT_GT(cache_->informers()[0].stats.events, events_before);  // the events did arrive
+  EXPECT_TRUE(quiet.devices.empty()) << *quiet.devices.begin();
+  EXPECT_FALSE(quiet.nodes.count(node(0)));
+  for (const auto& i : cache_->informers()) {
+    EXPECT_EQ(i.stats.lists, 1u) << i.name;  // one LIST each, then the watch
+    EXPECT_TRUE(i.current) << i.name;
+  }
+}
+
+TEST_F(ClusterCacheTest, PlacementFromTheCacheWritesOnceAndReadsNothing) {
+  create_service();
+  start();
+  (void)cache_->take_dirty();
+  const auto requests_before = mgmt_->stats().requests + dpu_->stats().requests;
+  auto pass = [&](bool wanted) {
+    reconcile::DpuReconciler rec(*mgmt_, kNs, std::make_unique<CacheObserver>(*cache_));
+    return rec.reconcile(work(0, wanted));
+  };
+  reconcile::DpuOutcome o = pass(true);
+  EXPECT_TRUE(o.patched);
+  EXPECT_EQ(o.api_calls, 1);  // the label patch, no read
+  EXPECT_TRUE(o.watched);
+  // event-driven: a pass whenever the caches say DPU 0 changed, until RUNNING
+  int passes = 1;
+  ASSERT_TRUE(pump_until(
+      [&] {
+        Dirty d = cache_->take_dirty();
+        if (!d.devices.count(device(0)) && !d.nodes.count(node(0))) return false;
+        o = pass(true);
+        ++passes;
+        EXPECT_FALSE(o.patched);
+        EXPECT_EQ(o.api_calls, 0);
+        return !o.results.empty() && o.results.front().state == "RUNNING";
+      },
+      15000));
+  EXPECT_EQ(o.results.front().message.find("Ready pod of revision 1"), 0u);
+  // the whole attach made exactly one request: the patch (the watches are not calls of a pass)
+  EXPECT_EQ(mgmt_->stats().requests + dpu_->stats().requests - requests_before, 1u);
+  // a steady pass reads and writes nothing
+  o = pass(true);
+  EXPECT_EQ(o.api_calls, 0);
+  EXPECT_EQ(o.results.front().state, "RUNNING");
+  // detach: one patch, then TERMINATED once the pod is gone
+  o = pass(false);
+  EXPECT_TRUE(o.patched);
+  ASSERT_TRUE(pump_until(
+      [&] {
+        (void)cache_->take_dirty();
+        o = pass(false);
+        return !o.results.empty() && o.results.front().state == "TERMINATED";
+      },
+      15000));
+  EXPECT_LE(passes, 12);
+}
+
+TEST_F(ClusterCacheTest, AWatchThatEndsResumesFromItsResourceVersionWithoutAList) {
+  start(/*watch_timeout_s=*/1);  // the server ends each watch after 1-2 s
+  (void)cache_->take_dirty();
+  ASSERT_TRUE(pump_until([&] { return cache_->informers()[2].stats.watches >= 3; }, 10000));
+  const std::string key = "nico/extsvc-resume000000000000000";
+  ASSERT_EQ(sim_->m("PATCH", device_path(0),
+                    json{{"spec", {{"cluster", {{"nodeLabels", {{key, "enabled"}}}}}}}}.dump(),
+                    "application/merge-patch+json")
+                .status,
+            200);
+  ASSERT_TRUE(pump_until([&] {
+    const NodeFacts* n = cache_->node(node(0));
+    return n != nullptr && n->labels.count(key);
+  }));
+  for (const auto& i : cache_->informers()) EXPECT_EQ(i.stats.lists, 1u) << i.name;
+}
+
+TEST_F(ClusterCacheTest, ARelistOnRequestDropsWhatIsGone) {
+  create_service();
+  start();
+  ASSERT_NE(cache_->service(kId), nullptr);
+  const auto since = std::chrono::steady_clock::now();
+  cache_->request_relist();
+  ASSERT_TRUE(pump_until([&] { return cache_->relisted_since(since); }));
+  for (const auto& i : cache_->informers()) EXPECT_EQ(i.stats.lists, 2u) << i.name;
+  EXPECT_NE(cache_->service(kId), nullptr);
+  EXPECT_EQ(cache_->service(kId)->name, core::dpf_service_name(kId, kVersion));
+}
+
+}  // namespace
+}  // namespace extsvc::controller
