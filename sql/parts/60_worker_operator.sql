@@ -33,11 +33,22 @@ CREATE FUNCTION extsvc.worker_status(
     OUT slot integer, OUT pid integer, OUT iterations bigint, OUT claimed bigint,
     OUT completed bigint, OUT stale bigint, OUT http_requests bigint, OUT http_errors bigint,
     OUT last_activity timestamptz, OUT fenced bigint, OUT lease_renewals bigint,
-    OUT orphans_deleted bigint, OUT dpus_rederived bigint, OUT leases_released bigint)
+    OUT orphans_deleted bigint, OUT dpus_rederived bigint, OUT leases_released bigint,
+    OUT watch_wakes bigint)
 RETURNS SETOF record
 LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_worker_status';
 COMMENT ON FUNCTION extsvc.worker_status() IS
   'Operator: one row per worker slot with counters since server start (needs shared_preload_libraries).';
+
+CREATE FUNCTION extsvc.watch_status(
+    OUT resource text, OUT cluster text, OUT watcher_pid integer, OUT synced boolean,
+    OUT current boolean, OUT current_at timestamptz, OUT objects bigint, OUT lists bigint,
+    OUT watches bigint, OUT events bigint, OUT bookmarks bigint, OUT expired bigint,
+    OUT errors bigint, OUT last_error text)
+RETURNS SETOF record
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_watch_status';
+COMMENT ON FUNCTION extsvc.watch_status() IS
+  'Operator: one row per informer of the watcher (worker 0 with extsvc.watch on): listed (synced), stream open (current), when last current, cached objects, and counters since the watcher started; no rows when nothing is watched.';
 
 CREATE FUNCTION extsvc.request_resync() RETURNS void
 LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_request_resync';

@@ -305,6 +305,11 @@ DECLARE
   v_retry_after double precision := (p_outcome->>'retry_after_s')::double precision;
   v_observation jsonb := nullif(p_outcome->'observation', 'null'::jsonb);
   v_keep_polling boolean := coalesce((p_outcome->>'keep_polling')::boolean, false);
+  -- when the evidence was observed: now, or the moment a watch cache that has
+  -- lost its stream was last current (issue 11)
+  v_observed_at timestamptz := coalesce(to_timestamp((p_outcome->>'observed_at')::double precision), now());
+  -- from the watch caches: a change wakes the DPU, no polling while converging
+  v_watched boolean := coalesce((p_outcome->>'watched')::boolean, false);
 BEGIN
   IF v_outcome = 'retry' THEN
     UPDATE extsvc.dpu_reconciliations x
@@ -319,20 +324,26 @@ BEGIN
                           format('outcome.outcome: %s', extsvc._token(v_outcome)), 'Use observed or retry.');
   END IF;
 
+  -- evidence older than the staleness bound proves nothing: the rows keep
+  -- their older observation, which readers already see as UNKNOWN
+  IF v_observed_at < now() - extsvc._observation_max_age() THEN
+    v_results := '[]'::jsonb;
+  END IF;
+
   FOR r IN SELECT value FROM jsonb_array_elements(v_results) LOOP
     IF r->>'kind' = 'attachment' THEN
       UPDATE extsvc.dpf_extension_service_attachments a
-         SET deployment_state = r->>'state', status_message = r->>'message', observed_at = now(),
+         SET deployment_state = r->>'state', status_message = r->>'message', observed_at = v_observed_at,
              observed_config_version = (SELECT i.config_version FROM extsvc.instances i WHERE i.instance_id = a.instance_id),
              updated_at = CASE WHEN a.deployment_state IS DISTINCT FROM r->>'state' THEN now() ELSE a.updated_at END
        WHERE a.instance_id = (r->>'instance_id')::uuid AND a.dpu_machine_id = p_id
          AND a.service_id = (r->>'service_id')::uuid AND a.version = r->>'version';
     ELSIF r->>'kind' = 'site' THEN
       INSERT INTO extsvc.site_service_dpu_status AS x (service_id, dpu_machine_id, deployment_state, status_message, observed_at)
-      VALUES ((r->>'service_id')::uuid, p_id, r->>'state', r->>'message', now())
+      VALUES ((r->>'service_id')::uuid, p_id, r->>'state', r->>'message', v_observed_at)
       ON CONFLICT ON CONSTRAINT site_service_dpu_status_pkey DO UPDATE
         SET deployment_state = EXCLUDED.deployment_state, status_message = EXCLUDED.status_message,
-            observed_at = now();
+            observed_at = EXCLUDED.observed_at;
       -- a site service waiting to be deleted re-checks once a DPU is clean.
       -- The report is new evidence, not a failed attempt: the backoff starts
       -- over (else every DPU's report adds a poll to attempts, and the wait
@@ -384,6 +395,10 @@ BEGIN
                    WHERE a.dpu_machine_id = p_id AND a.deployment_state <> 'ERROR'
                      AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING'))
              THEN now() + extsvc._backoff(x.attempts + 1)
+           -- converging with the watch caches: the next change wakes it
+           -- (mark_dpus_due_by_names); a slow look is only a safety net
+           -- (unless the pass could not conclude: keep_polling)
+           WHEN NOT v_final AND v_watched AND NOT v_keep_polling THEN now() + interval '60 seconds'
            -- converging (labels propagating, pods starting): poll briskly,
            -- 200 ms more per unchanged pass, at most every 5 s
            WHEN NOT v_final THEN now() + least(interval '200 milliseconds' * (x.attempts + 1), interval '5 seconds')
@@ -393,7 +408,7 @@ BEGIN
          last_error = v_message,
          last_error_at = CASE WHEN v_message IS NULL THEN NULL ELSE now() END,
          last_http_status = v_http_status,
-         last_observed_at = now(),
+         last_observed_at = v_observed_at,
          observation = coalesce(v_observation, x.observation)
    WHERE x.dpu_machine_id = p_id;
   -- site statuses of DPUs that no longer exist in the desired set are moot

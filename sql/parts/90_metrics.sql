@@ -53,7 +53,16 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ('extsvc_worker_stale_results_total', 'counter', 'Outcomes discarded by compare-and-swap (intent changed or lease lost meanwhile).'),
     ('extsvc_lease_fenced_total', 'counter', 'Passes stopped by the lease fence before a Kubernetes call, and rows skipped because their lease was taken over.'),
     ('extsvc_lease_renewals_total', 'counter', 'Lease renewals (one UPDATE each).'),
-    ('extsvc_leases_released_total', 'counter', 'Leases of the slot''s previous process freed when the worker started.')
+    ('extsvc_leases_released_total', 'counter', 'Leases of the slot''s previous process freed when the worker started.'),
+    ('extsvc_watch_wakes_total', 'counter', 'DPU rows made due by watch events (the watcher, extsvc.watch on).'),
+    ('extsvc_watch_synced', 'gauge', '1 once the informer listed since the watcher started (extsvc.watch_status()).'),
+    ('extsvc_watch_current', 'gauge', '1 while the informer''s watch stream is open: its cache is the server''s state.'),
+    ('extsvc_watch_objects', 'gauge', 'Objects in the informer''s cache.'),
+    ('extsvc_watch_events_total', 'counter', 'Watch events (ADDED, MODIFIED, DELETED) the informer received since the watcher started.'),
+    ('extsvc_watch_lists_total', 'counter', 'Completed LISTs of the informer since the watcher started (the first, after 410 Gone, the resync''s).'),
+    ('extsvc_watch_expired_total', 'counter', '410 Gone answers (an expired resourceVersion or continue token) since the watcher started.'),
+    ('extsvc_watch_errors_total', 'counter', 'Failed LISTs and broken watch streams of the informer since the watcher started.'),
+    ('extsvc_watch_current_age_seconds', 'gauge', 'Seconds since the informer''s cache was last known current (0 while its stream is open).')
 $fn$;
 COMMENT ON FUNCTION extsvc._metric_families() IS
   'Internal: name, Prometheus type and help text of every metric family of extsvc.metrics().';

@@ -48,6 +48,7 @@ TO extsvc_admin;
 GRANT EXECUTE ON FUNCTION
   extsvc.reconcile_now(uuid),
   extsvc.worker_status(),
+  extsvc.watch_status(),
   extsvc.request_resync(),
   extsvc.expire_stale_observations(),
   extsvc.repo_url_matches(text, text),

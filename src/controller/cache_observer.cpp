@@ -89,4 +89,16 @@ std::optional<double> CacheObserver::observed_at() {
   return unix_seconds(t);
 }
 
+bool CacheObserver::current() const {
+  if (!cache_.management_current()) return false;
+  return !cache_.dpu_configured() || cache_.dpu_current();
+}
+
+std::string CacheObserver::not_current_why() const {
+  std::string why = cache_.dpu_error();
+  if (why.empty()) why = cache_.management_error();
+  return "the watch of the clusters is not current (" +
+         (why.empty() ? std::string("reconnecting") : why) + ")";
+}
+
 }  // namespace extsvc::controller

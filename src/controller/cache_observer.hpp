@@ -29,6 +29,8 @@ class CacheObserver : public reconcile::DpuObserver {
   const core::DpfStatus* dpf_status(const std::string& service_id) override;
   const std::vector<std::pair<std::string, std::string>>& failed_creates() override;
   std::optional<double> observed_at() override;
+  bool current() const override;
+  std::string not_current_why() const override;
   int calls() const override { return 0; }
   const std::map<std::string, core::DpfStatus>& dpf_seen() const override { return none_; }
 

@@ -487,6 +487,12 @@ bool ClusterCache::dpu_current() const {
   return true;
 }
 
+bool ClusterCache::management_current() const {
+  for (const auto& r : reflectors_)
+    if (is_management(*r) && !r->current()) return false;
+  return true;
+}
+
 std::optional<std::chrono::system_clock::time_point> ClusterCache::management_current_at() const {
   return current_of(reflectors_, is_management);
 }

@@ -97,6 +97,7 @@ class ClusterCache {
   std::optional<std::chrono::system_clock::time_point> management_current_at() const;
   std::optional<std::chrono::system_clock::time_point> dpu_current_at() const;
   bool dpu_current() const;
+  bool management_current() const;
   std::string management_error() const;
   std::string dpu_error() const;
 

@@ -124,6 +124,13 @@ void define_gucs() {
   define_int("extsvc.worker_statement_timeout",
              "statement_timeout of the workers' own transactions (0 = none).",
              &gucs.worker_statement_timeout_ms, 30000, 0, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
+  define_bool("extsvc.watch",
+              "Observe the clusters through LIST+WATCH caches held by worker 0, which then does "
+              "every placement pass (off: every worker polls with GETs).",
+              &gucs.watch, true, PGC_SIGHUP);
+  define_int("extsvc.watch_timeout",
+             "timeoutSeconds of a watch request (each asks for between this and twice this).",
+             &gucs.watch_timeout_s, 300, 5, 3600, PGC_SIGHUP, GUC_UNIT_S);
   MarkGUCPrefixReserved("extsvc");
 }
 

@@ -38,6 +38,8 @@ struct Gucs {
   int lease_margin_ms;              // extsvc.lease_margin (added to the call timeouts)
   int worker_lock_timeout_ms;       // extsvc.worker_lock_timeout
   int worker_statement_timeout_ms;  // extsvc.worker_statement_timeout
+  bool watch;                       // extsvc.watch: observe through LIST+WATCH caches
+  int watch_timeout_s;              // extsvc.watch_timeout
 };
 
 extern Gucs gucs;

@@ -48,7 +48,8 @@ std::string labels_json(const std::vector<std::pair<std::string, std::string>>& 
 
 // Everything the function returns, built in C++ (no PostgreSQL call that can
 // raise in here: atomics and GUC variables only).
-std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers, int64_t now) {
+std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers, int64_t now,
+                         const InformerSlot* informers, int ninformers) {
   std::vector<Row> rows;
   if (store == nullptr || st == nullptr) {
     rows.push_back({"extsvc_worker_up", "{}", 0});
@@ -83,6 +84,23 @@ std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers
     counter("extsvc_lease_fenced_total", pg_atomic_read_u64(&w.fenced));
     counter("extsvc_lease_renewals_total", pg_atomic_read_u64(&w.renewals));
     counter("extsvc_leases_released_total", pg_atomic_read_u64(&w.leases_released));
+    counter("extsvc_watch_wakes_total", pg_atomic_read_u64(&w.watch_dpu_wakes));
+  }
+  // the watcher's informers (extsvc.watch_status()); counters since the watcher started
+  for (int i = 0; i < ninformers; ++i) {
+    const InformerSlot& inf = informers[i];
+    const std::string l = labels_json({{"resource", inf.resource}, {"cluster", inf.cluster}});
+    auto put = [&](const char* name, double v) { rows.push_back({name, l, v}); };
+    put("extsvc_watch_synced", inf.synced ? 1 : 0);
+    put("extsvc_watch_current", inf.current ? 1 : 0);
+    put("extsvc_watch_objects", static_cast<double>(inf.objects));
+    put("extsvc_watch_events_total", static_cast<double>(inf.events));
+    put("extsvc_watch_lists_total", static_cast<double>(inf.lists));
+    put("extsvc_watch_expired_total", static_cast<double>(inf.expired));
+    put("extsvc_watch_errors_total", static_cast<double>(inf.errors));
+    if (inf.current_at != 0)
+      put("extsvc_watch_current_age_seconds",
+          static_cast<double>(std::max<int64_t>(0, now - inf.current_at)) / 1e6);
   }
   rows.push_back({"extsvc_orphans_deleted_total", "{}", static_cast<double>(orphans)});
   rows.push_back({"extsvc_dpus_rederived_total", "{}", static_cast<double>(rederived)});
@@ -137,10 +155,20 @@ extern "C" Datum nico_extsvc_worker_metrics(PG_FUNCTION_ARGS) {
   InitMaterializedSRF(fcinfo, 0);
   const int64_t now = static_cast<int64_t>(GetCurrentTimestamp());
   const int workers = shared_state() != nullptr ? std::min(gucs.workers, kMaxWorkers) : 0;
+  InformerSlot informers[kMaxInformers];
+  int ninformers = 0;
+  if (SharedState* st = shared_state()) {
+    SpinLockAcquire(&st->informers_lock);
+    ninformers = std::min<int>(st->informer_count, kMaxInformers);
+    memcpy(informers, st->informers, sizeof informers);
+    SpinLockRelease(&st->informers_lock);
+  }
   std::vector<Row>* rows = nullptr;
   PendingError err;
-  cpp_call(err,
-           [&] { rows = new std::vector<Row>(collect(g_store, shared_state(), workers, now)); });
+  cpp_call(err, [&] {
+    rows =
+        new std::vector<Row>(collect(g_store, shared_state(), workers, now, informers, ninformers));
+  });
   raise_if(err);
   // copy out (no C++ call can throw here), free, then hand to PostgreSQL
   const int n = static_cast<int>(rows->size());

@@ -34,6 +34,7 @@ Statement s_renew{"SELECT t FROM extsvc.renew_leases($1, $2, $3) t",
                   nullptr};
 Statement s_release{"SELECT extsvc.release_leases($1)", 1, {TEXTOID}, nullptr};
 Statement s_next_due{"SELECT extsvc.next_due_in()", 0, {}, nullptr};
+Statement s_next_due_service{"SELECT extsvc.next_due_in('service')", 0, {}, nullptr};
 Statement s_snapshot{"SELECT service_id, work FROM extsvc.resync_snapshot()", 0, {}, nullptr};
 Statement s_known{
     "SELECT dpf_service_name FROM extsvc.service_records "
@@ -45,6 +46,11 @@ Statement s_drift{"SELECT extsvc.mark_drift($1, $2)", 2, {UUIDOID, TEXTOID}, nul
 Statement s_dpus_due{"SELECT extsvc.mark_dpus_due()", 0, {}, nullptr};
 Statement s_orphans{"SELECT n FROM extsvc.orphaned_dpuservices($1) n", 1, {TEXTARRAYOID}, nullptr};
 Statement s_dpf{"SELECT extsvc.record_dpf_status($1)", 1, {JSONBOID}, nullptr};
+Statement s_due_by_names{
+    "SELECT extsvc.mark_dpus_due_by_names($1, $2)", 2, {TEXTARRAYOID, TEXTARRAYOID}, nullptr};
+Statement s_wake_services{"SELECT extsvc.wake_services($1)", 1, {UUIDARRAYOID}, nullptr};
+Statement s_snapshot_of{
+    "SELECT service_id, work FROM extsvc.resync_snapshot_of($1)", 1, {UUIDARRAYOID}, nullptr};
 Statement s_version{
     "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nico_extsvc'", 0, {}, nullptr};
 
@@ -223,12 +229,14 @@ bool queue_release(MemoryContext cxt, const char* worker, int* released, char** 
   });
 }
 
-bool queue_next_due(MemoryContext cxt, bool* any, double* seconds, char** error) {
+bool queue_next_due(MemoryContext cxt, bool* any, double* seconds, char** error,
+                    bool services_only) {
   *any = false;
   *seconds = 0;
   return in_transaction("nico_extsvc: next due", cxt, error, [&] {
     bool isnull = true;
-    const Datum d = run(s_next_due) > 0 ? bin_col(0, 1, &isnull) : Datum(0);
+    Statement& st = services_only ? s_next_due_service : s_next_due;
+    const Datum d = run(st) > 0 ? bin_col(0, 1, &isnull) : Datum(0);
     *any = !isnull;
     *seconds = isnull ? 0.0 : DatumGetFloat8(d);
   });
@@ -279,6 +287,37 @@ bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error) {
   return in_transaction("nico_extsvc: record DPF status", cxt, error, [&] {
     const Datum args[] = {jsonb_arg(statuses)};
     run(s_dpf, args);
+  });
+}
+
+bool mark_dpus_due_by_names(MemoryContext cxt, const char* const* devices, int ndevices,
+                            const char* const* nodes, int nnodes, int* marked, char** error) {
+  *marked = 0;
+  return in_transaction("nico_extsvc: wake DPUs (watch)", cxt, error, [&] {
+    const Datum args[] = {array_arg(devices, ndevices, TEXTOID), array_arg(nodes, nnodes, TEXTOID)};
+    run(s_due_by_names, args);
+    *marked = int4_scalar();
+  });
+}
+
+bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken, char** error) {
+  *woken = 0;
+  return in_transaction("nico_extsvc: wake services (watch)", cxt, error, [&] {
+    const Datum args[] = {array_arg(ids, n, UUIDOID)};
+    run(s_wake_services, args);
+    *woken = int4_scalar();
+  });
+}
+
+bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, ResyncSnapshot* out,
+                        char** error) {
+  *out = ResyncSnapshot{};
+  return in_transaction("nico_extsvc: drift check (watch)", cxt, error, [&] {
+    const Datum args[] = {array_arg(ids, n, UUIDOID)};
+    const int rows = run(s_snapshot_of, args);
+    out->service_ids = text_rows(cxt, rows, 1);
+    out->works = text_rows(cxt, rows, 2);
+    out->count = rows;
   });
 }
 

@@ -49,7 +49,10 @@ bool queue_renew(MemoryContext cxt, const char* worker, const char* const* token
 bool queue_release(MemoryContext cxt, const char* worker, int* released, char** error);
 // Seconds until the earliest row of any queue becomes claimable (*any false:
 // none); negative when one is overdue.
-bool queue_next_due(MemoryContext cxt, bool* any, double* seconds, char** error);
+// services_only: the service queue alone (a worker that leaves the DPU queue
+// to the watcher).
+bool queue_next_due(MemoryContext cxt, bool* any, double* seconds, char** error,
+                    bool services_only = false);
 
 bool resync_snapshot(MemoryContext cxt, ResyncSnapshot* out, char** error);
 bool mark_drift(MemoryContext cxt, const char* service_id, const char* detail, char** error);
@@ -61,6 +64,14 @@ bool orphaned_dpuservices(MemoryContext cxt, const char* const* names, int n, ch
                           int* count, char** error);
 // statuses: JSON array for extsvc.record_dpf_status().
 bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error);
+// The watcher (issue 11): make the DPUs due whose DPUDevice or Node changed
+// (by name); make DELETING services due whose DPUService changed; the work of
+// the READY services among ids (known_names left empty).
+bool mark_dpus_due_by_names(MemoryContext cxt, const char* const* devices, int ndevices,
+                            const char* const* nodes, int nnodes, int* marked, char** error);
+bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken, char** error);
+bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, ResyncSnapshot* out,
+                        char** error);
 // *version: the installed version of extension nico_extsvc, NULL when it is
 // not installed in this database.
 bool installed_extension_version(MemoryContext cxt, char** version, char** error);

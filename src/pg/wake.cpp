@@ -55,6 +55,10 @@ void attach_shared_memory() {
     pg_atomic_init_u32(&g_shared->wake_pending, 0);
     pg_atomic_init_u32(&g_shared->resync_requested, 0);
     pg_atomic_init_u64(&g_shared->wakes_requested, 0);
+    SpinLockInit(&g_shared->informers_lock);
+    g_shared->informer_count = 0;
+    g_shared->watcher_pid = 0;
+    memset(g_shared->informers, 0, sizeof g_shared->informers);
     for (auto& s : g_shared->slots) {
       pg_atomic_init_u32(&s.pid, 0);
       s.latch = nullptr;
@@ -68,6 +72,7 @@ void attach_shared_memory() {
       pg_atomic_init_u64(&s.fenced, 0);
       pg_atomic_init_u64(&s.renewals, 0);
       pg_atomic_init_u64(&s.orphans_deleted, 0);
+      pg_atomic_init_u64(&s.watch_dpu_wakes, 0);
       pg_atomic_init_u64(&s.dpus_rederived, 0);
       pg_atomic_init_u64(&s.leases_released, 0);
     }

@@ -23,6 +23,26 @@ struct WorkerSlot {
   pg_atomic_uint64 orphans_deleted;   // DPUServices deleted by the resync's cleanup
   pg_atomic_uint64 dpus_rederived;    // DPUs marked for label re-derivation by the resync
   pg_atomic_uint64 leases_released;   // leases of this slot's previous process freed at start
+  pg_atomic_uint64 watch_dpu_wakes;   // DPU rows made due by watch events (the watcher)
+};
+
+// One informer of the watcher as operators see it (extsvc.watch_status()),
+// written by the watcher under informers_lock, counters since it started.
+constexpr int kMaxInformers = 8;
+struct InformerSlot {
+  char resource[32];
+  char cluster[16];
+  bool synced;
+  bool current;
+  int64 objects;
+  int64 lists;
+  int64 watches;
+  int64 events;
+  int64 bookmarks;
+  int64 expired;
+  int64 errors;
+  TimestampTz current_at;  // 0 = never
+  char last_error[256];
 };
 
 struct SharedState {
@@ -30,6 +50,10 @@ struct SharedState {
   pg_atomic_uint32 resync_requested;
   pg_atomic_uint64 wakes_requested;
   WorkerSlot slots[kMaxWorkers];
+  slock_t informers_lock;
+  int32 informer_count;  // 0 when no watcher runs
+  int32 watcher_pid;
+  InformerSlot informers[kMaxInformers];
 };
 
 // NULL unless the library was preloaded (shared memory exists only then).

@@ -183,6 +183,7 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {
   for (int i = 0; i < batch.count; ++i) alive[i] = true;
   for (int i = 0; i < batch.count; ++i) {
     CHECK_FOR_INTERRUPTS();
+    watch_pump();  // the watch streams keep flowing while the batch runs
     maybe_renew(cxt, batch, alive, i, &deadline, slot);
     if (alive[i]) work_item(cxt, queue, batch.items[i], state, slot, deadline);
   }

@@ -4,6 +4,7 @@
 
 #include "pg_prelude.hpp"
 
+#include "controller/resync.hpp"
 #include "controller/runtime.hpp"
 #include "queue_access.hpp"
 #include "wake.hpp"
@@ -26,5 +27,34 @@ bool resync(MemoryContext cxt, WorkerSlot* slot);
 
 // Records DPF statuses (JSON array text; nothing when empty).
 void record_dpf(MemoryContext cxt, const char* statuses);
+
+// The drift check of the services a watch event concerned (snap: their
+// READY rows) against the watch cache; drifted ones are made due, orphans
+// deleted.
+void check_drift(MemoryContext cxt, WorkerSlot* slot, const ResyncSnapshot& snap,
+                 char* const* service_ids, int nservices);
+// Deletes the orphan candidates of result that the database does not know.
+void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult* result,
+                     char** names, int nnames);
+
+// --- the watcher (worker_watch.cpp) ---
+// This worker holds the LIST+WATCH caches: worker 0 with extsvc.watch on.
+bool is_watcher();
+// This worker claims the DPU queue: only the watcher in watch mode (the
+// passes read its caches), once its caches of the management cluster have
+// listed; every worker otherwise.
+bool works_dpu_queue();
+// Starts the informers (the watcher, once the worker is active).
+void watch_start();
+// Moves the caches along without waiting.
+void watch_pump();
+// Pumps, then wakes the rows that what changed concerns.
+void watch_publish(MemoryContext cxt, WorkerSlot* slot);
+// Waits for the latch, a cache socket, the caches' timers or timeout_ms.
+void watch_wait(long timeout_ms);
+// Forgets the wait set (the runtime and its caches were rebuilt).
+void watch_reset();
+// Publishes the informers' state to shared memory (extsvc.watch_status()).
+void watch_report();
 
 }  // namespace extsvc::pg

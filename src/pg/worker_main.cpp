@@ -53,12 +53,14 @@ controller::Settings current_settings() {
   s.max_response_bytes = static_cast<size_t>(gucs.kube_max_response_kb) * 1024;
   s.max_list_bytes = static_cast<size_t>(gucs.kube_max_list_kb) * 1024;
   s.allow_insecure_http = gucs.kube_allow_insecure_http;
+  s.watch_timeout_s = gucs.watch_timeout_s;
   return s;
 }
 
 // On failure g_runtime stays null: the loop then idles and tries again (a
 // null runtime is "not configured", never dereferenced).
 void rebuild_runtime() {
+  watch_reset();  // the wait set holds the old caches' sockets
   PendingError err;
   cpp_call(err, [] {
     delete g_runtime;  // first: a failed rebuild must not leave the old clients running
@@ -89,6 +91,44 @@ void on_exit_clear_slot(int, Datum) {
   }
 }
 
+// The resync proper: drift detection (with the watch caches: against them),
+// DPF's statuses, orphans, and every DPU's labels derived again.
+void run_resync(MemoryContext cxt, WorkerSlot* slot) {
+  char* error = nullptr;
+  const auto resync_start = SteadyClock::now();
+  const bool resynced = resync(cxt, slot);
+  metrics_resync(resynced,
+                 std::chrono::duration<double>(SteadyClock::now() - resync_start).count());
+  // level-triggered placement: every DPU's labels are derived again
+  int marked = 0;
+  if (!mark_dpus_due(cxt, &marked, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
+  } else {
+    pg_atomic_fetch_add_u64(&slot->dpus_rederived, static_cast<uint64>(marked));
+    ereport(LOG, (errmsg("nico_extsvc: resync: labels of %d DPU(s) are derived again", marked)));
+  }
+}
+
+void request_relist() {
+  PendingError err;
+  cpp_call(err, [] { g_runtime->cache()->request_relist(); });
+  flush_logs();
+}
+
+// True once every informer finished a list that started after `since` (one
+// that backs off is not waited for: a partition must not hold the management
+// side's resync back; the timeout in the loop covers the rest).
+bool relisted_since(SteadyClock::time_point since) {
+  bool done = true;
+  PendingError err;
+  cpp_call(err, [&] {
+    auto* c = g_runtime != nullptr ? g_runtime->cache() : nullptr;
+    if (c == nullptr) return;
+    done = c->relisted_since(since);
+  });
+  return done;
+}
+
 void worker_loop() {
   SharedState* st = shared_state();
   WorkerSlot* slot = &st->slots[g_slot];
@@ -100,6 +140,9 @@ void worker_loop() {
   // extension missing, or an installed version other than the library's.
   enum class Waiting { no, missing, version } waiting = Waiting::no;
   bool released = false;
+  // the watch caches' re-list that a resync started and waits for
+  bool relist_pending = false;
+  SteadyClock::time_point relist_since{};
 
   for (;;) {
     CHECK_FOR_INTERRUPTS();
@@ -163,46 +206,51 @@ void worker_loop() {
           ereport(WARNING, (errmsg("nico_extsvc: releasing old leases failed: %s", error)));
         }
       }
+      watch_start();
+      watch_publish(iter_cxt, slot);
       const int nservices = work_batch(iter_cxt, Queue::kService, slot);
-      const int ndpus = work_batch(iter_cxt, Queue::kDpu, slot);
-      // Drift detection is one LIST per pass; the first worker does it.
+      const int ndpus = works_dpu_queue() ? work_batch(iter_cxt, Queue::kDpu, slot) : 0;
+      watch_publish(iter_cxt, slot);  // what arrived while the batches ran
+      // Drift detection is one LIST per pass (or, with the watch caches, a
+      // re-list of every informer first, then a comparison in memory); the
+      // first worker does it.
       const TimestampTz now = GetCurrentTimestamp();
       if (g_slot == 0 && (now >= next_resync || pg_atomic_exchange_u32(&st->resync_requested, 0))) {
-        const auto resync_start = SteadyClock::now();
-        const bool resynced = resync(iter_cxt, slot);
-        metrics_resync(resynced,
-                       std::chrono::duration<double>(SteadyClock::now() - resync_start).count());
-        // level-triggered placement: every DPU's labels are derived again
-        int marked = 0;
-        if (!mark_dpus_due(iter_cxt, &marked, &error)) {
-          ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
+        next_resync =
+            TimestampTzPlusMilliseconds(now, static_cast<int64>(gucs.resync_interval_s) * 1000);
+        if (g_runtime->cache() != nullptr) {
+          request_relist();  // the safety net; the comparison follows once it is done
+          relist_since = SteadyClock::now();
+          relist_pending = true;
         } else {
-          pg_atomic_fetch_add_u64(&slot->dpus_rederived, static_cast<uint64>(marked));
-          ereport(LOG,
-                  (errmsg("nico_extsvc: resync: labels of %d DPU(s) are derived again", marked)));
+          run_resync(iter_cxt, slot);
         }
-        next_resync = TimestampTzPlusMilliseconds(
-            GetCurrentTimestamp(), static_cast<int64>(gucs.resync_interval_s) * 1000);
+      }
+      if (relist_pending &&
+          (relisted_since(relist_since) ||
+           SteadyClock::now() - relist_since >
+               std::chrono::milliseconds(2 * static_cast<int64>(gucs.http_timeout_ms)))) {
+        relist_pending = false;
+        watch_publish(iter_cxt, slot);  // what the re-list changed wakes its rows first
+        run_resync(iter_cxt, slot);
       }
       if (nservices >= gucs.batch_size || ndpus >= gucs.batch_size) {
         timeout_ms = 0;  // more may be due right now
       } else {
         bool any = false;
         double due_s = 0;
-        if (queue_next_due(iter_cxt, &any, &due_s, &error) && any)
+        if (queue_next_due(iter_cxt, &any, &due_s, &error, !works_dpu_queue()) && any)
           timeout_ms = std::clamp<long>(static_cast<long>(due_s * 1000) + 1, 0, timeout_ms);
       }
       if (g_slot == 0) {
         const long to_resync = static_cast<long>((next_resync - GetCurrentTimestamp()) / 1000);
         timeout_ms = std::max<long>(0, std::min(timeout_ms, to_resync));
+        if (relist_pending) timeout_ms = std::min(timeout_ms, 200L);
       }
     }
+    watch_report();
     MemoryContextSwitchTo(old);
-    if (timeout_ms > 0) {
-      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
-                      PG_WAIT_EXTENSION);
-      ResetLatch(MyLatch);
-    }
+    if (timeout_ms > 0) watch_wait(timeout_ms);
   }
 }
 

@@ -14,8 +14,6 @@
 
 namespace extsvc::pg {
 
-namespace {
-
 // DPUServices with our ownership label that belong to no live service
 // version (DELETED, unknown, superseded) are deleted, each with
 // preconditions.uid of the listed object. The database is asked after the
@@ -51,15 +49,33 @@ void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResu
   pg_atomic_fetch_add_u64(&slot->orphans_deleted, static_cast<uint64>(deleted));
 }
 
+namespace {
+
+// What a comparison concluded, applied to the database: DPF's statuses, the
+// orphans' cleanup, the drifted services made due.
+void apply_result(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult* result,
+                  bool listed, int ndrift, char** drift_ids, char** drift_details,
+                  char** orphan_names, int norphans, char* dpf_statuses) {
+  if (!listed) return;
+  char* error = nullptr;
+  record_dpf(cxt, dpf_statuses);
+  cleanup_orphans(cxt, slot, result, orphan_names, norphans);
+  for (int i = 0; i < ndrift; ++i) {
+    if (!mark_drift(cxt, drift_ids[i], drift_details[i], &error))
+      ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
+    else
+      ereport(LOG,
+              (errmsg("nico_extsvc: drift on service %s: %s", drift_ids[i], drift_details[i])));
+  }
+}
+
 }  // namespace
 
-bool resync(MemoryContext cxt, WorkerSlot* slot) {
-  ResyncSnapshot snap{};
-  char* error = nullptr;
-  if (!resync_snapshot(cxt, &snap, &error)) {
-    ereport(WARNING, (errmsg("nico_extsvc: resync snapshot failed: %s", error)));
-    return false;
-  }
+namespace {
+
+// Runs compare() (C++, under the guard) and applies its result.
+template <class Compare>
+bool compare_and_apply(MemoryContext cxt, WorkerSlot* slot, Compare&& compare) {
   bool listed = false;
   int ndrift = 0, norphans = 0;
   char** drift_ids = nullptr;
@@ -69,14 +85,7 @@ bool resync(MemoryContext cxt, WorkerSlot* slot) {
   controller::ResyncResult* result = nullptr;  // freed below, under the guard
   PendingError err;
   cpp_call(err, [&] {
-    std::vector<controller::SnapshotRow> rows;
-    rows.reserve(snap.count);
-    for (int i = 0; i < snap.count; ++i) rows.push_back({snap.service_ids[i], snap.works[i]});
-    std::vector<std::string> known;
-    known.reserve(snap.known_count);
-    for (int i = 0; i < snap.known_count; ++i)
-      if (snap.known_names[i] != nullptr) known.emplace_back(snap.known_names[i]);
-    result = new controller::ResyncResult(controller::resync(*g_runtime, rows, known));
+    result = new controller::ResyncResult(compare());
     listed = result->listed;
     ndrift = static_cast<int>(result->drifted.size());
     drift_ids = alloc_out<char*>(cxt, ndrift + 1);
@@ -95,20 +104,45 @@ bool resync(MemoryContext cxt, WorkerSlot* slot) {
     ereport(WARNING, (errmsg_internal("nico_extsvc: resync failed: %s", err.message)));
     listed = false;
   }
-  if (listed) {
-    record_dpf(cxt, dpf_statuses);
-    cleanup_orphans(cxt, slot, result, orphan_names, norphans);
-    for (int i = 0; i < ndrift; ++i) {
-      if (!mark_drift(cxt, drift_ids[i], drift_details[i], &error))
-        ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
-      else
-        ereport(LOG,
-                (errmsg("nico_extsvc: drift on service %s: %s", drift_ids[i], drift_details[i])));
-    }
-  }
+  apply_result(cxt, slot, result, listed, ndrift, drift_ids, drift_details, orphan_names, norphans,
+               dpf_statuses);
   PendingError free_err;
   cpp_call(free_err, [&] { delete result; });
   return listed;
+}
+
+}  // namespace
+
+bool resync(MemoryContext cxt, WorkerSlot* slot) {
+  ResyncSnapshot snap{};
+  char* error = nullptr;
+  if (!resync_snapshot(cxt, &snap, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: resync snapshot failed: %s", error)));
+    return false;
+  }
+  return compare_and_apply(cxt, slot, [&] {
+    std::vector<controller::SnapshotRow> rows;
+    rows.reserve(snap.count);
+    for (int i = 0; i < snap.count; ++i) rows.push_back({snap.service_ids[i], snap.works[i]});
+    std::vector<std::string> known;
+    known.reserve(snap.known_count);
+    for (int i = 0; i < snap.known_count; ++i)
+      if (snap.known_names[i] != nullptr) known.emplace_back(snap.known_names[i]);
+    if (g_runtime->cache() != nullptr) g_runtime->cache()->pump();  // as fresh as it gets
+    return controller::resync(*g_runtime, rows, known);
+  });
+}
+
+void check_drift(MemoryContext cxt, WorkerSlot* slot, const ResyncSnapshot& snap,
+                 char* const* service_ids, int nservices) {
+  compare_and_apply(cxt, slot, [&] {
+    std::vector<controller::SnapshotRow> rows;
+    rows.reserve(snap.count);
+    for (int i = 0; i < snap.count; ++i) rows.push_back({snap.service_ids[i], snap.works[i]});
+    std::vector<std::string> ids;
+    for (int i = 0; i < nservices; ++i) ids.emplace_back(service_ids[i]);
+    return controller::check_changed(*g_runtime, rows, ids, {});
+  });
 }
 
 }  // namespace extsvc::pg

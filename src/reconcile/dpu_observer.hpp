@@ -55,6 +55,12 @@ class DpuObserver {
   virtual const std::vector<std::pair<std::string, std::string>>& failed_creates() = 0;
   // When the evidence was observed, as Unix seconds; nullopt = now (a read just made).
   virtual std::optional<double> observed_at() = 0;
+  // The evidence is the clusters' state now (a read just made, or every watch stream open).
+  // Absence (TERMINATED) is only concluded from current evidence: a cache that lost its stream
+  // may not have seen the label or a pod arrive.
+  virtual bool current() const { return true; }
+  // Why it is not current (for the message).
+  virtual std::string not_current_why() const { return {}; }
   // Read calls made so far (0 for a cache).
   virtual int calls() const = 0;
   // DPF statuses seen (for the worker to record), by service id.

@@ -261,6 +261,10 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     // Both answered 404: the DPU itself is gone, nothing of ours can run there.
     const std::string why =
         "DPUDevice " + w.device_name + " and Node " + w.node_name + " are gone (both answered 404)";
+    if (!obs.current()) {
+      out.keep_polling = true;
+      return unknown("DPUDevice and Node not found, but " + obs.not_current_why());
+    }
     for (const auto& item : w.items) {
       core::DpuObservation o{};
       o.wanted = item.wanted;
@@ -299,8 +303,15 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         if (verdicts.back().proves_running) ++o.ready_pods_applied_revision;
       }
     o.error = device_missing && item.wanted;
-    const auto state = core::derive_deployment_state(o);
+    auto state = core::derive_deployment_state(o);
     std::string msg;
+    if (state == core::DeploymentState::kTerminated && !obs.current()) {
+      // absence is concluded only from current evidence: a watch that lost its stream may not
+      // have seen a label or a pod arrive. Look again soon (from the cache: no call).
+      out.results.push_back({&item, "UNKNOWN", "removal not confirmed: " + obs.not_current_why()});
+      out.keep_polling = true;
+      continue;
+    }
     switch (state) {
       case core::DeploymentState::kRunning:
         msg =

@@ -60,8 +60,8 @@ struct DpuOutcome {
   bool watched = false;
   int api_calls = 0;
   bool patched = false;
-  // Observe again even if every item looks converged. Per-pod evidence makes
-  // this unnecessary today; kept for the queue's contract.
+  // Look again soon (the queue's brisk schedule) rather than wait for a change: the pass could
+  // not conclude (a watch cache that is not current cannot confirm an absence).
   bool keep_polling = false;
   // retry: why (retry_reason() of errors.hpp, "lease_fence"); static.
   const char* retry_reason = nullptr;

@@ -89,6 +89,11 @@ def test_promoted_standby_takes_over_mid_flight_and_converges():
     attach(pg, i_keep, settled[0])
     attach(pg, i_detach, settled[1], settled[2])
     wait_until(lambda: not invariants.violations(ENV), timeout=40, what="settled before the failover")
+    # The checker's self-check: with the workers paused (the watcher would repair a hand edit
+    # within milliseconds of its watch event, before the checker looks).
+    pg.sql("ALTER SYSTEM SET extsvc.enabled = off")
+    pg.reload()
+    time.sleep(1)
     # the checker sees a leaked label (it can fail)
     path = f"/api/v1/nodes/{node(0)}"
     patch = lambda v: sim.kube("PATCH", path, {"metadata": {"labels": {"nico/extsvc-leaked": v}}},  # noqa: E731
@@ -111,6 +116,8 @@ def test_promoted_standby_takes_over_mid_flight_and_converges():
     assert not invariants.violations(ENV), invariants.violations(ENV)
     print(f"    invariant self-check: a drifted spec.helmChart.values reported ({len(drift)} violations), "
           f"a DPF-owned label key not")
+    pg.sql("ALTER SYSTEM RESET extsvc.enabled")
+    pg.reload()
 
     global STANDBY
     STANDBY = make_standby(ENV)

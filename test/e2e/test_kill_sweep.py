@@ -417,34 +417,29 @@ def delete_points():
 
 
 def drift_points():
+    # The watcher sees a hand edit, a hand delete or an orphan at once (its watch event wakes the
+    # service or the cleanup): the hand action itself is the trigger, and the repair's write is
+    # killed. (The resync re-checks the same from its re-list, as the safety net.)
     for when, sid in (("before", S["pair-before"][1]), ("after", S["pair-after"][0])):
         name = dpf_name(sid)
-
-        def remove(name=name):
-            kube_ok("DELETE", f"{DPUSERVICES}/{name}")
-            wait_until(lambda: sim().dpuservice(name) is None, timeout=10, what=f"{name} deleted by hand")
         sweep_point(f"drift.recreate_post.{when}",
-                    {"before": "drift: a READY service's DPUService was deleted by hand; the resync's re-create "
+                    {"before": "drift: a READY service's DPUService was deleted by hand; the watcher's re-create "
                                "POST is never applied; repaired after the restart",
-                     "after": "drift: the re-create POST applied but unanswered; the restarted worker's first "
-                              "resync finds nothing to do"}[when],
+                     "after": "drift: the re-create POST applied but unanswered; the restarted worker finds "
+                              "nothing to do"}[when],
                     {"verb": "POST", "path_regex": r"/dpuservices$", "when": when},
-                    lambda: tsql("SELECT extsvc.request_resync()"), prepare=remove)
+                    lambda name=name: kube_ok("DELETE", f"{DPUSERVICES}/{name}"))
 
     for when, sid in (("before", S["pair-after"][1]), ("after", S["adopt-before"])):
         name = dpf_name(sid)
-
-        def edit(name=name):
-            kube_ok("PATCH", f"{DPUSERVICES}/{name}", {"spec": {"helmChart": {"values": {"v": 999}}}},
-                    "application/merge-patch+json")
-            # the spec check sees the drift (it can fail)
-            seen = invariants.violations(ENV)
-            assert any(name in v and "spec.helmChart.values" in v for v in seen), seen
         sweep_point(f"drift.patch.{when}",
                     "drift: the spec was edited by hand; the patch back is killed (the spec check proves the "
                     "applied spec is restored)",
-                    {"verb": "PATCH", "path_regex": f"/dpuservices/{name}$", "when": when},
-                    lambda: tsql("SELECT extsvc.request_resync()"), prepare=edit)
+                    # nth 2: the first matching request is the hand edit itself
+                    {"verb": "PATCH", "path_regex": f"/dpuservices/{name}$", "when": when, "nth": 2},
+                    lambda name=name: kube_ok("PATCH", f"{DPUSERVICES}/{name}",
+                                              {"spec": {"helmChart": {"values": {"v": 999}}}},
+                                              "application/merge-patch+json"))
 
 
 def orphan_points():
@@ -452,15 +447,12 @@ def orphan_points():
         obj = render_uncommitted(str(uuid.uuid4()), f"kp-orphan-{when}", helm_data(values={"v": 1}))
         name = obj["metadata"]["name"]
 
-        def trigger(obj=obj):
-            kube_ok("POST", DPUSERVICES, obj)  # ours by its label, but no service exists
-            tsql("SELECT extsvc.request_resync()")
-
         def expect(name=name):
             return [] if sim().dpuservice(name) is None else [f"orphan {name} still there"]
         sweep_point(f"orphan.delete.{when}",
-                    "resync cleanup: the DELETE of a DPUService of ours that belongs to no service is killed",
-                    {"verb": "DELETE", "path_regex": f"/dpuservices/{name}$", "when": when}, trigger, expect)
+                    "orphan cleanup: the DELETE of a DPUService of ours that belongs to no service is killed",
+                    {"verb": "DELETE", "path_regex": f"/dpuservices/{name}$", "when": when},
+                    lambda obj=obj: kube_ok("POST", DPUSERVICES, obj), expect)
 
 
 def dpu_points():

@@ -212,8 +212,10 @@ def test_requests_and_histogram_grow_with_work():
                              f"{[(k, v) for k, v in m.items() if k[0] == 'extsvc_kube_requests_total']}")
     d = lambda metric, **kw: total(m1, metric, **kw) - total(m0, metric, **kw)  # noqa: E731
     assert d("extsvc_kube_requests_total", cluster="management", verb="POST", code="201") >= 1
-    assert d("extsvc_kube_requests_total", cluster="management", verb="GET") >= 1   # the DPUDevice
-    assert d("extsvc_kube_requests_total", cluster="dpu") >= 2                     # Node, pods
+    assert d("extsvc_kube_requests_total", cluster="management", verb="PATCH") >= 1  # the DPUDevice label
+    # the placement passes read the watch caches: the DPU cluster is watched, not polled
+    assert total(m1, "extsvc_kube_requests_total", cluster="dpu", verb="WATCH") >= 2  # Nodes, pods
+    assert d("extsvc_kube_requests_total", cluster="management", verb="GET") == 0
     for cluster in ("management", "dpu"):
         # every request is in the histogram too
         assert d("extsvc_kube_request_duration_seconds_count", cluster=cluster) == \

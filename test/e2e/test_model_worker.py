@@ -210,7 +210,9 @@ class Sequence:
             "SELECT NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_reconciliations "
             f"WHERE lease_token IS NOT NULL OR next_due_at < now() + interval '{DUE_HORIZON}') "
             "AND NOT EXISTS (SELECT FROM extsvc.dpu_reconciliations "
-            f"WHERE lease_token IS NOT NULL OR next_due_at < now() + interval '{DUE_HORIZON}') "
+            f"WHERE lease_token IS NOT NULL OR next_due_at < now() + interval '{DUE_HORIZON}' "
+            # with the watch caches a converging DPU waits for its next change, not a due time
+            "OR (next_due_at IS NOT NULL AND attempts > 0)) "
             "AND NOT EXISTS (SELECT FROM extsvc.services WHERE service_type = 'DPF_HELM_CHART' "
             "AND (lifecycle_state NOT IN ('READY', 'DELETED', 'FAILED') "
             "OR (lifecycle_state = 'READY' AND applied_revision IS DISTINCT FROM desired_revision))) "
@@ -225,7 +227,8 @@ class Sequence:
                                    f"WHERE lease_token IS NOT NULL OR next_due_at < now() + interval '{DUE_HORIZON}' "
                                    "UNION ALL SELECT 'dpu', dpu_machine_id::text, lease_token IS NOT NULL, "
                                    "next_due_at::text, last_error FROM extsvc.dpu_reconciliations "
-                                   f"WHERE lease_token IS NOT NULL OR next_due_at < now() + interval '{DUE_HORIZON}'")
+                                   f"WHERE lease_token IS NOT NULL OR next_due_at < now() + interval '{DUE_HORIZON}' "
+                                   "OR (next_due_at IS NOT NULL AND attempts > 0)")
                 states = self.pg.sql("SELECT service_id, lifecycle_state, desired_revision, applied_revision, "
                                      "status_message FROM extsvc.services WHERE lifecycle_state NOT IN "
                                      "('READY', 'DELETED')")

@@ -18,5 +18,6 @@ int merge_patch(const std::uint8_t* data, std::size_t size);
 int kubeconfig(const std::uint8_t* data, std::size_t size);
 int kube_status(const std::uint8_t* data, std::size_t size);
 int kube_list(const std::uint8_t* data, std::size_t size);
+int watch_events(const std::uint8_t* data, std::size_t size);
 
 }  // namespace extsvc::fuzz

@@ -1,0 +1,251 @@
+// The watcher (issue 11): worker 0, with extsvc.watch on, holds the LIST+WATCH caches
+// (controller::ClusterCache) and wakes exactly the rows that a change concerns. Its transfers
+// run on curl's multi interface inside this process, without threads: the loop waits on a
+// WaitEventSet of its latch, postmaster death and curl's sockets (as pg_net waits on its
+// sockets), then pumps the caches. What changed is published with one statement per kind:
+// DPUs by DPUDevice/Node name (mark_dpus_due_by_names), DELETING services (wake_services), the
+// drift check of the READY ones (resync_snapshot_of, compared with the cache), and DPF's status
+// (record_dpf_status).
+#include "pg_prelude.hpp"
+
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "controller/resync.hpp"
+#include "controller/wire.hpp"
+#include "guard.hpp"
+#include "gucs.hpp"
+#include "log_sink.hpp"
+#include "metrics.hpp"
+#include "worker_internal.hpp"
+
+namespace extsvc::pg {
+
+namespace {
+
+WaitEventSet* g_set = nullptr;
+const void* g_set_cache = nullptr;
+uint64 g_set_generation = 0;
+
+controller::ClusterCache* cache() {
+  return g_runtime != nullptr ? g_runtime->cache() : nullptr;
+}
+
+char** names_out(MemoryContext cxt, const std::set<std::string>& names) {
+  char** out = alloc_out<char*>(cxt, names.size() + 1);
+  size_t i = 0;
+  for (const auto& n : names) out[i++] = copy_out(cxt, n);
+  return out;
+}
+
+}  // namespace
+
+bool is_watcher() {
+  return gucs.watch && g_slot == 0;
+}
+
+bool works_dpu_queue() {
+  if (!gucs.watch) return true;
+  if (g_slot != 0) return false;
+  // a restarted watcher works DPUs once its fresh LIST of the management cluster is in
+  controller::ClusterCache* c = cache();
+  bool synced = false;
+  if (c != nullptr) {
+    PendingError err;
+    cpp_call(err, [&] { synced = c->management_synced(); });
+  }
+  return synced;
+}
+
+void watch_reset() {
+  if (g_set != nullptr) FreeWaitEventSet(g_set);
+  g_set = nullptr;
+  g_set_cache = nullptr;
+}
+
+void watch_start() {
+  if (!is_watcher() || g_runtime == nullptr || g_runtime->cache() != nullptr) return;
+  PendingError err;
+  cpp_call(err, [] { g_runtime->start_watching(); });
+  flush_logs();
+  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+}
+
+void watch_pump() {
+  if (cache() == nullptr) return;
+  PendingError err;
+  cpp_call(err, [] { cache()->pump(); });
+  flush_logs();
+  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+}
+
+long watch_timer_ms() {
+  long t = -1;
+  if (cache() == nullptr) return t;
+  PendingError err;
+  cpp_call(err, [&] { t = cache()->next_timer_ms(); });
+  return t;
+}
+
+void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
+  controller::ClusterCache* c = cache();
+  if (c == nullptr) return;
+  char** devices = nullptr;
+  char** nodes = nullptr;
+  char** services = nullptr;
+  int ndevices = 0, nnodes = 0, nservices = 0;
+  char* dpf = nullptr;
+  controller::Dirty* dirty = nullptr;  // freed below, under the guard
+  PendingError err;
+  cpp_call(err, [&] {
+    c->pump();
+    dirty = new controller::Dirty(c->take_dirty());
+    if (dirty->empty()) return;
+    ndevices = static_cast<int>(dirty->devices.size());
+    nnodes = static_cast<int>(dirty->nodes.size());
+    nservices = static_cast<int>(dirty->services.size());
+    devices = names_out(cxt, dirty->devices);
+    nodes = names_out(cxt, dirty->nodes);
+    services = names_out(cxt, dirty->services);
+    std::vector<std::pair<std::string, core::DpfStatus>> st(dirty->dpf.begin(), dirty->dpf.end());
+    const std::string text = controller::encode_dpf_statuses(st);
+    if (!text.empty()) dpf = copy_out(cxt, text);
+  });
+  flush_logs();
+  if (err.sqlstate != 0) {
+    ereport(WARNING, (errmsg_internal("nico_extsvc: watch: %s", err.message)));
+    PendingError free_err;
+    cpp_call(free_err, [&] { delete dirty; });
+    return;
+  }
+  bool ok = true;
+  char* error = nullptr;
+  if (ndevices + nnodes > 0) {
+    int marked = 0;
+    if (!mark_dpus_due_by_names(cxt, devices, ndevices, nodes, nnodes, &marked, &error)) {
+      ok = false;
+      ereport(WARNING, (errmsg("nico_extsvc: waking DPUs after a watch event failed: %s", error)));
+    } else {
+      pg_atomic_fetch_add_u64(&slot->watch_dpu_wakes, static_cast<uint64>(marked));
+    }
+  }
+  if (ok && nservices > 0) {
+    int woken = 0;
+    if (!wake_services(cxt, services, nservices, &woken, &error)) {
+      ok = false;
+      ereport(WARNING,
+              (errmsg("nico_extsvc: waking services after a watch event failed: %s", error)));
+    }
+    ResyncSnapshot snap{};
+    if (ok && !resync_snapshot_of(cxt, services, nservices, &snap, &error)) {
+      ok = false;
+      ereport(WARNING, (errmsg("nico_extsvc: drift check after a watch event failed: %s", error)));
+    }
+    if (ok) check_drift(cxt, slot, snap, services, nservices);
+  }
+  if (ok && dpf != nullptr) record_dpf(cxt, dpf);
+  PendingError free_err;
+  cpp_call(free_err, [&] {
+    if (!ok) c->restore_dirty(std::move(*dirty));  // published next time
+    delete dirty;
+  });
+}
+
+void watch_wait(long timeout_ms) {
+  controller::ClusterCache* c = cache();
+  if (c == nullptr) {
+    watch_reset();
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+                    PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    return;
+  }
+  uint64 generation = 0;
+  int n = 0;
+  int* fds = nullptr;
+  int* events = nullptr;
+  bool rebuild = false;
+  long timer = -1;
+  PendingError err;
+  cpp_call(err, [&] {
+    generation = c->multi().generation();
+    timer = c->next_timer_ms();
+    rebuild = g_set == nullptr || g_set_cache != c || g_set_generation != generation;
+    if (!rebuild) return;
+    const auto sockets = c->multi().sockets();
+    fds = alloc_out<int>(CurrentMemoryContext, sockets.size() + 1);
+    events = alloc_out<int>(CurrentMemoryContext, sockets.size() + 1);
+    for (const auto& s : sockets) {
+      const int ev = (s.read ? WL_SOCKET_READABLE : 0) | (s.write ? WL_SOCKET_WRITEABLE : 0);
+      if (ev == 0) continue;
+      fds[n] = s.fd;
+      events[n] = ev;
+      ++n;
+    }
+  });
+  if (err.sqlstate != 0) {
+    ereport(WARNING, (errmsg_internal("%s", err.message)));
+    watch_reset();
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                    Min(timeout_ms, 1000L), PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    return;
+  }
+  if (rebuild) {
+    watch_reset();
+    g_set = CreateWaitEventSet(TopMemoryContext, n + 2);
+    AddWaitEventToSet(g_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, nullptr);
+    AddWaitEventToSet(g_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, nullptr, nullptr);
+    for (int i = 0; i < n; ++i) AddWaitEventToSet(g_set, events[i], fds[i], nullptr, nullptr);
+    g_set_cache = c;
+    g_set_generation = generation;
+  }
+  if (timer >= 0) timeout_ms = Min(timeout_ms, timer);
+  WaitEvent occurred[8];
+  (void)WaitEventSetWait(g_set, timeout_ms, occurred, lengthof(occurred), PG_WAIT_EXTENSION);
+  ResetLatch(MyLatch);
+}
+
+void watch_report() {
+  SharedState* st = shared_state();
+  if (st == nullptr) return;
+  InformerSlot slots[kMaxInformers];
+  memset(slots, 0, sizeof slots);
+  int n = 0;
+  if (controller::ClusterCache* c = cache()) {
+    PendingError err;
+    cpp_call(err, [&] {
+      for (const auto& i : c->informers()) {
+        if (n >= kMaxInformers) break;
+        InformerSlot& s = slots[n++];
+        snprintf(s.resource, sizeof s.resource, "%s", i.name.c_str());
+        snprintf(s.cluster, sizeof s.cluster, "%s", i.cluster.c_str());
+        s.synced = i.synced;
+        s.current = i.current;
+        s.objects = static_cast<int64>(i.objects);
+        s.lists = static_cast<int64>(i.stats.lists);
+        s.watches = static_cast<int64>(i.stats.watches);
+        s.events = static_cast<int64>(i.stats.events);
+        s.bookmarks = static_cast<int64>(i.stats.bookmarks);
+        s.expired = static_cast<int64>(i.stats.expired);
+        s.errors = static_cast<int64>(i.stats.errors);
+        s.current_at =
+            i.current_at_us == 0
+                ? 0
+                : i.current_at_us - static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+                                        SECS_PER_DAY * USECS_PER_SEC;
+        snprintf(s.last_error, sizeof s.last_error, "%s", i.last_error.c_str());
+      }
+    });
+    if (err.sqlstate != 0) n = 0;
+  }
+  SpinLockAcquire(&st->informers_lock);
+  memcpy(st->informers, slots, sizeof slots);
+  st->informer_count = n;
+  st->watcher_pid = n > 0 ? MyProcPid : 0;
+  SpinLockRelease(&st->informers_lock);
+}
+
+}  // namespace extsvc::pg
