@@ -120,6 +120,12 @@ class DeviceStore : public ClusterCache::Store {
     return it == map_.end() ? nullptr : &it->second;
   }
   void patched(const json& obj) { apply(obj); }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    out.reserve(map_.size());
+    for (const auto& [name, f] : map_) out.push_back(name);
+    return out;
+  }
 
  protected:
   void apply(const json& obj) override {
@@ -164,6 +170,7 @@ class NodeStore : public ClusterCache::Store {
     auto it = map_.find(name);
     return it == map_.end() ? nullptr : &it->second;
   }
+  std::vector<std::string> names() const { return keys(); }
 
  protected:
   void apply(const json& obj) override {
@@ -397,6 +404,49 @@ ClusterCache::~ClusterCache() {
 void ClusterCache::pump() {
   multi_->pump();
   for (auto& r : reflectors_) r->step();
+  note_outages();
+}
+
+namespace {
+bool is_management(const kube::Reflector& r);
+bool is_dpu_evidence(const kube::Reflector& r);
+}  // namespace
+
+void ClusterCache::note_outages() {
+  // An outage begins when an informer of the cluster fails (backs off) and ends when every one
+  // of them streams again; a re-list, or a watch resumed at its timeout, is not one.
+  constexpr auto kOutage = std::chrono::seconds(5);
+  const auto now = Clock::now();
+  auto track = [&](bool synced, bool failing, bool current, std::optional<Clock::time_point>& since,
+                   const char* cluster, auto&& mark_all) {
+    if (!synced) return;
+    if (failing) {
+      if (!since) since = now;
+      return;
+    }
+    if (!since || !current) return;
+    if (now - *since >= kOutage) {
+      spdlog::info("watch: the {} cluster is observed again after {} s; every DPU is derived again",
+                   cluster, std::chrono::duration_cast<std::chrono::seconds>(now - *since).count());
+      mark_all();
+    }
+    since.reset();
+  };
+  auto failing = [&](auto&& pick) {
+    for (const auto& r : reflectors_)
+      if (pick(*r) && r->phase() == kube::Reflector::Phase::kBackoff) return true;
+    return false;
+  };
+  track(management_synced(), failing(is_management), management_current(), management_outage_,
+        "management", [&] {
+          for (const auto& key : static_cast<const DeviceStore&>(*stores_[kDevices]).names())
+            dirty_.devices.insert(key);
+        });
+  if (dpu_ != nullptr)
+    track(dpu_synced(), failing(is_dpu_evidence), dpu_current(), dpu_outage_, "DPU", [&] {
+      for (const auto& key : static_cast<const NodeStore&>(*stores_[kNodes]).names())
+        dirty_.nodes.insert(key);
+    });
 }
 
 long ClusterCache::next_timer_ms() const {
@@ -409,22 +459,25 @@ long ClusterCache::next_timer_ms() const {
 }
 
 void ClusterCache::request_relist() {
-  for (auto& r : reflectors_) r->request_relist();
+  relist_tickets_.clear();
+  for (auto& r : reflectors_) relist_tickets_.push_back(r->request_relist());
 }
 
-bool ClusterCache::relisted_since(Clock::time_point since) const {
-  for (const auto& r : reflectors_) {
+bool ClusterCache::relist_done() const {
+  for (size_t i = 0; i < reflectors_.size() && i < relist_tickets_.size(); ++i) {
+    const auto& r = reflectors_[i];
     if (r->spec().name == "events") continue;  // context only
     // a failing informer (an unreachable cluster) will not list soon: not waited for
     if (r->phase() == kube::Reflector::Phase::kBackoff) continue;
     const auto done = r->last_list_started();
-    if (!done || *done < since) return false;
+    if (!done || *done < relist_tickets_[i]) return false;
   }
   return true;
 }
 
 Dirty ClusterCache::take_dirty() {
   Dirty out;
+  if (!management_synced()) return out;
   std::swap(out, dirty_);
   out.devices.erase(std::string());
   out.nodes.erase(std::string());

@@ -78,12 +78,14 @@ class ClusterCache {
   void pump();
   // Milliseconds until pump() has timed work, -1 when none.
   long next_timer_ms() const;
-  // Every informer lists again (the resync's safety net).
+  // Every informer lists again (the resync's safety net); a list under way counts.
   void request_relist();
-  // Every informer completed a list that started at or after `since`; one that is backing off
-  // (its cluster unreachable) is not waited for.
-  bool relisted_since(Clock::time_point since) const;
+  // Every informer completed the list that answers the last request_relist(); one that is
+  // backing off (its cluster unreachable) is not waited for.
+  bool relist_done() const;
 
+  // What changed since the last call; nothing until the management caches have listed (a drift
+  // check or a pass needs them), so nothing is lost by asking early.
   Dirty take_dirty();
   // Puts back what could not be published (the database refused): the next take_dirty() has it.
   void restore_dirty(Dirty&& d);
@@ -133,6 +135,12 @@ class ClusterCache {
   Dirty dirty_;
   std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events
   std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
+  std::vector<Clock::time_point> relist_tickets_;  // per reflector: the list that answers
+  // When a cluster's watches stopped being current (nullopt: current). Back from an outage
+  // longer than kOutage, every object of that cluster counts as changed: rows that turned
+  // UNKNOWN meanwhile (the staleness bound) are derived again at once, not at the next resync.
+  std::optional<Clock::time_point> management_outage_, dpu_outage_;
+  void note_outages();
 };
 
 // steady -> wall clock, for the database.

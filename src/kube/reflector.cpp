@@ -12,7 +12,8 @@ namespace {
 
 using nlohmann::json;
 
-// client-go's reflector backoff: 800 ms doubling to 30 s, jitter, reset after a healthy minute.
+// client-go's reflector backoff: 800 ms doubling to 30 s, jitter (capped), reset after a healthy
+// minute.
 constexpr auto kBackoffFirst = std::chrono::milliseconds(800);
 constexpr auto kBackoffCap = std::chrono::milliseconds(30000);
 constexpr auto kHealthy = std::chrono::seconds(60);
@@ -112,7 +113,10 @@ void Reflector::backoff(const std::string& why, std::optional<double> retry_afte
                       ? std::chrono::duration_cast<std::chrono::milliseconds>(kBackoffFirst)
                       : std::min<std::chrono::milliseconds>(backoff_step_ * 2, kBackoffCap);
   std::uniform_int_distribution<long> jitter(0, backoff_step_.count());
-  auto wait = backoff_step_ + std::chrono::milliseconds(jitter(rng_));
+  // jittered, but never beyond the cap: a cluster back from an outage is seen within 30 s
+  auto wait = std::min<std::chrono::milliseconds>(
+      backoff_step_ + std::chrono::milliseconds(jitter(rng_)),
+      std::chrono::duration_cast<std::chrono::milliseconds>(kBackoffCap));
   if (retry_after_s && *retry_after_s > 0) {
     const auto server = std::chrono::milliseconds(static_cast<long>(
         std::min(*retry_after_s, std::chrono::duration<double>(kBackoffCap).count()) * 1000));
@@ -129,17 +133,18 @@ long Reflector::next_step_in() const {
   return std::max<long>(0, static_cast<long>(left));
 }
 
-void Reflector::request_relist() {
+Reflector::Clock::time_point Reflector::request_relist() {
   switch (phase_) {
     case Phase::kListing:
-      break;  // the list under way is as good
+      return list_started_;  // the list under way is as good
     case Phase::kWatching:
       start_list("resync");
-      break;
+      return list_started_;
     case Phase::kBackoff:
       relist_requested_ = true;
       break;
   }
+  return Clock::now();
 }
 
 bool Reflector::current() const {

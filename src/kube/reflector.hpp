@@ -1,7 +1,7 @@
 // One informer's protocol half, as client-go's Reflector: LIST (paged) then WATCH from the
 // list's resourceVersion with bookmarks; on a stream that ends, watch again from the last
 // resourceVersion seen; on 410 Gone (an expired resourceVersion or continue token), list again;
-// on errors, back off (0.8 s doubling to 30 s, as client-go) and retry; a periodic re-list on
+// on errors, back off (0.8 s doubling, jittered, at most 30 s) and retry; a periodic re-list on
 // request (the resync's safety net). It stores nothing: every object goes to the handler, which
 // keeps what it needs (the typed caches of src/controller). Runs on a Multi, on the caller's
 // thread: step() after every Multi::pump().
@@ -73,8 +73,10 @@ class Reflector {
   void step();
   // Milliseconds until step() has timed work (the end of a backoff), -1 when none.
   long next_step_in() const;
-  // List again now (the periodic safety net); a list already running counts.
-  void request_relist();
+  // List again now (the periodic safety net); a list already running counts. Returns the start
+  // time the list that answers the request has (or will have at least): a resync waits until
+  // last_list_started() reaches it.
+  Clock::time_point request_relist();
 
   // A list has completed since construction: the handler holds the cluster's state.
   bool synced() const { return synced_; }

@@ -115,16 +115,15 @@ void request_relist() {
   flush_logs();
 }
 
-// True once every informer finished a list that started after `since` (one
-// that backs off is not waited for: a partition must not hold the management
-// side's resync back; the timeout in the loop covers the rest).
-bool relisted_since(SteadyClock::time_point since) {
+// True once every informer finished the list that answers the resync's
+// request (one that backs off is not waited for: a partition must not hold
+// the management side's resync back; the timeout in the loop covers the rest).
+bool relist_done() {
   bool done = true;
   PendingError err;
   cpp_call(err, [&] {
     auto* c = g_runtime != nullptr ? g_runtime->cache() : nullptr;
-    if (c == nullptr) return;
-    done = c->relisted_since(since);
+    if (c != nullptr) done = c->relist_done();
   });
   return done;
 }
@@ -219,15 +218,17 @@ void worker_loop() {
         next_resync =
             TimestampTzPlusMilliseconds(now, static_cast<int64>(gucs.resync_interval_s) * 1000);
         if (g_runtime->cache() != nullptr) {
-          request_relist();  // the safety net; the comparison follows once it is done
-          relist_since = SteadyClock::now();
-          relist_pending = true;
+          if (!relist_pending) {
+            request_relist();  // the safety net; the comparison follows once it is done
+            relist_since = SteadyClock::now();
+            relist_pending = true;
+          }
         } else {
           run_resync(iter_cxt, slot);
         }
       }
       if (relist_pending &&
-          (relisted_since(relist_since) ||
+          (relist_done() ||
            SteadyClock::now() - relist_since >
                std::chrono::milliseconds(2 * static_cast<int64>(gucs.http_timeout_ms)))) {
         relist_pending = false;

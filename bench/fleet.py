@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""Scale with the watch caches (issue 11), side by side in one run.
+
+1. latency: attach -> instance ready for one PRIMARY DPU, REPEATS cycles, next to
+   dpfsim's own delay for the same thing (a raw label patch of an unregistered DPU
+   until its pod is Running and Ready, polled every 5 ms): the event-driven path
+   should add little to what the simulated DPF itself takes.
+2. fleet, at each size of FLEET_SIZES (DPUs/services/instances; default
+   2000/200/1000 and 10000/1000/5000): register, create, attach every instance in
+   one transaction; RUNNING over time (drawn into docs/fleet-convergence.png),
+   attach commit -> all RUNNING, API calls of the attach; then one steady resync
+   (request_resync: the informers re-list, the drift check, every DPU derived
+   again): its API calls per DPU; worker and dpfsim CPU seconds of each phase;
+   each worker's private memory (RssAnon) and peak.
+3. services: SERVICES_BIG creates in batches of 1000 per transaction, each
+   batch to READY at the client rate limit (extsvc.kube_qps 50 per worker, 2
+   workers); each worker's RssAnon after each batch.
+4. client overhead: bench/tools/client_overhead (the product's kube::Client
+   against a raw libcurl loop of the same merge patches over TLS).
+
+Env: BENCH_QUICK=1 (small sizes), BENCH_FLEET_SIZES ("2000/200/1000,10000/1000/5000"),
+BENCH_REPEATS (20), BENCH_SERVICES_BIG (10000), BENCH_FLEET_BUDGET_S (600),
+BENCH_PARTS ("latency,fleet,services,overhead"), BENCH_WRITE_DOC=1 (write the
+results into docs/performance.md between the issue-11 markers and draw the plot).
+"""
+import json
+import os
+import re
+import sys
+import time
+import uuid
+
+import common as c  # bench/common.py
+
+QUICK = c.QUICK
+SIZES = [tuple(int(x) for x in s.split("/")) for s in os.environ.get(
+    "BENCH_FLEET_SIZES", "200/20/100,1000/100/500" if QUICK else "2000/200/1000,10000/1000/5000").split(",")]
+REPEATS = c.size("BENCH_REPEATS", 20, 5)
+SERVICES_BIG = c.size("BENCH_SERVICES_BIG", 10000, 2000)
+BUDGET = c.size("BENCH_FLEET_BUDGET_S", 600, 120)
+PARTS = os.environ.get("BENCH_PARTS", "latency,fleet,services,overhead").split(",")
+WRITE_DOC = os.environ.get("BENCH_WRITE_DOC", "") not in ("", "0")
+DOC = os.path.join(c.ROOT, "docs", "performance.md")
+PLOT = os.path.join(c.ROOT, "docs", "fleet-convergence.png")
+BUILD = os.environ.get("BUILD_DIR", os.path.join(c.ROOT, "build"))
+NS = "dpf-operator-system"
+DATA = {"repoURL": "https://charts.example.com/stable", "chartName": "demo-agent", "chartVersion": "1.0.0",
+        "security": {"privileged": False}}
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def uuid_of(prefix, expr):
+    return f"('00000000-0000-0000-{prefix}-' || lpad(to_hex({expr}), 12, '0'))::uuid"
+
+
+def register(e, n, first=0):
+    e.pg.sql(f"SELECT count(extsvc.register_dpu({uuid_of('0000', 'i')}, {uuid_of('0001', 'i')}, "
+             "format('dpu-device-%s', lpad(i::text, 4, '0')), "
+             "format('host-%s-dpu-device-%s', lpad(i::text, 4, '0'), lpad(i::text, 4, '0')), true)) "
+             f"FROM generate_series({first}, {first + n - 1}) i")
+
+
+def requests(e):
+    cnt = e.sim.counts()
+    return {f"{cl[:4]} {k}": v for cl in ("management", "dpu") for k, v in cnt[cl].items()}
+
+
+def rss(e):
+    """RssAnon (private) and VmHWM per worker slot, MiB."""
+    out = {}
+    for slot, pid in e.pg.sql("SELECT slot, pid FROM extsvc.worker_status() WHERE pid IS NOT NULL ORDER BY slot"):
+        m = c.proc_mem(int(pid)) or {}
+        out[int(slot)] = (m.get("RssAnon"), m.get("VmHWM"))
+    return out
+
+
+def dpu_idle(e):
+    # converged: nothing due or leased, and no DPU waiting for its next change (attempts > 0)
+    return e.pg.one("SELECT count(*) FROM extsvc.dpu_reconciliations WHERE lease_token IS NOT NULL "
+                    "OR next_due_at <= now() OR (next_due_at IS NOT NULL AND attempts > 0)") == "0"
+
+
+# --- 1. latency ----------------------------------------------------------------
+
+def pod_ready_on(e, node):
+    code, body = e.sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node}"
+                            "&labelSelector=nico%2Fextension-service-id", base=e.sim.dpu)
+    if code != 200:
+        return False
+    for p in body.get("items", []):
+        if p["metadata"].get("deletionTimestamp"):
+            continue
+        conds = {x["type"]: x["status"] for x in p.get("status", {}).get("conditions", [])}
+        if p.get("status", {}).get("phase") == "Running" and conds.get("Ready") == "True":
+            return True
+    return False
+
+
+def pods_gone(e, node):
+    code, body = e.sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node}"
+                            "&labelSelector=nico%2Fextension-service-id", base=e.sim.dpu)
+    return code == 200 and not body.get("items")
+
+
+def latency():
+    e = c.env(dpus=2, workers=2)
+    s = None
+    try:
+        host = "00000000-0000-0000-0001-000000000000"
+        e.pg.sql(f"SELECT extsvc.register_dpu('00000000-0000-0000-0000-000000000000', '{host}', "
+                 "'dpu-device-0000', 'host-0000-dpu-device-0000', true)")
+        sid = e.create("lat", DATA, tenant="tenant-a", target="PRIMARY")
+        e.wait_state(sid, "READY")
+        version = e.pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
+        key = e.pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{sid}'")
+        iid = str(uuid.uuid4())
+        e.pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}')")
+        delays = e.sim.ctl("GET", "/delays")
+        s = c.Session(e.pg)
+        attach = json.dumps([{"service_id": sid, "version": version}])
+        product, raw = [], []
+        dev1 = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/dpu-device-0001"
+        node1 = "host-0001-dpu-device-0001"
+        for _ in range(REPEATS):
+            # the product: attach commit -> instance ready
+            s.run(f"SELECT extsvc.set_instance_extension_services('{iid}', {c.lit(attach)})")
+            t1 = c.now()
+            t2 = c.wait_sql(s, f"SELECT extsvc.instance_extension_services_ready('{iid}')", "t", 60, 0.005)
+            product.append((t2 - t1) * 1000)
+            s.run(f"SELECT extsvc.set_instance_extension_services('{iid}', '[]')")
+            c.wait_sql(s, f"SELECT count(*) FROM extsvc.instance_extension_services WHERE instance_id = '{iid}'",
+                       "0", 60, 0.01)
+            # dpfsim alone: the same label patch on an unregistered DPU -> its pod Running and Ready
+            code, _ = e.sim.kube("PATCH", dev1, {"spec": {"cluster": {"nodeLabels": {key: "enabled"}}}},
+                                 content_type="application/merge-patch+json")
+            assert code == 200
+            t1 = c.now()
+            while not pod_ready_on(e, node1):
+                if c.now() - t1 > 60:
+                    raise TimeoutError("raw pod never Ready")
+                time.sleep(0.005)
+            raw.append((c.now() - t1) * 1000)
+            e.sim.kube("PATCH", dev1, {"spec": {"cluster": {"nodeLabels": {key: None}}}},
+                       content_type="application/merge-patch+json")
+            c.wait_until(lambda: pods_gone(e, node1), 60, 0.02, "raw pod gone")
+        return {"delays": delays, "product": product, "raw": raw}
+    finally:
+        if s:
+            s.close()
+        e.close()
+
+
+# --- 2. fleet --------------------------------------------------------------------
+
+def fleet(dpus, services, instances):
+    out = {"dpus": dpus, "services": services, "instances": instances}
+    t = c.now()
+    e = c.env(dpus=dpus, workers=2)
+    out["env_s"] = c.now() - t
+    try:
+        e.sim.ctl("POST", "/delays", c.FAST_DELAYS)
+        cpu = c.CpuMeter(e)
+        t0 = c.now()
+        register(e, dpus)
+        c.wait_until(lambda: dpu_idle(e), BUDGET, 0.5, "registration pass")
+        out["register_s"] = c.now() - t0
+        out["register_cpu"] = cpu.read()
+        print(f"    {dpus}: registered and observed in {out['register_s']:.1f}s", flush=True)
+        t0 = c.now()
+        e.pg.sql("SELECT count(extsvc.create_service('tenant-fleet', 'fleet-' || lpad(i::text, 5, '0'), "
+                 f"'DPF_HELM_CHART', {c.lit(json.dumps(DATA))}, dpu_target => 'PRIMARY')) "
+                 f"FROM generate_series(0, {services - 1}) i")
+        c.wait_sql(e.pg, "SELECT count(*) FROM extsvc.services WHERE lifecycle_state = 'READY'", str(services),
+                   BUDGET, 0.5)
+        out["services_s"] = c.now() - t0
+        e.pg.sql(f"SELECT count(extsvc.upsert_instance({uuid_of('0002', 'i')}, 'tenant-fleet', "
+                 f"{uuid_of('0001', 'i')})) FROM generate_series(0, {instances - 1}) i")
+        c.wait_until(lambda: dpu_idle(e), 120, 0.5, "idle before the attach")
+        c.settle(e, 1.0)
+        e.sim.ctl("POST", "/counts/reset")
+        cpu.start()
+        t0 = c.now()
+        e.pg.sql("SELECT count(extsvc.set_instance_extension_services(" + uuid_of("0002", "i") + ", "
+                 "jsonb_build_array(jsonb_build_object('service_id', s.service_id::text, 'version', s.version)))) "
+                 f"FROM generate_series(0, {instances - 1}) i "
+                 "JOIN (SELECT service_id, version, (row_number() OVER (ORDER BY service_name) - 1)::int AS k "
+                 f"      FROM extsvc.services) s ON s.k = i % {services}")
+        t1 = c.now()
+        out["attach_txn_s"] = t1 - t0
+        running_q = ("SELECT count(*) FROM extsvc.dpf_extension_service_attachments "
+                     "WHERE placement_state = 'ACTIVE' AND deployment_state = 'RUNNING'")
+        progress, n = [], 0
+        while c.now() - t1 < BUDGET:
+            n = int(e.pg.one(running_q))
+            progress.append((round(c.now() - t1, 2), n))
+            if n >= instances:
+                break
+            time.sleep(0.25)
+        out["progress"] = progress
+        out["running"] = n
+        out["all_running_s"] = progress[-1][0] if n >= instances else None
+        try:
+            c.wait_until(lambda: dpu_idle(e), 120, 0.5, "DPU queue idle")
+        except AssertionError:
+            pass
+        c.settle(e, 1.0)
+        out["attach_cpu"] = cpu.read()
+        out["attach_requests"] = requests(e)
+        out["rss_attach"] = rss(e)
+        # one steady resync: re-list, drift check, every DPU derived again
+        e.sim.ctl("POST", "/counts/reset")
+        cpu.start()
+        t_db = e.pg.one("SELECT now()")
+        t0 = c.now()
+        e.pg.sql("SELECT extsvc.request_resync()")
+        c.wait_sql(e.pg, f"SELECT count(*) FROM extsvc.dpu_reconciliations WHERE last_observed_at >= '{t_db}' "
+                         "AND lease_token IS NULL AND (next_due_at IS NULL OR next_due_at > now())", str(dpus),
+                   BUDGET, 0.25)
+        out["resync_s"] = c.now() - t0
+        c.settle(e, 1.0)
+        out["resync_cpu"] = cpu.read()
+        out["resync_requests"] = requests(e)
+        out["rss"] = rss(e)
+        out["sim_mem"] = c.sim_mem(e)
+        out["watch"] = e.pg.sql("SELECT resource, objects, lists, events FROM extsvc.watch_status()")
+        return out
+    except (TimeoutError, AssertionError) as ex:
+        out["failed"] = str(ex)
+        print(f"    fleet {dpus} stopped: {ex}", flush=True)
+        return out
+    finally:
+        e.close()
+
+
+# --- 3. 10,000 services ------------------------------------------------------------
+
+def services_big():
+    out = {"batches": []}
+    e = c.env(dpus=0, workers=2)
+    try:
+        cpu = c.CpuMeter(e)
+        t_all = c.now()
+        batch = 1000
+        for k in range(0, SERVICES_BIG, batch):
+            n = min(batch, SERVICES_BIG - k)
+            t0 = c.now()
+            e.pg.sql("SELECT count(extsvc.create_service('tenant-big', 'big-' || lpad(i::text, 6, '0'), "
+                     f"'DPF_HELM_CHART', {c.lit(json.dumps(DATA))}, dpu_target => 'PRIMARY')) "
+                     f"FROM generate_series({k}, {k + n - 1}) i")
+            c.wait_sql(e.pg, "SELECT count(*) FROM extsvc.services WHERE lifecycle_state = 'READY'", str(k + n),
+                       BUDGET, 0.5)
+            took = c.now() - t0
+            out["batches"].append({"ready": k + n, "seconds": took, "rate": n / took, "rss": rss(e)})
+            print(f"    {k + n} READY; batch {n / took:.0f}/s; RssAnon "
+                  f"{ {s: r[0] for s, r in out['batches'][-1]['rss'].items()} }", flush=True)
+        out["total_s"] = c.now() - t_all
+        out["cpu"] = cpu.read()
+        out["watch"] = e.pg.sql("SELECT resource, objects, events FROM extsvc.watch_status()")
+        return out
+    finally:
+        e.close()
+
+
+# --- 4. client overhead -------------------------------------------------------------
+
+def overhead():
+    e = c.env(dpus=1, workers=1, extra={"extsvc.enabled": "off"})
+    try:
+        tool = os.path.join(BUILD, "bench", "client_overhead")
+        path = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/dpu-device-0000"
+        r = c.subprocess.run([tool, "--url", e.sim.management, "--ca", e.sim.ca_file, "--token-file",
+                              e.sim.token_file, "--path", path, "--n", str(1000 if QUICK else 4000)],
+                             capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"client_overhead failed: {r.stdout}{r.stderr}")
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        e.close()
+
+
+# --- report --------------------------------------------------------------------------
+
+def per_dpu(reqs, dpus):
+    return sum(reqs.values()) / dpus if dpus else float("nan")
+
+
+def report(res):
+    lines = []
+
+    def out(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    def md(title, header, rows):
+        out(f"\n#### {title}\n")
+        out("| " + " | ".join(header) + " |")
+        out("|" + "|".join("---" for _ in header) + "|")
+        for r in rows:
+            out("| " + " | ".join(c.fmt(x) if not isinstance(x, str) else x for x in r) + " |")
+
+    out(f"Run of `bench/fleet.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+        f"{c.machine_line()}; 2 workers, product defaults (extsvc.watch on, kube_qps 50, burst 100), "
+        "resync requested explicitly.")
+    if "latency" in res:
+        L = res["latency"]
+        diff = c.median(L["product"]) - c.median(L["raw"])
+        md(f"Attach -> RUNNING for one DPU, {len(L['product'])} cycles (ms)",
+           ["measure", "median", "p99", "min", "max"],
+           [("attach commit -> instance ready (the product)", c.median(L["product"]), c.pct(L["product"], 99),
+             min(L["product"]), max(L["product"])),
+            ("label patch -> pod Running and Ready (dpfsim alone)", c.median(L["raw"]), c.pct(L["raw"], 99),
+             min(L["raw"]), max(L["raw"])),
+            ("difference of the medians", diff, None, None, None)])
+        out(f"\ndpfsim delays: {L['delays']}")
+    if "fleet" in res:
+        F = res["fleet"]
+        head = ["measure"] + [f"{f['dpus']} DPUs / {f['services']} services / {f['instances']} instances" for f in F]
+
+        def row(name, fn):
+            vals = []
+            for f in F:
+                try:
+                    vals.append(fn(f))
+                except (KeyError, TypeError, ZeroDivisionError):
+                    vals.append(None)
+            return tuple([name] + vals)
+        md("Fleet (sim delays 0-50 ms)", head, [
+            row("register + first observation of every DPU (s)", lambda f: f["register_s"]),
+            row("services created -> READY (s)", lambda f: f["services_s"]),
+            row("attach, one transaction (s)", lambda f: f["attach_txn_s"]),
+            row("**attach commit -> all attachments RUNNING (s)**", lambda f: f["all_running_s"]),
+            row("attach: API calls per attached DPU", lambda f: sum(f["attach_requests"].values()) / f["instances"]),
+            row("attach: worker CPU (s)", lambda f: f["attach_cpu"]["workers"]),
+            row("attach: dpfsim CPU (s)", lambda f: f["attach_cpu"]["dpfsim"]),
+            row("steady resync: request -> every DPU derived again (s)", lambda f: f["resync_s"]),
+            row("**steady resync: API calls per DPU**", lambda f: per_dpu(f["resync_requests"], f["dpus"])),
+            row("steady resync: writes", lambda f: sum(v for k, v in f["resync_requests"].items()
+                                                       if k.split()[1] in WRITES)),
+            row("steady resync: worker CPU (s)", lambda f: f["resync_cpu"]["workers"]),
+            row("steady resync: dpfsim CPU (s)", lambda f: f["resync_cpu"]["dpfsim"]),
+            row("**worker 0 (watcher) private memory, RssAnon (MiB)**", lambda f: f["rss"][0][0]),
+            row("worker 1 private memory, RssAnon (MiB)", lambda f: f["rss"][1][0]),
+            row("worker 0 / 1 peak VmHWM (MiB)", lambda f: f"{f['rss'][0][1]:.0f} / {f['rss'][1][1]:.0f}"),
+            row("dpfsim VmRSS (MiB)", lambda f: f["sim_mem"][0]),
+        ])
+        for f in F:
+            if f.get("failed"):
+                out(f"\n{f['dpus']} DPUs DID NOT FINISH: {f['failed']}")
+            out(f"\n{f['dpus']} DPUs, attach requests by verb: {f.get('attach_requests')}; steady resync: "
+                f"{f.get('resync_requests')}; informers (resource, objects, lists, events): {f.get('watch')}")
+    if "services" in res:
+        S = res["services"]
+        md(f"{SERVICES_BIG} services created -> READY in batches of 1000 (client rate limit: 50/s per worker, "
+           "2 workers)", ["READY", "batch rate (services/s)", "worker 0 RssAnon (MiB)", "worker 1 RssAnon (MiB)"],
+           [(b["ready"], b["rate"], b["rss"].get(0, (None,))[0], b["rss"].get(1, (None,))[0])
+            for b in S["batches"]])
+        out(f"\ntotal {S.get('total_s', 0):.0f} s, CPU {S.get('cpu')}; informers: {S.get('watch')}")
+    if "overhead" in res:
+        O = res["overhead"]
+        md(f"Kubernetes client per call against a raw libcurl loop ({O['calls_each']} merge patches each, TLS, "
+           "keep-alive, one thread) (us)", ["path", "median", "p99"],
+           [("raw libcurl loop", O["raw_p50_us"], O["raw_p99_us"]),
+            ("kube::Client::merge_patch", O["client_p50_us"], O["client_p99_us"]),
+            ("**ratio of the medians**", O["ratio_p50"], None)])
+    return lines
+
+
+def plot(fleets):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(python3-matplotlib missing: no plot)")
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for f in fleets:
+        if not f.get("progress"):
+            continue
+        xs = [p[0] for p in f["progress"]]
+        ys = [100.0 * p[1] / f["instances"] for p in f["progress"]]
+        ax.plot(xs, ys, label=f"{f['dpus']} DPUs, {f['instances']} attached")
+    ax.set_xlabel("seconds after the attach commit")
+    ax.set_ylabel("attachments RUNNING (%)")
+    ax.set_title("Fleet convergence with the watch caches (bench/fleet.py)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
+    return True
+
+
+def write_doc(lines):
+    with open(DOC) as f:
+        doc = f.read()
+    begin, end = "<!-- fleet-bench:begin (written by bench/fleet.py) -->", "<!-- fleet-bench:end -->"
+    block = begin + "\n" + "\n".join(lines).strip() + "\n\n![RUNNING over time](fleet-convergence.png)\n" + end
+    if begin in doc:
+        doc = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
+    else:
+        doc = doc.rstrip() + "\n\n## Scale with the watch caches (issue 11)\n\n" + block + "\n"
+    with open(DOC, "w") as f:
+        f.write(doc)
+
+
+def main():
+    print(f"# fleet: {c.machine_line()}; parts {PARTS}; sizes {SIZES}", flush=True)
+    res = {}
+    if "latency" in PARTS:
+        res["latency"] = latency()
+    if "fleet" in PARTS:
+        res["fleet"] = [fleet(*s) for s in SIZES]
+    if "services" in PARTS:
+        res["services"] = services_big()
+    if "overhead" in PARTS:
+        res["overhead"] = overhead()
+    lines = report(res)
+    c.json_lines(os.environ.get("BENCH_JSON"), {"bench": "fleet", **{k: v for k, v in res.items()}})
+    if WRITE_DOC:
+        if "fleet" in res:
+            plot(res["fleet"])
+        write_doc(lines)
+    return all(f.get("all_running_s") is not None for f in res.get("fleet", []))
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""End-to-end: the watcher's informers (issue 11). A watch dropped mid-stream
+loses no event (it resumes from its resourceVersion); a resourceVersion older
+than the API server's window answers 410 and the informer lists again; a
+DPU-cluster partition keeps the last observation until the staleness bound
+(extsvc.observation_max_age) turns it UNKNOWN, and recovery brings RUNNING
+back; events for objects NICo does not own are ignored without waking
+anything. Two groups, each with its own cluster: the second runs with a short
+resync interval and staleness bound."""
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until
+
+ENV = None
+NS = "dpf-operator-system"
+HOSTS = [f"00000000-0000-0000-0000-0000000000{h}1" for h in ("a", "b", "c", "d")]
+
+
+def dpu_id(i):
+    return f"00000000-0000-0000-0000-00000000d{i:03d}"
+
+
+def device(i):
+    return f"dpu-device-{i:04d}"
+
+
+def node(i):
+    return f"host-{i:04d}-dpu-device-{i:04d}"
+
+
+def e():
+    return ENV
+
+
+def setup_fleet(env, n):
+    for i in range(n):
+        env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOSTS[i]}', '{device(i)}', '{node(i)}', true)")
+
+
+def new_instance(i):
+    iid = str(uuid.uuid4())
+    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOSTS[i]}', ARRAY[]::uuid[])")
+    return iid
+
+
+def ready_service(name):
+    sid = e().create(name, helm_data(values={"v": 1}), target="PRIMARY")
+    e().wait_state(sid, "READY")
+    return sid
+
+
+def attach(iid, *sids):
+    entries = [{"service_id": s, "version": e().pg.one(f"SELECT version FROM extsvc.services "
+                                                       f"WHERE service_id = '{s}'")} for s in sids]
+    e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(json.dumps(entries))})")
+
+
+def summary(iid):
+    return {r[0]: r[1] for r in e().pg.sql(
+        f"SELECT service_id, aggregate_state FROM extsvc.instance_extension_services_summary('{iid}') "
+        "WHERE NOT removed")}
+
+
+def watch_status():
+    rows = e().pg.sql("SELECT resource, synced, current, objects, lists, watches, events, expired, errors "
+                      "FROM extsvc.watch_status()")
+    return {r[0]: {"synced": r[1] == "t", "current": r[2] == "t", "objects": int(r[3]), "lists": int(r[4]),
+                   "watches": int(r[5]), "events": int(r[6]), "expired": int(r[7]), "errors": int(r[8])}
+            for r in rows}
+
+
+def watcher():
+    return {k: int(v) for k, v in zip(
+        ("completed", "claimed", "watch_wakes", "http_requests"),
+        e().pg.sql("SELECT completed, claimed, watch_wakes, http_requests FROM extsvc.worker_status() "
+                   "WHERE slot = 0")[0])}
+
+
+def watcher_cpu_s():
+    pid = e().pg.one("SELECT pid FROM extsvc.worker_status() WHERE slot = 0")
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def all_watched():
+    s = watch_status()
+    return len(s) == 5 and all(v["synced"] and v["current"] for v in s.values())
+
+
+# --- group 1: the product defaults for resync and staleness ------------------------------------
+
+def test_a_watch_cut_mid_stream_loses_no_event():
+    """dpfsim cuts every watch stream over and over while an attach converges: the informers
+    resume from their last resourceVersion (no LIST) and the attach reaches RUNNING through
+    events alone (a converging DPU is not polled; the safety-net look comes after 60 s)."""
+    wait_until(all_watched, timeout=30, what="every informer listed and watching")
+    sid = ready_service("cut")
+    iid = new_instance(0)
+    before = watch_status()
+    stop = threading.Event()
+    cuts = [0]
+
+    def cutter():
+        while not stop.is_set():
+            e().sim.cut_watches()
+            cuts[0] += 1
+            time.sleep(0.15)
+    t = threading.Thread(target=cutter)
+    t.start()
+    try:
+        t0 = time.time()
+        attach(iid, sid)
+        wait_until(lambda: summary(iid).get(sid) == "RUNNING", timeout=30, what="RUNNING while cut")
+        took = time.time() - t0
+    finally:
+        stop.set()
+        t.join()
+    wait_until(all_watched, timeout=30, what="watching again")
+    after = watch_status()
+    for r in ("dpudevices", "nodes", "pods"):
+        assert after[r]["watches"] > before[r]["watches"], (r, before[r], after[r])
+        assert after[r]["lists"] == before[r]["lists"], (r, "resumed by a LIST", before[r], after[r])
+    print(f"    {cuts[0]} cuts; RUNNING after {took:.2f} s; watches "
+          f"{ {r: after[r]['watches'] - before[r]['watches'] for r in after} }")
+    attach(iid)
+    wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
+
+
+def test_an_expired_resource_version_makes_the_informer_list_again():
+    """With the API server's event window shrunk to a few events, a watch that resumes after a
+    cut finds its resourceVersion gone: 410, a new LIST, and what happened meanwhile is seen."""
+    wait_until(all_watched, timeout=30, what="watching")
+    sid = ready_service("expired")
+    iid = new_instance(1)
+    before = watch_status()
+    e().sim.watch_config(window_events=1)
+    try:
+        e().sim.ctl("POST", "/dpu-cluster", {"reachable": False})  # the DPU streams break
+        attach(iid, sid)  # label patched; DPF's Node label and the pod follow while blind
+        time.sleep(1.5)
+        e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
+        wait_until(lambda: summary(iid).get(sid) == "RUNNING", timeout=40, what="RUNNING after the re-list")
+        after = watch_status()
+        assert after["pods"]["expired"] + after["nodes"]["expired"] > \
+            before["pods"]["expired"] + before["nodes"]["expired"], (before, after)
+        assert after["pods"]["lists"] > before["pods"]["lists"], (before["pods"], after["pods"])
+    finally:
+        e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
+        e().sim.watch_config(window_events=0)  # back to the default window
+    attach(iid)
+    wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
+
+
+def test_events_for_objects_nico_does_not_own_wake_nothing():
+    """200 pods without our label and 5 rounds of foreign label changes on every Node and
+    DPUDevice: the pods never reach the worker (label selector), the Node and DPUDevice events
+    arrive and are dropped without a single DPU woken, claimed or completed."""
+    wait_until(all_watched, timeout=30, what="watching")
+    time.sleep(0.5)
+    w0, s0, cpu0 = watcher(), watch_status(), watcher_cpu_s()
+    for k in range(200):
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"foreign-{k}", "namespace": NS, "labels": {"app": "other"}},
+               "spec": {"nodeName": node(k % 4), "containers": [{"name": "c", "image": "busybox"}]}}
+        code, body = e().sim.kube("POST", f"/api/v1/namespaces/{NS}/pods", pod, base=e().sim.dpu)
+        assert code == 201, body
+    for r in range(5):
+        for i in range(4):
+            code, _ = e().sim.kube("PATCH", f"/api/v1/nodes/{node(i)}",
+                                   {"metadata": {"labels": {"example.com/round": str(r)}}},
+                                   content_type="application/merge-patch+json", base=e().sim.dpu)
+            assert code == 200
+            code, _ = e().sim.kube(
+                "PATCH", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(i)}",
+                {"spec": {"cluster": {"nodeLabels": {"example.com/round": str(r)}}}},
+                content_type="application/merge-patch+json")
+            assert code == 200
+    wait_until(lambda: watch_status()["nodes"]["events"] >= s0["nodes"]["events"] + 20, timeout=20,
+               what="the Node events arrived")
+    time.sleep(1)
+    w1, s1, cpu1 = watcher(), watch_status(), watcher_cpu_s()
+    ignored = sum(s1[r]["events"] - s0[r]["events"] for r in s1)
+    assert s1["pods"]["events"] == s0["pods"]["events"], (s0["pods"], s1["pods"])  # never sent to us
+    assert w1["watch_wakes"] == w0["watch_wakes"], (w0, w1)
+    assert w1["claimed"] == w0["claimed"] and w1["completed"] == w0["completed"], (w0, w1)
+    assert w1["http_requests"] == w0["http_requests"], (w0, w1)
+    print(f"    {ignored} foreign events received and dropped; watcher CPU {1000 * (cpu1 - cpu0):.0f} ms "
+          f"for them (includes its loop)")
+    for k in range(200):
+        e().sim.kube("DELETE", f"/api/v1/namespaces/{NS}/pods/foreign-{k}", base=e().sim.dpu)
+
+
+# --- group 2: a short staleness bound ----------------------------------------------------------
+
+def test_a_partition_turns_unknown_after_the_staleness_bound_and_recovers():
+    """The DPU cluster becomes unreachable: its watches break and cannot resume. The attachment
+    keeps RUNNING (observed before the partition) until extsvc.observation_max_age passes, then
+    reads UNKNOWN, and the resync persists it; once reachable again the informers resume or list
+    and RUNNING comes back."""
+    wait_until(all_watched, timeout=30, what="watching")
+    sid = ready_service("partition")
+    iid = new_instance(2)
+    attach(iid, sid)
+    wait_until(lambda: summary(iid).get(sid) == "RUNNING", timeout=30, what="RUNNING")
+    bound = float(e().pg.one("SELECT extract(epoch FROM extsvc._observation_max_age())"))
+    e().sim.ctl("POST", "/dpu-cluster", {"reachable": False})
+    try:
+        t0 = time.time()
+        wait_until(lambda: not watch_status()["pods"]["current"], timeout=20, what="the pods watch broken")
+        states = []
+        while time.time() - t0 < bound + 10:
+            states.append((round(time.time() - t0, 1), summary(iid).get(sid)))
+            if states[-1][1] == "UNKNOWN":
+                break
+            time.sleep(0.25)
+        unknown_at = states[-1][0] if states[-1][1] == "UNKNOWN" else None
+        assert unknown_at is not None, states
+        # never anything but RUNNING before it, and not before the bound (less the time the
+        # last observation had already aged when the partition began: a resync interval)
+        assert all(s == "RUNNING" for _, s in states[:-1]), states
+        resync = float(e().pg.one("SELECT extract(epoch FROM current_setting('extsvc.resync_interval')::interval)"))
+        assert unknown_at >= bound - resync - 1, (unknown_at, bound, states)
+        # the resync persists it, with its reason, in the history
+        wait_until(lambda: e().pg.one(
+            f"SELECT count(*) FROM extsvc.dpf_extension_service_attachments WHERE instance_id = '{iid}' "
+            "AND deployment_state = 'UNKNOWN'") == "1", timeout=20, what="UNKNOWN persisted")
+        assert e().pg.one(f"SELECT reason FROM extsvc.dpu_state_history WHERE instance_id = '{iid}' "
+                          "ORDER BY id DESC LIMIT 1") == "observation_stale"
+        assert e().pg.one(f"SELECT extsvc.instance_extension_services_ready('{iid}')") == "f"
+        print(f"    RUNNING for {unknown_at:.1f} s of a {bound:.0f} s bound, then UNKNOWN")
+    finally:
+        e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
+    t1 = time.time()
+    wait_until(lambda: summary(iid).get(sid) == "RUNNING", timeout=60, what="RUNNING after recovery")
+    print(f"    RUNNING again {time.time() - t1:.1f} s after the partition ended")
+
+
+def main():
+    global ENV
+    ok = True
+    ENV = Env(dpus=4, workers=2)
+    try:
+        setup_fleet(ENV, 4)
+        ok = run_tests([
+            test_a_watch_cut_mid_stream_loses_no_event,
+            test_an_expired_resource_version_makes_the_informer_list_again,
+            test_events_for_objects_nico_does_not_own_wake_nothing,
+        ], "# e2e: watch (product resync and staleness defaults)") and ok
+    finally:
+        ENV.close(keep=not ok)
+    # the staleness bound is at least twice the resync interval: 2 s resync, 5 s bound
+    ENV = Env(dpus=4, workers=2, extra={"extsvc.resync_interval": "'2s'",
+                                        "extsvc.observation_max_age": "'5s'"})
+    ok2 = False
+    try:
+        setup_fleet(ENV, 4)
+        ok2 = run_tests([
+            test_a_partition_turns_unknown_after_the_staleness_bound_and_recovers,
+        ], "# e2e: watch (2 s resync, 5 s staleness bound)")
+    finally:
+        ENV.close(keep=not ok2)
+    return ok and ok2
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
