@@ -106,13 +106,14 @@ BEGIN
   IF NEW.service_type <> 'DPF_HELM_CHART' OR NEW.lifecycle_state = OLD.lifecycle_state THEN
     RETURN NULL;
   END IF;
+  -- in dpu_machine_id order, the order of _lock_dpu_work (issue 13)
   IF NEW.deployment_scope = 'ALL_DPUS' THEN
-    FOR d IN SELECT machine_id FROM extsvc.dpus LOOP
+    FOR d IN SELECT machine_id FROM extsvc.dpus ORDER BY machine_id LOOP
       PERFORM extsvc._touch_dpu(d);
     END LOOP;
   ELSE
     FOR d IN SELECT DISTINCT dpu_machine_id FROM extsvc.dpf_extension_service_attachments
-              WHERE service_id = NEW.service_id LOOP
+              WHERE service_id = NEW.service_id ORDER BY dpu_machine_id LOOP
       PERFORM extsvc._touch_dpu(d);
     END LOOP;
   END IF;

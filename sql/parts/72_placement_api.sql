@@ -216,6 +216,20 @@ DECLARE
 BEGIN
   PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
                                         set_instance_extension_services.tenant_organization_id);
+  -- Lock the referenced services FOR SHARE, in id order, before checking
+  -- them (issue #14 P0-4): a concurrent delete_service (FOR NO KEY UPDATE)
+  -- either waits for this transaction and then sees its entries, or commits
+  -- first and this call sees DELETING. test/nico/race_attach_delete.py proves
+  -- it. They come first (issue 13): a service call holds its service row
+  -- while its lifecycle trigger locks the work rows of the service's DPUs.
+  PERFORM FROM extsvc.service_records r
+   WHERE r.service_id IN (
+           SELECT (x->>'service_id')::uuid
+             FROM jsonb_array_elements(CASE WHEN jsonb_typeof(services) = 'array' THEN services END) x
+            WHERE jsonb_typeof(x) = 'object' AND jsonb_typeof(x->'service_id') = 'string'
+              AND (x->>'service_id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+   ORDER BY r.service_id
+   FOR SHARE OF r;
   -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows before the instance
   PERFORM extsvc._lock_dpu_work('{}', ARRAY[set_instance_extension_services.instance_id]);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
@@ -237,18 +251,6 @@ BEGIN
     PERFORM extsvc._raise('22023', 'services must be a JSON array of {service_id, version}', 'JSON path: $',
                           'Pass e.g. [{"service_id": "...", "version": "V1-T..."}] or [] to detach all.');
   END IF;
-  -- Lock the referenced services FOR SHARE, in id order, before checking
-  -- them (issue #14 P0-4): a concurrent delete_service (FOR UPDATE) either
-  -- waits for this transaction and then sees its entries, or commits first
-  -- and this call sees DELETING. test/nico/race_attach_delete.py proves it.
-  PERFORM FROM extsvc.service_records r
-   WHERE r.service_id IN (
-           SELECT (x->>'service_id')::uuid FROM jsonb_array_elements(services) x
-            WHERE jsonb_typeof(x) = 'object' AND jsonb_typeof(x->'service_id') = 'string'
-              AND (x->>'service_id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
-   ORDER BY r.service_id
-   FOR SHARE OF r;
-
   FOR e IN SELECT value FROM jsonb_array_elements(services) LOOP
     IF jsonb_typeof(e) <> 'object' OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version')) THEN
       PERFORM extsvc._raise('22023', 'each entry must be an object with service_id and version only',

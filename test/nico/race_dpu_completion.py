@@ -150,43 +150,53 @@ def due_dpus():
 
 # --- one interleaving --------------------------------------------------------
 
+def race(name, w, who, first_sql, rest_sql, api_sql):
+    """Session w (described as who) runs first_sql, its first lock, in an
+    open transaction; A begins and sends api_sql, which must wait; w runs
+    rest_sql and must not wait for A. Returns (w's answer to rest_sql, A's
+    answer); both end with COMMIT (a rollback after an error)."""
+    a = Session("a", DB, "verbose")
+    try:
+        w.run("BEGIN;")
+        w.run(first_sql)
+        a.run("BEGIN;")
+        a.send(api_sql)
+        check(waiting_for_lock(a.pid), f"{name}: A's call waits for {who}")
+        w.send(rest_sql)
+        # whatever the call holds by now is nothing w needs
+        w_waited = waiting_for_lock(w.pid, timeout=0.5)
+        check(not w_waited, f"{name}: {who} does not wait for A"
+              + (f" (it waits: {lock_waits(w.pid)})" if w_waited else ""))
+        rw = w.wait()
+        w.run("COMMIT;")
+        ra = a.wait()
+        a.run("COMMIT;")
+        for whose, r in ((who, rw), ("A's call", ra)):
+            check("40P01" not in r, f"{name}: {whose} is not refused with 40P01 deadlock detected"
+                  + (f": {first_lines(r, 6)}" if "40P01" in r else ""))
+        check("ERROR" not in ra, f"{name}: A's call succeeds: {first_lines(ra)!r}")
+        return rw, ra
+    finally:
+        a.close()
+
+
 def interleave(name, dpu, api_sql):
-    """W claims the DPU's row and starts completing; A makes the API call; W
-    finishes the completion with a faithful outcome.
-    Returns (W's complete answer, A's answer); both sessions end with COMMIT."""
-    w, a = Session("w", DB, "verbose"), Session("a", DB, "verbose")
+    """W claims the DPU's row and starts completing (the first statement of
+    extsvc.complete: from there on the completion holds the DPU's work row);
+    A makes the API call; W finishes the completion with a faithful outcome."""
+    w = Session("w", DB, "verbose")
     try:
         claimed = json.loads(w.run("SELECT json_agg(json_build_object('id', id, 'sv', state_version, "
                                    "'token', lease_token, 'work', work)) FROM extsvc.claim('dpu', 'race-worker', 8);")
                              or "[]")
         check([c["id"] for c in claimed] == [dpu], f"{name}: W claimed the DPU's row, and only it")
         c = claimed[0]
-        w.run("BEGIN;")
-        # the first statement of extsvc.complete: from here on the completion
-        # holds the DPU's work row
-        w.run(f"SELECT lease_token, state_version FROM extsvc.dpu_reconciliations "
-              f"WHERE dpu_machine_id = '{dpu}' FOR UPDATE;")
-        a.run("BEGIN;")
-        a.send(api_sql)
-        check(waiting_for_lock(a.pid), f"{name}: A's call waits for W's completion")
-        w.send(complete_sql(c, results_of(c["work"])))
-        # the completion must run through: whatever the call holds by now is
-        # nothing the completion needs
-        w_waited = waiting_for_lock(w.pid, timeout=0.5)
-        check(not w_waited, f"{name}: W's completion does not wait for A"
-              + (f" (it waits: {lock_waits(w.pid)})" if w_waited else ""))
-        rw = w.wait()
-        w.run("COMMIT;")  # after an error this rolls back
-        ra = a.wait()
-        a.run("COMMIT;")
-        for who, r in (("W's extsvc.complete('dpu', ...)", rw), ("A's call", ra)):
-            check("40P01" not in r, f"{name}: {who} is not refused with 40P01 deadlock detected"
-                  + (f": {first_lines(r, 6)}" if "40P01" in r else ""))
+        rw, _ = race(name, w, "W's completion", f"SELECT lease_token, state_version FROM extsvc.dpu_reconciliations "
+                              f"WHERE dpu_machine_id = '{dpu}' FOR UPDATE;",
+                     complete_sql(c, results_of(c["work"])), api_sql)
         check(rw == "applied", f"{name}: W's completion answers applied: {first_lines(rw)!r}")
-        check("ERROR" not in ra, f"{name}: A's call succeeds: {first_lines(ra)!r}")
-        return rw, ra
     finally:
-        w.close(), a.close()
+        w.close()
 
 
 class World:
@@ -335,8 +345,77 @@ def upsert_network():
           f"upsert_instance: the service follows the network DPUs ({wd.row(wd.x, wd.s1)!r}, {wd.row(wd.y, wd.s1)!r})")
 
 
+def attach_during_update():
+    """Not the worker: the order of the fix between two calls. U updates a
+    service attached on x (its lifecycle trigger locks x's work row while U
+    holds the service row) while A attaches another service to the same
+    instance, keeping the first (FOR SHARE on both services). A locks the
+    services before the DPU work rows, so it waits for U holding nothing U
+    needs; with the work rows first this was a new deadlock."""
+    wd = World()
+    wd.set(wd.s1)
+    settle()
+    u = Session("u", DB, "verbose")
+    try:
+        data = json.dumps(dict(CHART, chartVersion="1.0.1"))
+        ru, _ = race("update_service against attach", u, "U's update_service",
+                     # the first lock of update_service
+                     f"SELECT 1 FROM extsvc.service_records WHERE service_id = '{wd.s1}' FOR NO KEY UPDATE;",
+                     f"SELECT lifecycle_state FROM extsvc.update_service('{wd.s1}', {lit(data)});",
+                     f"SELECT extsvc.set_instance_extension_services('{wd.inst}', {entries(wd.s1, wd.s2)});")
+        check(ru == "UPDATING", f"update_service against attach: the update went through ({first_lines(ru)!r})")
+    finally:
+        u.close()
+    check(wd.row(wd.x, wd.s1) == "ACTIVE/RUNNING" and wd.row(wd.x, wd.s2) == "ACTIVE/PENDING",
+          f"update_service against attach: both attached ({wd.row(wd.x, wd.s1)!r}, {wd.row(wd.x, wd.s2)!r})")
+
+
+def update_during_placement():
+    """Not the worker's own order, the order of the work rows among
+    themselves: U updates an ALL_DPUS service (its lifecycle trigger locks the
+    work row of every DPU) while A registers an instance on a host of two DPUs
+    (locking their work rows in dpu_machine_id order) and W completes a pass
+    on the larger one. The trigger once took the DPUs in the order of the
+    dpus table (here the larger one first): U then held the larger, A the
+    smaller, and each waited for the other once W committed."""
+    host = str(uuid.uuid4())
+    small, big = sorted(str(uuid.uuid4()) for _ in range(2))
+    register(big, host, True)  # first in the table
+    register(small, host, False)
+    sa = new_service("site", target=None, scope="ALL_DPUS")
+    settle()
+    due_again(big)
+    w, u, a = Session("w", DB, "verbose"), Session("u", DB, "verbose"), Session("a", DB, "verbose")
+    name = "update_service, placement call and DPU pass"
+    try:
+        c = json.loads(w.run("SELECT json_agg(json_build_object('id', id, 'sv', state_version, "
+                             "'token', lease_token, 'work', work)) FROM extsvc.claim('dpu', 'race-worker', 8);"))[0]
+        check(c["id"] == big, f"{name}: W claimed the larger DPU's row")
+        w.run("BEGIN;")
+        w.run(f"SELECT 1 FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = '{big}' FOR UPDATE;")
+        data = json.dumps(dict(CHART, chartVersion="1.0.1"))
+        u.run("BEGIN;")
+        u.send(f"SELECT lifecycle_state FROM extsvc.update_service('{sa}', {lit(data)});")
+        check(waiting_for_lock(u.pid), f"{name}: U's update waits for W")
+        a.run("BEGIN;")
+        a.send(f"SELECT extsvc.upsert_instance('{uuid.uuid4()}', 'tenant-a', '{host}', ARRAY['{small}']::uuid[]);")
+        check(waiting_for_lock(a.pid), f"{name}: A's call waits")
+        w.send(complete_sql(c, results_of(c["work"])))
+        rw = w.wait()
+        w.run("COMMIT;")
+        ru = u.wait()
+        u.run("COMMIT;")
+        ra = a.wait()
+        a.run("COMMIT;")
+        for who, r in (("W's completion", rw), ("U's update", ru), ("A's call", ra)):
+            check("ERROR" not in r, f"{name}: {who} succeeds: {first_lines(r, 6)!r}")
+        check(ru == "UPDATING", f"{name}: the service is UPDATING")
+    finally:
+        w.close(), u.close(), a.close()
+
+
 SCENARIOS = [attach, detach, delete_instance, delete_service, update_site_service, register_primary, deregister,
-             upsert_network]
+             upsert_network, attach_during_update, update_during_placement]
 
 
 def main():
