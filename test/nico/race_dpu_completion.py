@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Two-session test of the deadlock between API calls and the worker's DPU
-completion (issue 13; docs/reliability.md, "Lock order of placement changes").
+"""psql sessions driven step by step (test/nico/psql_sessions.py) against the
+deadlock between API calls and the worker's DPU completion (issue 13;
+docs/reliability.md, "Lock order of placement changes").
 
 Session W plays the worker with the worker's own entry points: it claims the
 DPU's row (extsvc.claim('dpu', ...), committed as the worker does), begins the
@@ -8,7 +9,8 @@ completing transaction and runs its first statement, the row lock that
 extsvc.complete takes first (SELECT ... FROM extsvc.dpu_reconciliations ...
 FOR UPDATE): the completion has started. Session A then begins and makes the
 API call, which must wait for W. W then runs extsvc.complete('dpu', ...) with a
-crafted outcome (the wire schema of docs/worker.md) in the same transaction:
+crafted outcome (the wire schema of docs/worker.md: what a faithful pass
+reports, wanted items RUNNING, the others TERMINATED) in the same transaction:
 the rest of the completion, which writes the DPU's attachment rows, cleans up
 the instances with REMOVING rows there (locking them) and, for an ALL_DPUS
 service seen on the DPU for the first time, inserts its status row (a foreign
@@ -23,8 +25,10 @@ trigger's _touch_dpu), and the completion then waited for those rows:
   update_service of an ALL_DPUS service, register_dpu (a new primary),
   deregister_dpu, upsert_instance (new network DPUs)  (the same order, not seen)
 After the fix both sessions commit: the API call waits at its first lock (the
-DPU work rows, taken before anything else) or never waits for what the
-completion needs; the final rows are checked.
+DPU work rows, taken before the instance or DPU row) or never waits for what
+the completion needs; the final rows are checked. Two more scenarios check
+the order among the calls that the fix relies on (attach_during_update,
+update_during_placement); each deadlocked with an earlier version of it.
 
 Connection: psql's PG* variables (a superuser). Creates and drops the
 database extsvc_race_dpu. Exit status 0 when every check passed.
