@@ -49,6 +49,9 @@ suite lifecycle-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap
 suite placement-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap placement
 # issue #14 P0-4: the attach/delete race, two psql sessions driven step by step
 suite race-attach-delete env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_attach_delete.py"
+# issue #13: API calls against the worker's DPU completion, two sessions driven
+# step by step; one lock order, no 40P01 deadlock (docs/reliability.md)
+suite race-dpu-completion env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_dpu_completion.py"
 # issue #14: a day of NICo's handlers as an extsvc_api-only login role
 suite nico-day env PGBIN="$PGBIN" python3 "$ROOT/test/nico/nico_day.py"
 # issue #13: 300 seeded random call sequences against the reference model of

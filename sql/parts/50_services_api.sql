@@ -286,7 +286,8 @@ DECLARE
   v_vnum   integer;
 BEGIN
   PERFORM extsvc._check_service_tenant(_update_service.service_id, _update_service.tenant_organization_id);
-  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _update_service.service_id FOR UPDATE;
+  -- FOR NO KEY UPDATE (issue 13): see _delete_service
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _update_service.service_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', _update_service.service_id),
                           'Check the service id; deleted services stay visible in extsvc.services.');
@@ -476,7 +477,14 @@ DECLARE
   v_blocking text;
 BEGIN
   PERFORM extsvc._check_service_tenant(_delete_service.service_id, _delete_service.tenant_organization_id);
-  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _delete_service.service_id FOR UPDATE;
+  -- FOR NO KEY UPDATE, not FOR UPDATE (issue 13): the key never changes, and
+  -- the worker's DPU completion, holding a DPU's work row, takes KEY SHARE on
+  -- the service (the foreign key of the site_service_dpu_status row it
+  -- inserts). FOR UPDATE made it wait for this call while the lifecycle
+  -- trigger (_service_state_wakes_dpus) made this call wait for that work
+  -- row: a deadlock (test/nico/race_dpu_completion.py). An attach's FOR SHARE
+  -- still waits for this lock (race_attach_delete.py).
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _delete_service.service_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', _delete_service.service_id),
                           'Check the service id.');

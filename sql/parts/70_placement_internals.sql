@@ -41,6 +41,39 @@ BEGIN
 END
 $fn$;
 
+-- Lock order of placement changes (issue 13; docs/reliability.md). The
+-- worker's DPU completion, extsvc.complete('dpu', d), locks d's
+-- dpu_reconciliations row first, then writes d's attachment rows and locks
+-- the instances it cleans up (_cleanup_instance). An API call that changes
+-- placement locks an instance or DPU row and writes attachment rows, whose
+-- trigger then locks their DPUs' dpu_reconciliations rows (_touch_dpu): the
+-- other order, and the two deadlocked. So such a call first locks every
+-- dpu_reconciliations row it may touch, in dpu_machine_id order, and only
+-- then its instance or DPU row; once it holds that row it calls this again
+-- for rows a concurrent call added meanwhile. The rows: every DPU of p_hosts
+-- and of the instances' hosts, and every DPU with an attachment row of the
+-- instances; p_instances NULL means the instances on p_hosts.
+CREATE FUNCTION extsvc._lock_dpu_work(p_hosts uuid[], p_instances uuid[] DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  v_instances uuid[] := coalesce(p_instances, ARRAY(SELECT i.instance_id FROM extsvc.instances i
+                                                     WHERE i.host_machine_id = ANY (p_hosts)));
+  v_hosts uuid[] := p_hosts || ARRAY(SELECT i.host_machine_id FROM extsvc.instances i
+                                      WHERE i.instance_id = ANY (p_instances));
+BEGIN
+  PERFORM FROM extsvc.dpu_reconciliations q
+   WHERE q.dpu_machine_id IN (SELECT d.machine_id FROM extsvc.dpus d WHERE d.host_machine_id = ANY (v_hosts)
+                              UNION
+                              SELECT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
+                               WHERE a.instance_id = ANY (v_instances))
+   ORDER BY q.dpu_machine_id
+   FOR NO KEY UPDATE OF q;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._lock_dpu_work(uuid[], uuid[]) IS
+  'Internal: locks, in dpu_machine_id order, the DPU work rows a placement change of these hosts or instances may touch; API calls take them before their instance or DPU row, the order of the worker''s DPU completion.';
+
 CREATE FUNCTION extsvc._attachment_changed() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
@@ -73,13 +106,14 @@ BEGIN
   IF NEW.service_type <> 'DPF_HELM_CHART' OR NEW.lifecycle_state = OLD.lifecycle_state THEN
     RETURN NULL;
   END IF;
+  -- in dpu_machine_id order, the order of _lock_dpu_work (issue 13)
   IF NEW.deployment_scope = 'ALL_DPUS' THEN
-    FOR d IN SELECT machine_id FROM extsvc.dpus LOOP
+    FOR d IN SELECT machine_id FROM extsvc.dpus ORDER BY machine_id LOOP
       PERFORM extsvc._touch_dpu(d);
     END LOOP;
   ELSE
     FOR d IN SELECT DISTINCT dpu_machine_id FROM extsvc.dpf_extension_service_attachments
-              WHERE service_id = NEW.service_id LOOP
+              WHERE service_id = NEW.service_id ORDER BY dpu_machine_id LOOP
       PERFORM extsvc._touch_dpu(d);
     END LOOP;
   END IF;

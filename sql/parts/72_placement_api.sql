@@ -29,7 +29,12 @@ BEGIN
                           format('field: dpu_node_name = %s', extsvc._token(register_dpu.dpu_node_name)),
                           'Use the name of the DPU-cluster Node (the DPU object''s name).');
   END IF;
+  -- lock order (issue 13, _lock_dpu_work): the work rows of the DPUs of the
+  -- old and new host and of their instances before the DPU row
+  PERFORM extsvc._lock_dpu_work(ARRAY[register_dpu.host_machine_id,
+                                      (SELECT d.host_machine_id FROM extsvc.dpus d WHERE d.machine_id = register_dpu.machine_id)]);
   SELECT * INTO old FROM extsvc.dpus d WHERE d.machine_id = register_dpu.machine_id FOR UPDATE;
+  PERFORM extsvc._lock_dpu_work(ARRAY[register_dpu.host_machine_id, old.host_machine_id]);
   IF EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> register_dpu.machine_id
                AND (d.dpu_device_name = register_dpu.dpu_device_name OR d.dpu_node_name = register_dpu.dpu_node_name)) THEN
     PERFORM extsvc._raise_c(CASE WHEN EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> register_dpu.machine_id
@@ -82,11 +87,16 @@ DECLARE
   d extsvc.dpus;
   inst uuid;
 BEGIN
+  -- lock order (issue 13, _lock_dpu_work): the work rows of the host's DPUs
+  -- and of its instances before the DPU row
+  PERFORM extsvc._lock_dpu_work(ARRAY(SELECT x.host_machine_id FROM extsvc.dpus x
+                                       WHERE x.machine_id = deregister_dpu.machine_id));
   SELECT * INTO d FROM extsvc.dpus x WHERE x.machine_id = deregister_dpu.machine_id FOR UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'DPU not found', format('machine_id: %s', deregister_dpu.machine_id),
                           'Check the DPU machine id.');
   END IF;
+  PERFORM extsvc._lock_dpu_work(ARRAY[d.host_machine_id]);
   UPDATE extsvc.dpus x SET deregistered_at = coalesce(x.deregistered_at, now()), is_primary = false, updated_at = now()
    WHERE x.machine_id = d.machine_id;
   -- its attachments are never dropped silently: they go REMOVING and leave
@@ -122,8 +132,12 @@ BEGIN
     PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
                           'Pass the tenant organization id of the instance.');
   END IF;
+  -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows (old and new
+  -- host) before the instance
+  PERFORM extsvc._lock_dpu_work(ARRAY[upsert_instance.host_machine_id], ARRAY[upsert_instance.instance_id]);
   SELECT * INTO old FROM extsvc.instances i WHERE i.instance_id = upsert_instance.instance_id FOR UPDATE;
-  IF FOUND THEN
+  PERFORM extsvc._lock_dpu_work(ARRAY[upsert_instance.host_machine_id], ARRAY[upsert_instance.instance_id]);
+  IF old.instance_id IS NOT NULL THEN
     IF old.delete_requested_at IS NOT NULL THEN
       PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
                             'Wait until the deletion finished.');
@@ -202,11 +216,28 @@ DECLARE
 BEGIN
   PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
                                         set_instance_extension_services.tenant_organization_id);
+  -- Lock the referenced services FOR SHARE, in id order, before checking
+  -- them (issue #14 P0-4): a concurrent delete_service (FOR NO KEY UPDATE)
+  -- either waits for this transaction and then sees its entries, or commits
+  -- first and this call sees DELETING. test/nico/race_attach_delete.py proves
+  -- it. They come first (issue 13): a service call holds its service row
+  -- while its lifecycle trigger locks the work rows of the service's DPUs.
+  PERFORM FROM extsvc.service_records r
+   WHERE r.service_id IN (
+           SELECT (x->>'service_id')::uuid
+             FROM jsonb_array_elements(CASE WHEN jsonb_typeof(services) = 'array' THEN services END) x
+            WHERE jsonb_typeof(x) = 'object' AND jsonb_typeof(x->'service_id') = 'string'
+              AND (x->>'service_id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+   ORDER BY r.service_id
+   FOR SHARE OF r;
+  -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows before the instance
+  PERFORM extsvc._lock_dpu_work('{}', ARRAY[set_instance_extension_services.instance_id]);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', set_instance_extension_services.instance_id),
                           'Register it with extsvc.upsert_instance first.');
   END IF;
+  PERFORM extsvc._lock_dpu_work('{}', ARRAY[i.instance_id]);
   IF i.delete_requested_at IS NOT NULL THEN
     PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', i.instance_id),
                           'Its configuration can no longer change.');
@@ -220,18 +251,6 @@ BEGIN
     PERFORM extsvc._raise('22023', 'services must be a JSON array of {service_id, version}', 'JSON path: $',
                           'Pass e.g. [{"service_id": "...", "version": "V1-T..."}] or [] to detach all.');
   END IF;
-  -- Lock the referenced services FOR SHARE, in id order, before checking
-  -- them (issue #14 P0-4): a concurrent delete_service (FOR UPDATE) either
-  -- waits for this transaction and then sees its entries, or commits first
-  -- and this call sees DELETING. test/nico/race_attach_delete.py proves it.
-  PERFORM FROM extsvc.service_records r
-   WHERE r.service_id IN (
-           SELECT (x->>'service_id')::uuid FROM jsonb_array_elements(services) x
-            WHERE jsonb_typeof(x) = 'object' AND jsonb_typeof(x->'service_id') = 'string'
-              AND (x->>'service_id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
-   ORDER BY r.service_id
-   FOR SHARE OF r;
-
   FOR e IN SELECT value FROM jsonb_array_elements(services) LOOP
     IF jsonb_typeof(e) <> 'object' OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version')) THEN
       PERFORM extsvc._raise('22023', 'each entry must be an object with service_id and version only',
@@ -356,11 +375,14 @@ DECLARE
   i extsvc.instances;
 BEGIN
   PERFORM extsvc._check_instance_tenant(delete_instance.instance_id, delete_instance.tenant_organization_id);
+  -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows before the instance
+  PERFORM extsvc._lock_dpu_work('{}', ARRAY[delete_instance.instance_id]);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = delete_instance.instance_id FOR UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', delete_instance.instance_id),
                           'Check the instance id; a finished deletion removes the instance.');
   END IF;
+  PERFORM extsvc._lock_dpu_work('{}', ARRAY[i.instance_id]);
   IF i.delete_requested_at IS NOT NULL THEN
     RETURN;  -- idempotent
   END IF;

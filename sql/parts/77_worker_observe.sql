@@ -71,8 +71,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   n integer;
 BEGIN
+  -- in dpu_machine_id order, the order of _lock_dpu_work (issue 13)
   INSERT INTO extsvc.dpu_reconciliations (dpu_machine_id, next_due_at)
-  SELECT d.machine_id, now() FROM extsvc.dpus d
+  SELECT d.machine_id, now() FROM extsvc.dpus d ORDER BY d.machine_id
   ON CONFLICT (dpu_machine_id) DO UPDATE SET next_due_at = coalesce(extsvc.dpu_reconciliations.next_due_at, now());
   GET DIAGNOSTICS n = ROW_COUNT;
   -- observations nobody renewed within extsvc.observation_max_age: UNKNOWN

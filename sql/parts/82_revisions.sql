@@ -111,7 +111,8 @@ DECLARE
   s extsvc.service_records;
 BEGIN
   PERFORM extsvc._check_service_tenant(_retry_service.service_id, _retry_service.tenant_organization_id);
-  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _retry_service.service_id FOR UPDATE;
+  -- FOR NO KEY UPDATE (issue 13): see _delete_service
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = _retry_service.service_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', _retry_service.service_id),
                           'Check the service id.');
@@ -270,7 +271,8 @@ DECLARE
   s extsvc.service_records;
   h extsvc.service_state_history;
 BEGIN
-  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = abandon_service.service_id FOR UPDATE;
+  -- FOR NO KEY UPDATE (issue 13): see _delete_service
+  SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = abandon_service.service_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', abandon_service.service_id),
                           'Check the service id.');

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Two-session test of the attach/delete race (issue #14 P0-4).
 
-PostgreSQL's isolation tester is not in Debian's server-dev package, so this
-script drives two psql sessions step by step (stdin/stdout pipes) and watches
-pg_locks from a third connection to know when a session is blocked.
+Two psql sessions driven step by step (test/nico/psql_sessions.py), pg_locks
+watched from a third connection to know when a session is blocked.
 
 Permutations (DPF_HELM_CHART and KUBERNETES_POD services):
   attach-first : A begins, attaches the service; B begins, deletes it -> B
@@ -20,74 +19,23 @@ lets both commit and leaves a DELETING service attached.
 Connection: psql's PG* variables (a superuser). Creates and drops the
 database extsvc_race. Exit status 0 when every check passed.
 """
-import os
-import subprocess
 import sys
-import time
 import uuid
+
+from psql_sessions import Session as _Session, psql as _psql, waiting_for_lock
 
 DB = "extsvc_race"
 CHART = ('{"repoURL":"oci://registry.example.com/charts","chartName":"svc",'
          '"chartVersion":"1.0.0","security":{"privileged":false}}')
-PSQL = os.path.join(os.environ["PGBIN"], "psql") if os.environ.get("PGBIN") else "psql"
 failures = 0
 
 
 def psql(sql, db=DB):
-    r = subprocess.run([PSQL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"psql failed: {sql}\n{r.stderr}")
-    return r.stdout.strip()
+    return _psql(sql, db)
 
 
-class Session:
-    """One psql process fed line by line; errors are shown on stdout."""
-
-    def __init__(self, name):
-        self.name = name
-        self.n = 0
-        self.p = subprocess.Popen(
-            [PSQL, "-X", "-q", "-A", "-t", "-d", DB, "-v", "VERBOSITY=sqlstate"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1)
-        self.pid = int(self.run("SELECT pg_backend_pid();"))
-
-    def send(self, sql):
-        """Sends a statement without waiting for its result."""
-        self.n += 1
-        self.marker = f"__done_{self.name}_{self.n}__"
-        self.p.stdin.write(sql + "\n\\echo " + self.marker + "\n")
-        self.p.stdin.flush()
-
-    def wait(self):
-        """Reads the result of the last statement sent."""
-        out = []
-        while True:
-            line = self.p.stdout.readline()
-            if not line:
-                raise RuntimeError(f"session {self.name} ended: {''.join(out)}")
-            if line.strip() == self.marker:
-                return "\n".join(out).strip()
-            out.append(line.rstrip("\n"))
-
-    def run(self, sql):
-        self.send(sql)
-        return self.wait()
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait(timeout=30)
-
-
-def waiting_for_lock(pid, timeout=5.0):
-    """True once backend pid waits for a heavyweight lock."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if psql(f"SELECT count(*) FROM pg_locks WHERE pid = {pid} AND NOT granted", db="postgres") != "0":
-            return True
-        time.sleep(0.05)
-    return False
+def Session(name):
+    return _Session(name, DB)
 
 
 def check(cond, what):
