@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark and prints its tables.
-#   bench/run.sh                 the issue's sizes (~8 min on 2 cores; fleet scaled down, see docs/performance.md)
-#   BENCH_QUICK=1 bench/run.sh   small sizes (~3 min)
+#   bench/run.sh                 the issue's sizes (~8 min on 2 cores, plus ~6 min for claim_query at 1M
+#                                queue rows; fleet scaled down, see docs/performance.md)
+#   BENCH_QUICK=1 bench/run.sh   small sizes (~3 min, plus ~1 min for claim_query)
 #   PYTHONPATH=python python3 bench/worker_latency.py   one benchmark by hand, from the repository root
 # Env: BUILD_DIR (default ./build; the harness takes DPFSIM from it), sizes as documented in
 # each bench/*.py and docs/performance.md. Needs the extension installed (sudo make install),
@@ -18,7 +19,7 @@ echo "# nico_extsvc benchmarks ($( [ -n "${BENCH_QUICK:-}" ] && [ "${BENCH_QUICK
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ)  $(nproc) CPUs  $(uname -sr)  load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(postgres --version 2>/dev/null || "$(pg_config --bindir)/postgres" --version)  $(kubectl version --client 2>/dev/null | head -1)"
 rc=0
-for b in worker_latency worker_throughput placement; do
+for b in worker_latency worker_throughput placement claim_query; do
   t0=$(date +%s)
   echo
   echo "## $b"

@@ -2,7 +2,7 @@
 -- both queues, the work objects of the wire schema (docs/worker.md), and the
 -- refusals of a queue name or an outcome that does not fit.
 BEGIN;
-SELECT plan(22);
+SELECT plan(26);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -18,9 +18,10 @@ SELECT is((SELECT array_agg(queue ORDER BY queue) FROM extsvc._worker_queues()),
           'two queues, by name');
 SELECT ok((SELECT bool_and(to_regclass('extsvc.' || queue_table) IS NOT NULL
                            AND to_regprocedure(format('extsvc.%I(uuid, integer)', work_function)) IS NOT NULL
-                           AND to_regprocedure(format('extsvc.%I(uuid, jsonb)', complete_function)) IS NOT NULL)
+                           AND to_regprocedure(format('extsvc.%I(uuid, jsonb)', complete_function)) IS NOT NULL
+                           AND to_regprocedure(format('extsvc.%I(text, integer, integer)', claim_function)) IS NOT NULL)
              FROM extsvc._worker_queues()),
-          'each names its table, work and completion function');
+          'each names its table, work, completion and claim function');
 SELECT is(extsvc.next_due_in(), NULL, 'next_due_in: NULL when nothing is due');
 
 SELECT throws_ok($$SELECT * FROM extsvc.claim('services', 'w1')$$, '22023', 'unknown worker queue',
@@ -71,6 +72,38 @@ SELECT is((SELECT extsvc.renew_leases('w1', ARRAY[(SELECT lease_token FROM k1)],
 SELECT is(extsvc.complete('dpu', :D, (SELECT state_version FROM k1), (SELECT lease_token FROM k1),
                           '{"outcome": "observed", "results": [], "observation": {"seen": true}}'),
           'applied', 'complete dpu: an observation is applied');
+
+-- The claim order (issue 11): a row is claimable from greatest(next_due_at,
+-- lease_expires_at) on and rows come in that order; a running lease is never
+-- claimed, an expired one counts from its expiry. now() is fixed in this
+-- transaction, so the figures are exact.
+\set O1 '''c1000000-0000-0000-0000-0000000000e1'''
+\set O2 '''c1000000-0000-0000-0000-0000000000e2'''
+\set O3 '''c1000000-0000-0000-0000-0000000000e3'''
+\set O4 '''c1000000-0000-0000-0000-0000000000e4'''
+SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'order-1', 'order-node-1'),
+                                extsvc.register_dpu(%L, %L, 'order-2', 'order-node-2'),
+                                extsvc.register_dpu(%L, %L, 'order-3', 'order-node-3'),
+                                extsvc.register_dpu(%L, %L, 'order-4', 'order-node-4')$$,
+                       :O1, :O1, :O2, :O2, :O3, :O3, :O4, :O4), 'fixture: four DPUs');
+UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = NULL;
+UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL;
+UPDATE extsvc.dpu_reconciliations SET next_due_at = now() - interval '3 min' WHERE dpu_machine_id = :O1;
+UPDATE extsvc.dpu_reconciliations
+   SET next_due_at = now() - interval '10 min', lease_owner = 'gone', lease_token = gen_random_uuid(),
+       lease_expires_at = now() - interval '1 min'
+ WHERE dpu_machine_id = :O2;
+UPDATE extsvc.dpu_reconciliations SET next_due_at = now() - interval '2 min' WHERE dpu_machine_id = :O3;
+UPDATE extsvc.dpu_reconciliations
+   SET next_due_at = now() - interval '20 min', lease_owner = 'busy', lease_token = gen_random_uuid(),
+       lease_expires_at = now() + interval '1 min'
+ WHERE dpu_machine_id = :O4;
+SELECT is(extsvc.next_due_in(), -180::double precision,
+          'next_due_in: the row claimable longest (a lease counts from its expiry)');
+SELECT set_eq($$SELECT id FROM extsvc.claim('dpu', 'w3', 2)$$, ARRAY[:O1::uuid, :O3::uuid],
+              'claim: the rows claimable longest first; an expired lease counts from its expiry');
+SELECT set_eq($$SELECT id FROM extsvc.claim('dpu', 'w3', 10)$$, ARRAY[:O2::uuid],
+              'claim: then the expired lease; never the running one');
 
 SELECT * FROM finish();
 ROLLBACK;

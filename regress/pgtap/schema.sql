@@ -1,7 +1,7 @@
 -- Schema contract: tables, keys, indexes, foreign keys, the services view
 -- (SPEC 2.10) and the roles.
 BEGIN;
-SELECT plan(73);
+SELECT plan(74);
 
 SELECT has_schema('extsvc');
 SELECT has_extension('nico_extsvc');
@@ -46,10 +46,22 @@ SELECT ok((SELECT indisunique AND indpred IS NOT NULL FROM pg_index
           'at most one primary DPU per host (unique partial index)');
 SELECT col_is_unique('extsvc', 'dpus', ARRAY['dpu_device_name'], 'DPUDevice names unique');
 SELECT col_is_unique('extsvc', 'dpus', ARRAY['dpu_node_name'], 'DPU Node names unique');
-SELECT ok((SELECT indpred IS NOT NULL FROM pg_index
-            WHERE indexrelid = 'extsvc.dpf_extension_service_reconciliations_due'::regclass),
-          'the due-work index is partial (next_due_at IS NOT NULL)');
-SELECT is_indexed('extsvc', 'dpf_extension_service_reconciliations', ARRAY['next_due_at'], 'next_due_at indexed');
+-- the worker's queue lookups (issue 11; docs/worker.md, "The queue's indexes")
+SELECT is(ARRAY(SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
+                 WHERE i.indrelid = 'extsvc.dpf_extension_service_reconciliations'::regclass AND NOT i.indisprimary
+                 ORDER BY 1),
+          ARRAY['CREATE INDEX dpf_extension_service_reconciliations_claimable ON extsvc.dpf_extension_service_reconciliations USING btree (GREATEST(next_due_at, lease_expires_at)) WHERE (next_due_at IS NOT NULL)',
+                'CREATE INDEX dpf_extension_service_reconciliations_lease ON extsvc.dpf_extension_service_reconciliations USING btree (lease_owner, lease_token) WHERE (lease_owner IS NOT NULL)'],
+          'service queue: rows with work in claimable order (greatest of next_due_at and the lease expiry), leases by owner and token');
+SELECT is(ARRAY(SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
+                 WHERE i.indrelid = 'extsvc.dpu_reconciliations'::regclass AND NOT i.indisprimary
+                 ORDER BY 1),
+          ARRAY['CREATE INDEX dpu_reconciliations_claimable ON extsvc.dpu_reconciliations USING btree (GREATEST(next_due_at, lease_expires_at)) WHERE (next_due_at IS NOT NULL)',
+                'CREATE INDEX dpu_reconciliations_lease ON extsvc.dpu_reconciliations USING btree (lease_owner, lease_token) WHERE (lease_owner IS NOT NULL)'],
+          'DPU queue: the same two indexes');
+SELECT is(pg_get_indexdef('extsvc.service_records_site_wide'::regclass),
+          'CREATE INDEX service_records_site_wide ON extsvc.service_records USING btree (service_id) WHERE (deployment_scope = ''ALL_DPUS''::text)',
+          'site-wide services are found without reading every service (each DPU''s work lists them)');
 SELECT is_indexed('extsvc', 'dpf_extension_service_attachments', ARRAY['service_id'], 'attachments by service indexed');
 SELECT is_indexed('extsvc', 'dpf_extension_service_attachments', ARRAY['dpu_machine_id'], 'attachments by DPU indexed');
 SELECT is_indexed('extsvc', 'instance_extension_services', ARRAY['service_id'], 'instance configs by service indexed');

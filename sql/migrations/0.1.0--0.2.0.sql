@@ -52,6 +52,27 @@ ALTER TABLE extsvc.dpf_extension_service_reconciliations
   ADD COLUMN dpf_message text,
   ADD COLUMN dpf_observed_at timestamptz;
 
+-- 10_tables.sql, 15_placement_tables.sql: the queue indexes of issue 11. A
+-- row is claimable from greatest(next_due_at, lease_expires_at) on; claim
+-- and next_due_in read the _claimable index in that order, renew_leases and
+-- release_leases the _lease index, and each claimed DPU's work finds the
+-- site-wide services through service_records_site_wide (docs/worker.md,
+-- "The queue's indexes").
+CREATE INDEX service_records_site_wide ON extsvc.service_records (service_id)
+  WHERE deployment_scope = 'ALL_DPUS';
+DROP INDEX extsvc.dpf_extension_service_reconciliations_due;
+DROP INDEX extsvc.dpu_reconciliations_due;
+CREATE INDEX dpf_extension_service_reconciliations_claimable
+  ON extsvc.dpf_extension_service_reconciliations ((greatest(next_due_at, lease_expires_at)))
+  WHERE next_due_at IS NOT NULL;
+CREATE INDEX dpf_extension_service_reconciliations_lease
+  ON extsvc.dpf_extension_service_reconciliations (lease_owner, lease_token)
+  WHERE lease_owner IS NOT NULL;
+CREATE INDEX dpu_reconciliations_claimable ON extsvc.dpu_reconciliations ((greatest(next_due_at, lease_expires_at)))
+  WHERE next_due_at IS NOT NULL;
+CREATE INDEX dpu_reconciliations_lease ON extsvc.dpu_reconciliations (lease_owner, lease_token)
+  WHERE lease_owner IS NOT NULL;
+
 -- 15_placement_tables.sql: NICo's config version string of config_version.
 -- Fresh rows get it from a trigger (80_nico_reads.sql) at every change;
 -- existing instances get the string of their current config_version, stamped

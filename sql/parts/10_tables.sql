@@ -54,6 +54,12 @@ CREATE UNIQUE INDEX service_records_tenant_name_key
   ON extsvc.service_records (tenant_organization_id, lower(service_name))
   WHERE lifecycle_state <> 'DELETED';
 
+-- The few site-wide (ALL_DPUS) services among all: every DPU's work object
+-- (extsvc._dpu_work, the dpu_desired_labels view) lists them, once per
+-- claimed DPU, and must not read every service to find them.
+CREATE INDEX service_records_site_wide ON extsvc.service_records (service_id)
+  WHERE deployment_scope = 'ALL_DPUS';
+
 CREATE TABLE extsvc.service_versions (
   service_id     uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
   version        text NOT NULL CHECK (version ~ '^V[1-9][0-9]*-T[0-9]+$'),
@@ -144,9 +150,18 @@ CREATE TABLE extsvc.dpf_extension_service_reconciliations (
   dpf_observed_at   timestamptz,
   CONSTRAINT lease_complete CHECK ((lease_token IS NULL) = (lease_expires_at IS NULL))
 );
-CREATE INDEX dpf_extension_service_reconciliations_due
-  ON extsvc.dpf_extension_service_reconciliations (next_due_at)
+-- The worker's lookups (sql/parts/76_worker_queue.sql, docs/worker.md "The
+-- queue's indexes"): a row is claimable from greatest(next_due_at,
+-- lease_expires_at) on (greatest ignores a NULL lease), so one index in that
+-- order gives claim its next rows without reading the leased ones and
+-- next_due_in its minimum; renew_leases and release_leases find a worker's
+-- leases by owner and token. Both hold only rows with work or a lease.
+CREATE INDEX dpf_extension_service_reconciliations_claimable
+  ON extsvc.dpf_extension_service_reconciliations ((greatest(next_due_at, lease_expires_at)))
   WHERE next_due_at IS NOT NULL;
+CREATE INDEX dpf_extension_service_reconciliations_lease
+  ON extsvc.dpf_extension_service_reconciliations (lease_owner, lease_token)
+  WHERE lease_owner IS NOT NULL;
 
 -- Chart allow-list ----------------------------------------------------------
 

@@ -18,8 +18,11 @@ CREATE TABLE extsvc.dpu_reconciliations (
   observation       jsonb,          -- what the last pass saw (labels, pods), for operators
   CONSTRAINT lease_complete CHECK ((lease_token IS NULL) = (lease_expires_at IS NULL))
 );
-CREATE INDEX dpu_reconciliations_due ON extsvc.dpu_reconciliations (next_due_at)
+-- the worker's lookups, as for the service queue (10_tables.sql)
+CREATE INDEX dpu_reconciliations_claimable ON extsvc.dpu_reconciliations ((greatest(next_due_at, lease_expires_at)))
   WHERE next_due_at IS NOT NULL;
+CREATE INDEX dpu_reconciliations_lease ON extsvc.dpu_reconciliations (lease_owner, lease_token)
+  WHERE lease_owner IS NOT NULL;
 
 -- Per-DPU status of ALL_DPUS (site-wide) services, which have no attachments.
 CREATE TABLE extsvc.site_service_dpu_status (

@@ -26,17 +26,21 @@ RETURNS interval LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS 
   FROM cfg
 $fn$;
 
--- The queues by name: their table, key column and the functions that build
--- a claimed row's work and apply an outcome. The one place that knows them.
+-- The queues by name: their table, key column and the functions that claim
+-- due rows, build a claimed row's work and apply an outcome. The one place
+-- that knows them.
 CREATE FUNCTION extsvc._worker_queues()
-RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text)
+RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text,
+               claim_function text)
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  VALUES ('service', 'dpf_extension_service_reconciliations', 'service_id', '_service_work', '_complete_service'),
-         ('dpu', 'dpu_reconciliations', 'dpu_machine_id', '_dpu_work', '_complete_dpu')
+  VALUES ('service', 'dpf_extension_service_reconciliations', 'service_id', '_service_work', '_complete_service',
+          '_claim_service'),
+         ('dpu', 'dpu_reconciliations', 'dpu_machine_id', '_dpu_work', '_complete_dpu', '_claim_dpu')
 $fn$;
 
 CREATE FUNCTION extsvc._worker_queue(p_queue text)
-RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text)
+RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text,
+               claim_function text)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   RETURN QUERY SELECT * FROM extsvc._worker_queues() w WHERE w.queue = p_queue;
@@ -47,6 +51,10 @@ BEGIN
 END
 $fn$;
 
+-- The queue's claim function (_claim_service, _claim_dpu below) leases the
+-- rows with one static statement, whose plan PL/pgSQL keeps for the session;
+-- only this dispatch by name, which adds each row's work, is planned at each
+-- call.
 CREATE FUNCTION extsvc.claim(queue text, worker text, batch_size integer DEFAULT 32,
                              lease_seconds integer DEFAULT 60)
 RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, work jsonb)
@@ -55,30 +63,74 @@ DECLARE
   q record;
 BEGIN
   SELECT * INTO q FROM extsvc._worker_queue(claim.queue);
-  RETURN QUERY EXECUTE format($q$
-    WITH due AS (
-      SELECT r.%2$I AS id
-        FROM extsvc.%1$I r
-       WHERE r.next_due_at <= now()
-         AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
-       ORDER BY r.next_due_at
-       LIMIT greatest($3, 1)
-         FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-      UPDATE extsvc.%1$I r
-         SET lease_owner = $1, lease_token = gen_random_uuid(),
-             lease_expires_at = now() + make_interval(secs => $2), last_attempt_at = now()
-        FROM due
-       WHERE r.%2$I = due.id
-      RETURNING r.%2$I AS id, r.state_version, r.lease_token, r.attempts
-    )
-    SELECT c.id, c.state_version, c.lease_token, extsvc.%3$I(c.id, c.attempts) FROM claimed c$q$,
-    q.queue_table, q.key_column, q.work_function)
-  USING claim.worker, claim.lease_seconds, claim.batch_size;
+  RETURN QUERY EXECUTE format('SELECT c.id, c.state_version, c.lease_token, extsvc.%I(c.id, c.attempts) '
+                              'FROM extsvc.%I($1, $2, $3) c', q.work_function, q.claim_function)
+    USING claim.worker, claim.batch_size, claim.lease_seconds;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.claim(text, text, integer, integer) IS
   'Worker: lease up to batch_size due rows of a queue (service or dpu) with FOR UPDATE SKIP LOCKED; returns each row''s id, state_version, lease_token and its work (docs/worker.md, wire schema).';
+
+-- The claim of one queue: leases up to batch_size due rows and returns them
+-- with their attempts (extsvc.claim adds the work). A row is claimable once
+-- next_due_at has passed and no lease runs, i.e. from greatest(next_due_at,
+-- lease_expires_at) on (greatest ignores a NULL lease). The queue's
+-- _claimable index is in that order: the scan starts at the row claimable
+-- longest and stops after batch_size rows it could lock, and rows under a
+-- running lease sort after now() and are never read, however many there are
+-- (docs/worker.md, "The queue's indexes"). The second and third conditions
+-- are the definition of due; the first bounds the index scan. enable_sort is
+-- off so that the plan is that ordered scan whatever the statistics say: the
+-- number of due rows swings from none to all (a resync marks every DPU due)
+-- faster than ANALYZE follows, and a plan made when few were due (all of
+-- them fetched, then sorted) would be kept for the session.
+CREATE FUNCTION extsvc._claim_service(p_worker text, p_batch_size integer, p_lease_seconds integer)
+RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, attempts integer)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$
+BEGIN
+  RETURN QUERY
+  WITH due AS (
+    SELECT r.service_id
+      FROM extsvc.dpf_extension_service_reconciliations r
+     WHERE greatest(r.next_due_at, r.lease_expires_at) <= now()
+       AND r.next_due_at <= now()
+       AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+     ORDER BY greatest(r.next_due_at, r.lease_expires_at)
+     LIMIT greatest(p_batch_size, 1)
+       FOR UPDATE SKIP LOCKED
+  )
+  UPDATE extsvc.dpf_extension_service_reconciliations r
+     SET lease_owner = p_worker, lease_token = gen_random_uuid(),
+         lease_expires_at = now() + make_interval(secs => p_lease_seconds), last_attempt_at = now()
+    FROM due
+   WHERE r.service_id = due.service_id
+  RETURNING r.service_id, r.state_version, r.lease_token, r.attempts;
+END
+$fn$;
+
+CREATE FUNCTION extsvc._claim_dpu(p_worker text, p_batch_size integer, p_lease_seconds integer)
+RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, attempts integer)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$
+BEGIN
+  RETURN QUERY
+  WITH due AS (
+    SELECT r.dpu_machine_id
+      FROM extsvc.dpu_reconciliations r
+     WHERE greatest(r.next_due_at, r.lease_expires_at) <= now()
+       AND r.next_due_at <= now()
+       AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+     ORDER BY greatest(r.next_due_at, r.lease_expires_at)
+     LIMIT greatest(p_batch_size, 1)
+       FOR UPDATE SKIP LOCKED
+  )
+  UPDATE extsvc.dpu_reconciliations r
+     SET lease_owner = p_worker, lease_token = gen_random_uuid(),
+         lease_expires_at = now() + make_interval(secs => p_lease_seconds), last_attempt_at = now()
+    FROM due
+   WHERE r.dpu_machine_id = due.dpu_machine_id
+  RETURNING r.dpu_machine_id, r.state_version, r.lease_token, r.attempts;
+END
+$fn$;
 
 -- Records one outcome (a JSON object of the wire schema) with a
 -- compare-and-swap. Returns 'applied', 'stale' (intent changed meanwhile:
@@ -467,6 +519,7 @@ COMMENT ON FUNCTION extsvc.release_leases(text) IS
 
 -- Seconds until the earliest row of any queue becomes claimable (negative when
 -- one is overdue; NULL when none is due at all): how long the worker sleeps.
+-- The minimum is the first entry of each queue's _claimable index.
 CREATE FUNCTION extsvc.next_due_in() RETURNS double precision
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -475,7 +528,7 @@ DECLARE
   earliest timestamptz;
 BEGIN
   FOR q IN SELECT * FROM extsvc._worker_queues() LOOP
-    EXECUTE format('SELECT min(greatest(r.next_due_at, coalesce(r.lease_expires_at, r.next_due_at))) '
+    EXECUTE format('SELECT min(greatest(r.next_due_at, r.lease_expires_at)) '
                    'FROM extsvc.%I r WHERE r.next_due_at IS NOT NULL', q.queue_table) INTO t;
     earliest := least(earliest, t);
   END LOOP;

@@ -90,7 +90,11 @@ COMMENT ON FUNCTION extsvc.mark_drift IS
 COMMENT ON FUNCTION extsvc.resync_snapshot IS
   'Worker: every READY DPF service with its work object (as claim returns it), for the drift detector.';
 COMMENT ON FUNCTION extsvc._worker_queues IS
-  'Internal: the worker queues by name (service, dpu) with their table, key column, work and completion functions.';
+  'Internal: the worker queues by name (service, dpu) with their table, key column, work, completion and claim functions.';
+COMMENT ON FUNCTION extsvc._claim_service IS
+  'Internal: leases due rows of the service queue for extsvc.claim(''service'', ...): one static statement over the _claimable index.';
+COMMENT ON FUNCTION extsvc._claim_dpu IS
+  'Internal: leases due rows of the DPU queue for extsvc.claim(''dpu'', ...): one static statement over the _claimable index.';
 COMMENT ON FUNCTION extsvc._worker_queue IS
   'Internal: one worker queue of _worker_queues by name; 22023 for an unknown one.';
 COMMENT ON FUNCTION extsvc._service_work IS
