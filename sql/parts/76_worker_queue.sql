@@ -221,7 +221,11 @@ DECLARE
   v_generation bigint := (p_outcome->>'observed_generation')::bigint;
   v_resource_version text := p_outcome->>'observed_resource_version';
 BEGIN
-  SELECT * INTO s FROM extsvc.service_records x WHERE x.service_id = p_id FOR UPDATE;
+  -- FOR NO KEY UPDATE (issue 13): a DPU completion holding a DPU's work row takes
+  -- KEY SHARE on the service (site status rows); FOR UPDATE made the two wait
+  -- on each other (a worker-against-worker 40P01 seen while fixing the API's
+  -- lock order, docs/reliability.md)
+  SELECT * INTO s FROM extsvc.service_records x WHERE x.service_id = p_id FOR NO KEY UPDATE;
 
   IF o = 'transition' THEN
     IF v_new_state = 'READY' AND v_applied IS NOT NULL THEN
@@ -520,14 +524,16 @@ COMMENT ON FUNCTION extsvc.release_leases(text) IS
 -- Seconds until the earliest row of any queue becomes claimable (negative when
 -- one is overdue; NULL when none is due at all): how long the worker sleeps.
 -- The minimum is the first entry of each queue's _claimable index.
-CREATE FUNCTION extsvc.next_due_in() RETURNS double precision
+CREATE FUNCTION extsvc.next_due_in(queue text DEFAULT NULL) RETURNS double precision
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   q record;
   t timestamptz;
   earliest timestamptz;
 BEGIN
-  FOR q IN SELECT * FROM extsvc._worker_queues() LOOP
+  -- one queue: a worker that does not work the DPU queue (the watch mode
+  -- leaves it to the watcher) sleeps by the service queue alone
+  FOR q IN SELECT * FROM extsvc._worker_queues() w WHERE next_due_in.queue IS NULL OR w.queue = next_due_in.queue LOOP
     EXECUTE format('SELECT min(greatest(r.next_due_at, r.lease_expires_at)) '
                    'FROM extsvc.%I r WHERE r.next_due_at IS NOT NULL', q.queue_table) INTO t;
     earliest := least(earliest, t);
@@ -535,5 +541,5 @@ BEGIN
   RETURN extract(epoch FROM earliest - now())::double precision;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.next_due_in() IS
-  'Worker: seconds until the earliest queue row becomes claimable (negative when overdue, NULL when none is due).';
+COMMENT ON FUNCTION extsvc.next_due_in(text) IS
+  'Worker: seconds until the earliest row of a queue (service or dpu; NULL: any) becomes claimable (negative when overdue, NULL when none is due).';

@@ -74,7 +74,9 @@ BEGIN
   -- in dpu_machine_id order, the order of _lock_dpu_work (issue 13)
   INSERT INTO extsvc.dpu_reconciliations (dpu_machine_id, next_due_at)
   SELECT d.machine_id, now() FROM extsvc.dpus d ORDER BY d.machine_id
-  ON CONFLICT (dpu_machine_id) DO UPDATE SET next_due_at = coalesce(extsvc.dpu_reconciliations.next_due_at, now());
+  -- due now: a row waiting for its next change (the watch mode's 60 s look)
+  -- or backing off is derived again too
+  ON CONFLICT (dpu_machine_id) DO UPDATE SET next_due_at = least(extsvc.dpu_reconciliations.next_due_at, now());
   GET DIAGNOSTICS n = ROW_COUNT;
   -- observations nobody renewed within extsvc.observation_max_age: UNKNOWN
   PERFORM extsvc.expire_stale_observations();

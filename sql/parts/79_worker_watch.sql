@@ -79,20 +79,3 @@ $fn$;
 COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
   'Worker (watcher): the READY DPF services among service_ids with their work objects, for the drift check of what a watch event changed.';
 
--- Seconds until the earliest row of one queue becomes claimable (negative
--- when overdue, NULL when none is due): a worker that does not work the DPU
--- queue (the watch mode leaves it to the watcher) sleeps by this.
-CREATE FUNCTION extsvc.next_due_in(queue text) RETURNS double precision
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  q record;
-  t timestamptz;
-BEGIN
-  SELECT * INTO q FROM extsvc._worker_queue(next_due_in.queue);
-  EXECUTE format('SELECT min(greatest(r.next_due_at, coalesce(r.lease_expires_at, r.next_due_at))) '
-                 'FROM extsvc.%I r WHERE r.next_due_at IS NOT NULL', q.queue_table) INTO t;
-  RETURN extract(epoch FROM t - now())::double precision;
-END
-$fn$;
-COMMENT ON FUNCTION extsvc.next_due_in(text) IS
-  'Worker: seconds until the earliest row of one queue (service or dpu) becomes claimable (negative when overdue, NULL when none is due).';

@@ -34,7 +34,7 @@ Statement s_renew{"SELECT t FROM extsvc.renew_leases($1, $2, $3) t",
                   nullptr};
 Statement s_release{"SELECT extsvc.release_leases($1)", 1, {TEXTOID}, nullptr};
 Statement s_next_due{"SELECT extsvc.next_due_in()", 0, {}, nullptr};
-Statement s_next_due_service{"SELECT extsvc.next_due_in('service')", 0, {}, nullptr};
+Statement s_next_due_service{"SELECT extsvc.next_due_in('service')", 0, {}, nullptr};  // (text)
 Statement s_snapshot{"SELECT service_id, work FROM extsvc.resync_snapshot()", 0, {}, nullptr};
 Statement s_known{
     "SELECT dpf_service_name FROM extsvc.service_records "
