@@ -79,3 +79,32 @@ $fn$;
 COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
   'Worker (watcher): the READY DPF services among service_ids with their work objects, for the drift check of what a watch event changed.';
 
+-- DPUs still converging towards a service whose context changed (a
+-- DaemonSet FailedCreate event, DPF's Ready condition): their PENDING
+-- messages say more now.
+CREATE FUNCTION extsvc.mark_service_dpus_due(service_ids uuid[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  n integer;
+BEGIN
+  INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
+  SELECT h.dpu_machine_id, now()
+    FROM (SELECT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
+           WHERE a.service_id = ANY (coalesce(service_ids, '{}')) AND a.deployment_state <> 'RUNNING'
+          UNION
+          SELECT x.dpu_machine_id FROM extsvc.site_service_dpu_status x
+           WHERE x.service_id = ANY (coalesce(service_ids, '{}')) AND x.deployment_state <> 'RUNNING') h
+   ORDER BY h.dpu_machine_id
+  ON CONFLICT (dpu_machine_id) DO UPDATE
+     SET next_due_at = now(),
+         state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END
+   WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  IF n > 0 THEN
+    PERFORM extsvc._wake();
+  END IF;
+  RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.mark_service_dpus_due(uuid[]) IS
+  'Worker (watcher): makes due the DPUs not yet RUNNING for these services, whose context (a FailedCreate event, DPF''s Ready condition) changed; returns how many.';

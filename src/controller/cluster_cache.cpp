@@ -286,7 +286,10 @@ class ServiceStore : public ClusterCache::Store {
       dirty_.services.insert(f.service_id);
       dirty_.services.insert(old.service_id);
     }
-    if (!same_dpf(old.dpf, f.dpf)) dirty_.dpf[f.service_id] = f.dpf;
+    if (!same_dpf(old.dpf, f.dpf)) {
+      dirty_.dpf[f.service_id] = f.dpf;
+      dirty_.context.insert(f.service_id);
+    }
     if (old.service_id != f.service_id) {
       drop_id(old.service_id, old.name);
       ids_[f.service_id].insert(f.name);
@@ -339,7 +342,14 @@ class EventStore : public ClusterCache::Store {
     if (map_.size() >= kMaxEvents && !map_.count(key)) return;  // context only: bounded
     const std::string ds = str(at(obj, {"involvedObject", "name"}));
     const std::string message = str(at(obj, {"message"})).substr(0, 300);
-    map_[key] = {ds, message};
+    auto& slot = map_[key];
+    if (slot.first == ds && slot.second == message) return;
+    slot = {ds, message};
+    // DPF's chart contract makes the DaemonSet's name contain the release name (the DPUService's
+    // name): the DPUs of that service have something new to say
+    if (services_ != nullptr)
+      for (const auto& [name, f] : services_->all())
+        if (ds.find(name) != std::string::npos) dirty_.context.insert(f.service_id);
   }
   void remove(const std::string& key) override { map_.erase(key); }
   std::vector<std::string> keys() const override {
@@ -350,6 +360,9 @@ class EventStore : public ClusterCache::Store {
 
  private:
   std::unordered_map<std::string, std::pair<std::string, std::string>> map_;
+
+ public:
+  const ServiceStore* services_ = nullptr;
 };
 
 enum Index { kDevices = 0, kServices = 1, kNodes = 2, kPods = 3, kEvents = 4 };
@@ -367,7 +380,9 @@ ClusterCache::ClusterCache(kube::Client& management, kube::Client* dpu,
   stores_.push_back(std::move(services));
   stores_.push_back(std::make_unique<NodeStore>(dirty_, "nodes"));
   stores_.push_back(std::make_unique<PodStore>(dirty_, "pods"));
-  stores_.push_back(std::make_unique<EventStore>(dirty_, "events"));
+  auto events = std::make_unique<EventStore>(dirty_, "events");
+  events->services_ = static_cast<const ServiceStore*>(stores_[kServices].get());
+  stores_.push_back(std::move(events));
   auto spec = [&](const char* name, const char* cluster, std::string path) {
     kube::ReflectorSpec s;
     s.name = name;
@@ -483,6 +498,7 @@ Dirty ClusterCache::take_dirty() {
   out.nodes.erase(std::string());
   out.services.erase(std::string());
   out.dpf.erase(std::string());
+  out.context.erase(std::string());
   return out;
 }
 
@@ -491,6 +507,7 @@ void ClusterCache::restore_dirty(Dirty&& d) {
   dirty_.nodes.merge(d.nodes);
   dirty_.services.merge(d.services);
   for (auto& [id, st] : d.dpf) dirty_.dpf.try_emplace(id, std::move(st));
+  dirty_.context.merge(d.context);
 }
 
 namespace {

@@ -53,7 +53,12 @@ struct Dirty {
   std::set<std::string> nodes;     // Nodes whose NICo labels or pods of ours changed
   std::set<std::string> services;  // service ids whose DPUService changed (drift key, deletion)
   std::map<std::string, core::DpfStatus> dpf;  // DPF's status changed, by service id
-  bool empty() const { return devices.empty() && nodes.empty() && services.empty() && dpf.empty(); }
+  // Services whose context changed (a DaemonSet FailedCreate event, DPF's Ready condition): the
+  // PENDING messages of their DPUs say more now.
+  std::set<std::string> context;
+  bool empty() const {
+    return devices.empty() && nodes.empty() && services.empty() && dpf.empty() && context.empty();
+  }
 };
 
 struct CacheSettings {

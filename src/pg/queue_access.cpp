@@ -49,6 +49,7 @@ Statement s_dpf{"SELECT extsvc.record_dpf_status($1)", 1, {JSONBOID}, nullptr};
 Statement s_due_by_names{
     "SELECT extsvc.mark_dpus_due_by_names($1, $2)", 2, {TEXTARRAYOID, TEXTARRAYOID}, nullptr};
 Statement s_wake_services{"SELECT extsvc.wake_services($1)", 1, {UUIDARRAYOID}, nullptr};
+Statement s_service_dpus_due{"SELECT extsvc.mark_service_dpus_due($1)", 1, {UUIDARRAYOID}, nullptr};
 Statement s_snapshot_of{
     "SELECT service_id, work FROM extsvc.resync_snapshot_of($1)", 1, {UUIDARRAYOID}, nullptr};
 Statement s_version{
@@ -306,6 +307,16 @@ bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken,
     const Datum args[] = {array_arg(ids, n, UUIDOID)};
     run(s_wake_services, args);
     *woken = int4_scalar();
+  });
+}
+
+bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, int* marked,
+                           char** error) {
+  *marked = 0;
+  return in_transaction("nico_extsvc: wake DPUs of services (watch)", cxt, error, [&] {
+    const Datum args[] = {array_arg(ids, n, UUIDOID)};
+    run(s_service_dpus_due, args);
+    *marked = int4_scalar();
   });
 }
 

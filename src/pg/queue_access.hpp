@@ -70,6 +70,9 @@ bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error);
 bool mark_dpus_due_by_names(MemoryContext cxt, const char* const* devices, int ndevices,
                             const char* const* nodes, int nnodes, int* marked, char** error);
 bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken, char** error);
+// The DPUs not yet RUNNING for these services (their context changed).
+bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, int* marked,
+                           char** error);
 bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, ResyncSnapshot* out,
                         char** error);
 // *version: the installed version of extension nico_extsvc, NULL when it is

@@ -95,7 +95,8 @@ void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
   char** devices = nullptr;
   char** nodes = nullptr;
   char** services = nullptr;
-  int ndevices = 0, nnodes = 0, nservices = 0;
+  char** context = nullptr;
+  int ndevices = 0, nnodes = 0, nservices = 0, ncontext = 0;
   char* dpf = nullptr;
   controller::Dirty* dirty = nullptr;  // freed below, under the guard
   PendingError err;
@@ -109,6 +110,8 @@ void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
     devices = names_out(cxt, dirty->devices);
     nodes = names_out(cxt, dirty->nodes);
     services = names_out(cxt, dirty->services);
+    ncontext = static_cast<int>(dirty->context.size());
+    context = names_out(cxt, dirty->context);
     std::vector<std::pair<std::string, core::DpfStatus>> st(dirty->dpf.begin(), dirty->dpf.end());
     const std::string text = controller::encode_dpf_statuses(st);
     if (!text.empty()) dpf = copy_out(cxt, text);
@@ -146,6 +149,15 @@ void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
     if (ok) check_drift(cxt, slot, snap, services, nservices);
   }
   if (ok && dpf != nullptr) record_dpf(cxt, dpf);
+  if (ok && ncontext > 0) {
+    int marked = 0;
+    if (!mark_service_dpus_due(cxt, context, ncontext, &marked, &error)) {
+      ok = false;
+      ereport(WARNING, (errmsg("nico_extsvc: waking the DPUs of a service failed: %s", error)));
+    } else {
+      pg_atomic_fetch_add_u64(&slot->watch_dpu_wakes, static_cast<uint64>(marked));
+    }
+  }
   PendingError free_err;
   cpp_call(free_err, [&] {
     if (!ok) c->restore_dirty(std::move(*dirty));  // published next time
