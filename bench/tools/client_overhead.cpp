@@ -55,6 +55,7 @@ std::string body_for(long i) {
 int main(int argc, char** argv) {
   std::string url, ca, token_file, path;
   long n = 4000;
+  bool raw_gzip = false;  // diagnosis: the raw loop asks for compressed answers as the client does
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--url")
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
       token_file = v;
     else if (a == "--path")
       path = v;
+    else if (a == "--raw-gzip")
+      raw_gzip = v == "1";
     else if (a == "--n")
       n = std::stol(v);
   }
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   curl_easy_setopt(raw, CURLOPT_WRITEFUNCTION, sink);
   curl_easy_setopt(raw, CURLOPT_WRITEDATA, &answer);
   if (!ca.empty()) curl_easy_setopt(raw, CURLOPT_CAINFO, ca.c_str());
+  if (raw_gzip) curl_easy_setopt(raw, CURLOPT_ACCEPT_ENCODING, "");
 
   extsvc::kube::ClusterConfig cfg;
   cfg.server = url;
