@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "api_server_internal.h"
+#include "elastic_pool.h"
 #include "kube_errors.h"
 
 namespace dpfsim {
@@ -86,7 +87,9 @@ KubeApiServer::KubeApiServer(SimContext& ctx, ClusterId cluster, const TlsFiles*
   } else {
     srv_ = std::make_unique<httplib::Server>();
   }
-  srv_->new_task_queue = [] { return new httplib::ThreadPool(128); };
+  // A thread per connection, started on demand: watches and idle keep-alive connections never
+  // make other clients queue (elastic_pool.h).
+  srv_->new_task_queue = [] { return new ElasticPool(8, 4096); };
   srv_->set_keep_alive_max_count(1000000);
   srv_->set_keep_alive_timeout(30);
   srv_->set_read_timeout(30);
