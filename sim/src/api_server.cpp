@@ -172,8 +172,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
       send(res, e.code, e.body);
       finish(503);
     } else {
+      finish(0);  // logged before the client can notice the drop
       drop_connection(req);
-      finish(0);
     }
     return;
   }
@@ -196,12 +196,12 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
       auto until = SteadyClock::now() + std::chrono::milliseconds(f->latency_ms);
       while (SteadyClock::now() < until && !ctx_.stopping && ctx_.faults.epoch() == epoch)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      finish(0);  // logged before the client can notice the drop
       drop_connection(req);
-      finish(0);
       return;
     } else if (f->action == "reset") {
+      finish(0);  // logged before the client can notice the drop
       drop_connection(req);
-      finish(0);
       return;
     } else if (f->action == "conflict") {
       ApiError e = t.kind == Target::Resource ? err_conflict(*t.ri, t.name.empty() ? "" : t.name)
@@ -226,8 +226,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   if (kp && kp->when == "before") {
     rec.fault = "kill-before#" + std::to_string(kp->id);
     ctx_.kill_points.fire(*kp);
+    finish(0);  // logged before the client can notice the drop
     drop_connection(req);
-    finish(0);
     return;
   }
 
@@ -244,8 +244,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   if (kp) {  // "after": applied (res holds the answer), never sent
     rec.fault = "kill-after#" + std::to_string(kp->id) + "(" + std::to_string(res.status) + ")";
     ctx_.kill_points.fire(*kp);
+    finish(0);  // logged before the client can notice the drop
     drop_connection(req);
-    finish(0);
     return;
   }
   finish(res.status);

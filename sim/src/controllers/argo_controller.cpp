@@ -342,6 +342,23 @@ class ArgoController : public Controller {
       return;
     }
     const json& spec = (*app)["spec"];
+    // Fast path: rendered, synced, and the live health unchanged -> nothing to do (no copies).
+    if (const json* cur = jptr(*app, {"status"});
+        cur && cur->is_object() && compared_to_current(*app) &&
+        jstr(*cur, {"sync", "status"}) == "Synced" &&
+        jstr(spec, {"destination", "name"}) == names::kDpuClusterName) {
+      auto tracked = tracked_daemonsets(st, dest_ns, name);
+      json health = json{{"status", "Missing"}};
+      if (!tracked.empty()) {
+        auto [h, msg] = daemonset_health(*tracked[0]);
+        health = msg.empty() ? json{{"status", h}} : json{{"status", h}, {"message", msg}};
+      }
+      bool same = jptr(*cur, {"health"}) && (*cur)["health"] == health;
+      if (same && cur->contains("resources") && (*cur)["resources"].is_array())
+        for (const auto& r : (*cur)["resources"])
+          if (!r.contains("health") || r["health"] != health) same = false;
+      if (same) return;
+    }
     json want_compared = {{"source", spec.value("source", json::object())},
                           {"destination", spec.value("destination", json::object())}};
     json status =
@@ -488,6 +505,19 @@ class ArgoController : public Controller {
     auto colon = tid.find(':');
     if (colon == std::string::npos) return "";
     return jstr(ds, {"metadata", "namespace"}) + "/" + tid.substr(0, colon);
+  }
+
+  // status.sync.comparedTo describes the current spec.source and spec.destination.
+  static bool compared_to_current(const json& app) {
+    const json* ct = jptr(app, {"status", "sync", "comparedTo"});
+    if (!ct || !ct->is_object() || ct->size() != 2) return false;
+    static const json kEmpty = json::object();
+    const json* src = jptr(app, {"spec", "source"});
+    const json* dst = jptr(app, {"spec", "destination"});
+    auto s = ct->find("source");
+    auto d = ct->find("destination");
+    return s != ct->end() && d != ct->end() && *s == (src ? *src : kEmpty) &&
+           *d == (dst ? *dst : kEmpty);
   }
 
   void enqueue_apps_named(ControllerManager& cm, const std::string& name) {

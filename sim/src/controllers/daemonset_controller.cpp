@@ -445,11 +445,11 @@ class DaemonSetController : public Controller {
   // Creates the DaemonSet's pod on a node; false when admission denied it (recorded in s.denied).
   bool create_pod(Ctx& c, DsState& s, const json& node) {
     std::string nname = jstr(node, {"metadata", "name"});
-    const json pod_spec = c.tmpl.contains("spec") ? c.tmpl["spec"] : json::object();
+    const json* tspec = jptr(c.tmpl, {"spec"});
     json labels = string_map(jptr(c.tmpl, {"metadata", "labels"}));
     labels[names::kRevisionHashLabel] = c.hash;
     labels["pod-template-generation"] = std::to_string(c.gen);
-    json spec = pod_spec;
+    json spec = tspec ? *tspec : json::object();
     spec["nodeName"] = nname;
     spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
         {"nodeSelectorTerms",
@@ -519,8 +519,9 @@ class DaemonSetController : public Controller {
       s.denied.erase(nname);
       return out;
     }
-    const json pod_spec = c.tmpl.contains("spec") ? c.tmpl["spec"] : json::object();
-    if (!pod_spec_fits_node(pod_spec, *node)) {
+    static const json kEmpty = json::object();
+    const json* pod_spec = jptr(c.tmpl, {"spec"});
+    if (!pod_spec_fits_node(pod_spec ? *pod_spec : kEmpty, *node)) {
       for (const auto& p : live) st.mark_deleting_l(*pod_ri_, p, 30);
       out.misscheduled = !live.empty();
       s.denied.erase(nname);
@@ -583,8 +584,9 @@ class DaemonSetController : public Controller {
     std::string ns = jstr(*ds, {"metadata", "namespace"});
     std::string name = jstr(*ds, {"metadata", "name"});
     std::string uid = jstr(*ds, {"metadata", "uid"});
-    json tmpl = jptr(*ds, {"spec", "template"}) ? (*ds)["spec"]["template"] : json::object();
-    std::string hash = template_hash(tmpl);
+    static const json kEmpty = json::object();
+    const json* tmpl_p = jptr(*ds, {"spec", "template"});
+    const json& tmpl = tmpl_p ? *tmpl_p : kEmpty;
     long long ds_gen = (*ds)["metadata"].value("generation", 1LL);
     DsState& s = state(key);
     if (s.uid != uid) {
@@ -593,13 +595,17 @@ class DaemonSetController : public Controller {
       fresh.uid = uid;
       return daemonset(cm, key);
     }
-    if (s.hash != hash || s.gen != ds_gen) {
-      s.hash = hash;
+    // The template is part of the spec: it can only change with the generation.
+    if (s.gen != ds_gen || s.hash.empty()) {
+      std::string h = template_hash(tmpl);
+      if (s.hash != h || s.gen != ds_gen) s.full = true;
+      s.hash = h;
       s.gen = ds_gen;
-      s.full = true;
     }
+    const std::string& hash = s.hash;
     if (s.full) {
-      s.sel = analyze_selector(tmpl.contains("spec") ? tmpl["spec"] : json::object());
+      const json* ps = jptr(tmpl, {"spec"});
+      s.sel = analyze_selector(ps ? *ps : kEmpty);
       std::set<std::string> all = candidates(st, s);
       s.dirty.insert(all.begin(), all.end());
       s.full = false;
@@ -762,8 +768,12 @@ class DaemonSetController : public Controller {
         (*oc)[0].value("message", "") == denied)
       status["conditions"] = *oc;  // keep lastTransitionTime stable
     ObjPtr latest = st.find_key_l(*ds_ri_, key);
+    const json* cur_status = jptr(*latest, {"status"});
+    if (cur_status && *cur_status == status &&
+        jstr(*latest, {"metadata", "annotations", names::kCurrentRevisionAnnotation}) == hash)
+      return;  // nothing to write (checked before copying the object)
     json next = *latest;
-    next["status"] = status;
+    next["status"] = std::move(status);
     next["metadata"]["annotations"][names::kCurrentRevisionAnnotation] = hash;
     if (next != *latest) st.commit_l(*ds_ri_, std::move(next));
   }

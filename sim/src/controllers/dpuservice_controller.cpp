@@ -112,6 +112,7 @@ class DpuServiceController : public Controller {
   void on_event(ControllerManager& cm, const ResourceInfo& ri, const char* type,
                 const std::string& key, const ObjPtr& obj, const ObjPtr& prev) override {
     if (&ri == svc_ri_) {
+      if (std::strcmp(type, "DELETED") == 0) ensured_.erase(key);
       cm.enqueue(ControllerManager::kDpuService, key);
     } else if (&ri == app_ri_) {
       // DPF watches Applications and maps them to their DPUService by the two labels.
@@ -131,7 +132,10 @@ class DpuServiceController : public Controller {
     }
   }
 
-  void on_clear() override { apps_by_svc_.clear(); }
+  void on_clear() override {
+    apps_by_svc_.clear();
+    ensured_.clear();
+  }
 
   void enqueue_all(ControllerManager& cm) override {
     for (const ObjPtr& o : cm.store().list_l(*svc_ri_))
@@ -230,20 +234,35 @@ class DpuServiceController : public Controller {
     for (size_t i = 0; i < unready.size(); ++i) unready_msg += (i ? ", " : "") + unready[i];
 
     // Ensure the Application (not while paused: underlying resources are paused too).
+    // The desired Application depends on the DPUService's spec only: once it was ensured for
+    // this generation, it is rendered again only when the Application's spec (generation) or
+    // labels changed since (Argo's status writes change neither).
     if (!paused && cm.dpu_reachable()) {
-      json desired = desired_application(*svc, sid);
-      if (dic) {
-        desired["spec"]["project"] = "doca-platform-project-host";
-        desired["spec"]["destination"]["name"] = "in-cluster";
-      }
-      if (apps.empty()) {
-        st.create_l(*app_ri_, desired);
-      } else {
-        json next = *apps[0];
-        for (auto& [k, v] : desired["metadata"]["labels"].items())
-          next["metadata"]["labels"][k] = v;
-        next["spec"] = desired["spec"];
-        if (next != *apps[0]) st.commit_l(*app_ri_, std::move(next));
+      Ensured& e = ensured_[key];
+      bool fresh = !apps.empty() && e.svc_uid == uid && e.svc_gen == gen &&
+                   e.app_uid == jstr(*apps[0], {"metadata", "uid"}) &&
+                   e.app_gen == (*apps[0])["metadata"].value("generation", 0LL) &&
+                   jptr(*apps[0], {"metadata", "labels"}) &&
+                   (*apps[0])["metadata"]["labels"] == e.app_labels;
+      if (!fresh) {
+        json desired = desired_application(*svc, sid);
+        if (dic) {
+          desired["spec"]["project"] = "doca-platform-project-host";
+          desired["spec"]["destination"]["name"] = "in-cluster";
+        }
+        ObjPtr app;
+        if (apps.empty()) {
+          app = st.create_l(*app_ri_, desired);
+        } else {
+          json next = *apps[0];
+          for (auto& [k, v] : desired["metadata"]["labels"].items())
+            next["metadata"]["labels"][k] = v;
+          next["spec"] = desired["spec"];
+          app = next != *apps[0] ? st.commit_l(*app_ri_, std::move(next)) : apps[0];
+        }
+        if (app)
+          e = Ensured{uid, gen, jstr(*app, {"metadata", "uid"}),
+                      (*app)["metadata"].value("generation", 0LL), (*app)["metadata"]["labels"]};
       }
     }
 
@@ -257,19 +276,23 @@ class DpuServiceController : public Controller {
     std::vector<Cond> all{summary(others)};
     all.insert(all.end(), others.begin(), others.end());
 
-    json next = *svc;
     // Newest DPF: the injected service label is written into the stored spec (pointer aliasing +
     // spec patch), which bumps the generation.
-    if (prof.persist_service_label_in_spec && !paused && !jptr(*svc, {"spec", "interfaces"})) {
-      json& labels = next["spec"]["serviceDaemonSet"]["labels"];
-      if (!labels.is_object()) labels = json::object();
-      labels[names::kServiceIdLabel] = sid;
-    }
+    bool inject = prof.persist_service_label_in_spec && !paused &&
+                  !jptr(*svc, {"spec", "interfaces"}) &&
+                  jstr(*svc, {"spec", "serviceDaemonSet", "labels", names::kServiceIdLabel}) != sid;
     json status = old_status;
     status["conditions"] = build_conditions(old_status, all, gen);
     status["observedGeneration"] = gen;
     if (prof.status_service_id) status["serviceID"] = sid;
-    next["status"] = status;
+    if (!inject && status == old_status) return;  // checked before copying the object
+    json next = *svc;
+    if (inject) {
+      json& labels = next["spec"]["serviceDaemonSet"]["labels"];
+      if (!labels.is_object()) labels = json::object();
+      labels[names::kServiceIdLabel] = sid;
+    }
+    next["status"] = std::move(status);
     if (next != *svc) st.commit_l(*svc_ri_, std::move(next));
   }
 
@@ -293,6 +316,15 @@ class DpuServiceController : public Controller {
   const ResourceInfo* svc_ri_ = find_resource_by_plural(ClusterId::Management, "dpuservices");
   const ResourceInfo* app_ri_ = find_resource_by_plural(ClusterId::Management, "applications");
   std::unordered_map<std::string, std::set<std::string>> apps_by_svc_;
+  // What the Application was made to look like, per DPUService.
+  struct Ensured {
+    std::string svc_uid;
+    long long svc_gen = -1;
+    std::string app_uid;
+    long long app_gen = -1;
+    json app_labels;
+  };
+  std::unordered_map<std::string, Ensured> ensured_;
 };
 
 }  // namespace

@@ -66,11 +66,13 @@ class PlacementController : public Controller {
       cm.enqueue(ControllerManager::kPlacement, "dpu:" + key);
       cm.enqueue(ControllerManager::kPlacement,
                  "dev:" + ns + "/" + jstr(*obj, {"spec", "dpuDeviceName"}));
-      cm.enqueue(ControllerManager::kPlacement, "node:" + name);
-      if (std::strcmp(type, "DELETED") == 0)
+      if (std::strcmp(type, "DELETED") == 0) {
         dpu_ns_by_name_.erase(name);
-      else
+        // Its Node goes too; a Node whose DPU appears is checked again when its timer is due.
+        cm.enqueue(ControllerManager::kPlacement, "node:" + name);
+      } else {
         dpu_ns_by_name_[name] = ns;
+      }
     } else if (&ri == node_ri_) {
       cm.enqueue(ControllerManager::kPlacement, "node:" + key);
       auto it = dpu_ns_by_name_.find(key);
