@@ -306,11 +306,13 @@ def fmt(v, d=1):
 
 
 def report(results, ncpu, model):
-    lines = [BEGIN, "", "### dpfsim at fleet scale (`bench/sim_fleet.py`, issue 11)", "",
+    lines = [BEGIN, "", "## dpfsim at fleet scale (`bench/sim_fleet.py`, issue 11)", "",
              f"Written by `bench/sim_fleet.py` on {time.strftime('%Y-%m-%d')}: {ncpu} CPUs ({model}), "
              "dpfsim and the load sharing them, RelWithDebInfo, plain HTTP, every dpfsim delay "
-             f"{results[0]['delays_ms']} ms, default tick (20 ms). Machine load average before / after "
-             "each run in the last row (other worktrees were building).", "",
+             f"{results[0]['delays_ms']} ms, default tick (20 ms). The machine's load average (1, 5, "
+             "15 min) before and after each run is in the last row. The raw PATCH loop is the "
+             "baseline for the product's overhead per call: the same requests, without the product.",
+             "",
              "| measure | " + " | ".join(f"{r['dpus']:,} DPUs" for r in results) + " |",
              "|---|" + "---|" * len(results)]
 
@@ -346,7 +348,7 @@ def report(results, ncpu, model):
     row("pod watch: events received, re-lists", lambda r: f"{r['watch_events']:,}, {r['relists']}")
     row("dpfsim RSS after the attach / VmHWM (MiB)",
         lambda r: f"{r['mem_after_attach']['VmRSS']:.0f} / {r['mem']['VmHWM']:.0f}")
-    row("machine load average (1 min) before / after", lambda r: f"{r['load_before']} / {r['load_after']}")
+    row("machine load average (1, 5, 15 min) before / after", lambda r: f"{r['load_before']} / {r['load_after']}")
     lines += ["", "Per controller during the attach (work items, busy ms):", ""]
     for r in results:
         per = ", ".join(f"{k} {v['items']:,} ({v['busy_us'] / 1000:.0f})"
@@ -359,8 +361,10 @@ def report(results, ncpu, model):
 def write_docs(section):
     with open(DOC) as f:
         text = f.read()
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
+    # the markers on lines of their own (the docs may mention them elsewhere)
+    begin, end = "\n" + BEGIN + "\n", "\n" + END + "\n"
+    if begin in text and end in text:
+        a, b = text.index(begin) + 1, text.index(end) + len(end) - 1
         text = text[:a] + section + text[b:]
     else:
         marker = "## What dominates (notes)"

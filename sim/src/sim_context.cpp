@@ -67,7 +67,6 @@ void SimContext::reset(int dpus) {
   watches.reset_counters();
   if (!initial_delays.is_null()) delays.apply(initial_delays);
   store.watch_config().restore_defaults();
-  if (!initial_watch_config.is_null()) store.watch_config().apply(initial_watch_config);
   dpu_reachable = true;
   dpu_unreachable_mode = 0;
   reset_epoch.fetch_add(1);

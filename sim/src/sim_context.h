@@ -80,7 +80,6 @@ struct SimContext {
   Delays delays;
   Knobs knobs;
   json initial_delays;
-  json initial_watch_config;
   int initial_dpus = 0;
   json seed_file;  // parsed --seed-file contents (null if none)
 

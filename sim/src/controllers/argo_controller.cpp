@@ -361,9 +361,10 @@ class ArgoController : public Controller {
     }
     json want_compared = {{"source", spec.value("source", json::object())},
                           {"destination", spec.value("destination", json::object())}};
-    json status =
-        app->contains("status") && (*app)["status"].is_object() ? (*app)["status"] : json::object();
-    json old_status = status;
+    static const json kNoStatus = json::object();
+    const json* stored = jptr(*app, {"status"});
+    const json& old_status = stored && stored->is_object() ? *stored : kNoStatus;
+    json status = old_status;
     if (jstr(spec, {"destination", "name"}) != names::kDpuClusterName) {
       // Host-cluster (deployInCluster) applications: the host cluster is not simulated.
       json next = *app;

@@ -315,24 +315,28 @@ class DaemonSetController : public Controller {
   void on_node(ControllerManager& cm, const char* type, const std::string& node, const ObjPtr& obj,
                const ObjPtr& prev) {
     std::set<std::string> hit;
-    auto labels_of = [](const ObjPtr& o) {
+    static const json kNone = json::object();
+    auto labels_of = [](const ObjPtr& o) -> const json& {
       const json* l = o ? jptr(*o, {"metadata", "labels"}) : nullptr;
-      return l && l->is_object() ? *l : json::object();
+      return l && l->is_object() ? *l : kNone;
     };
     bool gone = std::strcmp(type, "DELETED") == 0 ||
                 (is_terminating(*obj) && !(prev && is_terminating(*prev)));
     if (std::strcmp(type, "ADDED") == 0) {
       hit = universal_;
-      json l = labels_of(obj);
+      const json& l = labels_of(obj);
       for (auto it = l.begin(); it != l.end(); ++it)
         if (auto r = by_ref_key_.find(it.key()); r != by_ref_key_.end())
           hit.insert(r->second.begin(), r->second.end());
     } else if (!gone) {
-      json a = labels_of(prev), b = labels_of(obj);
+      const json& a = labels_of(prev);
+      const json& b = labels_of(obj);
       if (a != b) {
         std::set<std::string> changed;
-        for (auto it = a.begin(); it != a.end(); ++it)
-          if (!b.contains(it.key()) || b[it.key()] != it.value()) changed.insert(it.key());
+        for (auto it = a.begin(); it != a.end(); ++it) {
+          auto jt = b.find(it.key());
+          if (jt == b.end() || *jt != it.value()) changed.insert(it.key());
+        }
         for (auto it = b.begin(); it != b.end(); ++it)
           if (!a.contains(it.key())) changed.insert(it.key());
         for (const auto& k : changed)

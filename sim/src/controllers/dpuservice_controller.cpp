@@ -166,7 +166,11 @@ class DpuServiceController : public Controller {
     }
     std::string sid = dpuservice_service_id(*svc);
     bool dic = jbool(*svc, {"spec", "deployInCluster"});
-    const json old_status = svc->contains("status") ? (*svc)["status"] : json::object();
+    // The status as read now, kept alive by its own reference (no copy).
+    static const json kNoStatus = json::object();
+    const ObjPtr read = svc;
+    const json* old_status_p = jptr(*read, {"status"});
+    const json& old_status = old_status_p ? *old_status_p : kNoStatus;
 
     if (deleting) {
       // A paused DPUService is never deleted (the finalizer stays).
