@@ -103,11 +103,12 @@ int main(int argc, char** argv) {
         } else {
           if (std::chrono::steady_clock::now() >= deadline) break;
           if (!stop_file.empty() && exists(stop_file)) break;
-          if (ph != std::string::npos) b.replace(ph, 3, std::to_string(t) + "-" + std::to_string(i++));
+          if (ph != std::string::npos)
+            b.replace(ph, 3, std::to_string(t) + "-" + std::to_string(i++));
         }
         auto t0 = std::chrono::steady_clock::now();
-        httplib::Result r = method == "PATCH" ? cli.Patch(p.c_str(), h, b, ct.c_str())
-                                              : cli.Get(p.c_str(), h);
+        httplib::Result r =
+            method == "PATCH" ? cli.Patch(p.c_str(), h, b, ct.c_str()) : cli.Get(p.c_str(), h);
         auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now() - t0)
                       .count();
