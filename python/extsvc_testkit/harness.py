@@ -129,6 +129,27 @@ class Sim:
     def counts(self):
         return self.ctl("GET", "/counts")
 
+    def watch_config(self, **knobs):
+        """The watch window and timing knobs (docs/dpfsim.md, "Watch"): with no argument the
+        current ones, else sets the given ones (window_events, window_ms, bookmark_ms,
+        continue_ttl_ms) and returns the result. POST /reset restores them."""
+        if knobs:
+            return self.ctl("POST", "/watch-config", knobs)
+        return self.ctl("GET", "/watch-config")
+
+    def cut_watches(self, cluster=None, mode="drop"):
+        """Ends every open watch stream (of one cluster, "management" or "dpu", when given)
+        mid-stream: "drop" breaks the connection, "end" ends the response cleanly. Returns how
+        many streams were cut."""
+        body = {"mode": mode}
+        if cluster:
+            body["cluster"] = cluster
+        return self.ctl("POST", "/watch-cut", body)["cut"]
+
+    def watches(self):
+        """Open watch streams and the watch counters (events and bookmarks sent, 410s, cuts)."""
+        return self.ctl("GET", "/watches")
+
     def requests(self, limit=200):
         return self.ctl("GET", f"/requests?limit={limit}")
 

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "api_server_internal.h"
+#include "elastic_pool.h"
 #include "kube_errors.h"
 
 namespace dpfsim {
@@ -86,7 +87,9 @@ KubeApiServer::KubeApiServer(SimContext& ctx, ClusterId cluster, const TlsFiles*
   } else {
     srv_ = std::make_unique<httplib::Server>();
   }
-  srv_->new_task_queue = [] { return new httplib::ThreadPool(128); };
+  // A thread per connection, started on demand: watches and idle keep-alive connections never
+  // make other clients queue (elastic_pool.h).
+  srv_->new_task_queue = [] { return new ElasticPool(8, 4096); };
   srv_->set_keep_alive_max_count(1000000);
   srv_->set_keep_alive_timeout(30);
   srv_->set_read_timeout(30);
@@ -169,8 +172,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
       send(res, e.code, e.body);
       finish(503);
     } else {
+      finish(0);  // logged before the client can notice the drop
       drop_connection(req);
-      finish(0);
     }
     return;
   }
@@ -193,12 +196,12 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
       auto until = SteadyClock::now() + std::chrono::milliseconds(f->latency_ms);
       while (SteadyClock::now() < until && !ctx_.stopping && ctx_.faults.epoch() == epoch)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      finish(0);  // logged before the client can notice the drop
       drop_connection(req);
-      finish(0);
       return;
     } else if (f->action == "reset") {
+      finish(0);  // logged before the client can notice the drop
       drop_connection(req);
-      finish(0);
       return;
     } else if (f->action == "conflict") {
       ApiError e = t.kind == Target::Resource ? err_conflict(*t.ri, t.name.empty() ? "" : t.name)
@@ -223,8 +226,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   if (kp && kp->when == "before") {
     rec.fault = "kill-before#" + std::to_string(kp->id);
     ctx_.kill_points.fire(*kp);
+    finish(0);  // logged before the client can notice the drop
     drop_connection(req);
-    finish(0);
     return;
   }
 
@@ -241,8 +244,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   if (kp) {  // "after": applied (res holds the answer), never sent
     rec.fault = "kill-after#" + std::to_string(kp->id) + "(" + std::to_string(res.status) + ")";
     ctx_.kill_points.fire(*kp);
+    finish(0);  // logged before the client can notice the drop
     drop_connection(req);
-    finish(0);
     return;
   }
   finish(res.status);

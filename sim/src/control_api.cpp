@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "controllers/controller_manager.h"
 #include "profile.h"
 #include "seeding.h"
 
@@ -66,13 +67,30 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
   s.Get("/", guarded([](const httplib::Request&, httplib::Response& res) {
           reply(res, 200,
                 {{"endpoints",
-                  {"GET /healthz", "POST /reset {\"dpus\":N}",
-                   "POST /seed {\"dpus\":N,\"objects\":[...]}", "GET|POST /delays",
-                   "GET|POST|DELETE /faults", "DELETE /faults/<id>", "GET|POST /dpu-cluster",
-                   "GET /counts", "POST /counts/reset", "GET /state", "GET /requests?limit=N",
-                   "DELETE /requests", "POST /shutdown", "GET|POST|DELETE /pod-faults",
-                   "GET|POST|DELETE /chart-faults", "GET|POST|DELETE /charts", "GET /profile",
-                   "GET|POST|DELETE /kill-points", "DELETE /kill-points/<id>"}}});
+                  {"GET /healthz",
+                   "POST /reset {\"dpus\":N}",
+                   "POST /seed {\"dpus\":N,\"objects\":[...]}",
+                   "GET|POST /delays",
+                   "GET|POST|DELETE /faults",
+                   "DELETE /faults/<id>",
+                   "GET|POST /dpu-cluster",
+                   "GET /counts",
+                   "POST /counts/reset",
+                   "GET /state",
+                   "GET /requests?limit=N",
+                   "DELETE /requests",
+                   "POST /shutdown",
+                   "GET|POST|DELETE /pod-faults",
+                   "GET|POST|DELETE /chart-faults",
+                   "GET|POST|DELETE /charts",
+                   "GET /profile",
+                   "GET|POST|DELETE /kill-points",
+                   "DELETE /kill-points/<id>",
+                   "GET|POST /watch-config",
+                   "POST /watch-cut",
+                   "GET /watches",
+                   "GET /controllers",
+                   "POST /controllers/resync"}}});
         }));
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok", "text/plain");
@@ -104,7 +122,56 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
         }));
   post("/delays", guarded([this](const httplib::Request& req, httplib::Response& res) {
          ctx_.delays.apply(parse_or_empty(req));
+         ctx_.poke_controllers();
          reply(res, 200, ctx_.delays.to_json());
+       }));
+
+  // Watch window and timing knobs (event_log.h), open watch streams, cutting them.
+  s.Get("/watch-config", guarded([this](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, ctx_.store.watch_config().to_json());
+        }));
+  post("/watch-config", guarded([this](const httplib::Request& req, httplib::Response& res) {
+         ctx_.store.watch_config().apply(parse_or_empty(req));
+         reply(res, 200, ctx_.store.watch_config().to_json());
+       }));
+  s.Get("/watches", guarded([this](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, ctx_.watches.stats(ctx_.store));
+        }));
+  post("/watch-cut", guarded([this](const httplib::Request& req, httplib::Response& res) {
+         json b = parse_or_empty(req);
+         std::optional<ClusterId> cluster;
+         std::string c = b.value("cluster", "*");
+         if (c == "management")
+           cluster = ClusterId::Management;
+         else if (c == "dpu")
+           cluster = ClusterId::Dpu;
+         else if (c != "*")
+           throw std::invalid_argument("cluster must be \"management\", \"dpu\" or \"*\"");
+         std::string mode = b.value("mode", "drop");
+         if (mode != "drop" && mode != "end")
+           throw std::invalid_argument("mode must be \"drop\" or \"end\"");
+         size_t n = ctx_.watches.cut(
+             cluster, mode == "drop" ? WatchStream::kDrop : WatchStream::kEnd, ctx_.store);
+         reply(res, 200, {{"cut", n}});
+       }));
+
+  // Controller statistics (longest store-mutex hold of a controller step, work per controller)
+  // and the full pass on demand.
+  s.Get("/controllers", guarded([this](const httplib::Request&, httplib::Response& res) {
+          if (!ctx_.controllers) throw std::invalid_argument("controllers are not running");
+          json j = ctx_.controllers->stats();
+          j["idle"] = ctx_.controllers->idle();
+          reply(res, 200, j);
+        }));
+  post("/controllers/resync", guarded([this](const httplib::Request&, httplib::Response& res) {
+         if (!ctx_.controllers) throw std::invalid_argument("controllers are not running");
+         ctx_.controllers->resync_all();
+         reply(res, 200, {{"ok", true}});
+       }));
+  post("/controllers/stats/reset", guarded([this](const httplib::Request&, httplib::Response& res) {
+         if (!ctx_.controllers) throw std::invalid_argument("controllers are not running");
+         ctx_.controllers->reset_stats();
+         reply(res, 200, {{"ok", true}});
        }));
 
   s.Get("/faults", guarded([this](const httplib::Request&, httplib::Response& res) {
@@ -173,6 +240,10 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
            if (!b["reachable"].is_boolean())
              throw std::invalid_argument("reachable must be a boolean");
            ctx_.dpu_reachable = b["reachable"].get<bool>();
+           // A partition breaks the open watch streams of the DPU cluster at once.
+           if (!ctx_.dpu_reachable.load())
+             ctx_.watches.cut(ClusterId::Dpu, WatchStream::kDrop, ctx_.store, true);
+           ctx_.poke_controllers();
          }
          reply(res, 200,
                {{"reachable", ctx_.dpu_reachable.load()},
@@ -205,6 +276,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
            ctx_.knobs.pod_faults[it["node"].get<std::string>()] = reason;
          }
          ++ctx_.knobs.seq;
+         ctx_.poke_controllers();
          reply(res, 200, knobs_json()["pod_faults"]);
        }));
   s.Delete("/pod-faults",
@@ -218,6 +290,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                  ctx_.knobs.pod_faults.erase(node);
              }
              ++ctx_.knobs.seq;
+             ctx_.poke_controllers();
              reply(res, 200, knobs_json()["pod_faults"]);
            }));
   s.Get("/chart-faults", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
@@ -237,6 +310,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                {"kind", kind}, {"message", b.value("message", "")}};
          }
          ++ctx_.knobs.seq;
+         ctx_.poke_controllers();
          reply(res, 200, knobs_json()["chart_faults"]);
        }));
   s.Delete("/chart-faults",
@@ -250,6 +324,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                  ctx_.knobs.chart_faults.erase(chart);
              }
              ++ctx_.knobs.seq;
+             ctx_.poke_controllers();
              reply(res, 200, knobs_json()["chart_faults"]);
            }));
   s.Get("/charts", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
@@ -267,10 +342,12 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                {"needs_privileged", b.value("needs_privileged", false)}};
          }
          ++ctx_.knobs.seq;
+         ctx_.poke_controllers();
          reply(res, 200, knobs_json()["charts"]);
        }));
   s.Delete("/charts", guarded([this, knobs_json](const httplib::Request&, httplib::Response& res) {
              ctx_.knobs.clear_charts();
+             ctx_.poke_controllers();
              reply(res, 200, knobs_json()["charts"]);
            }));
   s.Get("/profile", guarded([](const httplib::Request&, httplib::Response& res) {
@@ -282,6 +359,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
         }));
   post("/counts/reset", guarded([this](const httplib::Request&, httplib::Response& res) {
          ctx_.reqlog.reset_counts();
+         ctx_.watches.reset_counters();
          reply(res, 200, {{"ok", true}});
        }));
 

@@ -53,6 +53,29 @@ std::string status_failure_body(int code, const std::string& reason, const std::
   return s.dump();
 }
 
+ApiError err_continue_expired(const std::string& new_token) {
+  ojson s;
+  s["kind"] = "Status";
+  s["apiVersion"] = "v1";
+  s["metadata"] = ojson{{"continue", new_token}};
+  s["status"] = "Failure";
+  s["message"] =
+      "The provided continue parameter is too old to display a consistent list result. You can "
+      "start a new list without the continue parameter, or use the continue token in this "
+      "response to retrieve the remainder of the results. Continuing with the provided token "
+      "results in an inconsistent list - objects that were created, modified, or deleted between "
+      "the time the first chunk was returned and now may show up in the list.";
+  s["reason"] = "Expired";
+  s["code"] = 410;
+  return ApiError(410, s.dump());
+}
+
+std::string status_watch_expired(uint64_t rv, uint64_t oldest) {
+  return status_failure_body(
+      410, "Expired",
+      "too old resource version: " + std::to_string(rv) + " (" + std::to_string(oldest) + ")");
+}
+
 ApiError make_error(int code, const std::string& reason, const std::string& message,
                     const ojson& details) {
   return ApiError(code, status_failure_body(code, reason, message, details));

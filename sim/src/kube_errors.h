@@ -46,6 +46,12 @@ ApiError err_method_not_allowed(const std::string& msg);
 ApiError err_unauthorized();
 ApiError err_too_many_requests(int retry_after);
 ApiError err_injected(int code, int retry_after, const std::string& message);
+// 410 Expired for a LIST continue token older than the kept history (etcd3/errors.go,
+// inconsistentContinue), with a token that continues from the same key at the latest version.
+ApiError err_continue_expired(const std::string& new_token);
+// The Status a watch sends as its one ERROR event when resourceVersion N is older than the
+// window (watch_cache.go: "too old resource version: N (M)").
+std::string status_watch_expired(uint64_t rv, uint64_t oldest);
 
 // Success Status returned when an object is actually removed.
 std::string status_success_body(const ResourceInfo& ri, const std::string& name,

@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
 
   ControllerManager controllers(ctx, tick_ms);
   controllers.start();
+  ctx.controllers = &controllers;
   mgmt.start();
   dpu.start();
   control.start();
@@ -268,7 +269,7 @@ int main(int argc, char** argv) {
   sigwait(&sigs, &sig);
   spdlog::info("dpfsim shutting down (signal {})", sig);
   ctx.stopping = true;
-  ctx.store.notify_all();
+  ctx.watches.cut(std::nullopt, WatchStream::kDrop, ctx.store);
   controllers.stop();
   spdlog::debug("controllers stopped");
   control.stop();

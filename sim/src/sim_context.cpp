@@ -42,13 +42,16 @@ void Delays::apply(const json& j) {
   if (j.contains("all_ms")) set_all(j["all_ms"].get<int>());
   for (const auto& f : kFields)
     if (j.contains(f.name)) (this->*f.field).store(j[f.name].get<int>());
+  seq.fetch_add(1);
 }
 
 void Delays::set_all(int ms) {
   for (const auto& f : kFields) (this->*f.field).store(ms);
+  seq.fetch_add(1);
 }
 
 void SimContext::reset(int dpus) {
+  watches.cut(std::nullopt, WatchStream::kEnd, store);
   {
     std::lock_guard<std::mutex> l(store.mutex());
     store.clear_l();
@@ -61,10 +64,13 @@ void SimContext::reset(int dpus) {
   knobs.clear();
   reqlog.reset_counts();
   reqlog.clear_recent();
+  watches.reset_counters();
   if (!initial_delays.is_null()) delays.apply(initial_delays);
+  store.watch_config().restore_defaults();
   dpu_reachable = true;
   dpu_unreachable_mode = 0;
   reset_epoch.fetch_add(1);
+  poke_controllers();
 }
 
 }  // namespace dpfsim

@@ -14,8 +14,11 @@
 #include "request_log.h"
 #include "store.h"
 #include "util.h"
+#include "watch_hub.h"
 
 namespace dpfsim {
+
+class ControllerManager;
 
 // Controller delays in milliseconds (POST /delays; all 0 for fast tests).
 struct Delays {
@@ -29,6 +32,7 @@ struct Delays {
   std::atomic<int> dpuservice_ready_ms{200};  // DaemonSet healthy -> DPUService Ready=True
   std::atomic<int> finalizer_ms{300};  // DPU-cluster objects gone -> DPUService finalizer removed
   std::atomic<int> argo_refresh_ms{300};  // Application spec change -> Argo renders and syncs
+  std::atomic<uint64_t> seq{0};           // bumped on every change (pending timers re-checked)
 
   json to_json() const;
   // Applies the given keys; throws std::invalid_argument for unknown keys or bad values.
@@ -67,6 +71,11 @@ struct SimContext {
   Faults faults;
   KillPoints kill_points;
   RequestLog reqlog;
+  WatchHub watches;
+  ControllerManager* controllers = nullptr;  // set by main while the controllers run
+  // Wakes the controller thread after a change it cannot observe through the store
+  // (reachability, delays, knobs); set while the controllers run.
+  std::function<void()> wake_controllers;
   TokenAuth auth;
   Delays delays;
   Knobs knobs;
@@ -80,9 +89,14 @@ struct SimContext {
   std::atomic<uint64_t> reset_epoch{0};
   std::function<void()> request_shutdown;
 
-  // Empties both clusters and re-seeds them (dpus < 0: startup count), clears faults, kill points,
-  // counters, recent requests, restores delays and DPU-cluster reachability.
+  // Empties both clusters and re-seeds them (dpus < 0: startup count), ends open watches, clears
+  // faults, kill points, counters, recent requests, restores delays, the watch config and
+  // DPU-cluster reachability.
   void reset(int dpus);
+  // After a change of reachability, delays or knobs.
+  void poke_controllers() {
+    if (wake_controllers) wake_controllers();
+  }
 };
 
 }  // namespace dpfsim

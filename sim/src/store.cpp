@@ -8,7 +8,53 @@ namespace dpfsim {
 
 namespace {
 
-constexpr size_t kMaxEvents = 20000;
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Owner uids of an object's ownerReferences.
+std::vector<std::string> owner_uids(const json* obj) {
+  std::vector<std::string> out;
+  if (!obj) return out;
+  const json* refs = jptr(*obj, {"metadata", "ownerReferences"});
+  if (refs && refs->is_array())
+    for (const auto& r : *refs)
+      if (r.is_object()) {
+        std::string u = r.value("uid", "");
+        if (!u.empty()) out.push_back(u);
+      }
+  return out;
+}
+
+std::vector<std::string> label_keys(const json* obj) {
+  std::vector<std::string> out;
+  if (!obj) return out;
+  const json* l = jptr(*obj, {"metadata", "labels"});
+  if (l && l->is_object())
+    for (auto it = l->begin(); it != l->end(); ++it) out.push_back(it.key());
+  return out;
+}
+
+// Moves key from the sets named by the old values to the sets named by the new ones.
+void reindex(std::unordered_map<std::string, std::set<std::string>>& idx, const std::string& key,
+             const std::vector<std::string>& before, const std::vector<std::string>& after) {
+  if (before == after) return;
+  for (const auto& b : before) {
+    if (std::find(after.begin(), after.end(), b) != after.end()) continue;
+    auto it = idx.find(b);
+    if (it == idx.end()) continue;
+    it->second.erase(key);
+    if (it->second.empty()) idx.erase(it);
+  }
+  for (const auto& a : after)
+    if (std::find(before.begin(), before.end(), a) == before.end()) idx[a].insert(key);
+}
+
+bool label_indexed(const ResourceInfo& ri) {
+  return ri.cluster == ClusterId::Dpu && (ri.plural == "nodes" || ri.plural == "pods");
+}
 
 // True when everything outside metadata and status is equal (generation rule).
 bool spec_equal(const json& a, const json& b) {
@@ -90,10 +136,26 @@ PatchType patch_type_from_content_type(const std::string& ct_in) {
 
 // ---------------- locked helpers ----------------
 
+Store::Store(Prng& prng) : prng_(prng) {
+  for (const auto& r : all_resources()) {
+    logs_[&r] = std::make_unique<EventLog>();
+    logs_[&r]->reset(rv_);
+  }
+}
+
+std::string Store::key_of(const ResourceInfo& ri, const json& obj) {
+  return key_of(ri.namespaced ? jstr(obj, {"metadata", "namespace"}) : "",
+                jstr(obj, {"metadata", "name"}));
+}
+
 ObjPtr Store::find_l(const ResourceInfo& ri, const std::string& ns, const std::string& name) const {
+  return find_key_l(ri, key_of(ri.namespaced ? ns : "", name));
+}
+
+ObjPtr Store::find_key_l(const ResourceInfo& ri, const std::string& key) const {
   auto b = data_.find(&ri);
   if (b == data_.end()) return nullptr;
-  auto it = b->second.find(key_of(ri.namespaced ? ns : "", name));
+  auto it = b->second.find(key);
   return it == b->second.end() ? nullptr : it->second;
 }
 
@@ -113,21 +175,88 @@ std::vector<ObjPtr> Store::list_l(const ResourceInfo& ri, const std::string& ns)
   return out;
 }
 
-void Store::record_l(const ResourceInfo& ri, const char* type, const ObjPtr& obj) {
-  events_.push_back({rv_, &ri, type, obj});
-  ++res_seq_[&ri];
-  while (events_.size() > kMaxEvents) {
-    events_floor_ = events_.front().rv;
-    events_.pop_front();
-  }
-  change_seq_.fetch_add(1);
-  cv_.notify_all();
+size_t Store::count_l(const ResourceInfo& ri) const {
+  auto b = data_.find(&ri);
+  return b == data_.end() ? 0 : b->second.size();
 }
 
-ObjPtr Store::put_l(const ResourceInfo& ri, json&& obj) {
+const std::set<std::string>* Store::owned_by_l(const ResourceInfo& ri,
+                                               const std::string& owner_uid) const {
+  auto b = by_owner_.find(&ri);
+  if (b == by_owner_.end()) return nullptr;
+  auto it = b->second.find(owner_uid);
+  return it == b->second.end() ? nullptr : &it->second;
+}
+
+const std::set<std::string>* Store::pods_on_node_l(const std::string& node) const {
+  auto it = pods_by_node_.find(node);
+  return it == pods_by_node_.end() ? nullptr : &it->second;
+}
+
+const std::set<std::string>* Store::with_label_key_l(const ResourceInfo& ri,
+                                                     const std::string& key) const {
+  auto b = by_label_key_.find(&ri);
+  if (b == by_label_key_.end()) return nullptr;
+  auto it = b->second.find(key);
+  return it == b->second.end() ? nullptr : &it->second;
+}
+
+bool Store::find_uid_l(const std::string& uid, const ResourceInfo*& ri, std::string& key) const {
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return false;
+  ri = it->second.first;
+  key = it->second.second;
+  return true;
+}
+
+void Store::index_l(const ResourceInfo& ri, const std::string& key, const json* before,
+                    const json* after) {
+  std::string uid_b = before ? jstr(*before, {"metadata", "uid"}) : "";
+  std::string uid_a = after ? jstr(*after, {"metadata", "uid"}) : "";
+  if (uid_b != uid_a) {
+    if (!uid_b.empty()) by_uid_.erase(uid_b);
+    if (!uid_a.empty()) by_uid_[uid_a] = {&ri, key};
+  }
+  const json* ob = before ? jptr(*before, {"metadata", "ownerReferences"}) : nullptr;
+  const json* oa = after ? jptr(*after, {"metadata", "ownerReferences"}) : nullptr;
+  if ((ob == nullptr) != (oa == nullptr) || (ob && *ob != *oa)) {
+    KeySets& idx = by_owner_[&ri];
+    reindex(idx, key, owner_uids(before), owner_uids(after));
+  }
+  if (ri.cluster == ClusterId::Dpu && ri.plural == "pods") {
+    std::vector<std::string> nb, na;
+    if (before && !jstr(*before, {"spec", "nodeName"}).empty())
+      nb.push_back(jstr(*before, {"spec", "nodeName"}));
+    if (after && !jstr(*after, {"spec", "nodeName"}).empty())
+      na.push_back(jstr(*after, {"spec", "nodeName"}));
+    reindex(pods_by_node_, key, nb, na);
+  }
+  if (label_indexed(ri)) {
+    const json* lb = before ? jptr(*before, {"metadata", "labels"}) : nullptr;
+    const json* la = after ? jptr(*after, {"metadata", "labels"}) : nullptr;
+    if ((lb == nullptr) != (la == nullptr) || (lb && *lb != *la))
+      reindex(by_label_key_[&ri], key, label_keys(before), label_keys(after));
+  }
+}
+
+void Store::record_l(const ResourceInfo& ri, const char* type, const std::string& key,
+                     const ObjPtr& obj, const ObjPtr& prev) {
+  auto e = std::make_shared<LogEntry>();
+  e->rv = rv_;
+  e->type = type;
+  e->obj = obj;
+  e->prev = prev;
+  e->at = SteadyClock::now();
+  logs_.at(&ri)->push(std::move(e), watch_cfg_);
+  published_rv_.store(rv_, std::memory_order_release);
+  if (observer_) observer_->on_event(ri, type, key, obj, prev);
+}
+
+ObjPtr Store::put_l(const ResourceInfo& ri, json&& obj, const ObjPtr& old) {
   auto p = std::make_shared<const json>(std::move(obj));
-  const json& md = (*p)["metadata"];
-  data_[&ri][key_of(ri.namespaced ? jstr(md, {"namespace"}) : "", jstr(md, {"name"}))] = p;
+  std::string key = key_of(ri, *p);
+  data_[&ri][key] = p;
+  index_l(ri, key, old.get(), p.get());
   return p;
 }
 
@@ -177,8 +306,8 @@ ObjPtr Store::create_l(const ResourceInfo& ri, json obj, bool from_api) {
   }
   ++rv_;
   md["resourceVersion"] = std::to_string(rv_);
-  ObjPtr p = put_l(ri, std::move(obj));
-  record_l(ri, "ADDED", p);
+  ObjPtr p = put_l(ri, std::move(obj), nullptr);
+  record_l(ri, "ADDED", key_of(ri, *p), p, nullptr);
   return p;
 }
 
@@ -196,18 +325,22 @@ ObjPtr Store::commit_l(const ResourceInfo& ri, json next) {
     if (gen > 0) md["generation"] = gen;
   }
   if (is_terminating(next) && finalizers_of(next).empty()) {
+    // As kube-apiserver's registry: the update that empties the finalizers becomes a delete,
+    // and the DELETED event carries the last stored state with the deletion's resourceVersion.
     ++rv_;
-    md["resourceVersion"] = std::to_string(rv_);
-    auto p = std::make_shared<const json>(std::move(next));
-    data_[&ri].erase(key_of(ns, name));
-    record_l(ri, "DELETED", p);
+    json last = *old;
+    last["metadata"]["resourceVersion"] = std::to_string(rv_);
+    std::string key = key_of(ns, name);
+    data_[&ri].erase(key);
+    index_l(ri, key, old.get(), nullptr);
+    record_l(ri, "DELETED", key, std::make_shared<const json>(std::move(last)), old);
     return nullptr;
   }
   if (next == *old) return old;
   ++rv_;
   md["resourceVersion"] = std::to_string(rv_);
-  ObjPtr p = put_l(ri, std::move(next));
-  record_l(ri, "MODIFIED", p);
+  ObjPtr p = put_l(ri, std::move(next), old);
+  record_l(ri, "MODIFIED", key_of(ns, name), p, old);
   return p;
 }
 
@@ -234,8 +367,8 @@ ObjPtr Store::mark_deleting_l(const ResourceInfo& ri, const ObjPtr& obj, long gr
   }
   ++rv_;
   md["resourceVersion"] = std::to_string(rv_);
-  ObjPtr p = put_l(ri, std::move(next));
-  record_l(ri, "MODIFIED", p);
+  ObjPtr p = put_l(ri, std::move(next), obj);
+  record_l(ri, "MODIFIED", key_of(ns, jstr(md, {"name"})), p, obj);
   return p;
 }
 
@@ -244,21 +377,26 @@ void Store::erase_l(const ResourceInfo& ri, const std::string& ns, const std::st
   if (b == data_.end()) return;
   auto it = b->second.find(key_of(ri.namespaced ? ns : "", name));
   if (it == b->second.end()) return;
-  json last = *it->second;
+  ObjPtr old = it->second;
+  std::string key = it->first;
+  json last = *old;
   ++rv_;
   last["metadata"]["resourceVersion"] = std::to_string(rv_);
   b->second.erase(it);
-  record_l(ri, "DELETED", std::make_shared<const json>(std::move(last)));
+  index_l(ri, key, old.get(), nullptr);
+  record_l(ri, "DELETED", key, std::make_shared<const json>(std::move(last)), old);
 }
 
 void Store::clear_l() {
   data_.clear();
-  for (auto& [ri, seq] : res_seq_) ++seq;
+  by_uid_.clear();
+  by_owner_.clear();
+  pods_by_node_.clear();
+  by_label_key_.clear();
   ++rv_;
-  events_.clear();
-  events_floor_ = rv_;
-  change_seq_.fetch_add(1);
-  cv_.notify_all();
+  for (auto& [ri, log] : logs_) log->reset(rv_);
+  published_rv_.store(rv_, std::memory_order_release);
+  if (observer_) observer_->on_clear();
 }
 
 json Store::dump_l() const {
@@ -274,31 +412,6 @@ json Store::dump_l() const {
   return out;
 }
 
-bool Store::events_since(const ResourceInfo& ri, uint64_t after, std::vector<WatchEvent>& out,
-                         uint64_t& latest) {
-  std::lock_guard<std::mutex> l(mu_);
-  latest = rv_;
-  if (after < events_floor_) return false;
-  auto it = std::upper_bound(events_.begin(), events_.end(), after,
-                             [](uint64_t v, const WatchEvent& e) { return v < e.rv; });
-  for (; it != events_.end(); ++it)
-    if (it->ri == &ri) out.push_back(*it);
-  return true;
-}
-
-bool Store::changes_since_l(uint64_t after, std::vector<WatchEvent>& out) const {
-  if (after < events_floor_) return false;
-  auto it = std::upper_bound(events_.begin(), events_.end(), after,
-                             [](uint64_t v, const WatchEvent& e) { return v < e.rv; });
-  out.insert(out.end(), it, events_.end());
-  return true;
-}
-
-void Store::wait_for_change(uint64_t after, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait_for(l, timeout, [&] { return rv_ > after; });
-}
-
 // ---------------- API operations ----------------
 
 ObjPtr Store::get(const ResourceInfo& ri, const std::string& ns, const std::string& name) {
@@ -311,6 +424,7 @@ ObjPtr Store::get(const ResourceInfo& ri, const std::string& ns, const std::stri
 ListResult Store::list(const ResourceInfo& ri, const ListOptions& opts) {
   std::string start_after;
   std::string token_rv;
+  int64_t token_ms = 0;
   if (!opts.cont.empty()) {
     std::string raw;
     json tok;
@@ -321,39 +435,84 @@ ListResult Store::list(const ResourceInfo& ri, const ListOptions& opts) {
     } catch (...) {
       throw err_bad_request("continue key is not valid: invalid JSON");
     }
+    if (!tok.is_object()) throw err_bad_request("continue key is not valid: invalid JSON");
     start_after = tok.value("start", "");
     token_rv = tok.value("rv", "");
+    token_ms = tok.value("ts", static_cast<int64_t>(0));
     if (start_after.empty()) throw err_bad_request("continue key is not valid: missing start key");
   }
+  std::string prefix = (ri.namespaced && !opts.ns.empty()) ? opts.ns + "/" : "";
+  auto expired = [&]() {
+    // As etcd3's store after compaction: 410 Expired with a token that continues from the same
+    // key at the latest resourceVersion ("inconsistent continue").
+    continue_expired_.fetch_add(1);
+    json tok{{"rv", ""}, {"start", start_after}, {"ts", wall_ms()}};
+    return err_continue_expired(base64url_encode(tok.dump()));
+  };
   std::lock_guard<std::mutex> l(mu_);
   ListResult res;
-  res.resource_version = token_rv.empty() ? std::to_string(rv_) : token_rv;
+  // The state at the token's resourceVersion: the current objects, with every object that changed
+  // since replaced by its state before the first change (absent if it was created since).
+  std::map<std::string, ObjPtr> past;
+  uint64_t list_rv = rv_;
+  if (!opts.cont.empty()) {
+    if (wall_ms() - token_ms > watch_cfg_.continue_ttl_ms.load()) throw expired();
+    if (!token_rv.empty()) {
+      char* end = nullptr;
+      list_rv = std::strtoull(token_rv.c_str(), &end, 10);
+      if (!end || *end)
+        throw err_bad_request("continue key is not valid: invalid resource version");
+      std::vector<EntryPtr> changes;
+      if (!logs_.at(&ri)->since_all(list_rv, changes, watch_cfg_)) throw expired();
+      for (const auto& e : changes) {
+        std::string k = key_of(ri, *e->obj);
+        if (k <= start_after || !starts_with(k, prefix)) continue;
+        past.emplace(k, e->prev);  // the first change after the token wins
+      }
+    }
+  }
+  res.resource_version = std::to_string(list_rv);
+  static const std::map<std::string, ObjPtr> kEmpty;
   auto b = data_.find(&ri);
-  if (b == data_.end()) return res;
-  const auto& m = b->second;
-  std::string prefix = (ri.namespaced && !opts.ns.empty()) ? opts.ns + "/" : "";
+  const auto& m = b == data_.end() ? kEmpty : b->second;
   auto it = start_after.empty() ? m.lower_bound(prefix) : m.upper_bound(start_after);
+  auto pt = past.begin();
   std::string last_key;
   long remaining = 0;
   bool more = false;
-  for (; it != m.end(); ++it) {
-    if (!prefix.empty() && !starts_with(it->first, prefix)) break;
-    const json& obj = *it->second;
-    if (!opts.labels.empty() &&
-        !opts.labels.matches(jptr(obj, {"metadata", "labels"}) ? obj["metadata"]["labels"]
-                                                               : json()))
-      continue;
-    if (!opts.fields.empty() && !opts.fields.matches(obj)) continue;
+  while (true) {
+    bool cur_ok = it != m.end() && (prefix.empty() || starts_with(it->first, prefix));
+    bool past_ok = pt != past.end();
+    if (!cur_ok && !past_ok) break;
+    std::string key;
+    ObjPtr obj;
+    if (past_ok && (!cur_ok || pt->first <= it->first)) {
+      key = pt->first;
+      obj = pt->second;
+      if (cur_ok && it->first == pt->first) ++it;
+      ++pt;
+    } else {
+      key = it->first;
+      obj = it->second;
+      ++it;
+    }
+    if (!obj) continue;
+    if (!opts.labels.empty()) {
+      const json* labels = jptr(*obj, {"metadata", "labels"});
+      if (!opts.labels.matches(labels ? *labels : json())) continue;
+    }
+    if (!opts.fields.empty() && !opts.fields.matches(*obj)) continue;
     if (opts.limit > 0 && static_cast<long>(res.items.size()) >= opts.limit) {
       more = true;
       ++remaining;
       continue;
     }
-    res.items.push_back(it->second);
-    last_key = it->first;
+    res.items.push_back(obj);
+    last_key = key;
   }
   if (more) {
-    json tok{{"rv", res.resource_version}, {"start", last_key}};
+    json tok{{"rv", res.resource_version}, {"start", last_key}, {"ts", wall_ms()}};
+    if (!opts.cont.empty()) tok["ts"] = token_ms;  // a list's pages share the first page's age
     res.cont = base64url_encode(tok.dump());
     if (opts.labels.empty() && opts.fields.empty()) res.remaining = remaining;
   }

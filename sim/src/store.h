@@ -3,23 +3,22 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "event_log.h"
 #include "kube_errors.h"
 #include "label_selector.h"
 #include "resources.h"
 #include "util.h"
 
 namespace dpfsim {
-
-using ObjPtr = std::shared_ptr<const json>;
 
 enum class PatchType { Merge, Json, Strategic, Apply, Unknown };
 PatchType patch_type_from_content_type(const std::string& ct);
@@ -52,22 +51,38 @@ struct WriteResult {
   std::string text;
 };
 
-struct WatchEvent {
-  uint64_t rv;
-  const ResourceInfo* ri;
-  std::string type;  // ADDED | MODIFIED | DELETED
-  ObjPtr obj;
+// Receives every change the store makes, under the store's mutex (the controllers' informer).
+class StoreObserver {
+ public:
+  virtual ~StoreObserver() = default;
+  // type: ADDED | MODIFIED | DELETED; prev is null for ADDED. key: "ns/name" or "name".
+  virtual void on_event(const ResourceInfo& ri, const char* type, const std::string& key,
+                        const ObjPtr& obj, const ObjPtr& prev) = 0;
+  // Both clusters were emptied (POST /reset).
+  virtual void on_clear() = 0;
 };
 
 class Store {
  public:
-  explicit Store(Prng& prng) : prng_(prng) {}
+  explicit Store(Prng& prng);
 
   std::mutex& mutex() { return mu_; }
-  uint64_t change_seq() const { return change_seq_.load(); }
+  // Watch window knobs (POST /watch-config).
+  WatchConfig& watch_config() { return watch_cfg_; }
+  // The watch event window of a resource.
+  EventLog& log(const ResourceInfo& ri) { return *logs_.at(&ri); }
+  // Every event with a resourceVersion up to this one is in its resource's log: the
+  // resourceVersion a bookmark may carry.
+  uint64_t published_rv() const { return published_rv_.load(std::memory_order_acquire); }
+  // LIST continue tokens answered with 410 Expired so far.
+  uint64_t continue_expired() const { return continue_expired_.load(); }
+  // Set once before the servers start; called under the store mutex.
+  void set_observer(StoreObserver* o) { observer_ = o; }
 
   // ---- API operations (acquire the lock) ----
   ObjPtr get(const ResourceInfo& ri, const std::string& ns, const std::string& name);
+  // A page with a continue token is served from the state at the token's resourceVersion,
+  // rebuilt from the event window; a token older than the window or continue_ttl_ms answers 410.
   ListResult list(const ResourceInfo& ri, const ListOptions& opts);
   WriteResult create(const ResourceInfo& ri, const std::string& ns, json body);
   WriteResult update(const ResourceInfo& ri, const std::string& ns, const std::string& name,
@@ -81,7 +96,10 @@ class Store {
 
   // ---- Helpers for controllers; the caller holds mutex() ----
   ObjPtr find_l(const ResourceInfo& ri, const std::string& ns, const std::string& name) const;
+  // By store key ("ns/name", or "name" for cluster-scoped resources).
+  ObjPtr find_key_l(const ResourceInfo& ri, const std::string& key) const;
   std::vector<ObjPtr> list_l(const ResourceInfo& ri, const std::string& ns = "") const;
+  size_t count_l(const ResourceInfo& ri) const;
   // Creates an object keeping its status (controllers, seeding). Throws ApiError on conflicts.
   ObjPtr create_l(const ResourceInfo& ri, json obj, bool from_api = false);
   // Writes next over the stored object of the same name; no-op writes keep the resourceVersion.
@@ -93,44 +111,50 @@ class Store {
   void erase_l(const ResourceInfo& ri, const std::string& ns, const std::string& name);
   void clear_l();
   uint64_t rv_l() const { return rv_; }
-  // Number of writes to a resource so far (controllers skip work when nothing they read changed).
-  uint64_t resource_seq_l(const ResourceInfo& ri) const {
-    auto it = res_seq_.find(&ri);
-    return it == res_seq_.end() ? 0 : it->second;
-  }
-  // All events (any resource) with rv > after; false if the history no longer reaches back that
-  // far.
-  bool changes_since_l(uint64_t after, std::vector<WatchEvent>& out) const;
   json dump_l() const;
 
-  // ---- Watch support ----
-  // Collects events with rv > after for ri. Returns false if 'after' is older than the retained
-  // history.
-  bool events_since(const ResourceInfo& ri, uint64_t after, std::vector<WatchEvent>& out,
-                    uint64_t& latest);
-  // Waits (lock not held) until an event newer than 'after' exists or the timeout elapses.
-  void wait_for_change(uint64_t after, std::chrono::milliseconds timeout);
-  void notify_all() { cv_.notify_all(); }
+  // ---- Indexes (caller holds mutex()); null when empty ----
+  // Keys of the objects of ri with an ownerReference to owner_uid.
+  const std::set<std::string>* owned_by_l(const ResourceInfo& ri,
+                                          const std::string& owner_uid) const;
+  // Keys of the pods with spec.nodeName == node.
+  const std::set<std::string>* pods_on_node_l(const std::string& node) const;
+  // Keys of the objects of ri (nodes and pods are indexed) that carry the label key.
+  const std::set<std::string>* with_label_key_l(const ResourceInfo& ri,
+                                                const std::string& key) const;
+  // The resource and key of the object with this uid, if any.
+  bool find_uid_l(const std::string& uid, const ResourceInfo*& ri, std::string& key) const;
 
- private:
   static std::string key_of(const std::string& ns, const std::string& name) {
     return ns.empty() ? name : ns + "/" + name;
   }
-  void record_l(const ResourceInfo& ri, const char* type, const ObjPtr& obj);
+  static std::string key_of(const ResourceInfo& ri, const json& obj);
+
+ private:
+  void record_l(const ResourceInfo& ri, const char* type, const std::string& key, const ObjPtr& obj,
+                const ObjPtr& prev);
+  void index_l(const ResourceInfo& ri, const std::string& key, const json* before,
+               const json* after);
   WriteResult update_l(const ResourceInfo& ri, const ObjPtr& old, json incoming, bool status_sub,
                        bool is_put);
   WriteResult remove_l(const ResourceInfo& ri, const ObjPtr& old, const DeleteOptions& opts);
-  ObjPtr put_l(const ResourceInfo& ri, json&& obj);
+  ObjPtr put_l(const ResourceInfo& ri, json&& obj, const ObjPtr& old);
+
+  using KeySets = std::unordered_map<std::string, std::set<std::string>>;
 
   Prng& prng_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::map<const ResourceInfo*, std::map<std::string, ObjPtr>> data_;
   uint64_t rv_ = 1000;
-  std::atomic<uint64_t> change_seq_{0};
-  std::deque<WatchEvent> events_;
-  uint64_t events_floor_ = 1000;  // events with rv <= floor were dropped
-  std::map<const ResourceInfo*, uint64_t> res_seq_;
+  std::atomic<uint64_t> published_rv_{1000};
+  std::atomic<uint64_t> continue_expired_{0};
+  WatchConfig watch_cfg_;
+  std::map<const ResourceInfo*, std::unique_ptr<EventLog>> logs_;
+  StoreObserver* observer_ = nullptr;
+  std::unordered_map<std::string, std::pair<const ResourceInfo*, std::string>> by_uid_;
+  std::map<const ResourceInfo*, KeySets> by_owner_;
+  KeySets pods_by_node_;
+  std::map<const ResourceInfo*, KeySets> by_label_key_;
 };
 
 }  // namespace dpfsim

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <regex>
+#include <set>
+#include <unordered_map>
 
 #include "controller_manager.h"
 #include "resources.h"
@@ -239,93 +241,138 @@ std::pair<std::string, std::string> daemonset_health(const json& ds) {
   return {"Healthy", ""};
 }
 
-// DaemonSets by the Application named in their tracking id ("<app>:apps/DaemonSet:<ns>/<name>"),
-// keyed "<ns>/<app>".
-std::map<std::string, std::vector<ObjPtr>> tracked_index(Store& st) {
-  std::map<std::string, std::vector<ObjPtr>> out;
-  for (const ObjPtr& ds : st.list_l(R(ClusterId::Dpu, "daemonsets"))) {
-    std::string tid = jstr(*ds, {"metadata", "annotations", names::kArgoTrackingId});
-    auto colon = tid.find(':');
-    if (colon == std::string::npos) continue;
-    out[jstr(*ds, {"metadata", "namespace"}) + "/" + tid.substr(0, colon)].push_back(ds);
+// Items: Application keys "<ns>/<name>".
+class ArgoController : public Controller {
+ public:
+  const char* name() const override { return "argo"; }
+
+  void on_event(ControllerManager& cm, const ResourceInfo& ri, const char* type,
+                const std::string& key, const ObjPtr& obj, const ObjPtr& prev) override {
+    bool deleted = std::strcmp(type, "DELETED") == 0;
+    if (&ri == app_ri_) {
+      std::string name = jstr(*obj, {"metadata", "name"});
+      if (deleted)
+        index_remove(apps_by_name_, name, key);
+      else
+        index_add(apps_by_name_, name, key);
+      cm.enqueue(ControllerManager::kArgo, key);
+    } else if (&ri == ds_ri_) {
+      // Health is live: Argo watches the resources it tracks.
+      std::string before = prev ? tracking_key(*prev) : "";
+      std::string after = tracking_key(*obj);
+      if (!before.empty() && (before != after || deleted)) index_remove(tracked_, before, key);
+      if (!after.empty() && !deleted) index_add(tracked_, after, key);
+      for (const std::string& t : {before, after})
+        if (!t.empty()) enqueue_apps_named(cm, t.substr(t.find('/') + 1));
+    } else if (&ri == pod_ri_) {
+      // The deletion cascade waits for the pods of the tracked DaemonSets.
+      for (const ObjPtr& o : {obj, prev}) {
+        if (!o) continue;
+        const json* refs = jptr(*o, {"metadata", "ownerReferences"});
+        if (!refs || !refs->is_array()) continue;
+        for (const auto& r : *refs) {
+          const ResourceInfo* ori = nullptr;
+          std::string dkey;
+          if (!cm.store().find_uid_l(r.value("uid", ""), ori, dkey) || ori != ds_ri_) continue;
+          ObjPtr ds = cm.store().find_key_l(*ds_ri_, dkey);
+          std::string t = ds ? tracking_key(*ds) : "";
+          if (t.empty()) continue;
+          auto it = apps_by_name_.find(t.substr(t.find('/') + 1));
+          if (it == apps_by_name_.end()) continue;
+          for (const auto& ak : it->second)
+            if (ObjPtr app = cm.store().find_key_l(*app_ri_, ak); app && is_terminating(*app))
+              cm.enqueue(ControllerManager::kArgo, ak);
+        }
+      }
+    }
   }
-  return out;
-}
 
-}  // namespace
-
-void reconcile_applications(ControllerManager& cm) {
-  Store& st = cm.store();
-  const ResourceInfo& app_ri = R(ClusterId::Management, "applications");
-  const ResourceInfo& ds_ri = R(ClusterId::Dpu, "daemonsets");
-  const ResourceInfo& pod_ri = R(ClusterId::Dpu, "pods");
-  const ResourceInfo& ns_ri = R(ClusterId::Dpu, "namespaces");
-  std::map<std::string, json> chart_faults;
-  {
-    std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
-    chart_faults = cm.ctx().knobs.chart_faults;
+  void on_clear() override {
+    apps_by_name_.clear();
+    tracked_.clear();
   }
 
-  auto index = tracked_index(st);
-  for (ObjPtr app : st.list_l(app_ri)) {
+  void enqueue_all(ControllerManager& cm) override {
+    for (const ObjPtr& o : cm.store().list_l(*app_ri_))
+      cm.enqueue(ControllerManager::kArgo, Store::key_of(*app_ri_, *o));
+  }
+  void on_reachability(ControllerManager& cm) override { enqueue_all(cm); }
+  void on_knobs(ControllerManager& cm) override { enqueue_all(cm); }
+
+  void reconcile(ControllerManager& cm, const std::string& key) override {
+    Store& st = cm.store();
+    ObjPtr app = st.find_key_l(*app_ri_, key);
+    if (!app) return;
+    std::map<std::string, json> chart_faults;
+    {
+      std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
+      chart_faults = cm.ctx().knobs.chart_faults;
+    }
     std::string name = jstr(*app, {"metadata", "name"});
     std::string uid = jstr(*app, {"metadata", "uid"});
     std::string dest_ns = jstr(*app, {"spec", "destination", "namespace"});
-    auto tracked_daemonsets = [&](Store& s2, const std::string& ns2, const std::string& app2) {
-      std::vector<ObjPtr> out;
-      for (const ObjPtr& ds : index[ns2 + "/" + app2]) {
-        ObjPtr cur =
-            s2.find_l(R(ClusterId::Dpu, "daemonsets"), ns2, jstr(*ds, {"metadata", "name"}));
-        if (cur) out.push_back(cur);
-      }
-      return out;
-    };
     if (is_terminating(*app)) {
       // Foreground cascade (resources-finalizer): tracked resources and their pods go first.
-      if (!has_finalizer(*app, names::kArgoFinalizer) || !cm.dpu_reachable()) continue;
+      if (!has_finalizer(*app, names::kArgoFinalizer) || !cm.dpu_reachable()) return;
       bool remaining = false;
       for (const ObjPtr& ds : tracked_daemonsets(st, dest_ns, name)) {
         remaining = true;
         std::string ds_uid = jstr(*ds, {"metadata", "uid"});
         bool pods_left = false;
-        for (const ObjPtr& p : st.list_l(pod_ri, dest_ns)) {
-          const json* refs = jptr(*p, {"metadata", "ownerReferences"});
-          bool owned = false;
-          if (refs && refs->is_array())
-            for (const auto& r : *refs)
-              if (r.value("uid", "") == ds_uid) owned = true;
-          if (!owned) continue;
+        std::vector<ObjPtr> owned;
+        if (const auto* keys = st.owned_by_l(*pod_ri_, ds_uid))
+          for (const auto& k : *keys)
+            if (ObjPtr p = st.find_key_l(*pod_ri_, k)) owned.push_back(p);
+        for (const ObjPtr& p : owned) {
           pods_left = true;
-          if (!is_terminating(*p)) st.mark_deleting_l(pod_ri, p, 30);
+          if (!is_terminating(*p)) st.mark_deleting_l(*pod_ri_, p, 30);
         }
         if (!is_terminating(*ds))
-          st.mark_deleting_l(ds_ri, ds, 0);  // foregroundDeletion: kept until its pods are gone
+          st.mark_deleting_l(*ds_ri_, ds, 0);  // foregroundDeletion: kept until its pods are gone
         else if (!pods_left)
-          st.erase_l(ds_ri, dest_ns, jstr(*ds, {"metadata", "name"}));
+          st.erase_l(*ds_ri_, dest_ns, jstr(*ds, {"metadata", "name"}));
       }
-      if (remaining) continue;
+      if (remaining) return;
       json next = *app;
       json kept = json::array();
       for (const auto& f : next["metadata"]["finalizers"])
         if (f != names::kArgoFinalizer) kept.push_back(f);
       next["metadata"]["finalizers"] = kept;
-      st.commit_l(app_ri, std::move(next));
-      continue;
+      st.commit_l(*app_ri_, std::move(next));
+      return;
     }
     const json& spec = (*app)["spec"];
+    // Fast path: rendered, synced, and the live health unchanged -> nothing to do (no copies).
+    if (const json* cur = jptr(*app, {"status"});
+        cur && cur->is_object() && compared_to_current(*app) &&
+        jstr(*cur, {"sync", "status"}) == "Synced" &&
+        jstr(spec, {"destination", "name"}) == names::kDpuClusterName) {
+      auto tracked = tracked_daemonsets(st, dest_ns, name);
+      json health = json{{"status", "Missing"}};
+      if (!tracked.empty()) {
+        auto [h, msg] = daemonset_health(*tracked[0]);
+        health = msg.empty() ? json{{"status", h}} : json{{"status", h}, {"message", msg}};
+      }
+      bool same = jptr(*cur, {"health"}) && (*cur)["health"] == health;
+      if (same && cur->contains("resources") && (*cur)["resources"].is_array())
+        for (const auto& r : (*cur)["resources"])
+          if (!r.contains("health") || r["health"] != health) same = false;
+      if (same) return;
+    }
     json want_compared = {{"source", spec.value("source", json::object())},
                           {"destination", spec.value("destination", json::object())}};
-    json status =
-        app->contains("status") && (*app)["status"].is_object() ? (*app)["status"] : json::object();
-    json old_status = status;
+    static const json kNoStatus = json::object();
+    const json* stored = jptr(*app, {"status"});
+    const json& old_status = stored && stored->is_object() ? *stored : kNoStatus;
+    json status = old_status;
     if (jstr(spec, {"destination", "name"}) != names::kDpuClusterName) {
       // Host-cluster (deployInCluster) applications: the host cluster is not simulated.
       json next = *app;
       next["status"]["sync"] = {{"status", "Synced"}, {"comparedTo", want_compared}};
       next["status"]["health"] = {{"status", "Healthy"}};
       next["status"]["operationState"] = {{"phase", "Succeeded"}};
-      if (next != *app) st.commit_l(app_ri, std::move(next));
-      continue;
+      if (next != *app) st.commit_l(*app_ri_, std::move(next));
+      return;
     }
     bool refreshed =
         jptr(status, {"sync", "comparedTo"}) && status["sync"]["comparedTo"] == want_compared;
@@ -334,9 +381,10 @@ void reconcile_applications(ControllerManager& cm) {
     bool failed = refreshed && jstr(status, {"sync", "status"}) != "Synced";
     if (failed) refreshed = false;
     if (!refreshed && cm.dpu_reachable()) {
-      std::string key = "argo-refresh/" + uid + "/" + std::to_string(fnv1a32(want_compared.dump()));
-      if (cm.due(key, cm.ctx().delays.argo_refresh_ms)) {
-        cm.clear(key);
+      std::string tkey =
+          "argo-refresh/" + uid + "/" + std::to_string(fnv1a32(want_compared.dump()));
+      if (cm.due(tkey, cm.ctx().delays.argo_refresh_ms)) {
+        cm.clear(tkey);
         std::string now = rfc3339_now();
         status["reconciledAt"] = now;
         status["sync"]["comparedTo"] = want_compared;
@@ -378,14 +426,14 @@ void reconcile_applications(ControllerManager& cm) {
                 {"operation", {{"sync", {{"revision", status["sync"]["revision"]}}}}}};
           } else {
             std::string ds_name = jstr(desired, {"metadata", "name"});
-            if (!st.find_l(ns_ri, "", dest_ns)) st.create_l(ns_ri, make_namespace(dest_ns));
+            if (!st.find_l(*ns_ri_, "", dest_ns)) st.create_l(*ns_ri_, make_namespace(dest_ns));
             // Prune tracked DaemonSets that the render no longer produces (renamed release).
             for (const ObjPtr& old : tracked_daemonsets(st, dest_ns, name))
               if (jstr(*old, {"metadata", "name"}) != ds_name)
-                st.erase_l(ds_ri, dest_ns, jstr(*old, {"metadata", "name"}));
-            ObjPtr ds = st.find_l(ds_ri, dest_ns, ds_name);
+                st.erase_l(*ds_ri_, dest_ns, jstr(*old, {"metadata", "name"}));
+            ObjPtr ds = st.find_l(*ds_ri_, dest_ns, ds_name);
             if (!ds) {
-              index[dest_ns + "/" + name].push_back(st.create_l(ds_ri, desired));
+              st.create_l(*ds_ri_, desired);
             } else {
               json next = *ds;
               json& md = next["metadata"];
@@ -393,7 +441,7 @@ void reconcile_applications(ControllerManager& cm) {
               for (auto& [k, v] : desired["metadata"]["annotations"].items())
                 md["annotations"][k] = v;
               for (auto& [k, v] : desired["spec"].items()) next["spec"][k] = v;
-              if (next != *ds) st.commit_l(ds_ri, std::move(next));
+              if (next != *ds) st.commit_l(*ds_ri_, std::move(next));
             }
             status["sync"]["status"] = "Synced";
             status["operationState"] = {
@@ -446,9 +494,60 @@ void reconcile_applications(ControllerManager& cm) {
     if (status != old_status) {
       json next = *app;
       next["status"] = status;
-      st.commit_l(app_ri, std::move(next));
+      st.commit_l(*app_ri_, std::move(next));
     }
   }
+
+ private:
+  // "<DaemonSet namespace>/<Application name>" from the tracking id
+  // "<app>:apps/DaemonSet:<ns>/<name>".
+  static std::string tracking_key(const json& ds) {
+    std::string tid = jstr(ds, {"metadata", "annotations", names::kArgoTrackingId});
+    auto colon = tid.find(':');
+    if (colon == std::string::npos) return "";
+    return jstr(ds, {"metadata", "namespace"}) + "/" + tid.substr(0, colon);
+  }
+
+  // status.sync.comparedTo describes the current spec.source and spec.destination.
+  static bool compared_to_current(const json& app) {
+    const json* ct = jptr(app, {"status", "sync", "comparedTo"});
+    if (!ct || !ct->is_object() || ct->size() != 2) return false;
+    static const json kEmpty = json::object();
+    const json* src = jptr(app, {"spec", "source"});
+    const json* dst = jptr(app, {"spec", "destination"});
+    auto s = ct->find("source");
+    auto d = ct->find("destination");
+    return s != ct->end() && d != ct->end() && *s == (src ? *src : kEmpty) &&
+           *d == (dst ? *dst : kEmpty);
+  }
+
+  void enqueue_apps_named(ControllerManager& cm, const std::string& name) {
+    auto it = apps_by_name_.find(name);
+    if (it != apps_by_name_.end())
+      for (const auto& k : it->second) cm.enqueue(ControllerManager::kArgo, k);
+  }
+
+  std::vector<ObjPtr> tracked_daemonsets(Store& st, const std::string& ns, const std::string& app) {
+    std::vector<ObjPtr> out;
+    auto it = tracked_.find(ns + "/" + app);
+    if (it != tracked_.end())
+      for (const auto& k : it->second)
+        if (ObjPtr cur = st.find_key_l(*ds_ri_, k)) out.push_back(cur);
+    return out;
+  }
+
+  const ResourceInfo* app_ri_ = &R(ClusterId::Management, "applications");
+  const ResourceInfo* ds_ri_ = &R(ClusterId::Dpu, "daemonsets");
+  const ResourceInfo* pod_ri_ = &R(ClusterId::Dpu, "pods");
+  const ResourceInfo* ns_ri_ = &R(ClusterId::Dpu, "namespaces");
+  std::unordered_map<std::string, std::set<std::string>> apps_by_name_;
+  std::unordered_map<std::string, std::set<std::string>> tracked_;  // "<ns>/<app>" -> DS keys
+};
+
+}  // namespace
+
+std::unique_ptr<Controller> make_argo_controller() {
+  return std::make_unique<ArgoController>();
 }
 
 }  // namespace dpfsim

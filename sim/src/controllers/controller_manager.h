@@ -1,68 +1,171 @@
-// Runs the simulated DPF and Kubernetes controllers on one thread, ticking every ~20 ms.
+// Runs the simulated DPF and Kubernetes controllers on one thread, from work queues.
 //
-// Each tick (only when the store changed or a delay timer is pending) locks the store and runs:
+// The manager is the store's observer: every change (from the API or from a controller) is routed
+// by each controller's on_event() to the work items it affects (keys of the objects to look at
+// again), as an informer's event handlers feed a workqueue. The controller thread wakes when work
+// is queued or a delay timer is due, at most once per tick, and reconciles queued items in
+// controller order:
 //   placement   : DPUDevice -> DPU -> DPU-cluster Node label propagation (last-applied tracking)
 //   dpuservice  : finalizer, serviceID, Argo Application, conditions, deletion
 //   argo        : Application -> rendered DaemonSet in the DPU cluster (refresh lag), app status
-//   daemonset   : DaemonSet -> ControllerRevisions + Pods
+//   daemonset   : DaemonSet -> ControllerRevisions + Pods, per node, with incremental status
 //   kubelet     : Pod Pending -> Running/Ready, Terminating -> gone
-// until nothing changes (at most a few passes).
+// It holds the store mutex only for chunks of at most step_budget (2 ms of work), so API requests
+// interleave with a large batch; the longest hold is measured (GET /controllers).
+// A delay timer belongs to the item that consulted it; when the item is reconciled again and does
+// not consult a timer any more, the timer is dropped (its condition went away).
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <memory>
+#include <queue>
+#include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "sim_context.h"
 
 namespace dpfsim {
 
-class ControllerManager {
+class ControllerManager;
+
+class Controller {
  public:
-  explicit ControllerManager(SimContext& ctx, int tick_ms = 20) : ctx_(ctx), tick_ms_(tick_ms) {}
-  ~ControllerManager() { stop(); }
+  virtual ~Controller() = default;
+  virtual const char* name() const = 0;
+  // Routes a store change to the items it affects. Store mutex held; any thread.
+  virtual void on_event(ControllerManager& cm, const ResourceInfo& ri, const char* type,
+                        const std::string& key, const ObjPtr& obj, const ObjPtr& prev) = 0;
+  // Both clusters were emptied: drop derived state.
+  virtual void on_clear() {}
+  // Reconciles one item. Controller thread, store mutex held.
+  virtual void reconcile(ControllerManager& cm, const std::string& item) = 0;
+  // Queues every item a full pass would look at (POST /controllers/resync).
+  virtual void enqueue_all(ControllerManager& cm) = 0;
+  // The DPU cluster became reachable or unreachable.
+  virtual void on_reachability(ControllerManager&) {}
+  // Pod faults, chart faults or chart properties changed.
+  virtual void on_knobs(ControllerManager&) {}
+};
+
+class ControllerManager : public StoreObserver {
+ public:
+  enum Kind { kPlacement = 0, kDpuService, kArgo, kDaemonSet, kKubelet, kKinds };
+
+  explicit ControllerManager(SimContext& ctx, int tick_ms = 20);
+  ~ControllerManager() override;
+  // Becomes the store's observer (replaying the current objects) and starts the thread.
   void start();
   void stop();
 
-  // ---- for controllers (controller thread, store lock held) ----
+  // StoreObserver (store mutex held).
+  void on_event(const ResourceInfo& ri, const char* type, const std::string& key, const ObjPtr& obj,
+                const ObjPtr& prev) override;
+  void on_clear() override;
+
+  // ---- for controllers (store mutex held) ----
   SimContext& ctx() { return ctx_; }
   Store& store() { return ctx_.store; }
   SteadyClock::time_point now() const { return now_; }
   bool dpu_reachable() const { return dpu_reachable_; }
-  // Starts a timer named key on first call; true once delay_ms have elapsed since then.
-  // Timers not consulted during a tick are dropped (their condition went away).
+  void enqueue(Kind k, const std::string& item);
+  // Starts a timer named key on first call; true once delay_ms have elapsed since then. The
+  // item being reconciled owns it and is reconciled again when it is due.
   bool due(const std::string& key, int delay_ms);
-  void clear(const std::string& key) { timers_.erase(key); }
+  // Drops a timer; the item is reconciled again in the next batch (it may start a new one).
+  void clear(const std::string& key);
   std::string next_pod_ip();
 
+  // ---- control API (takes the store mutex) ----
+  json stats();
+  void reset_stats();
+  // Queues every object for every controller (the full pass as a safety net, on demand).
+  void resync_all();
+  // True when no work is queued and no item is being reconciled (tests).
+  bool idle();
+
  private:
+  struct Owner {
+    Kind kind;
+    std::string item;
+  };
+  struct Timer {
+    SteadyClock::time_point start;
+    SteadyClock::time_point scheduled{};  // wake-up already queued for this time
+    uint64_t touched = 0;
+    std::string owner;  // "<kind>|<item>"
+  };
+  struct Wake {
+    SteadyClock::time_point at;
+    Kind kind;
+    std::string item;
+    bool operator>(const Wake& o) const { return at > o.at; }
+  };
+  struct Queue {
+    std::deque<std::string> items;
+    std::unordered_set<std::string> queued;
+  };
+  struct Stats {
+    uint64_t items = 0;
+    uint64_t busy_us = 0;
+    uint64_t max_item_us = 0;
+  };
+
   void run();
-  void tick();
+  // One chunk under the store mutex; true when more work is queued.
+  bool step(SteadyClock::time_point budget_end, int& rounds);
+  void reconcile_one(Kind k, const std::string& item);
+  void check_external_changes();
+  void notify_work();
+  static std::string owner_key(Kind k, const std::string& item) {
+    return std::to_string(static_cast<int>(k)) + "|" + item;
+  }
 
   SimContext& ctx_;
   int tick_ms_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<Controller>> ctls_;
+
+  // Guarded by the store mutex.
+  Queue queues_[kKinds];
+  std::vector<Owner> deferred_;  // reconciled again in the next batch
+  std::unordered_map<std::string, Timer> timers_;
+  std::unordered_map<std::string, std::vector<std::string>> timers_of_;  // owner -> timer keys
+  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> wakes_;
   SteadyClock::time_point now_{};
   bool dpu_reachable_ = true;
-  bool last_reachable_ = true;
-  uint64_t last_seq_ = ~0ULL;
-  uint64_t last_reset_epoch_ = 0;
-  uint64_t tick_no_ = 0;
+  uint64_t knobs_seq_ = 0;
+  uint64_t delays_seq_ = 0;
+  uint64_t eval_no_ = 0;
+  const Owner* current_ = nullptr;
+  bool current_cleared_ = false;
   uint32_t pod_ip_counter_ = 0;
-  struct Timer {
-    SteadyClock::time_point start;
-    uint64_t touched;
-  };
-  std::map<std::string, Timer> timers_;
+  Stats stats_[kKinds];
+  uint64_t max_hold_us_ = 0, chunks_ = 0, batches_ = 0, long_holds_ = 0;
+  uint64_t hold_hist_[6] = {0, 0, 0, 0, 0, 0};  // <0.5, <1, <2, <5, <10, >=10 ms
+  uint64_t events_seen_ = 0;
+  int round_kind_ = 0;
+  size_t round_left_ = static_cast<size_t>(-1);
+  bool round_any_ = false;
+
+  // Wakes the controller thread.
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool work_ = false;
 };
 
-void reconcile_placement(ControllerManager& cm);
-void reconcile_dpuservices(ControllerManager& cm);
-void reconcile_applications(ControllerManager& cm);
-void reconcile_daemonsets(ControllerManager& cm);
-void reconcile_kubelet(ControllerManager& cm);
+std::unique_ptr<Controller> make_placement_controller();
+std::unique_ptr<Controller> make_dpuservice_controller();
+std::unique_ptr<Controller> make_argo_controller();
+std::unique_ptr<Controller> make_daemonset_controller();
+std::unique_ptr<Controller> make_kubelet();
 
 // Shared helpers.
 bool is_terminating(const json& obj);
@@ -83,5 +186,10 @@ std::string argo_repo_url(const std::string& repo);  // oci:// stripped
 // What the chart renders for an Application (metadata + spec, no status).
 json render_chart_daemonset(const json& app, bool privileged_container = false);
 std::string template_hash(const json& pod_template);
+// Adds key to the set idx[name] / removes it (erasing empty sets).
+void index_add(std::unordered_map<std::string, std::set<std::string>>& idx, const std::string& name,
+               const std::string& key);
+void index_remove(std::unordered_map<std::string, std::set<std::string>>& idx,
+                  const std::string& name, const std::string& key);
 
 }  // namespace dpfsim

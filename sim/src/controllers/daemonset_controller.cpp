@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
+#include <unordered_map>
 
 #include "controller_manager.h"
 #include "node_selector.h"
@@ -26,14 +28,6 @@ bool pod_ready(const json& pod) {
   if (!cs || !cs->is_array()) return false;
   for (const auto& c : *cs)
     if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
-  return false;
-}
-
-bool owned_by(const json& obj, const std::string& uid) {
-  const json* refs = jptr(obj, {"metadata", "ownerReferences"});
-  if (!refs || !refs->is_array()) return false;
-  for (const auto& r : *refs)
-    if (r.value("uid", "") == uid) return true;
   return false;
 }
 
@@ -73,52 +67,570 @@ std::string template_hash(const json& pod_template) {
   return safe_encode_hash(fnv1a32(pod_template.dump()));
 }
 
-void reconcile_daemonsets(ControllerManager& cm) {
-  Store& st = cm.store();
-  const ResourceInfo& ds_ri = R(ClusterId::Dpu, "daemonsets");
-  const ResourceInfo& cr_ri = R(ClusterId::Dpu, "controllerrevisions");
-  const ResourceInfo& pod_ri = R(ClusterId::Dpu, "pods");
-  const ResourceInfo& node_ri = R(ClusterId::Dpu, "nodes");
-  const ResourceInfo& ev_ri = R(ClusterId::Dpu, "events");
-  const ResourceInfo& svc_ri = R(ClusterId::Management, "dpuservices");
-  // Purely reactive: nothing to do unless something this controller reads changed.
-  static uint64_t last_sig = ~0ULL;  // controller thread only
-  uint64_t sig = st.resource_seq_l(ds_ri) + st.resource_seq_l(cr_ri) + st.resource_seq_l(pod_ri) +
-                 st.resource_seq_l(node_ri) + st.resource_seq_l(svc_ri);
-  if (sig == last_sig) return;
+namespace {
 
-  std::vector<ObjPtr> nodes;
-  std::map<std::string, ObjPtr> node_by_name;
-  for (const ObjPtr& n : st.list_l(node_ri)) {
-    node_by_name[jstr(*n, {"metadata", "name"})] = n;
-    if (!is_terminating(*n)) nodes.push_back(n);
+// What one node contributes to its DaemonSet's status.
+struct NodeContribution {
+  bool desired = false, current = false, ready = false, updated = false, unavailable = false,
+       surging = false, misscheduled = false;
+  std::string old_ready_pod;  // key of its only pod when that is old and ready (rollout candidate)
+  bool any() const {
+    return desired || current || ready || updated || unavailable || surging || misscheduled ||
+           !old_ready_pod.empty();
   }
-  std::set<std::string> ds_uids;
+};
 
-  for (ObjPtr ds : st.list_l(ds_ri)) {
+struct Sums {
+  long long desired = 0, current = 0, ready = 0, updated = 0, unavailable = 0, surging = 0,
+            misscheduled = 0;
+  void add(const NodeContribution& c, int sign) {
+    desired += sign * c.desired;
+    current += sign * c.current;
+    ready += sign * c.ready;
+    updated += sign * c.updated;
+    unavailable += sign * c.unavailable;
+    surging += sign * c.surging;
+    misscheduled += sign * c.misscheduled;
+  }
+};
+
+// Which nodes a pod template can land on, for routing node changes and for finding candidates
+// without looking at every node.
+struct SelectorInfo {
+  std::vector<std::string> ref_keys;               // every label key the selector mentions
+  std::vector<std::vector<std::string>> required;  // per usable term: label keys a node must have
+  std::vector<std::string> names;                  // matchFields metadata.name values
+  bool all_nodes = false;                          // some term admits nodes without a given key
+  bool universal() const { return all_nodes || !names.empty(); }
+};
+
+SelectorInfo analyze_selector(const json& pod_spec) {
+  SelectorInfo si;
+  std::vector<std::string> map_keys;
+  if (const json* sel = jptr(pod_spec, {"nodeSelector"}); sel && sel->is_object())
+    for (auto it = sel->begin(); it != sel->end(); ++it) map_keys.push_back(it.key());
+  si.ref_keys = map_keys;
+  const json* req = jptr(
+      pod_spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
+  if (!req || !req->is_object()) {
+    if (map_keys.empty())
+      si.all_nodes = true;
+    else
+      si.required.push_back(map_keys);
+    return si;
+  }
+  const json* terms = jptr(*req, {"nodeSelectorTerms"});
+  if (!terms || !terms->is_array()) return si;  // matches no node
+  for (const auto& term : *terms) {
+    std::vector<std::string> keys = map_keys;
+    std::vector<std::string> names;
+    bool any = false, name_bound = false;
+    if (const json* me = jptr(term, {"matchExpressions"}); me && me->is_array())
+      for (const auto& r : *me) {
+        any = true;
+        std::string k = jstr(r, {"key"}), op = jstr(r, {"operator"});
+        si.ref_keys.push_back(k);
+        if (op == "In" || op == "Exists" || op == "Gt" || op == "Lt") keys.push_back(k);
+      }
+    if (const json* mf = jptr(term, {"matchFields"}); mf && mf->is_array())
+      for (const auto& r : *mf) {
+        any = true;
+        if (jstr(r, {"key"}) == "metadata.name" && jstr(r, {"operator"}) == "In") {
+          name_bound = true;
+          if (const json* v = jptr(r, {"values"}); v && v->is_array())
+            for (const auto& x : *v)
+              if (x.is_string()) names.push_back(x.get<std::string>());
+        }
+      }
+    if (!any) continue;  // an empty term matches nothing
+    if (!keys.empty())
+      si.required.push_back(keys);
+    else if (name_bound)
+      si.names.insert(si.names.end(), names.begin(), names.end());
+    else
+      si.all_nodes = true;
+  }
+  return si;
+}
+
+struct DsState {
+  std::string uid, hash;
+  long long gen = -1;
+  SelectorInfo sel;
+  std::unordered_map<std::string, NodeContribution> nodes;
+  Sums sums;
+  std::set<std::string> old_ready;            // nodes with only an old, ready pod, by name
+  std::set<std::string> dirty;                // nodes to classify again
+  bool full = true;                           // classify every candidate node
+  std::map<std::string, std::string> denied;  // node -> admission message of its failed create
+  std::string last_denied;
+};
+
+const json* controller_ref_any(const json& obj) {
+  const json* refs = jptr(obj, {"metadata", "ownerReferences"});
+  if (!refs || !refs->is_array()) return nullptr;
+  for (const auto& r : *refs)
+    if (r.value("controller", false)) return &r;
+  return nullptr;
+}
+
+// Items: "ds:<ns>/<name>" (a DaemonSet: its revisions, the dirty nodes, rollout and status) and
+// "gc:<uid>" (pods and revisions of a DaemonSet that is gone).
+class DaemonSetController : public Controller {
+ public:
+  const char* name() const override { return "daemonset"; }
+
+  void on_event(ControllerManager& cm, const ResourceInfo& ri, const char* type,
+                const std::string& key, const ObjPtr& obj, const ObjPtr& prev) override {
+    bool deleted = std::strcmp(type, "DELETED") == 0;
+    Store& st = cm.store();
+    if (&ri == ds_ri_) {
+      if (deleted) {
+        unindex_selector(key);
+        drop_state(key);
+        cm.enqueue(ControllerManager::kDaemonSet, "gc:" + jstr(*obj, {"metadata", "uid"}));
+        return;
+      }
+      const json* tmpl_spec = jptr(*obj, {"spec", "template", "spec"});
+      index_selector(key, analyze_selector(tmpl_spec ? *tmpl_spec : json::object()));
+      cm.enqueue(ControllerManager::kDaemonSet, "ds:" + key);
+    } else if (&ri == pod_ri_ || &ri == cr_ri_) {
+      for (const ObjPtr& o : {obj, prev}) {
+        if (!o) continue;
+        const json* refs = jptr(*o, {"metadata", "ownerReferences"});
+        if (!refs || !refs->is_array()) continue;
+        for (const auto& r : *refs) {
+          std::string uid = r.value("uid", "");
+          const ResourceInfo* ori = nullptr;
+          std::string dkey;
+          if (!st.find_uid_l(uid, ori, dkey)) {
+            if (r.value("kind", "") == "DaemonSet" && r.value("controller", false))
+              cm.enqueue(ControllerManager::kDaemonSet, "gc:" + uid);
+            continue;
+          }
+          if (ori != ds_ri_) continue;
+          if (&ri == pod_ri_) {
+            std::string node = jstr(*o, {"spec", "nodeName"});
+            if (!node.empty()) state(dkey).dirty.insert(node);
+          }
+          cm.enqueue(ControllerManager::kDaemonSet, "ds:" + dkey);
+        }
+      }
+    } else if (&ri == node_ri_) {
+      on_node(cm, type, key, obj, prev);
+    } else if (&ri == svc_ri_) {
+      // Admission depends on the DPUService: creates it denied are tried again.
+      for (const ObjPtr& o : {prev, obj}) {
+        if (!o) continue;
+        std::string sid = jstr(*o, {"status", "serviceID"});
+        if (sid.empty()) continue;
+        if (o == prev || deleted)
+          index_remove(svc_by_sid_, sid, key);
+        else
+          index_add(svc_by_sid_, sid, key);
+      }
+      for (const auto& dkey : denied_ds_) {
+        auto it = states_.find(dkey);
+        if (it == states_.end()) continue;
+        for (const auto& [node, msg] : it->second.denied) it->second.dirty.insert(node);
+        cm.enqueue(ControllerManager::kDaemonSet, "ds:" + dkey);
+      }
+    }
+  }
+
+  void on_clear() override {
+    states_.clear();
+    by_ref_key_.clear();
+    universal_.clear();
+    ref_keys_of_.clear();
+    ds_of_node_.clear();
+    svc_by_sid_.clear();
+    denied_ds_.clear();
+  }
+
+  void enqueue_all(ControllerManager& cm) override {
+    Store& st = cm.store();
+    for (const ObjPtr& o : st.list_l(*ds_ri_)) {
+      std::string key = Store::key_of(*ds_ri_, *o);
+      state(key).full = true;
+      cm.enqueue(ControllerManager::kDaemonSet, "ds:" + key);
+    }
+    // Pods and revisions whose DaemonSet is gone.
+    for (const ResourceInfo* r : {pod_ri_, cr_ri_})
+      for (const ObjPtr& o : st.list_l(*r))
+        if (const json* ref = controller_ref_any(*o); ref && ref->value("kind", "") == "DaemonSet")
+          cm.enqueue(ControllerManager::kDaemonSet, "gc:" + ref->value("uid", ""));
+  }
+
+  void reconcile(ControllerManager& cm, const std::string& item) override {
+    if (item.rfind("gc:", 0) == 0)
+      gc(cm, item.substr(3));
+    else
+      daemonset(cm, item.substr(3));
+  }
+
+ private:
+  DsState& state(const std::string& key) { return states_[key]; }
+
+  void drop_state(const std::string& key) {
+    auto it = states_.find(key);
+    if (it == states_.end()) return;
+    for (const auto& [node, c] : it->second.nodes) index_remove(ds_of_node_, node, key);
+    states_.erase(it);
+    denied_ds_.erase(key);
+  }
+
+  void note_denied(const std::string& key, const DsState& s) {
+    if (s.denied.empty())
+      denied_ds_.erase(key);
+    else
+      denied_ds_.insert(key);
+  }
+
+  void index_selector(const std::string& key, const SelectorInfo& si) {
+    unindex_selector(key);
+    std::vector<std::string> keys = si.ref_keys;
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (const auto& k : keys) index_add(by_ref_key_, k, key);
+    ref_keys_of_[key] = keys;
+    if (si.universal()) universal_.insert(key);
+  }
+
+  void unindex_selector(const std::string& key) {
+    auto it = ref_keys_of_.find(key);
+    if (it != ref_keys_of_.end()) {
+      for (const auto& k : it->second) index_remove(by_ref_key_, k, key);
+      ref_keys_of_.erase(it);
+    }
+    universal_.erase(key);
+  }
+
+  void mark(ControllerManager& cm, const std::string& dkey, const std::string& node) {
+    state(dkey).dirty.insert(node);
+    cm.enqueue(ControllerManager::kDaemonSet, "ds:" + dkey);
+  }
+
+  // A node appeared, changed labels or went away: the DaemonSets it may matter to.
+  void on_node(ControllerManager& cm, const char* type, const std::string& node, const ObjPtr& obj,
+               const ObjPtr& prev) {
+    std::set<std::string> hit;
+    static const json kNone = json::object();
+    auto labels_of = [](const ObjPtr& o) -> const json& {
+      const json* l = o ? jptr(*o, {"metadata", "labels"}) : nullptr;
+      return l && l->is_object() ? *l : kNone;
+    };
+    bool gone = std::strcmp(type, "DELETED") == 0 ||
+                (is_terminating(*obj) && !(prev && is_terminating(*prev)));
+    if (std::strcmp(type, "ADDED") == 0) {
+      hit = universal_;
+      const json& l = labels_of(obj);
+      for (auto it = l.begin(); it != l.end(); ++it)
+        if (auto r = by_ref_key_.find(it.key()); r != by_ref_key_.end())
+          hit.insert(r->second.begin(), r->second.end());
+    } else if (!gone) {
+      const json& a = labels_of(prev);
+      const json& b = labels_of(obj);
+      if (a != b) {
+        std::set<std::string> changed;
+        for (auto it = a.begin(); it != a.end(); ++it) {
+          auto jt = b.find(it.key());
+          if (jt == b.end() || *jt != it.value()) changed.insert(it.key());
+        }
+        for (auto it = b.begin(); it != b.end(); ++it)
+          if (!a.contains(it.key())) changed.insert(it.key());
+        for (const auto& k : changed)
+          if (auto r = by_ref_key_.find(k); r != by_ref_key_.end())
+            hit.insert(r->second.begin(), r->second.end());
+      }
+    }
+    if (gone || std::strcmp(type, "ADDED") == 0) {
+      if (auto it = ds_of_node_.find(node); it != ds_of_node_.end())
+        hit.insert(it->second.begin(), it->second.end());
+      if (const auto* pods = cm.store().pods_on_node_l(node))
+        for (const auto& pk : *pods)
+          if (ObjPtr p = cm.store().find_key_l(*pod_ri_, pk))
+            if (const json* ref = controller_ref_any(*p)) {
+              const ResourceInfo* ori = nullptr;
+              std::string dkey;
+              if (cm.store().find_uid_l(ref->value("uid", ""), ori, dkey) && ori == ds_ri_)
+                hit.insert(dkey);
+            }
+    }
+    for (const auto& dkey : hit) mark(cm, dkey, node);
+  }
+
+  // Nodes a full look at the DaemonSet covers.
+  std::set<std::string> candidates(Store& st, const DsState& s) {
+    std::set<std::string> out;
+    if (s.sel.all_nodes) {
+      for (const ObjPtr& n : st.list_l(*node_ri_)) out.insert(jstr(*n, {"metadata", "name"}));
+    } else {
+      for (const auto& keys : s.sel.required) {
+        const std::set<std::string>* best = nullptr;
+        bool none = false;
+        for (const auto& k : keys) {
+          const auto* set = st.with_label_key_l(*node_ri_, k);
+          if (!set) {
+            none = true;
+            break;
+          }
+          if (!best || set->size() < best->size()) best = set;
+        }
+        if (!none && best) out.insert(best->begin(), best->end());
+      }
+      out.insert(s.sel.names.begin(), s.sel.names.end());
+    }
+    for (const auto& [node, c] : s.nodes) out.insert(node);
+    if (const auto* pods = st.owned_by_l(*pod_ri_, s.uid))
+      for (const auto& pk : *pods)
+        if (ObjPtr p = st.find_key_l(*pod_ri_, pk)) {
+          std::string n = jstr(*p, {"spec", "nodeName"});
+          if (!n.empty()) out.insert(n);
+        }
+    return out;
+  }
+
+  void set_contribution(const std::string& dkey, DsState& s, const std::string& node,
+                        NodeContribution c) {
+    auto it = s.nodes.find(node);
+    if (it != s.nodes.end()) {
+      s.sums.add(it->second, -1);
+      if (!it->second.old_ready_pod.empty()) s.old_ready.erase(node);
+      s.nodes.erase(it);
+      index_remove(ds_of_node_, node, dkey);
+    }
+    if (!c.any()) return;
+    s.sums.add(c, +1);
+    if (!c.old_ready_pod.empty()) s.old_ready.insert(node);
+    s.nodes.emplace(node, std::move(c));
+    index_add(ds_of_node_, node, dkey);
+  }
+
+  // Privileged-pod admission (DPF's ValidatingAdmissionPolicy in the DPU cluster): pods with a
+  // privileged container whose svc.dpu.nvidia.com/service label belongs to a DPUService with
+  // security.privileged=false are denied.
+  std::string admission_error(Store& st, const json& tmpl, const std::string& pod_name) {
+    if (!profile().privileged_cel) return "";
+    bool priv = false;
+    if (const json* cs = jptr(tmpl, {"spec", "containers"}); cs && cs->is_array())
+      for (const auto& c : *cs)
+        if (jbool(c, {"securityContext", "privileged"})) priv = true;
+    if (!priv) return "";
+    std::string sid = jstr(tmpl, {"metadata", "labels", names::kServiceIdLabel});
+    if (sid.empty()) return "";
+    auto it = svc_by_sid_.find(sid);
+    if (it == svc_by_sid_.end()) return "";
+    for (const auto& skey : it->second) {
+      ObjPtr svc = st.find_key_l(*svc_ri_, skey);
+      if (!svc || jstr(*svc, {"status", "serviceID"}) != sid) continue;
+      const json* p = jptr(*svc, {"spec", "security", "privileged"});
+      if (p && p->is_boolean() && !p->get<bool>())
+        return "pods \"" + pod_name +
+               "\" is forbidden: ValidatingAdmissionPolicy 'dpf-privileged-pod-enforcement' with "
+               "binding 'dpf-privileged-pod-enforcement' denied request: privileged containers "
+               "are not allowed for DPUService " +
+               jstr(*svc, {"metadata", "namespace"}) + "/" + jstr(*svc, {"metadata", "name"}) +
+               " (spec.security.privileged is false)";
+    }
+    return "";
+  }
+
+  struct Ctx {
+    ControllerManager& cm;
+    Store& st;
+    const json& ds;
+    const json& tmpl;
+    std::string ns, name, uid, hash, key;
+    long long gen;
+    json owner;
+  };
+
+  // Creates the DaemonSet's pod on a node; false when admission denied it (recorded in s.denied).
+  bool create_pod(Ctx& c, DsState& s, const json& node) {
+    std::string nname = jstr(node, {"metadata", "name"});
+    const json* tspec = jptr(c.tmpl, {"spec"});
+    json labels = string_map(jptr(c.tmpl, {"metadata", "labels"}));
+    labels[names::kRevisionHashLabel] = c.hash;
+    labels["pod-template-generation"] = std::to_string(c.gen);
+    json spec = tspec ? *tspec : json::object();
+    spec["nodeName"] = nname;
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        {"nodeSelectorTerms",
+         json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                     {"operator", "In"},
+                                                     {"values", {nname}}}})}}})}};
+    spec["tolerations"] = json::array(
+        {{{"key", "node.kubernetes.io/not-ready"}, {"operator", "Exists"}, {"effect", "NoExecute"}},
+         {{"key", "node.kubernetes.io/unreachable"},
+          {"operator", "Exists"},
+          {"effect", "NoExecute"}}});
+    std::string pod_name;
+    for (int i = 0; i < 100; ++i) {
+      pod_name = c.name + "-" + c.cm.ctx().prng.k8s_suffix(5);
+      if (!c.st.find_l(*pod_ri_, c.ns, pod_name)) break;
+    }
+    std::string err = admission_error(c.st, c.tmpl, pod_name);
+    if (!err.empty()) {
+      s.denied[nname] = "Error creating: " + err;
+      s.last_denied = s.denied[nname];
+      return false;
+    }
+    s.denied.erase(nname);
+    json md{{"name", pod_name},
+            {"generateName", c.name + "-"},
+            {"namespace", c.ns},
+            {"labels", labels},
+            {"ownerReferences", c.owner}};
+    if (const json* a = jptr(c.tmpl, {"metadata", "annotations"});
+        a && a->is_object() && !a->empty())
+      md["annotations"] = *a;
+    std::string now = rfc3339_now();
+    json status{{"phase", "Pending"},
+                {"qosClass", "BestEffort"},
+                {"hostIP", node_internal_ip(node)},
+                {"conditions", json::array({{{"type", "PodScheduled"},
+                                             {"status", "True"},
+                                             {"lastProbeTime", nullptr},
+                                             {"lastTransitionTime", now}}})}};
+    c.st.create_l(*pod_ri_, json{{"apiVersion", "v1"},
+                                 {"kind", "Pod"},
+                                 {"metadata", md},
+                                 {"spec", spec},
+                                 {"status", status}});
+    return true;
+  }
+
+  // One node of one DaemonSet: creates or deletes pods and returns the node's contribution.
+  NodeContribution classify(Ctx& c, DsState& s, const std::string& nname) {
+    NodeContribution out;
+    Store& st = c.st;
+    std::vector<ObjPtr> live, terminating;
+    if (const auto* pods = st.pods_on_node_l(nname))
+      for (const auto& pk : *pods) {
+        ObjPtr p = st.find_key_l(*pod_ri_, pk);
+        if (!p) continue;
+        bool mine = false;
+        if (const json* refs = jptr(*p, {"metadata", "ownerReferences"}); refs && refs->is_array())
+          for (const auto& r : *refs)
+            if (r.value("uid", "") == c.uid) mine = true;
+        if (mine) (is_terminating(*p) ? terminating : live).push_back(p);
+      }
+    ObjPtr node = st.find_l(*node_ri_, "", nname);
+    if (!node || is_terminating(*node)) {
+      // Pods on nodes that no longer exist.
+      for (const auto& p : live) st.mark_deleting_l(*pod_ri_, p, 0);
+      s.denied.erase(nname);
+      return out;
+    }
+    static const json kEmpty = json::object();
+    const json* pod_spec = jptr(c.tmpl, {"spec"});
+    if (!pod_spec_fits_node(pod_spec ? *pod_spec : kEmpty, *node)) {
+      for (const auto& p : live) st.mark_deleting_l(*pod_ri_, p, 30);
+      out.misscheduled = !live.empty();
+      s.denied.erase(nname);
+      return out;
+    }
+    out.desired = true;
+    if (live.empty()) {
+      out.unavailable = true;
+      if (!terminating.empty()) return out;  // wait for the old pod to go away
+      if (create_pod(c, s, *node)) out.current = true;
+      return out;
+    }
+    s.denied.erase(nname);
+    std::vector<ObjPtr> fresh, old;
+    for (const auto& p : live)
+      (jstr(*p, {"metadata", "labels", names::kRevisionHashLabel}) == c.hash ? fresh : old)
+          .push_back(p);
+    auto by_ready = [&](std::vector<ObjPtr>& v) {
+      std::stable_sort(v.begin(), v.end(), [&](const ObjPtr& a, const ObjPtr& b) {
+        return pod_ready(*a) > pod_ready(*b);
+      });
+      for (size_t i = 1; i < v.size(); ++i) st.mark_deleting_l(*pod_ri_, v[i], 30);
+      if (v.size() > 1) v.resize(1);
+    };
+    by_ready(fresh);
+    by_ready(old);
+    out.current = true;
+    if (!fresh.empty()) {
+      out.updated = true;
+      if (pod_ready(*fresh[0])) {
+        out.ready = true;
+        for (const auto& p : old) st.mark_deleting_l(*pod_ri_, p, 30);  // surge done here
+      } else if (!old.empty() && pod_ready(*old[0])) {
+        out.ready = true;  // surge in progress: the old pod still serves
+        out.surging = true;
+      } else {
+        out.unavailable = true;
+        for (const auto& p : old) st.mark_deleting_l(*pod_ri_, p, 30);
+      }
+      return out;
+    }
+    if (pod_ready(*old[0])) {
+      out.ready = true;
+      out.old_ready_pod = Store::key_of(*pod_ri_, *old[0]);
+    } else {
+      out.unavailable = true;
+      st.mark_deleting_l(*pod_ri_, old[0], 30);  // old and not ready: replace right away
+    }
+    return out;
+  }
+
+  void daemonset(ControllerManager& cm, const std::string& key) {
+    Store& st = cm.store();
+    ObjPtr ds = st.find_key_l(*ds_ri_, key);
+    if (!ds) {
+      drop_state(key);
+      return;
+    }
+    if (is_terminating(*ds)) return;  // Argo's foreground deletion takes it from here
     std::string ns = jstr(*ds, {"metadata", "namespace"});
     std::string name = jstr(*ds, {"metadata", "name"});
     std::string uid = jstr(*ds, {"metadata", "uid"});
-    ds_uids.insert(uid);
-    if (is_terminating(*ds)) continue;
-    json tmpl = jptr(*ds, {"spec", "template"}) ? (*ds)["spec"]["template"] : json::object();
-    std::string hash = template_hash(tmpl);
+    static const json kEmpty = json::object();
+    const json* tmpl_p = jptr(*ds, {"spec", "template"});
+    const json& tmpl = tmpl_p ? *tmpl_p : kEmpty;
     long long ds_gen = (*ds)["metadata"].value("generation", 1LL);
+    DsState& s = state(key);
+    if (s.uid != uid) {
+      drop_state(key);
+      DsState& fresh = state(key);
+      fresh.uid = uid;
+      return daemonset(cm, key);
+    }
+    // The template is part of the spec: it can only change with the generation.
+    if (s.gen != ds_gen || s.hash.empty()) {
+      std::string h = template_hash(tmpl);
+      if (s.hash != h || s.gen != ds_gen) s.full = true;
+      s.hash = h;
+      s.gen = ds_gen;
+    }
+    const std::string& hash = s.hash;
+    if (s.full) {
+      const json* ps = jptr(tmpl, {"spec"});
+      s.sel = analyze_selector(ps ? *ps : kEmpty);
+      std::set<std::string> all = candidates(st, s);
+      s.dirty.insert(all.begin(), all.end());
+      s.full = false;
+    }
     json owner = json::array({{{"apiVersion", "apps/v1"},
                                {"kind", "DaemonSet"},
                                {"name", name},
                                {"uid", uid},
                                {"controller", true},
                                {"blockOwnerDeletion", true}}});
+    Ctx c{cm, st, *ds, tmpl, ns, name, uid, hash, key, ds_gen, owner};
 
     // ControllerRevisions.
     std::vector<ObjPtr> revs;
     long long max_rev = 0;
-    for (const ObjPtr& cr : st.list_l(cr_ri, ns))
-      if (owned_by(*cr, uid)) {
-        revs.push_back(cr);
-        max_rev = std::max(max_rev, (*cr).value("revision", 0LL));
-      }
+    if (const auto* keys = st.owned_by_l(*cr_ri_, uid))
+      for (const auto& k : *keys)
+        if (ObjPtr cr = st.find_key_l(*cr_ri_, k)) {
+          revs.push_back(cr);
+          max_rev = std::max(max_rev, cr->value("revision", 0LL));
+        }
     std::string cr_name = name + "-" + hash;
     ObjPtr cur_rev;
     for (const auto& r : revs)
@@ -128,230 +640,102 @@ void reconcile_daemonsets(ControllerManager& cm) {
       labels[names::kRevisionHashLabel] = hash;
       json data_tmpl = tmpl;
       data_tmpl["$patch"] = "replace";
-      cur_rev = st.create_l(cr_ri, json{{"apiVersion", "apps/v1"},
-                                        {"kind", "ControllerRevision"},
-                                        {"metadata",
-                                         {{"name", cr_name},
-                                          {"namespace", ns},
-                                          {"labels", labels},
-                                          {"ownerReferences", owner}}},
-                                        {"data", {{"spec", {{"template", data_tmpl}}}}},
-                                        {"revision", max_rev + 1}});
+      cur_rev = st.create_l(*cr_ri_, json{{"apiVersion", "apps/v1"},
+                                          {"kind", "ControllerRevision"},
+                                          {"metadata",
+                                           {{"name", cr_name},
+                                            {"namespace", ns},
+                                            {"labels", labels},
+                                            {"ownerReferences", owner}}},
+                                          {"data", {{"spec", {{"template", data_tmpl}}}}},
+                                          {"revision", max_rev + 1}});
       revs.push_back(cur_rev);
       max_rev += 1;
-    } else if ((*cur_rev).value("revision", 0LL) != max_rev) {
+    } else if (cur_rev->value("revision", 0LL) != max_rev) {
       json next = *cur_rev;  // rollback to an older template: it becomes the newest revision
       next["revision"] = max_rev + 1;
-      cur_rev = st.commit_l(cr_ri, std::move(next));
+      cur_rev = st.commit_l(*cr_ri_, std::move(next));
       max_rev += 1;
     }
 
-    // Pods per node.
-    std::map<std::string, std::vector<ObjPtr>> by_node;
-    for (const ObjPtr& p : st.list_l(pod_ri, ns))
-      if (owned_by(*p, uid)) by_node[jstr(*p, {"spec", "nodeName"})].push_back(p);
-
-    const json pod_spec = tmpl.contains("spec") ? tmpl["spec"] : json::object();
-    long long desired = 0, current = 0, ready = 0, updated = 0, misscheduled = 0;
-    std::vector<ObjPtr> old_ready_pods;    // nodes with only an old, ready pod
-    std::vector<ObjPtr> surge_candidates;  // nodes (by node) with only an old, ready pod
-    long long unavailable = 0, surging = 0;
-    std::set<std::string> seen_nodes;
-    std::string denied;  // admission denial message (FailedCreate)
-
-    // Privileged-pod admission (DPF's ValidatingAdmissionPolicy in the DPU cluster): pods with a
-    // privileged container whose svc.dpu.nvidia.com/service label belongs to a DPUService with
-    // security.privileged=false are denied.
-    auto admission_error = [&](const std::string& pod_name) -> std::string {
-      if (!profile().privileged_cel) return "";
-      bool priv = false;
-      if (const json* cs = jptr(pod_spec, {"containers"}); cs && cs->is_array())
-        for (const auto& c : *cs)
-          if (jbool(c, {"securityContext", "privileged"})) priv = true;
-      if (!priv) return "";
-      std::string sid = jstr(tmpl, {"metadata", "labels", names::kServiceIdLabel});
-      if (sid.empty()) return "";
-      for (const ObjPtr& svc : st.list_l(svc_ri)) {
-        if (jstr(*svc, {"status", "serviceID"}) != sid) continue;
-        const json* p = jptr(*svc, {"spec", "security", "privileged"});
-        if (p && p->is_boolean() && !p->get<bool>())
-          return "pods \"" + pod_name +
-                 "\" is forbidden: ValidatingAdmissionPolicy 'dpf-privileged-pod-enforcement' with "
-                 "binding 'dpf-privileged-pod-enforcement' denied request: privileged containers "
-                 "are not allowed for DPUService " +
-                 jstr(*svc, {"metadata", "namespace"}) + "/" + jstr(*svc, {"metadata", "name"}) +
-                 " (spec.security.privileged is false)";
-      }
-      return "";
-    };
-    auto create_pod = [&](const ObjPtr& node) -> bool {
-      std::string nname = jstr(*node, {"metadata", "name"});
-      json labels = string_map(jptr(tmpl, {"metadata", "labels"}));
-      labels[names::kRevisionHashLabel] = hash;
-      labels["pod-template-generation"] = std::to_string(ds_gen);
-      json spec = pod_spec;
-      spec["nodeName"] = nname;
-      spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
-          {"nodeSelectorTerms",
-           json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
-                                                       {"operator", "In"},
-                                                       {"values", {nname}}}})}}})}};
-      spec["tolerations"] = json::array({{{"key", "node.kubernetes.io/not-ready"},
-                                          {"operator", "Exists"},
-                                          {"effect", "NoExecute"}},
-                                         {{"key", "node.kubernetes.io/unreachable"},
-                                          {"operator", "Exists"},
-                                          {"effect", "NoExecute"}}});
-      std::string pod_name;
-      for (int i = 0; i < 100; ++i) {
-        pod_name = name + "-" + cm.ctx().prng.k8s_suffix(5);
-        if (!st.find_l(pod_ri, ns, pod_name)) break;
-      }
-      std::string err = admission_error(pod_name);
-      if (!err.empty()) {
-        denied = "Error creating: " + err;
-        return false;
-      }
-      json md{{"name", pod_name},
-              {"generateName", name + "-"},
-              {"namespace", ns},
-              {"labels", labels},
-              {"ownerReferences", owner}};
-      if (const json* a = jptr(tmpl, {"metadata", "annotations"});
-          a && a->is_object() && !a->empty())
-        md["annotations"] = *a;
-      std::string now = rfc3339_now();
-      json status{{"phase", "Pending"},
-                  {"qosClass", "BestEffort"},
-                  {"hostIP", node_internal_ip(*node)},
-                  {"conditions", json::array({{{"type", "PodScheduled"},
-                                               {"status", "True"},
-                                               {"lastProbeTime", nullptr},
-                                               {"lastTransitionTime", now}}})}};
-      st.create_l(pod_ri, json{{"apiVersion", "v1"},
-                               {"kind", "Pod"},
-                               {"metadata", md},
-                               {"spec", spec},
-                               {"status", status}});
-      return true;
-    };
-
-    std::map<std::string, ObjPtr> surge_node;  // pod -> its node, for surge creation
-    for (const ObjPtr& node : nodes) {
-      std::string nname = jstr(*node, {"metadata", "name"});
-      seen_nodes.insert(nname);
-      bool should = pod_spec_fits_node(pod_spec, *node);
-      std::vector<ObjPtr> live, terminating;
-      for (const auto& p : by_node[nname]) (is_terminating(*p) ? terminating : live).push_back(p);
-      if (!should) {
-        for (const auto& p : live) st.mark_deleting_l(pod_ri, p, 30);
-        if (!live.empty()) ++misscheduled;
-        continue;
-      }
-      ++desired;
-      if (live.empty()) {
-        ++unavailable;
-        if (!terminating.empty()) continue;  // wait for the old pod to go away
-        if (create_pod(node)) ++current;
-        continue;
-      }
-      std::vector<ObjPtr> fresh, old;
-      for (const auto& p : live)
-        (jstr(*p, {"metadata", "labels", names::kRevisionHashLabel}) == hash ? fresh : old)
-            .push_back(p);
-      auto by_ready = [&](std::vector<ObjPtr>& v) {
-        std::stable_sort(v.begin(), v.end(), [&](const ObjPtr& a, const ObjPtr& b) {
-          return pod_ready(*a) > pod_ready(*b);
-        });
-        for (size_t i = 1; i < v.size(); ++i) st.mark_deleting_l(pod_ri, v[i], 30);
-        if (v.size() > 1) v.resize(1);
-      };
-      by_ready(fresh);
-      by_ready(old);
-      ++current;
-      if (!fresh.empty()) {
-        ++updated;
-        bool fresh_ready = pod_ready(*fresh[0]);
-        if (fresh_ready) {
-          ++ready;
-          for (const auto& p : old) st.mark_deleting_l(pod_ri, p, 30);  // surge done on this node
-        } else if (!old.empty() && pod_ready(*old[0])) {
-          ++ready;  // surge in progress: the old pod still serves
-          ++surging;
-        } else {
-          ++unavailable;
-          for (const auto& p : old) st.mark_deleting_l(pod_ri, p, 30);
-        }
-        continue;
-      }
-      const ObjPtr& keep = old[0];
-      if (pod_ready(*keep)) {
-        ++ready;
-        old_ready_pods.push_back(keep);
-        surge_node[jstr(*keep, {"metadata", "name"})] = node;
-      } else {
-        ++unavailable;
-        st.mark_deleting_l(pod_ri, keep, 30);  // old and not ready: replace right away
-      }
+    // The nodes that changed, a bounded number per call so one big DaemonSet does not hold the
+    // store for long; rollout and status wait until every dirty node is classified.
+    constexpr size_t kNodesPerCall = 256;
+    size_t n = 0;
+    while (!s.dirty.empty() && n < kNodesPerCall) {
+      std::string node = *s.dirty.begin();
+      s.dirty.erase(s.dirty.begin());
+      set_contribution(key, s, node, classify(c, s, node));
+      ++n;
     }
-    // Pods on nodes that no longer exist.
-    for (auto& [nname, pods] : by_node)
-      if (!seen_nodes.count(nname))
-        for (const auto& p : pods)
-          if (!is_terminating(*p)) st.mark_deleting_l(pod_ri, p, 0);
+    if (!s.dirty.empty()) {
+      note_denied(key, s);
+      cm.enqueue(ControllerManager::kDaemonSet, "ds:" + key);
+      return;
+    }
 
     // Rolling update (apps/v1 defaults: maxUnavailable 1, maxSurge 0).
+    long long ready = s.sums.ready;
     std::string strategy = jstr(*ds, {"spec", "updateStrategy", "type"}, "RollingUpdate");
-    if (strategy == "RollingUpdate" && !old_ready_pods.empty()) {
+    if (strategy == "RollingUpdate" && !s.old_ready.empty()) {
       const json* ru = jptr(*ds, {"spec", "updateStrategy", "rollingUpdate"});
+      long long desired = s.sums.desired;
       long long max_surge = scaled(ru ? jptr(*ru, {"maxSurge"}) : nullptr, desired, 0);
       long long max_unavailable = scaled(ru ? jptr(*ru, {"maxUnavailable"}) : nullptr, desired, 1);
+      std::vector<std::string> cands(s.old_ready.begin(), s.old_ready.end());
       if (max_surge > 0) {
-        long long budget = max_surge - surging;
-        for (const auto& p : old_ready_pods) {
+        long long budget = max_surge - s.sums.surging;
+        for (const auto& node : cands) {
           if (budget <= 0) break;
-          if (create_pod(surge_node[jstr(*p, {"metadata", "name"})])) --budget;
+          ObjPtr nobj = st.find_l(*node_ri_, "", node);
+          if (nobj && create_pod(c, s, *nobj)) --budget;
         }
       } else {
         if (max_unavailable < 1) max_unavailable = 1;
-        long long budget = max_unavailable - unavailable;
-        for (const auto& p : old_ready_pods) {
+        long long budget = max_unavailable - s.sums.unavailable;
+        for (const auto& node : cands) {
           if (budget <= 0) break;
-          st.mark_deleting_l(pod_ri, p, 30);
+          auto it = s.nodes.find(node);
+          ObjPtr pod =
+              it == s.nodes.end() ? nullptr : st.find_key_l(*pod_ri_, it->second.old_ready_pod);
+          if (!pod) continue;
+          st.mark_deleting_l(*pod_ri_, pod, 30);
           --budget;
           --ready;
         }
       }
     }
+    note_denied(key, s);
+    std::string denied = s.denied.empty() ? "" : s.last_denied;
     if (!denied.empty()) {
       // FailedCreate: one Event per DaemonSet (count bumped on repeats), like the controller's
       // event recorder.
       std::string ev_name = name + ".failedcreate";
-      ObjPtr ev = st.find_l(ev_ri, ns, ev_name);
+      ObjPtr ev = st.find_l(*ev_ri_, ns, ev_name);
       std::string now = rfc3339_now();
       if (!ev) {
-        st.create_l(ev_ri, json{{"apiVersion", "v1"},
-                                {"kind", "Event"},
-                                {"metadata", {{"name", ev_name}, {"namespace", ns}}},
-                                {"involvedObject",
-                                 {{"apiVersion", "apps/v1"},
-                                  {"kind", "DaemonSet"},
-                                  {"name", name},
-                                  {"namespace", ns},
-                                  {"uid", uid}}},
-                                {"reason", "FailedCreate"},
-                                {"message", denied},
-                                {"type", "Warning"},
-                                {"count", 1},
-                                {"firstTimestamp", now},
-                                {"lastTimestamp", now},
-                                {"source", {{"component", "daemonset-controller"}}}});
+        st.create_l(*ev_ri_, json{{"apiVersion", "v1"},
+                                  {"kind", "Event"},
+                                  {"metadata", {{"name", ev_name}, {"namespace", ns}}},
+                                  {"involvedObject",
+                                   {{"apiVersion", "apps/v1"},
+                                    {"kind", "DaemonSet"},
+                                    {"name", name},
+                                    {"namespace", ns},
+                                    {"uid", uid}}},
+                                  {"reason", "FailedCreate"},
+                                  {"message", denied},
+                                  {"type", "Warning"},
+                                  {"count", 1},
+                                  {"firstTimestamp", now},
+                                  {"lastTimestamp", now},
+                                  {"source", {{"component", "daemonset-controller"}}}});
       } else if (jstr(*ev, {"message"}) != denied) {
         json next = *ev;
         next["message"] = denied;
         next["count"] = next.value("count", 1) + 1;
         next["lastTimestamp"] = now;
-        st.commit_l(ev_ri, std::move(next));
+        st.commit_l(*ev_ri_, std::move(next));
       }
     }
 
@@ -365,13 +749,18 @@ void reconcile_daemonsets(ControllerManager& cm) {
         return a->value("revision", 0LL) < b->value("revision", 0LL);
       });
       for (size_t i = 0; i + limit < old_revs.size(); ++i)
-        st.erase_l(cr_ri, ns, jstr(*old_revs[i], {"metadata", "name"}));
+        st.erase_l(*cr_ri_, ns, jstr(*old_revs[i], {"metadata", "name"}));
     }
 
-    json status{{"currentNumberScheduled", current},  {"desiredNumberScheduled", desired},
-                {"numberMisscheduled", misscheduled}, {"numberReady", ready},
-                {"numberAvailable", ready},           {"numberUnavailable", desired - ready},
-                {"updatedNumberScheduled", updated},  {"observedGeneration", ds_gen}};
+    const Sums& sm = s.sums;
+    json status{{"currentNumberScheduled", sm.current},
+                {"desiredNumberScheduled", sm.desired},
+                {"numberMisscheduled", sm.misscheduled},
+                {"numberReady", ready},
+                {"numberAvailable", ready},
+                {"numberUnavailable", sm.desired - ready},
+                {"updatedNumberScheduled", sm.updated},
+                {"observedGeneration", ds_gen}};
     if (!denied.empty())
       status["conditions"] = json::array({{{"type", "ReplicaFailure"},
                                            {"status", "True"},
@@ -382,26 +771,62 @@ void reconcile_daemonsets(ControllerManager& cm) {
         oc && !denied.empty() && oc->is_array() && !oc->empty() &&
         (*oc)[0].value("message", "") == denied)
       status["conditions"] = *oc;  // keep lastTransitionTime stable
-    ObjPtr latest = st.find_l(ds_ri, ns, name);
+    ObjPtr latest = st.find_key_l(*ds_ri_, key);
+    const json* cur_status = jptr(*latest, {"status"});
+    if (cur_status && *cur_status == status &&
+        jstr(*latest, {"metadata", "annotations", names::kCurrentRevisionAnnotation}) == hash)
+      return;  // nothing to write (checked before copying the object)
     json next = *latest;
-    next["status"] = status;
+    next["status"] = std::move(status);
     next["metadata"]["annotations"][names::kCurrentRevisionAnnotation] = hash;
-    if (next != *latest) st.commit_l(ds_ri, std::move(next));
+    if (next != *latest) st.commit_l(*ds_ri_, std::move(next));
   }
 
-  last_sig = st.resource_seq_l(ds_ri) + st.resource_seq_l(cr_ri) + st.resource_seq_l(pod_ri) +
-             st.resource_seq_l(node_ri) + st.resource_seq_l(svc_ri);
-  // Garbage collection: pods and revisions whose DaemonSet is gone.
-  for (const ObjPtr& p : st.list_l(pod_ri)) {
-    const json* ref = controller_ref(*p, "DaemonSet");
-    if (ref && !ds_uids.count(ref->value("uid", "")) && !is_terminating(*p))
-      st.mark_deleting_l(pod_ri, p, 30);
+  // Garbage collection: pods and revisions whose DaemonSet (uid) is gone.
+  void gc(ControllerManager& cm, const std::string& uid) {
+    Store& st = cm.store();
+    const ResourceInfo* ori = nullptr;
+    std::string okey;
+    if (uid.empty() || st.find_uid_l(uid, ori, okey)) return;
+    std::vector<ObjPtr> pods, crs;
+    if (const auto* keys = st.owned_by_l(*pod_ri_, uid))
+      for (const auto& k : *keys)
+        if (ObjPtr p = st.find_key_l(*pod_ri_, k)) pods.push_back(p);
+    if (const auto* keys = st.owned_by_l(*cr_ri_, uid))
+      for (const auto& k : *keys)
+        if (ObjPtr r = st.find_key_l(*cr_ri_, k)) crs.push_back(r);
+    for (const ObjPtr& p : pods) {
+      const json* ref = controller_ref(*p, "DaemonSet");
+      if (ref && ref->value("uid", "") == uid && !is_terminating(*p))
+        st.mark_deleting_l(*pod_ri_, p, 30);
+    }
+    for (const ObjPtr& cr : crs) {
+      const json* ref = controller_ref(*cr, "DaemonSet");
+      if (ref && ref->value("uid", "") == uid)
+        st.erase_l(*cr_ri_, jstr(*cr, {"metadata", "namespace"}), jstr(*cr, {"metadata", "name"}));
+    }
   }
-  for (const ObjPtr& cr : st.list_l(cr_ri)) {
-    const json* ref = controller_ref(*cr, "DaemonSet");
-    if (ref && !ds_uids.count(ref->value("uid", "")))
-      st.erase_l(cr_ri, jstr(*cr, {"metadata", "namespace"}), jstr(*cr, {"metadata", "name"}));
-  }
+
+  const ResourceInfo* ds_ri_ = &R(ClusterId::Dpu, "daemonsets");
+  const ResourceInfo* cr_ri_ = &R(ClusterId::Dpu, "controllerrevisions");
+  const ResourceInfo* pod_ri_ = &R(ClusterId::Dpu, "pods");
+  const ResourceInfo* node_ri_ = &R(ClusterId::Dpu, "nodes");
+  const ResourceInfo* ev_ri_ = &R(ClusterId::Dpu, "events");
+  const ResourceInfo* svc_ri_ = &R(ClusterId::Management, "dpuservices");
+
+  std::unordered_map<std::string, DsState> states_;                    // by DaemonSet key
+  std::unordered_map<std::string, std::set<std::string>> by_ref_key_;  // node label key -> DS
+  std::set<std::string> universal_;  // DaemonSets that may want a node without a given label
+  std::unordered_map<std::string, std::vector<std::string>> ref_keys_of_;
+  std::unordered_map<std::string, std::set<std::string>> ds_of_node_;  // node -> DS (contributing)
+  std::unordered_map<std::string, std::set<std::string>> svc_by_sid_;  // serviceID -> DPUService
+  std::set<std::string> denied_ds_;  // DaemonSets with a node whose pod admission denied
+};
+
+}  // namespace
+
+std::unique_ptr<Controller> make_daemonset_controller() {
+  return std::make_unique<DaemonSetController>();
 }
 
 }  // namespace dpfsim

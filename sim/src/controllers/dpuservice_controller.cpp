@@ -2,6 +2,10 @@
 // Application per DPU cluster, conditions computed from the *cached* Application status in the same
 // reconcile that updates the Application (so Ready=True can be reported for a generation Argo has
 // not rendered yet, as real DPF does), deletion through the Applications.
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
 #include "controller_manager.h"
 #include "profile.h"
 #include "resources.h"
@@ -100,41 +104,54 @@ json desired_application(const json& svc, const std::string& sid) {
   return app;
 }
 
-// Applications by the DPUService they belong to (labels), keyed "<ns>/<name>".
-std::map<std::string, std::vector<ObjPtr>> applications_index(Store& st) {
-  const ResourceInfo& app_ri = *find_resource_by_plural(ClusterId::Management, "applications");
-  std::map<std::string, std::vector<ObjPtr>> out;
-  for (const ObjPtr& a : st.list_l(app_ri))
-    out[jstr(*a, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) + "/" +
-        jstr(*a, {"metadata", "labels", names::kDpuServiceNameLabel})]
-        .push_back(a);
-  return out;
-}
+// Items: DPUService keys "<ns>/<name>".
+class DpuServiceController : public Controller {
+ public:
+  const char* name() const override { return "dpuservice"; }
 
-}  // namespace
+  void on_event(ControllerManager& cm, const ResourceInfo& ri, const char* type,
+                const std::string& key, const ObjPtr& obj, const ObjPtr& prev) override {
+    if (&ri == svc_ri_) {
+      if (std::strcmp(type, "DELETED") == 0) ensured_.erase(key);
+      cm.enqueue(ControllerManager::kDpuService, key);
+    } else if (&ri == app_ri_) {
+      // DPF watches Applications and maps them to their DPUService by the two labels.
+      std::string before = prev ? owner_of(*prev) : "";
+      std::string after = owner_of(*obj);
+      if (!before.empty() && before != after) {
+        index_remove(apps_by_svc_, before, key);
+        cm.enqueue(ControllerManager::kDpuService, before);
+      }
+      if (!after.empty()) {
+        if (std::strcmp(type, "DELETED") == 0)
+          index_remove(apps_by_svc_, after, key);
+        else
+          index_add(apps_by_svc_, after, key);
+        cm.enqueue(ControllerManager::kDpuService, after);
+      }
+    }
+  }
 
-void reconcile_dpuservices(ControllerManager& cm) {
-  Store& st = cm.store();
-  const Delays& d = cm.ctx().delays;
-  const Profile& prof = profile();
-  const ResourceInfo& svc_ri = *find_resource_by_plural(ClusterId::Management, "dpuservices");
-  const ResourceInfo& app_ri = *find_resource_by_plural(ClusterId::Management, "applications");
+  void on_clear() override {
+    apps_by_svc_.clear();
+    ensured_.clear();
+  }
 
-  auto app_index = applications_index(st);
-  auto applications_of = [&](Store&, const json& s) {
-    auto it =
-        app_index.find(jstr(s, {"metadata", "namespace"}) + "/" + jstr(s, {"metadata", "name"}));
-    std::vector<ObjPtr> out;
-    if (it != app_index.end())
-      for (const ObjPtr& a : it->second)
-        if (ObjPtr cur = st.find_l(app_ri, jstr(*a, {"metadata", "namespace"}),
-                                   jstr(*a, {"metadata", "name"})))
-          out.push_back(cur);
-    return out;
-  };
-  for (ObjPtr svc : st.list_l(svc_ri)) {
+  void enqueue_all(ControllerManager& cm) override {
+    for (const ObjPtr& o : cm.store().list_l(*svc_ri_))
+      cm.enqueue(ControllerManager::kDpuService, Store::key_of(*svc_ri_, *o));
+  }
+
+  // Deletion and the Application write wait for the DPU cluster.
+  void on_reachability(ControllerManager& cm) override { enqueue_all(cm); }
+
+  void reconcile(ControllerManager& cm, const std::string& key) override {
+    Store& st = cm.store();
+    const Delays& d = cm.ctx().delays;
+    const Profile& prof = profile();
+    ObjPtr svc = st.find_key_l(*svc_ri_, key);
+    if (!svc) return;
     std::string uid = jstr(*svc, {"metadata", "uid"});
-    std::string svc_name = jstr(*svc, {"metadata", "name"});
     bool deleting = is_terminating(*svc);
     bool paused = jbool(*svc, {"spec", "paused"});
     bool fin = has_finalizer(*svc, names::kDpuServiceFinalizer);
@@ -143,21 +160,25 @@ void reconcile_dpuservices(ControllerManager& cm) {
       json& f = next["metadata"]["finalizers"];
       if (!f.is_array()) f = json::array();
       f.push_back(names::kDpuServiceFinalizer);
-      svc = st.commit_l(svc_ri, std::move(next));
-      if (!svc) continue;
+      svc = st.commit_l(*svc_ri_, std::move(next));
+      if (!svc) return;
       fin = true;
     }
     std::string sid = dpuservice_service_id(*svc);
     bool dic = jbool(*svc, {"spec", "deployInCluster"});
-    const json old_status = svc->contains("status") ? (*svc)["status"] : json::object();
+    // The status as read now, kept alive by its own reference (no copy).
+    static const json kNoStatus = json::object();
+    const ObjPtr read = svc;
+    const json* old_status_p = jptr(*read, {"status"});
+    const json& old_status = old_status_p ? *old_status_p : kNoStatus;
 
     if (deleting) {
       // A paused DPUService is never deleted (the finalizer stays).
-      if (!fin || paused) continue;
-      auto apps = applications_of(st, *svc);
+      if (!fin || paused) return;
+      auto apps = applications_of(st, key);
       bool remaining = !apps.empty() || !cm.dpu_reachable();
       for (const ObjPtr& a : apps)
-        if (!is_terminating(*a)) st.mark_deleting_l(app_ri, a, 0);
+        if (!is_terminating(*a)) st.mark_deleting_l(*app_ri_, a, 0);
       long long gen = (*svc)["metadata"].value("generation", 1LL);
       std::vector<Cond> others = {
           {"ApplicationPrereqsReconciled", "True", "Success", ""},
@@ -176,18 +197,18 @@ void reconcile_dpuservices(ControllerManager& cm) {
       next["status"]["conditions"] = build_conditions(old_status, all, gen);
       next["status"]["observedGeneration"] = gen;
       if (prof.status_service_id) next["status"]["serviceID"] = sid;
-      if (next["status"] != old_status) svc = st.commit_l(svc_ri, std::move(next));
-      if (!svc || remaining) continue;
-      std::string key = "dpuservice-finalizer/" + uid;
-      if (!cm.due(key, d.finalizer_ms)) continue;
+      if (next["status"] != old_status) svc = st.commit_l(*svc_ri_, std::move(next));
+      if (!svc || remaining) return;
+      std::string tkey = "dpuservice-finalizer/" + uid;
+      if (!cm.due(tkey, d.finalizer_ms)) return;
       json fin_next = *svc;
       json kept = json::array();
       for (const auto& f : fin_next["metadata"]["finalizers"])
         if (f != names::kDpuServiceFinalizer) kept.push_back(f);
       fin_next["metadata"]["finalizers"] = kept;
-      st.commit_l(svc_ri, std::move(fin_next));
-      cm.clear(key);
-      continue;
+      st.commit_l(*svc_ri_, std::move(fin_next));
+      cm.clear(tkey);
+      return;
     }
 
     long long gen = (*svc)["metadata"].value("generation", 1LL);
@@ -195,10 +216,10 @@ void reconcile_dpuservices(ControllerManager& cm) {
     // DPF reacts to a spec change after dpuservice_sync_ms; until then nothing moves.
     if (pending_reconcile &&
         !cm.due("dpuservice-sync/" + uid + "/" + std::to_string(gen), d.dpuservice_sync_ms))
-      continue;
+      return;
 
     // The cached Application(s) as DPF reads them before it updates them.
-    auto apps = applications_of(st, *svc);
+    auto apps = applications_of(st, key);
     std::vector<std::string> unready;
     for (const ObjPtr& a : apps) {
       std::string sync = jstr(*a, {"status", "sync", "status"});
@@ -217,20 +238,35 @@ void reconcile_dpuservices(ControllerManager& cm) {
     for (size_t i = 0; i < unready.size(); ++i) unready_msg += (i ? ", " : "") + unready[i];
 
     // Ensure the Application (not while paused: underlying resources are paused too).
+    // The desired Application depends on the DPUService's spec only: once it was ensured for
+    // this generation, it is rendered again only when the Application's spec (generation) or
+    // labels changed since (Argo's status writes change neither).
     if (!paused && cm.dpu_reachable()) {
-      json desired = desired_application(*svc, sid);
-      if (dic) {
-        desired["spec"]["project"] = "doca-platform-project-host";
-        desired["spec"]["destination"]["name"] = "in-cluster";
-      }
-      if (apps.empty()) {
-        st.create_l(app_ri, desired);
-      } else {
-        json next = *apps[0];
-        for (auto& [k, v] : desired["metadata"]["labels"].items())
-          next["metadata"]["labels"][k] = v;
-        next["spec"] = desired["spec"];
-        if (next != *apps[0]) st.commit_l(app_ri, std::move(next));
+      Ensured& e = ensured_[key];
+      bool fresh = !apps.empty() && e.svc_uid == uid && e.svc_gen == gen &&
+                   e.app_uid == jstr(*apps[0], {"metadata", "uid"}) &&
+                   e.app_gen == (*apps[0])["metadata"].value("generation", 0LL) &&
+                   jptr(*apps[0], {"metadata", "labels"}) &&
+                   (*apps[0])["metadata"]["labels"] == e.app_labels;
+      if (!fresh) {
+        json desired = desired_application(*svc, sid);
+        if (dic) {
+          desired["spec"]["project"] = "doca-platform-project-host";
+          desired["spec"]["destination"]["name"] = "in-cluster";
+        }
+        ObjPtr app;
+        if (apps.empty()) {
+          app = st.create_l(*app_ri_, desired);
+        } else {
+          json next = *apps[0];
+          for (auto& [k, v] : desired["metadata"]["labels"].items())
+            next["metadata"]["labels"][k] = v;
+          next["spec"] = desired["spec"];
+          app = next != *apps[0] ? st.commit_l(*app_ri_, std::move(next)) : apps[0];
+        }
+        if (app)
+          e = Ensured{uid, gen, jstr(*app, {"metadata", "uid"}),
+                      (*app)["metadata"].value("generation", 0LL), (*app)["metadata"]["labels"]};
       }
     }
 
@@ -244,21 +280,61 @@ void reconcile_dpuservices(ControllerManager& cm) {
     std::vector<Cond> all{summary(others)};
     all.insert(all.end(), others.begin(), others.end());
 
-    json next = *svc;
     // Newest DPF: the injected service label is written into the stored spec (pointer aliasing +
     // spec patch), which bumps the generation.
-    if (prof.persist_service_label_in_spec && !paused && !jptr(*svc, {"spec", "interfaces"})) {
-      json& labels = next["spec"]["serviceDaemonSet"]["labels"];
-      if (!labels.is_object()) labels = json::object();
-      labels[names::kServiceIdLabel] = sid;
-    }
+    bool inject = prof.persist_service_label_in_spec && !paused &&
+                  !jptr(*svc, {"spec", "interfaces"}) &&
+                  jstr(*svc, {"spec", "serviceDaemonSet", "labels", names::kServiceIdLabel}) != sid;
     json status = old_status;
     status["conditions"] = build_conditions(old_status, all, gen);
     status["observedGeneration"] = gen;
     if (prof.status_service_id) status["serviceID"] = sid;
-    next["status"] = status;
-    if (next != *svc) st.commit_l(svc_ri, std::move(next));
+    if (!inject && status == old_status) return;  // checked before copying the object
+    json next = *svc;
+    if (inject) {
+      json& labels = next["spec"]["serviceDaemonSet"]["labels"];
+      if (!labels.is_object()) labels = json::object();
+      labels[names::kServiceIdLabel] = sid;
+    }
+    next["status"] = std::move(status);
+    if (next != *svc) st.commit_l(*svc_ri_, std::move(next));
   }
+
+ private:
+  static std::string owner_of(const json& app) {
+    std::string name = jstr(app, {"metadata", "labels", names::kDpuServiceNameLabel});
+    if (name.empty()) return "";
+    return jstr(app, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) + "/" + name;
+  }
+
+  // The cached Applications of a DPUService.
+  std::vector<ObjPtr> applications_of(Store& st, const std::string& svc_key) {
+    std::vector<ObjPtr> out;
+    auto it = apps_by_svc_.find(svc_key);
+    if (it != apps_by_svc_.end())
+      for (const auto& k : it->second)
+        if (ObjPtr cur = st.find_key_l(*app_ri_, k)) out.push_back(cur);
+    return out;
+  }
+
+  const ResourceInfo* svc_ri_ = find_resource_by_plural(ClusterId::Management, "dpuservices");
+  const ResourceInfo* app_ri_ = find_resource_by_plural(ClusterId::Management, "applications");
+  std::unordered_map<std::string, std::set<std::string>> apps_by_svc_;
+  // What the Application was made to look like, per DPUService.
+  struct Ensured {
+    std::string svc_uid;
+    long long svc_gen = -1;
+    std::string app_uid;
+    long long app_gen = -1;
+    json app_labels;
+  };
+  std::unordered_map<std::string, Ensured> ensured_;
+};
+
+}  // namespace
+
+std::unique_ptr<Controller> make_dpuservice_controller() {
+  return std::make_unique<DpuServiceController>();
 }
 
 }  // namespace dpfsim

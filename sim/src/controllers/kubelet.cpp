@@ -1,6 +1,9 @@
 // Simulated kubelet: scheduled Pods become Running/Ready after pod_ready_ms; Pods with a
 // deletionTimestamp (phase unchanged, Ready=False) disappear after pod_termination_ms. Pod faults
 // (POST /pod-faults) keep the pods of a node unready with a container waiting reason.
+#include <cstring>
+#include <map>
+
 #include "controller_manager.h"
 #include "resources.h"
 
@@ -53,63 +56,80 @@ json container_statuses(const json& pod, const std::string& uid, const std::stri
   return out;
 }
 
-}  // namespace
+// Items: pod keys "<ns>/<name>".
+class Kubelet : public Controller {
+ public:
+  const char* name() const override { return "kubelet"; }
 
-void reconcile_kubelet(ControllerManager& cm) {
-  Store& st = cm.store();
-  const Delays& d = cm.ctx().delays;
-  const ResourceInfo& pod_ri = *find_resource_by_plural(ClusterId::Dpu, "pods");
-  const ResourceInfo& node_ri = *find_resource_by_plural(ClusterId::Dpu, "nodes");
-  // Skip the scan when no pod/node/fault changed and no pod is waiting for a delay.
-  static uint64_t last_sig = ~0ULL;  // controller thread only
-  static bool pending = false;
-  uint64_t knob_seq = cm.ctx().knobs.seq.load();
-  uint64_t sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri) + knob_seq;
-  if (sig == last_sig && !pending) return;
-  pending = false;
-  std::map<std::string, std::string> faults;
-  {
-    std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
-    faults = cm.ctx().knobs.pod_faults;
+  void on_event(ControllerManager& cm, const ResourceInfo& ri, const char* type,
+                const std::string& key, const ObjPtr&, const ObjPtr&) override {
+    if (&ri == pod_ri_) {
+      cm.enqueue(ControllerManager::kKubelet, key);
+    } else if (&ri == node_ri_ && std::strcmp(type, "MODIFIED") != 0) {
+      pods_on(cm, key);  // a node appeared or went away: its pods' kubelet
+    }
   }
-  for (const ObjPtr& pod : st.list_l(pod_ri)) {
+
+  void on_clear() override { faults_.clear(); }
+
+  void enqueue_all(ControllerManager& cm) override {
+    for (const ObjPtr& p : cm.store().list_l(*pod_ri_))
+      cm.enqueue(ControllerManager::kKubelet, Store::key_of(*pod_ri_, *p));
+  }
+
+  // Pod faults changed: the pods on nodes whose fault was added, changed or removed.
+  void on_knobs(ControllerManager& cm) override {
+    std::map<std::string, std::string> now;
+    {
+      std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
+      now = cm.ctx().knobs.pod_faults;
+    }
+    for (const auto& [n, r] : now)
+      if (!faults_.count(n) || faults_[n] != r) pods_on(cm, n);
+    for (const auto& [n, r] : faults_)
+      if (!now.count(n)) pods_on(cm, n);
+    faults_ = std::move(now);
+  }
+
+  void reconcile(ControllerManager& cm, const std::string& key) override {
+    Store& st = cm.store();
+    const Delays& d = cm.ctx().delays;
+    ObjPtr pod = st.find_key_l(*pod_ri_, key);
+    if (!pod) return;
     std::string uid = jstr(*pod, {"metadata", "uid"});
     if (is_terminating(*pod)) {
-      std::string key = "pod-terminate/" + uid;
-      if (!cm.due(key, d.pod_termination_ms)) {
-        pending = true;
-        continue;
-      }
+      std::string tkey = "pod-terminate/" + uid;
+      if (!cm.due(tkey, d.pod_termination_ms)) return;
       const json* f = jptr(*pod, {"metadata", "finalizers"});
       if (!f || !f->is_array() || f->empty())
-        st.erase_l(pod_ri, jstr(*pod, {"metadata", "namespace"}), jstr(*pod, {"metadata", "name"}));
-      cm.clear(key);
-      continue;
+        st.erase_l(*pod_ri_, jstr(*pod, {"metadata", "namespace"}),
+                   jstr(*pod, {"metadata", "name"}));
+      cm.clear(tkey);
+      return;
     }
     std::string node = jstr(*pod, {"spec", "nodeName"});
-    if (node.empty() || !st.find_l(node_ri, "", node)) continue;
-    auto fit = faults.find(node);
-    std::string fault = fit == faults.end() ? "" : fit->second;
+    if (node.empty() || !st.find_l(*node_ri_, "", node)) return;
+    std::string fault;
+    {
+      std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
+      auto fit = cm.ctx().knobs.pod_faults.find(node);
+      if (fit != cm.ctx().knobs.pod_faults.end()) fault = fit->second;
+    }
     std::string cur_fault;
     const json* cs0 = jptr(*pod, {"status", "containerStatuses"});
     if (cs0 && cs0->is_array() && !cs0->empty())
       cur_fault = jstr((*cs0)[0], {"state", "waiting", "reason"});
     bool is_ready_running = jstr(*pod, {"status", "phase"}) == "Running" && cur_fault.empty();
-    if (fault.empty() && is_ready_running) continue;
-    if (fault == "CrashLoopBackOff") pending = true;  // keeps restarting
-    std::string key = "pod-ready/" + uid;
-    if (!cm.due(key, d.pod_ready_ms)) {
-      pending = true;
-      continue;
-    }
+    if (fault.empty() && is_ready_running) return;
+    std::string tkey = "pod-ready/" + uid;
+    if (!cm.due(tkey, d.pod_ready_ms)) return;
     long long restarts = 0;
     if (cs0 && cs0->is_array() && !cs0->empty()) restarts = (*cs0)[0].value("restartCount", 0LL);
     if (!fault.empty() && fault == cur_fault) {
       // CrashLoopBackOff keeps restarting: one restart per second of simulated time.
-      if (fault != "CrashLoopBackOff") continue;
-      pending = true;
+      if (fault != "CrashLoopBackOff") return;
       std::string rk = "pod-restart/" + uid;
-      if (!cm.due(rk, 1000)) continue;
+      if (!cm.due(rk, 1000)) return;
       cm.clear(rk);
       ++restarts;
     } else if (fault == "CrashLoopBackOff") {
@@ -151,10 +171,25 @@ void reconcile_kubelet(ControllerManager& cm) {
     }
     status["conditions"] = conds;
     status["containerStatuses"] = container_statuses(next, uid, now, fault, restarts);
-    st.commit_l(pod_ri, std::move(next));
-    if (fault.empty()) cm.clear(key);
+    st.commit_l(*pod_ri_, std::move(next));
+    if (fault.empty()) cm.clear(tkey);
   }
-  last_sig = st.resource_seq_l(pod_ri) + st.resource_seq_l(node_ri) + knob_seq;
+
+ private:
+  void pods_on(ControllerManager& cm, const std::string& node) {
+    if (const auto* keys = cm.store().pods_on_node_l(node))
+      for (const auto& k : *keys) cm.enqueue(ControllerManager::kKubelet, k);
+  }
+
+  const ResourceInfo* pod_ri_ = find_resource_by_plural(ClusterId::Dpu, "pods");
+  const ResourceInfo* node_ri_ = find_resource_by_plural(ClusterId::Dpu, "nodes");
+  std::map<std::string, std::string> faults_;  // pod faults as last seen
+};
+
+}  // namespace
+
+std::unique_ptr<Controller> make_kubelet() {
+  return std::make_unique<Kubelet>();
 }
 
 }  // namespace dpfsim

@@ -5,11 +5,10 @@
 // the Node: the DPU's full nodeLabels) so keys removed upstream are removed downstream while labels
 // that DPF never applied (e.g. set with kubectl) are kept. Each hop takes label_propagation_ms / 2.
 //
-// Work is incremental: each tick looks only at objects that changed (from the store's event
-// history) or have a pending delay; a full resync runs every 2 s (and whenever the history is
-// insufficient).
-#include <map>
-#include <set>
+// Work is incremental: only the DPUDevices, DPUs and Nodes a change touched (or whose delay is
+// due) are looked at.
+#include <cstring>
+#include <unordered_map>
 
 #include "controller_manager.h"
 #include "resources.h"
@@ -39,208 +38,193 @@ json apply_labels(const json& current, const json& last_applied, const json& des
   return out;
 }
 
-struct PlacementState {
-  uint64_t last_rv = 0;
-  SteadyClock::time_point last_full{};
-  // ns/name of DPUDevices and DPUs, names of Nodes, to look at again next tick.
-  std::set<std::string> pending_devs, pending_dpus, pending_nodes;
-  std::map<std::string, std::string> dpu_ns_by_name;
-};
-
-PlacementState& state() {
-  static PlacementState s;  // controller thread only
-  return s;
-}
-
 std::string key_of(const json& o) {
   return jstr(o, {"metadata", "namespace"}) + "/" + jstr(o, {"metadata", "name"});
 }
 
-}  // namespace
+// Items: "dev:<ns>/<name>" (DPUDevice -> DPU), "dpu:<ns>/<name>" (DPU gc, DPU -> Node),
+// "node:<name>" (Node gc).
+class PlacementController : public Controller {
+ public:
+  const char* name() const override { return "placement"; }
 
-void reconcile_placement(ControllerManager& cm) {
-  Store& st = cm.store();
-  const Delays& d = cm.ctx().delays;
-  const ResourceInfo& dev_ri = *find_resource_by_plural(ClusterId::Management, "dpudevices");
-  const ResourceInfo& dpu_ri = *find_resource_by_plural(ClusterId::Management, "dpus");
-  const ResourceInfo& node_ri = *find_resource_by_plural(ClusterId::Dpu, "nodes");
-  int half1 = d.label_propagation_ms / 2;
-  int half2 = d.label_propagation_ms - half1;
-  PlacementState& ps = state();
-
-  // Decide what to look at.
-  bool full = cm.now() - ps.last_full > std::chrono::seconds(2);
-  std::vector<WatchEvent> evs;
-  if (!full && !st.changes_since_l(ps.last_rv, evs)) full = true;
-  ps.last_rv = st.rv_l();
-  std::set<std::string> devs, dpus, nodes;
-  if (!full) {
-    devs.swap(ps.pending_devs);
-    dpus.swap(ps.pending_dpus);
-    nodes.swap(ps.pending_nodes);
-    for (const auto& ev : evs) {
-      const json& o = *ev.obj;
-      std::string ns = jstr(o, {"metadata", "namespace"});
-      std::string name = jstr(o, {"metadata", "name"});
-      if (ev.ri == &dev_ri) {
-        devs.insert(ns + "/" + name);
-        std::string node = jstr(o, {"metadata", "labels", names::kDpuNodeNameLabel});
-        if (!node.empty()) dpus.insert(ns + "/" + dpu_object_name(node, name));
-      } else if (ev.ri == &dpu_ri) {
-        dpus.insert(ns + "/" + name);
-        devs.insert(ns + "/" + jstr(o, {"spec", "dpuDeviceName"}));
-        nodes.insert(name);
-        if (ev.type == "DELETED")
-          ps.dpu_ns_by_name.erase(name);
-        else
-          ps.dpu_ns_by_name[name] = ns;
-      } else if (ev.ri == &node_ri) {
-        nodes.insert(name);
-        auto it = ps.dpu_ns_by_name.find(name);
-        if (it != ps.dpu_ns_by_name.end()) dpus.insert(it->second + "/" + name);
+  void on_event(ControllerManager& cm, const ResourceInfo& ri, const char* type,
+                const std::string& key, const ObjPtr& obj, const ObjPtr& prev) override {
+    if (&ri == dev_ri_) {
+      cm.enqueue(ControllerManager::kPlacement, "dev:" + key);
+      for (const ObjPtr& o : {obj, prev}) {
+        if (!o) continue;
+        std::string node = jstr(*o, {"metadata", "labels", names::kDpuNodeNameLabel});
+        if (!node.empty())
+          cm.enqueue(ControllerManager::kPlacement,
+                     "dpu:" + jstr(*o, {"metadata", "namespace"}) + "/" +
+                         dpu_object_name(node, jstr(*o, {"metadata", "name"})));
       }
+    } else if (&ri == dpu_ri_) {
+      std::string ns = jstr(*obj, {"metadata", "namespace"});
+      std::string name = jstr(*obj, {"metadata", "name"});
+      cm.enqueue(ControllerManager::kPlacement, "dpu:" + key);
+      cm.enqueue(ControllerManager::kPlacement,
+                 "dev:" + ns + "/" + jstr(*obj, {"spec", "dpuDeviceName"}));
+      if (std::strcmp(type, "DELETED") == 0) {
+        dpu_ns_by_name_.erase(name);
+        // Its Node goes too; a Node whose DPU appears is checked again when its timer is due.
+        cm.enqueue(ControllerManager::kPlacement, "node:" + name);
+      } else {
+        dpu_ns_by_name_[name] = ns;
+      }
+    } else if (&ri == node_ri_) {
+      cm.enqueue(ControllerManager::kPlacement, "node:" + key);
+      auto it = dpu_ns_by_name_.find(key);
+      if (it != dpu_ns_by_name_.end())
+        cm.enqueue(ControllerManager::kPlacement, "dpu:" + it->second + "/" + key);
     }
   }
-  ps.pending_devs.clear();
-  ps.pending_dpus.clear();
-  ps.pending_nodes.clear();
-  auto pick = [&](const ResourceInfo& ri, const std::set<std::string>& keys, bool cluster_scoped) {
-    if (full) return st.list_l(ri);
-    std::vector<ObjPtr> out;
-    for (const auto& k : keys) {
-      ObjPtr o;
-      if (cluster_scoped) {
-        o = st.find_l(ri, "", k);
-      } else {
-        auto slash = k.find('/');
-        o = st.find_l(ri, k.substr(0, slash), k.substr(slash + 1));
-      }
-      if (o) out.push_back(o);
-    }
-    return out;
-  };
-  if (full) {
-    ps.last_full = cm.now();
-    ps.dpu_ns_by_name.clear();
-    for (const ObjPtr& dpu : st.list_l(dpu_ri))
-      ps.dpu_ns_by_name[jstr(*dpu, {"metadata", "name"})] = jstr(*dpu, {"metadata", "namespace"});
+
+  void on_clear() override { dpu_ns_by_name_.clear(); }
+
+  void enqueue_all(ControllerManager& cm) override {
+    Store& st = cm.store();
+    for (const ObjPtr& o : st.list_l(*dev_ri_))
+      cm.enqueue(ControllerManager::kPlacement, "dev:" + key_of(*o));
+    enqueue_dpus(cm);
+    for (const ObjPtr& o : st.list_l(*node_ri_))
+      cm.enqueue(ControllerManager::kPlacement, "node:" + jstr(*o, {"metadata", "name"}));
+  }
+
+  // Label propagation to Nodes pauses while the DPU cluster is unreachable.
+  void on_reachability(ControllerManager& cm) override { enqueue_dpus(cm); }
+
+  void reconcile(ControllerManager& cm, const std::string& item) override {
+    auto colon = item.find(':');
+    std::string kind = item.substr(0, colon);
+    std::string key = item.substr(colon + 1);
+    if (kind == "dev")
+      device(cm, key);
+    else if (kind == "dpu")
+      dpu(cm, key);
+    else
+      node(cm, key);
+  }
+
+ private:
+  void enqueue_dpus(ControllerManager& cm) {
+    for (const ObjPtr& o : cm.store().list_l(*dpu_ri_))
+      cm.enqueue(ControllerManager::kPlacement, "dpu:" + key_of(*o));
   }
 
   // 1. DPUDevice -> DPU.
-  for (const ObjPtr& dev : pick(dev_ri, devs, false)) {
-    if (is_terminating(*dev)) continue;
+  void device(ControllerManager& cm, const std::string& key) {
+    Store& st = cm.store();
+    const Delays& d = cm.ctx().delays;
+    ObjPtr dev = st.find_key_l(*dev_ri_, key);
+    if (!dev || is_terminating(*dev)) return;
     std::string ns = jstr(*dev, {"metadata", "namespace"});
     std::string dev_name = jstr(*dev, {"metadata", "name"});
     std::string dpu_node = jstr(*dev, {"metadata", "labels", names::kDpuNodeNameLabel});
-    if (dpu_node.empty()) continue;
+    if (dpu_node.empty()) return;
     json user = string_map(jptr(*dev, {"spec", "cluster", "nodeLabels"}));
     std::string dpu_name = dpu_object_name(dpu_node, dev_name);
-    ObjPtr dpu = st.find_l(dpu_ri, ns, dpu_name);
+    ObjPtr dpu = st.find_l(*dpu_ri_, ns, dpu_name);
     if (!dpu) {
-      std::string key = "dpu-create/" + jstr(*dev, {"metadata", "uid"});
-      if (cm.due(key, d.node_provisioning_ms / 2)) {
-        st.create_l(dpu_ri, make_dpu(ns, *dev, user));
-        cm.clear(key);
-      } else {
-        ps.pending_devs.insert(ns + "/" + dev_name);
+      std::string tkey = "dpu-create/" + jstr(*dev, {"metadata", "uid"});
+      if (cm.due(tkey, d.node_provisioning_ms / 2)) {
+        st.create_l(*dpu_ri_, make_dpu(ns, *dev, user));
+        cm.clear(tkey);
       }
-      continue;
+      return;
     }
-    if (is_terminating(*dpu)) continue;
+    if (is_terminating(*dpu)) return;
     json last = parse_last_applied(*dpu);
     json cur = string_map(jptr(*dpu, {"spec", "cluster", "nodeLabels"}));
     json want = apply_labels(cur, last, user);
     bool annot_ok =
         jstr(*dpu, {"metadata", "annotations", names::kLastAppliedLabels}) == user.dump();
-    if (want == cur && annot_ok) continue;
-    std::string key = "dpu-labels/" + jstr(*dpu, {"metadata", "uid"});
-    if (!cm.due(key, half1)) {
-      ps.pending_devs.insert(ns + "/" + dev_name);
-      continue;
-    }
+    if (want == cur && annot_ok) return;
+    std::string tkey = "dpu-labels/" + jstr(*dpu, {"metadata", "uid"});
+    if (!cm.due(tkey, d.label_propagation_ms / 2)) return;
     json next = *dpu;
     next["spec"]["cluster"]["nodeLabels"] = want;
     next["metadata"]["annotations"][names::kLastAppliedLabels] = user.dump();
-    st.commit_l(dpu_ri, std::move(next));
-    cm.clear(key);
+    st.commit_l(*dpu_ri_, std::move(next));
+    cm.clear(tkey);
   }
 
-  std::vector<ObjPtr> dpu_list = pick(dpu_ri, dpus, false);
-  // 2. DPUs whose DPUDevice is gone are removed.
-  for (const ObjPtr& dpu : dpu_list) {
+  // 2. A DPU whose DPUDevice is gone is removed; 3. DPU -> DPU-cluster Node (DPF must be able to
+  // reach the DPU cluster).
+  void dpu(ControllerManager& cm, const std::string& key) {
+    Store& st = cm.store();
+    const Delays& d = cm.ctx().delays;
+    ObjPtr dpu = st.find_key_l(*dpu_ri_, key);
+    if (!dpu) return;
+    std::string ns = jstr(*dpu, {"metadata", "namespace"});
     std::string dev_name = jstr(*dpu, {"spec", "dpuDeviceName"});
-    if (dev_name.empty() || st.find_l(dev_ri, jstr(*dpu, {"metadata", "namespace"}), dev_name))
-      continue;
-    if (is_terminating(*dpu)) continue;
-    std::string key = "dpu-gc/" + jstr(*dpu, {"metadata", "uid"});
-    if (!cm.due(key, d.node_provisioning_ms / 2)) {
-      ps.pending_dpus.insert(key_of(*dpu));
-      continue;
+    if (!dev_name.empty() && !st.find_l(*dev_ri_, ns, dev_name) && !is_terminating(*dpu)) {
+      std::string tkey = "dpu-gc/" + jstr(*dpu, {"metadata", "uid"});
+      if (cm.due(tkey, d.node_provisioning_ms / 2)) {
+        if (jptr(*dpu, {"metadata", "finalizers"}))
+          st.mark_deleting_l(*dpu_ri_, dpu, 0);
+        else
+          st.erase_l(*dpu_ri_, ns, jstr(*dpu, {"metadata", "name"}));
+        cm.clear(tkey);
+        dpu = st.find_key_l(*dpu_ri_, key);
+      }
     }
-    if (jptr(*dpu, {"metadata", "finalizers"}))
-      st.mark_deleting_l(dpu_ri, dpu, 0);
-    else
-      st.erase_l(dpu_ri, jstr(*dpu, {"metadata", "namespace"}), jstr(*dpu, {"metadata", "name"}));
-    cm.clear(key);
-  }
-
-  // 3. DPU -> DPU-cluster Node (DPF must be able to reach the DPU cluster).
-  if (!cm.dpu_reachable()) {
-    ps.last_full = {};  // full pass once the DPU cluster is reachable again
-    return;
-  }
-  for (const ObjPtr& dpu_old : dpu_list) {
-    ObjPtr dpu = st.find_l(dpu_ri, jstr(*dpu_old, {"metadata", "namespace"}),
-                           jstr(*dpu_old, {"metadata", "name"}));
-    if (!dpu || is_terminating(*dpu)) continue;
+    if (!cm.dpu_reachable()) return;
+    if (!dpu || is_terminating(*dpu)) return;
+    int half2 = d.label_propagation_ms - d.label_propagation_ms / 2;
     std::string name = jstr(*dpu, {"metadata", "name"});
     std::string uid = jstr(*dpu, {"metadata", "uid"});
     json desired = string_map(jptr(*dpu, {"spec", "cluster", "nodeLabels"}));
-    ObjPtr node = st.find_l(node_ri, "", name);
+    ObjPtr node = st.find_l(*node_ri_, "", name);
     if (!node) {
-      std::string key = "node-create/" + uid;
-      if (cm.due(key, d.node_provisioning_ms - d.node_provisioning_ms / 2)) {
-        st.create_l(node_ri, make_node(*dpu, index_from_name(name)));
-        cm.clear(key);
-      } else {
-        ps.pending_dpus.insert(key_of(*dpu));
+      std::string tkey = "node-create/" + uid;
+      if (cm.due(tkey, d.node_provisioning_ms - d.node_provisioning_ms / 2)) {
+        st.create_l(*node_ri_, make_node(*dpu, index_from_name(name)));
+        cm.clear(tkey);
       }
-      continue;
+      return;
     }
-    if (is_terminating(*node)) continue;
+    if (is_terminating(*node)) return;
     json last = parse_last_applied(*node);
     json cur = string_map(jptr(*node, {"metadata", "labels"}));
     json want = apply_labels(cur, last, desired);
     bool annot_ok =
         jstr(*node, {"metadata", "annotations", names::kLastAppliedLabels}) == desired.dump();
-    if (want == cur && annot_ok) continue;
-    std::string key = "node-labels/" + uid;
-    if (!cm.due(key, half2)) {
-      ps.pending_dpus.insert(key_of(*dpu));
-      continue;
-    }
+    if (want == cur && annot_ok) return;
+    std::string tkey = "node-labels/" + uid;
+    if (!cm.due(tkey, half2)) return;
     json next = *node;
     next["metadata"]["labels"] = want;
     next["metadata"]["annotations"][names::kLastAppliedLabels] = desired.dump();
-    st.commit_l(node_ri, std::move(next));
-    cm.clear(key);
+    st.commit_l(*node_ri_, std::move(next));
+    cm.clear(tkey);
   }
 
   // 4. Nodes DPF created (they carry the last-applied annotation) whose DPU is gone are removed.
-  for (const ObjPtr& node : pick(node_ri, nodes, true)) {
-    if (!jptr(*node, {"metadata", "annotations", names::kLastAppliedLabels})) continue;
-    std::string name = jstr(*node, {"metadata", "name"});
+  void node(ControllerManager& cm, const std::string& name) {
+    Store& st = cm.store();
+    ObjPtr node = st.find_l(*node_ri_, "", name);
+    if (!node || !jptr(*node, {"metadata", "annotations", names::kLastAppliedLabels})) return;
     std::string dpu_ns =
         jstr(*node, {"metadata", "labels", names::kDpuNodeNamespaceLabel}, names::kDpfNamespace);
-    if (st.find_l(dpu_ri, dpu_ns, name)) continue;
-    std::string key = "node-gc/" + jstr(*node, {"metadata", "uid"});
-    if (!cm.due(key, d.node_provisioning_ms / 2)) {
-      ps.pending_nodes.insert(name);
-      continue;
-    }
-    st.erase_l(node_ri, "", name);
-    cm.clear(key);
+    if (st.find_l(*dpu_ri_, dpu_ns, name)) return;
+    std::string tkey = "node-gc/" + jstr(*node, {"metadata", "uid"});
+    if (!cm.due(tkey, cm.ctx().delays.node_provisioning_ms / 2)) return;
+    st.erase_l(*node_ri_, "", name);
+    cm.clear(tkey);
   }
+
+  const ResourceInfo* dev_ri_ = find_resource_by_plural(ClusterId::Management, "dpudevices");
+  const ResourceInfo* dpu_ri_ = find_resource_by_plural(ClusterId::Management, "dpus");
+  const ResourceInfo* node_ri_ = find_resource_by_plural(ClusterId::Dpu, "nodes");
+  std::unordered_map<std::string, std::string> dpu_ns_by_name_;  // DPU name -> namespace
+};
+
+}  // namespace
+
+std::unique_ptr<Controller> make_placement_controller() {
+  return std::make_unique<PlacementController>();
 }
 
 }  // namespace dpfsim
