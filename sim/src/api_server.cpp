@@ -248,7 +248,24 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
     drop_connection(req);
     return;
   }
+  negotiate_compression(req, res);
   finish(res.status);
+}
+
+// kube-apiserver compresses an answer only with gzip and only from 128 KiB on
+// (APIResponseCompression, defaultGzipThresholdBytes in
+// k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/writers.go). httplib would compress every
+// JSON answer, with brotli first when the client accepts it: several times the cost of a small
+// answer, which no client of a real cluster pays. The request is httplib's own (non-const) object,
+// lent to the handler as const.
+void KubeApiServer::negotiate_compression(const httplib::Request& req, httplib::Response& res) {
+  constexpr size_t kGzipThresholdBytes = 128 * 1024;
+  auto& headers = const_cast<httplib::Request&>(req).headers;
+  auto it = headers.find("Accept-Encoding");
+  if (it == headers.end()) return;
+  const bool gzip = it->second.find("gzip") != std::string::npos;
+  headers.erase("Accept-Encoding");
+  if (gzip && res.body.size() >= kGzipThresholdBytes) headers.emplace("Accept-Encoding", "gzip");
 }
 
 }  // namespace dpfsim

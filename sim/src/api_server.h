@@ -32,6 +32,7 @@ class KubeApiServer {
   struct Target;
   Target classify(const std::string& path) const;
   void handle(const httplib::Request& req, httplib::Response& res);
+  void negotiate_compression(const httplib::Request& req, httplib::Response& res);
   void dispatch(const httplib::Request& req, httplib::Response& res, const Target& t,
                 const std::string& verb);
   void serve_watch(const httplib::Request& req, httplib::Response& res, const Target& t);

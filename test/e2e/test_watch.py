@@ -139,6 +139,7 @@ def test_an_expired_resource_version_makes_the_informer_list_again():
     sid = ready_service("expired")
     iid = new_instance(1)
     before = watch_status()
+    window = e().sim.watch_config()["window_events"]
     e().sim.watch_config(window_events=1)
     try:
         e().sim.ctl("POST", "/dpu-cluster", {"reachable": False})  # the DPU streams break
@@ -152,7 +153,7 @@ def test_an_expired_resource_version_makes_the_informer_list_again():
         assert after["pods"]["lists"] > before["pods"]["lists"], (before["pods"], after["pods"])
     finally:
         e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
-        e().sim.watch_config(window_events=0)  # back to the default window
+        e().sim.watch_config(window_events=window)
     attach(iid)
     wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
 
