@@ -163,6 +163,8 @@ def test_events_for_objects_nico_does_not_own_wake_nothing():
     DPUDevice: the pods never reach the worker (label selector), the Node and DPUDevice events
     arrive and are dropped without a single DPU woken, claimed or completed."""
     wait_until(all_watched, timeout=30, what="watching")
+    # the earlier tests' pods are gone (their DELETED events are not part of this test)
+    wait_until(lambda: watch_status()["pods"]["objects"] == 0, timeout=30, what="no pod of ours left")
     time.sleep(0.5)
     w0, s0, cpu0 = watcher(), watch_status(), watcher_cpu_s()
     for k in range(200):
