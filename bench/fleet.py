@@ -329,11 +329,13 @@ def report(res):
             row("services created -> READY (s)", lambda f: f["services_s"]),
             row("attach, one transaction (s)", lambda f: f["attach_txn_s"]),
             row("**attach commit -> all attachments RUNNING (s)**", lambda f: f["all_running_s"]),
-            row("attach: API calls per attached DPU", lambda f: sum(f["attach_requests"].values()) / f["instances"]),
+            row("attach: API calls per attached DPU",
+                lambda f: f"{sum(f['attach_requests'].values()) / f['instances']:.3f}"),
             row("attach: worker CPU (s)", lambda f: f["attach_cpu"]["workers"]),
             row("attach: dpfsim CPU (s)", lambda f: f["attach_cpu"]["dpfsim"]),
             row("steady resync: request -> every DPU derived again (s)", lambda f: f["resync_s"]),
-            row("**steady resync: API calls per DPU**", lambda f: per_dpu(f["resync_requests"], f["dpus"])),
+            row("**steady resync: API calls per DPU**",
+                lambda f: f"{per_dpu(f['resync_requests'], f['dpus']):.4f}"),
             row("steady resync: writes", lambda f: sum(v for k, v in f["resync_requests"].items()
                                                        if k.split()[1] in WRITES)),
             row("steady resync: worker CPU (s)", lambda f: f["resync_cpu"]["workers"]),
@@ -366,27 +368,17 @@ def report(res):
 
 
 def plot(fleets):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(python3-matplotlib missing: no plot)")
+    """Draws the RUNNING curves with Debian's python3-matplotlib (bench/plot_fleet.py), which the
+    Python running this benchmark may not see."""
+    src = os.path.join(BUILD, "fleet-progress.json")
+    os.makedirs(BUILD, exist_ok=True)
+    with open(src, "w") as f:
+        json.dump([{k: fl.get(k) for k in ("dpus", "instances", "progress")} for fl in fleets], f)
+    r = c.subprocess.run(["/usr/bin/python3", os.path.join(c.ROOT, "bench", "plot_fleet.py"), src, PLOT],
+                         capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"(no plot: {r.stderr.strip()[-300:]})")
         return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for f in fleets:
-        if not f.get("progress"):
-            continue
-        xs = [p[0] for p in f["progress"]]
-        ys = [100.0 * p[1] / f["instances"] for p in f["progress"]]
-        ax.plot(xs, ys, label=f"{f['dpus']} DPUs, {f['instances']} attached")
-    ax.set_xlabel("seconds after the attach commit")
-    ax.set_ylabel("attachments RUNNING (%)")
-    ax.set_title("Fleet convergence with the watch caches (bench/fleet.py)")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(PLOT, dpi=110)
     return True
 
 

@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   curl python3 python3-yaml procps  # python3-yaml: test/e2e/test_metrics.py reads the postgres_exporter queries file
   clang libclang-rt-14-dev  # fuzz targets and sanitizer builds (scripts/fuzz.sh, sanitize-tests.sh)
+  python3-matplotlib  # bench/plot_fleet.py draws the fleet curves into docs/
 )
 
 SUDO=""

@@ -66,8 +66,7 @@ reconcile::PodsRead CacheObserver::pods(const std::string& node) {
 }
 
 const core::DpfStatus* CacheObserver::dpf_status(const std::string& service_id) {
-  const ServiceFacts* f = cache_.service(service_id);
-  return f == nullptr ? nullptr : &f->dpf;
+  return cache_.dpf_context(service_id);
 }
 
 const std::vector<std::pair<std::string, std::string>>& CacheObserver::failed_creates() {

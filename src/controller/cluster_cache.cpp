@@ -57,11 +57,6 @@ bool older(const std::string& candidate, const std::string& current) {
   return a < b;
 }
 
-bool same_dpf(const core::DpfStatus& a, const core::DpfStatus& b) {
-  return a.ready == b.ready && a.reason == b.reason && a.message == b.message &&
-         a.paused == b.paused;
-}
-
 constexpr size_t kMaxEvents = 10000;
 
 }  // namespace
@@ -256,28 +251,28 @@ class ServiceStore : public ClusterCache::Store {
  public:
   using Store::Store;
   size_t size() const override { return by_name_.size(); }
-  const ServiceFacts* by_id(const std::string& id) const {
-    auto it = ids_.find(id);
-    if (it == ids_.end() || it->second.empty()) return nullptr;
-    return &by_name_.at(*it->second.begin());
-  }
   const std::unordered_map<std::string, ServiceFacts>& all() const { return by_name_; }
+  const core::DpfStatus* context(const std::string& id) const {
+    auto it = context_.find(id);
+    return it == context_.end() ? nullptr : &it->second;
+  }
 
  protected:
   void apply(const json& obj) override {
+    const std::string name = str(at(obj, {"metadata", "name"}));
     ServiceFacts f;
-    f.name = str(at(obj, {"metadata", "name"}));
     f.uid = str(at(obj, {"metadata", "uid"}));
     f.service_id = str(at(obj, {"metadata", "labels", core::kOwnerIdLabel}));
     f.being_deleted = !at(obj, {"metadata", "deletionTimestamp"}).is_null();
-    f.drift_key = core::dpuservice_drift_key(obj);
-    f.dpf = core::dpf_status(obj);
-    auto it = by_name_.find(f.name);
+    const std::string key = core::dpuservice_drift_key(obj);
+    std::copy_n(key.begin(), std::min(key.size(), f.drift_key.size()), f.drift_key.begin());
+    const core::DpfStatus dpf = core::dpf_status(obj);
+    f.dpf_digest = digest(dpf);
+    auto it = by_name_.find(name);
     if (it == by_name_.end()) {
       dirty_.services.insert(f.service_id);
-      dirty_.dpf[f.service_id] = f.dpf;
-      ids_[f.service_id].insert(f.name);
-      by_name_.emplace(f.name, std::move(f));
+      note_dpf(f.service_id, dpf);
+      by_name_.emplace(name, std::move(f));
       return;
     }
     ServiceFacts& old = it->second;
@@ -286,14 +281,11 @@ class ServiceStore : public ClusterCache::Store {
       dirty_.services.insert(f.service_id);
       dirty_.services.insert(old.service_id);
     }
-    if (!same_dpf(old.dpf, f.dpf)) {
-      dirty_.dpf[f.service_id] = f.dpf;
+    if (old.dpf_digest != f.dpf_digest || old.service_id != f.service_id) {
+      note_dpf(f.service_id, dpf);
       dirty_.context.insert(f.service_id);
     }
-    if (old.service_id != f.service_id) {
-      drop_id(old.service_id, old.name);
-      ids_[f.service_id].insert(f.name);
-    }
+    if (old.service_id != f.service_id) context_.erase(old.service_id);
     old = std::move(f);
   }
   void remove(const std::string& key) override {
@@ -301,7 +293,7 @@ class ServiceStore : public ClusterCache::Store {
     auto it = by_name_.find(name);
     if (it == by_name_.end()) return;
     dirty_.services.insert(it->second.service_id);
-    drop_id(it->second.service_id, name);
+    context_.erase(it->second.service_id);
     by_name_.erase(it);
   }
   std::vector<std::string> keys() const override {
@@ -315,14 +307,21 @@ class ServiceStore : public ClusterCache::Store {
   std::string ns_;
 
  private:
-  void drop_id(const std::string& id, const std::string& name) {
-    auto i = ids_.find(id);
-    if (i == ids_.end()) return;
-    i->second.erase(name);
-    if (i->second.empty()) ids_.erase(i);
+  static uint64_t digest(const core::DpfStatus& d) {
+    const std::string text = std::string(d.ready ? (*d.ready ? "T" : "F") : "-") +
+                             (d.paused ? "P" : "-") + d.reason + '\0' + d.message;
+    return std::hash<std::string>{}(text);
+  }
+  // The change goes to the database; the status stays here only while it is context.
+  void note_dpf(const std::string& id, const core::DpfStatus& dpf) {
+    dirty_.dpf[id] = dpf;
+    if (dpf.paused || dpf.ready == std::optional<bool>(false))
+      context_[id] = dpf;
+    else
+      context_.erase(id);
   }
   std::unordered_map<std::string, ServiceFacts> by_name_;
-  std::unordered_map<std::string, std::set<std::string>> ids_;
+  std::unordered_map<std::string, core::DpfStatus> context_;  // by service id
 };
 
 class EventStore : public ClusterCache::Store {
@@ -597,8 +596,8 @@ std::vector<const core::PodFacts*> ClusterCache::pods_on(const std::string& node
   return static_cast<const PodStore&>(*stores_[kPods]).on(node);
 }
 
-const ServiceFacts* ClusterCache::service(const std::string& service_id) const {
-  return static_cast<const ServiceStore&>(*stores_[kServices]).by_id(service_id);
+const core::DpfStatus* ClusterCache::dpf_context(const std::string& service_id) const {
+  return static_cast<const ServiceStore&>(*stores_[kServices]).context(service_id);
 }
 
 const std::unordered_map<std::string, ServiceFacts>& ClusterCache::services_by_name() const {

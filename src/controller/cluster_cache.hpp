@@ -8,7 +8,9 @@
 // one kube::Multi, on the caller's thread, inside pump(); nothing here knows PostgreSQL.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,13 +40,15 @@ struct NodeFacts {
   NicoLabels labels;  // metadata.labels, NICo's keys
 };
 
+// One of our DPUServices, as small as the drift check allows (a site has thousands of them; the
+// map's key is its name): the drift key instead of the object, and of DPF's status only what
+// tells a change, plus the whole status while it is worth a PENDING message (not Ready, paused).
 struct ServiceFacts {
-  std::string name;
   std::string uid;
   std::string service_id;  // the ownership label
   bool being_deleted = false;
-  std::string drift_key;  // core::dpuservice_drift_key
-  core::DpfStatus dpf;
+  std::array<char, 32> drift_key{};  // core::dpuservice_drift_key (its 32 bytes)
+  uint64_t dpf_digest = 0;                    // of DPF's Ready condition, reason, message, paused
 };
 
 // What changed since the last take_dirty(): the names to wake.
@@ -111,7 +115,9 @@ class ClusterCache {
   const DeviceFacts* device(const std::string& name) const;
   const NodeFacts* node(const std::string& name) const;
   std::vector<const core::PodFacts*> pods_on(const std::string& node) const;
-  const ServiceFacts* service(const std::string& service_id) const;
+  // DPF's status of a service while it explains something (not Ready, or paused), else null.
+  const core::DpfStatus* dpf_context(const std::string& service_id) const;
+  // Our DPUServices by name.
   const std::unordered_map<std::string, ServiceFacts>& services_by_name() const;
   // (DaemonSet name, message) of the DPU cluster's FailedCreate events.
   std::vector<std::pair<std::string, std::string>> failed_creates() const;

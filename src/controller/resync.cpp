@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <exception>
 #include <new>
 #include <set>
@@ -47,12 +48,12 @@ reconcile::DriftReport drift_from_cache(const ClusterCache& cache,
       report.drifted.emplace_back(s.service_id, "DPUService is missing");
       continue;
     }
-    if (it->second.drift_key != core::dpuservice_drift_key(s.desired)) {
+    // (DPF's status reaches the database from the watch events themselves)
+    const std::string want = core::dpuservice_drift_key(s.desired);
+    if (!std::equal(want.begin(), want.end(), it->second.drift_key.begin(),
+                    it->second.drift_key.end()))
       report.drifted.emplace_back(
           s.service_id, "DPUService differs from the desired revision (seen by the watch)");
-    } else {
-      report.dpf.emplace_back(s.service_id, it->second.dpf);
-    }
   }
   const std::unordered_set<std::string> known(known_names.begin(), known_names.end());
   for (const auto& [name, f] : live) {

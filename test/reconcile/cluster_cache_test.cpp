@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "controller/cache_observer.hpp"
+#include "controller/resync.hpp"
+#include "controller/runtime.hpp"
 #include "core/dpuservice_render.hpp"
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
@@ -249,15 +251,93 @@ TEST_F(ClusterCacheTest, AWatchThatEndsResumesFromItsResourceVersionWithoutAList
   for (const auto& i : cache_->informers()) EXPECT_EQ(i.stats.lists, 1u) << i.name;
 }
 
-TEST_F(ClusterCacheTest, ARelistOnRequestDropsWhatIsGone) {
+TEST_F(ClusterCacheTest, ARelistOnRequestAndAfter410DropsWhatIsGone) {
   create_service();
   start();
-  ASSERT_NE(cache_->service(kId), nullptr);
+  const std::string name = core::dpf_service_name(kId, kVersion);
+  ASSERT_TRUE(cache_->services_by_name().count(name));
   cache_->request_relist();
   ASSERT_TRUE(pump_until([&] { return cache_->relist_done(); }));
   for (const auto& i : cache_->informers()) EXPECT_EQ(i.stats.lists, 2u) << i.name;
-  EXPECT_NE(cache_->service(kId), nullptr);
-  EXPECT_EQ(cache_->service(kId)->name, core::dpf_service_name(kId, kVersion));
+  ASSERT_TRUE(cache_->services_by_name().count(name));
+  EXPECT_EQ(cache_->services_by_name().at(name).service_id, kId);
+  // The watch is cut and the API server keeps only one event: the DPUService deleted meanwhile
+  // is never seen as an event; resuming answers 410, the informer lists again, and the list's
+  // end drops what it did not contain.
+  ASSERT_EQ(sim_->ctl("POST", "/watch-config", json{{"window_events", 1}}).status, 200);
+  ASSERT_EQ(sim_->ctl("POST", "/watch-cut", json{{"cluster", "management"}}).status, 200);
+  ASSERT_EQ(sim_->m("DELETE", simtest::dpuservice_path(name)).status, 200);
+  simtest::wait_until([&] { return sim_->m("GET", simtest::dpuservice_path(name)).status == 404; });
+  ASSERT_TRUE(pump_until([&] { return !cache_->services_by_name().count(name); }, 15000));
+  const auto services = cache_->informers()[1];
+  EXPECT_EQ(services.name, "dpuservices");
+  EXPECT_GE(services.stats.expired, 1u);
+  EXPECT_EQ(services.stats.lists, 3u);
+  EXPECT_TRUE(cache_->take_dirty().services.count(kId));  // and its drift check is due
+}
+
+// The drift check against the cache (drift keys) finds nothing for a DPUService exactly as
+// rendered, and finds a hand edit of an owned field: a false drift costs a GET per service per
+// event and went unnoticed once (a signed/unsigned byte comparison of the keys).
+TEST_F(ClusterCacheTest, TheDriftCheckFromTheCacheSeesAHandEditAndNothingElse) {
+  create_service();
+  Settings st;
+  st.management.server = sim_->mgmt;
+  st.management.ca_file = sim_->ca_file;
+  st.dpu.server = sim_->dpu;
+  st.dpu.ca_file = sim_->ca_file;
+  st.ns = kNs;
+  Runtime rt(st, Hooks{});
+  ASSERT_TRUE(rt.configured()) << rt.config_error();
+  rt.start_watching();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!rt.cache()->management_synced() && std::chrono::steady_clock::now() < end) {
+    rt.cache()->pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(rt.cache()->management_synced());
+  (void)rt.cache()->take_dirty();  // the first list's
+  const json work = {
+      {"service_id", kId},
+      {"lifecycle_state", "READY"},
+      {"deployment_scope", "INSTANCE_DPUS"},
+      {"dpf_service_name", core::dpf_service_name(kId, kVersion)},
+      {"attachable_version", kVersion},
+      {"desired_revision", 1},
+      {"applied_revision", 1},
+      {"attempts", 0},
+      {"placement_clear", true},
+      {"namespace", kNs},
+      {"helm_data", json::parse(core::validate_helm_chart_data(
+                                    R"({"repoURL":"https://charts.example.com/stable",)"
+                                    R"("chartName":"demo-agent","chartVersion":"1.2.3",)"
+                                    R"("security":{"privileged":false}})")
+                                    .dump())}};
+  const std::vector<SnapshotRow> rows = {{kId, work.dump()}};
+  ResyncResult r = check_changed(rt, rows, {kId}, {});
+  EXPECT_TRUE(r.listed);
+  EXPECT_TRUE(r.drifted.empty()) << r.drifted.front().second;
+  r = resync(rt, rows, {core::dpf_service_name(kId, kVersion)});
+  EXPECT_TRUE(r.drifted.empty());
+  EXPECT_TRUE(r.orphans.empty());
+  // a hand edit of the values: seen through the watch, drift
+  const std::string name = core::dpf_service_name(kId, kVersion);
+  ASSERT_EQ(sim_->m("PATCH", simtest::dpuservice_path(name),
+                    json{{"spec", {{"helmChart", {{"values", {{"v", 9}}}}}}}}.dump(),
+                    "application/merge-patch+json")
+                .status,
+            200);
+  bool seen = false;
+  const auto end2 = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!seen && std::chrono::steady_clock::now() < end2) {
+    rt.cache()->pump();
+    seen = rt.cache()->take_dirty().services.count(kId) > 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(seen);
+  r = check_changed(rt, rows, {kId}, {});
+  ASSERT_EQ(r.drifted.size(), 1u);
+  EXPECT_EQ(r.drifted.front().first, kId);
 }
 
 }  // namespace
