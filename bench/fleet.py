@@ -346,6 +346,10 @@ def report(res):
             row("dpfsim VmRSS (MiB)", lambda f: f["sim_mem"][0]),
         ])
         for f in F:
+            prog = f.get("progress") or []
+            step = max(1, len(prog) // 12)
+            out(f"\n{f['dpus']} DPUs, attachments RUNNING over time (s, count): "
+                f"{prog[::step] + ([prog[-1]] if prog and prog[-1] not in prog[::step] else [])}")
             if f.get("failed"):
                 out(f"\n{f['dpus']} DPUs DID NOT FINISH: {f['failed']}")
             out(f"\n{f['dpus']} DPUs, attach requests by verb: {f.get('attach_requests')}; steady resync: "

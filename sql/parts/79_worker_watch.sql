@@ -8,33 +8,34 @@
 -- DPUs whose DPUDevice (by name) or DPU-cluster Node (by name: its labels or
 -- the service pods on it) changed.
 CREATE FUNCTION extsvc.mark_dpus_due_by_names(device_names text[], node_names text[])
-RETURNS integer
+RETURNS TABLE (dpu_machine_id uuid, woken boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  n integer;
+#variable_conflict use_column
 BEGIN
+  -- every DPU the names concern (woken: made due by this call; the others
+  -- were due already), for the watcher to work them before the backlog;
   -- rows in key order (ON CONFLICT DO UPDATE locks them in the SELECT's order)
-  INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
-  SELECT h.machine_id, now()
-    FROM (SELECT d.machine_id FROM extsvc.dpus d
-           WHERE d.dpu_device_name = ANY (coalesce(device_names, '{}'))
-          UNION
-          SELECT d.machine_id FROM extsvc.dpus d
-           WHERE d.dpu_node_name = ANY (coalesce(node_names, '{}'))) h
-   ORDER BY h.machine_id
-  ON CONFLICT (dpu_machine_id) DO UPDATE
-     SET next_due_at = now(),
-         state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END
-   WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL;
-  GET DIAGNOSTICS n = ROW_COUNT;
-  IF n > 0 THEN
-    PERFORM extsvc._wake();
-  END IF;
-  RETURN n;
+  RETURN QUERY
+  WITH hit AS (
+    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_device_name = ANY (coalesce(device_names, '{}'))
+    UNION
+    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_node_name = ANY (coalesce(node_names, '{}'))
+  ), marked AS (
+    INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
+    SELECT h.machine_id, now() FROM hit h ORDER BY h.machine_id
+    ON CONFLICT (dpu_machine_id) DO UPDATE
+       SET next_due_at = now(),
+           state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END
+     WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL
+    RETURNING r.dpu_machine_id
+  )
+  SELECT h.machine_id, EXISTS (SELECT FROM marked m WHERE m.dpu_machine_id = h.machine_id) FROM hit h;
+  -- no wake: the watcher, the only worker of the DPU queue in watch mode,
+  -- works them right after this call
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.mark_dpus_due_by_names(text[], text[]) IS
-  'Worker (watcher): makes the DPUs due whose DPUDevice or Node (by name) changed in the watch caches; returns how many.';
+  'Worker (watcher): makes the DPUs due whose DPUDevice or Node (by name) changed in the watch caches; returns every DPU concerned and whether this call made it due.';
 
 -- Services whose DPUService changed: a DELETING one waits for DPF's
 -- finalizers, and the watch says when the object went.
@@ -82,29 +83,68 @@ COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
 -- DPUs still converging towards a service whose context changed (a
 -- DaemonSet FailedCreate event, DPF's Ready condition): their PENDING
 -- messages say more now.
-CREATE FUNCTION extsvc.mark_service_dpus_due(service_ids uuid[]) RETURNS integer
+CREATE FUNCTION extsvc.mark_service_dpus_due(service_ids uuid[])
+RETURNS TABLE (dpu_machine_id uuid, woken boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  n integer;
+#variable_conflict use_column
 BEGIN
-  INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
-  SELECT h.dpu_machine_id, now()
-    FROM (SELECT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
-           WHERE a.service_id = ANY (coalesce(service_ids, '{}')) AND a.deployment_state <> 'RUNNING'
-          UNION
-          SELECT x.dpu_machine_id FROM extsvc.site_service_dpu_status x
-           WHERE x.service_id = ANY (coalesce(service_ids, '{}')) AND x.deployment_state <> 'RUNNING') h
-   ORDER BY h.dpu_machine_id
-  ON CONFLICT (dpu_machine_id) DO UPDATE
-     SET next_due_at = now(),
-         state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END
-   WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL;
-  GET DIAGNOSTICS n = ROW_COUNT;
-  IF n > 0 THEN
-    PERFORM extsvc._wake();
-  END IF;
-  RETURN n;
+  RETURN QUERY
+  WITH hit AS (
+    SELECT a.dpu_machine_id AS machine_id FROM extsvc.dpf_extension_service_attachments a
+     WHERE a.service_id = ANY (coalesce(service_ids, '{}')) AND a.deployment_state <> 'RUNNING'
+    UNION
+    SELECT x.dpu_machine_id FROM extsvc.site_service_dpu_status x
+     WHERE x.service_id = ANY (coalesce(service_ids, '{}')) AND x.deployment_state <> 'RUNNING'
+  ), marked AS (
+    INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
+    SELECT h.machine_id, now() FROM hit h ORDER BY h.machine_id
+    ON CONFLICT (dpu_machine_id) DO UPDATE
+       SET next_due_at = now(),
+           state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END
+     WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL
+    RETURNING r.dpu_machine_id
+  )
+  SELECT h.machine_id, EXISTS (SELECT FROM marked m WHERE m.dpu_machine_id = h.machine_id) FROM hit h;
+  -- no wake: the watcher, the only worker of the DPU queue in watch mode,
+  -- works them right after this call
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.mark_service_dpus_due(uuid[]) IS
-  'Worker (watcher): makes due the DPUs not yet RUNNING for these services, whose context (a FailedCreate event, DPF''s Ready condition) changed; returns how many.';
+  'Worker (watcher): makes due the DPUs not yet RUNNING for these services, whose context (a FailedCreate event, DPF''s Ready condition) changed; returns every DPU concerned and whether this call made it due.';
+
+-- The rows a watch event just woke, claimed by id before the queue's backlog:
+-- their passes read the watch caches and make no call, so they must not wait
+-- behind label patches paced by the client's rate limit (a fleet attach
+-- showed no RUNNING before the last of 1000 patches). Same shape and lease as
+-- extsvc.claim; only due, unleased rows among ids, in key order, SKIP LOCKED.
+CREATE FUNCTION extsvc.claim_ids(queue text, worker text, ids uuid[], lease_seconds integer DEFAULT 60)
+RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, work jsonb)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  q record;
+BEGIN
+  SELECT * INTO q FROM extsvc._worker_queue(claim_ids.queue);
+  RETURN QUERY EXECUTE format($q$
+    WITH due AS (
+      SELECT r.%2$I AS id
+        FROM extsvc.%1$I r
+       WHERE r.%2$I = ANY ($3)
+         AND r.next_due_at <= now()
+         AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+       ORDER BY r.%2$I
+         FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE extsvc.%1$I r
+         SET lease_owner = $1, lease_token = gen_random_uuid(),
+             lease_expires_at = now() + make_interval(secs => $2), last_attempt_at = now()
+        FROM due
+       WHERE r.%2$I = due.id
+      RETURNING r.%2$I AS id, r.state_version, r.lease_token, r.attempts
+    )
+    SELECT c.id, c.state_version, c.lease_token, extsvc.%3$I(c.id, c.attempts) FROM claimed c$q$,
+    q.queue_table, q.key_column, q.work_function)
+  USING claim_ids.worker, claim_ids.lease_seconds, coalesce(claim_ids.ids, '{}');
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.claim_ids(text, text, uuid[], integer) IS
+  'Worker (watcher): lease the due, unleased rows among ids (those a watch event just woke), before the queue''s backlog; same result as extsvc.claim.';

@@ -49,7 +49,15 @@ Statement s_dpf{"SELECT extsvc.record_dpf_status($1)", 1, {JSONBOID}, nullptr};
 Statement s_due_by_names{
     "SELECT extsvc.mark_dpus_due_by_names($1, $2)", 2, {TEXTARRAYOID, TEXTARRAYOID}, nullptr};
 Statement s_wake_services{"SELECT extsvc.wake_services($1)", 1, {UUIDARRAYOID}, nullptr};
-Statement s_service_dpus_due{"SELECT extsvc.mark_service_dpus_due($1)", 1, {UUIDARRAYOID}, nullptr};
+Statement s_service_dpus_due{"SELECT dpu_machine_id, woken FROM extsvc.mark_service_dpus_due($1)",
+                             1,
+                             {UUIDARRAYOID},
+                             nullptr};
+Statement s_claim_ids{
+    "SELECT id, state_version, lease_token, work FROM extsvc.claim_ids($1, $2, $3, $4)",
+    4,
+    {TEXTOID, TEXTOID, UUIDARRAYOID, INT4OID},
+    nullptr};
 Statement s_snapshot_of{
     "SELECT service_id, work FROM extsvc.resync_snapshot_of($1)", 1, {UUIDARRAYOID}, nullptr};
 Statement s_version{
@@ -165,6 +173,20 @@ int int4_scalar() {
   return isnull ? 0 : DatumGetInt32(d);
 }
 
+// The (id, state_version, lease_token, work) rows of a claim.
+void read_batch(MemoryContext cxt, int n, QueueBatch* out) {
+  auto* items = static_cast<QueueItem*>(MemoryContextAllocZero(cxt, sizeof(QueueItem) * (n + 1)));
+  for (int i = 0; i < n; ++i) {
+    bool isnull = false;
+    items[i].id = text_col(cxt, i, 1);
+    items[i].state_version = DatumGetInt64(bin_col(i, 2, &isnull));
+    items[i].lease_token = text_col(cxt, i, 3);
+    items[i].work = text_col(cxt, i, 4);
+  }
+  out->items = items;
+  out->count = n;
+}
+
 }  // namespace
 
 const char* queue_name(Queue q) {
@@ -180,18 +202,20 @@ bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int 
       [&] {
         const Datum args[] = {text_arg(queue_name(q)), text_arg(worker), Int32GetDatum(batch),
                               Int32GetDatum(lease_s)};
-        const int n = run(s_claim, args);
-        auto* items =
-            static_cast<QueueItem*>(MemoryContextAllocZero(cxt, sizeof(QueueItem) * (n + 1)));
-        for (int i = 0; i < n; ++i) {
-          bool isnull = false;
-          items[i].id = text_col(cxt, i, 1);
-          items[i].state_version = DatumGetInt64(bin_col(i, 2, &isnull));
-          items[i].lease_token = text_col(cxt, i, 3);
-          items[i].work = text_col(cxt, i, 4);
-        }
-        out->items = items;
-        out->count = n;
+        read_batch(cxt, run(s_claim, args), out);
+      });
+}
+
+bool queue_claim_ids(MemoryContext cxt, Queue q, const char* worker, const char* const* ids,
+                     int nids, int lease_s, QueueBatch* out, char** error) {
+  out->count = 0;
+  out->items = nullptr;
+  return in_transaction(
+      q == Queue::kService ? "nico_extsvc: claim woken services" : "nico_extsvc: claim woken DPUs",
+      cxt, error, [&] {
+        const Datum args[] = {text_arg(queue_name(q)), text_arg(worker),
+                              array_arg(ids, nids, UUIDOID), Int32GetDatum(lease_s)};
+        read_batch(cxt, run(s_claim_ids, args), out);
       });
 }
 
@@ -291,13 +315,26 @@ bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error) {
   });
 }
 
+// (dpu_machine_id, woken) rows: every id, and how many were woken.
+static void woken_rows(MemoryContext cxt, int n, char*** ids, int* nids, int* marked) {
+  *ids = text_rows(cxt, n, 1);
+  *nids = n;
+  for (int i = 0; i < n; ++i) {
+    bool isnull = true;
+    const Datum d = bin_col(i, 2, &isnull);
+    if (!isnull && DatumGetBool(d)) ++*marked;
+  }
+}
+
 bool mark_dpus_due_by_names(MemoryContext cxt, const char* const* devices, int ndevices,
-                            const char* const* nodes, int nnodes, int* marked, char** error) {
+                            const char* const* nodes, int nnodes, char*** ids, int* nids,
+                            int* marked, char** error) {
   *marked = 0;
+  *nids = 0;
+  *ids = nullptr;
   return in_transaction("nico_extsvc: wake DPUs (watch)", cxt, error, [&] {
     const Datum args[] = {array_arg(devices, ndevices, TEXTOID), array_arg(nodes, nnodes, TEXTOID)};
-    run(s_due_by_names, args);
-    *marked = int4_scalar();
+    woken_rows(cxt, run(s_due_by_names, args), ids, nids, marked);
   });
 }
 
@@ -310,13 +347,14 @@ bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken,
   });
 }
 
-bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, int* marked,
-                           char** error) {
+bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, char*** dpus,
+                           int* ndpus, int* marked, char** error) {
   *marked = 0;
+  *ndpus = 0;
+  *dpus = nullptr;
   return in_transaction("nico_extsvc: wake DPUs of services (watch)", cxt, error, [&] {
     const Datum args[] = {array_arg(ids, n, UUIDOID)};
-    run(s_service_dpus_due, args);
-    *marked = int4_scalar();
+    woken_rows(cxt, run(s_service_dpus_due, args), dpus, ndpus, marked);
   });
 }
 

@@ -38,6 +38,10 @@ struct ResyncSnapshot {
 // All return false and set *error (allocated in cxt) when the transaction failed.
 bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int lease_s,
                  QueueBatch* out, char** error);
+// The due, unleased rows among ids (in key order, SKIP LOCKED): the rows a
+// watch event just woke, worked before the queue's backlog.
+bool queue_claim_ids(MemoryContext cxt, Queue q, const char* worker, const char* const* ids,
+                     int nids, int lease_s, QueueBatch* out, char** error);
 // *result: applied, stale or lost.
 bool queue_complete(MemoryContext cxt, Queue q, const QueueItem& item, const char* outcome,
                     char** result, char** error);
@@ -67,12 +71,15 @@ bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error);
 // The watcher (issue 11): make the DPUs due whose DPUDevice or Node changed
 // (by name); make DELETING services due whose DPUService changed; the work of
 // the READY services among ids (known_names left empty).
+// *ids: every DPU the names concern (*nids of them), *marked: how many were
+// made due by this call.
 bool mark_dpus_due_by_names(MemoryContext cxt, const char* const* devices, int ndevices,
-                            const char* const* nodes, int nnodes, int* marked, char** error);
+                            const char* const* nodes, int nnodes, char*** ids, int* nids,
+                            int* marked, char** error);
 bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken, char** error);
 // The DPUs not yet RUNNING for these services (their context changed).
-bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, int* marked,
-                           char** error);
+bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, char*** dpus,
+                           int* ndpus, int* marked, char** error);
 bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, ResyncSnapshot* out,
                         char** error);
 // *version: the installed version of extension nico_extsvc, NULL when it is

@@ -157,11 +157,15 @@ void record_dpf(MemoryContext cxt, const char* statuses) {
     ereport(WARNING, (errmsg("nico_extsvc: recording DPF status failed: %s", error)));
 }
 
-int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {
+int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* const* ids, int nids) {
   QueueBatch batch{};
   char* error = nullptr;
   const auto claim_start = SteadyClock::now();
-  if (!queue_claim(cxt, queue, g_worker_name, gucs.batch_size, gucs.lease_time_s, &batch, &error)) {
+  const bool claimed = ids != nullptr ? queue_claim_ids(cxt, queue, g_worker_name, ids, nids,
+                                                        gucs.lease_time_s, &batch, &error)
+                                      : queue_claim(cxt, queue, g_worker_name, gucs.batch_size,
+                                                    gucs.lease_time_s, &batch, &error);
+  if (!claimed) {
     ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
     return 0;
   }

@@ -18,8 +18,10 @@ extern int g_slot;
 extern char g_worker_name[64];
 
 // Claims one batch of the queue and works it (renewing leases as the batch
-// goes on); returns how many rows were claimed.
-int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot);
+// goes on); returns how many rows were claimed. With ids: the due rows among
+// them (the ones a watch event just woke), before the rest of the queue.
+int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* const* ids = nullptr,
+               int nids = 0);
 
 // Drift detection and orphan cleanup: one LIST, compare, mark drifted
 // services due. False when the snapshot or the LIST failed.
@@ -48,8 +50,11 @@ bool works_dpu_queue();
 void watch_start();
 // Moves the caches along without waiting.
 void watch_pump();
-// Pumps, then wakes the rows that what changed concerns.
+// Pumps, then wakes the rows that what changed concerns, and (the watcher)
+// works the DPU rows it woke before the queue's backlog.
 void watch_publish(MemoryContext cxt, WorkerSlot* slot);
+// Claims the due rows among ids (DPU queue) and works them.
+void work_woken(MemoryContext cxt, WorkerSlot* slot, char* const* ids, int n);
 // Waits for the latch, a cache socket, the caches' timers or timeout_ms.
 void watch_wait(long timeout_ms);
 // Forgets the wait set (the runtime and its caches were rebuilt).

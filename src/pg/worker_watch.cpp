@@ -125,9 +125,12 @@ void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
   }
   bool ok = true;
   char* error = nullptr;
+  char** woken = nullptr;  // DPU ids the events concern, worked right below
+  int nwoken = 0;
   if (ndevices + nnodes > 0) {
     int marked = 0;
-    if (!mark_dpus_due_by_names(cxt, devices, ndevices, nodes, nnodes, &marked, &error)) {
+    if (!mark_dpus_due_by_names(cxt, devices, ndevices, nodes, nnodes, &woken, &nwoken, &marked,
+                                &error)) {
       ok = false;
       ereport(WARNING, (errmsg("nico_extsvc: waking DPUs after a watch event failed: %s", error)));
     } else {
@@ -149,9 +152,12 @@ void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
     if (ok) check_drift(cxt, slot, snap, services, nservices);
   }
   if (ok && dpf != nullptr) record_dpf(cxt, dpf);
+  char** context_dpus = nullptr;
+  int ncontext_dpus = 0;
   if (ok && ncontext > 0) {
     int marked = 0;
-    if (!mark_service_dpus_due(cxt, context, ncontext, &marked, &error)) {
+    if (!mark_service_dpus_due(cxt, context, ncontext, &context_dpus, &ncontext_dpus, &marked,
+                               &error)) {
       ok = false;
       ereport(WARNING, (errmsg("nico_extsvc: waking the DPUs of a service failed: %s", error)));
     } else {
@@ -163,6 +169,21 @@ void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
     if (!ok) c->restore_dirty(std::move(*dirty));  // published next time
     delete dirty;
   });
+  // The DPUs the events woke are worked now, before the queue's backlog: their passes read the
+  // caches and make no call, and must not wait behind label patches paced by the rate limit.
+  // At most a few batches per call; the rest stay due in the queue.
+  if (works_dpu_queue()) {
+    work_woken(cxt, slot, woken, nwoken);
+    work_woken(cxt, slot, context_dpus, ncontext_dpus);
+  }
+}
+
+void work_woken(MemoryContext cxt, WorkerSlot* slot, char* const* ids, int n) {
+  constexpr int kMaxWoken = 256;
+  for (int from = 0; from < n && from < kMaxWoken; from += gucs.batch_size) {
+    const int count = Min(gucs.batch_size, n - from);
+    work_batch(cxt, Queue::kDpu, slot, ids + from, count);
+  }
 }
 
 void watch_wait(long timeout_ms) {
