@@ -1262,6 +1262,18 @@ def write_doc(run):
     doc = doc[:mm.start()] + mm.group(1) + "\n".join(lines) + "\n" + mm.group(3) + doc[mm.end():]
     with open(path, "w") as f:
         f.write(doc)
+    # the summary table at the top is drawn from these records
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "reliability_summary.py")], check=True)
+
+
+def commit_stamp():
+    """The commit a run measured ("+local" when src/, sql/ or sim/ differ
+    from it); extsvc_testkit.invariants.run_stamp does the same."""
+    def git(*args):
+        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + (
+        "+local" if git("status", "--porcelain", "--", "src", "sql", "sim") else "")
 
 
 def main():
@@ -1319,7 +1331,8 @@ def main():
     if args.write_doc:
         write_doc({"seeds": [args.seed, args.seed + total - 1], "sequences": total, "calls": ops, "length": args.length,
                    "every_op": args.check_every_op, "histories": True, "failed": failed, "seconds": round(dt, 1),
-                   "date": time.strftime("%Y-%m-%d", time.gmtime()), "coverage": dict(coverage)})
+                   "date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": commit_stamp(),
+                   "coverage": dict(coverage)})
     print(f"model_sql: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

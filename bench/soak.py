@@ -217,6 +217,39 @@ def run(args, faults):
     return out
 
 
+def write_doc(args, clean, faulty, ratio):
+    """The human table and the run's record (<!-- soak-run {json} -->, read by
+    tools/reliability_summary.py), written whatever the outcome."""
+    stamp = invariants.run_stamp()
+    record = {**stamp, "seed": args.seed, "services": args.services, "dpus": args.dpus, "seconds": args.seconds,
+              "ops_per_s": args.ops_per_s, "fault_rate": round(FAULT_RATE, 4), "ci": args.ci,
+              "ops": faulty["ops"], "op_results": faulty["op_results"], "faulted": faulty["faulted"],
+              "requests_during": faulty["during"],
+              "converge_s": None if faulty["converge_s"] is None else round(faulty["converge_s"], 1),
+              "clean_converge_s": None if clean["converge_s"] is None else round(clean["converge_s"], 1),
+              "requests_clean": clean["requests"], "requests_faulty": faulty["requests"], "ratio": round(ratio, 2),
+              "violations": len(faulty["violations"]) if faulty["converge_s"] is None else 0,
+              "clean_violations": len(clean["violations"]) if clean["converge_s"] is None else 0,
+              "setup_s": round(faulty.get("setup_s", 0), 1)}
+    inv = ("hold" if faulty["converge_s"] is not None
+           else f"{len(faulty['violations'])} violations at {args.converge_timeout:.0f} s")
+    conv = f"{c.fmt(faulty['converge_s'])} s" if faulty["converge_s"] is not None else "not converged"
+    conv_clean = f"{c.fmt(clean['converge_s'])} s" if clean["converge_s"] is not None else "not converged"
+    invariants.write_doc_block("soak-results", "\n".join([
+        "| size | duration | ops | fault rate | requests faulted | converged after faults stop | fault-free run "
+        "converged | requests without / with faults | ratio | invariants |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        f"| {args.services} services, {args.dpus} DPUs | {args.seconds} s | {faulty['ops']} | {FAULT_RATE:.1%} "
+        f"| {faulty['faulted']} of {faulty['during']} | {conv} | {conv_clean} | {clean['requests']} / "
+        f"{faulty['requests']} | {ratio:.2f} | {inv} |",
+        "", "Operations with faults (succeeded, refused): " + ", ".join(
+            f"{k} {v[0]}/{v[1]}" for k, v in sorted(faulty["op_results"].items())) + ".",
+        "", f"Seed {args.seed}; measured {stamp['date']} on commit `{stamp['commit']}`, {c.machine_line()}, by "
+        f"`PYTHONPATH=python python3 bench/soak.py --seed {args.seed} --write-doc`" + (" --ci" if args.ci else "")
+        + ".",
+        invariants.run_record("soak", record)]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ci", action="store_true", help="short version: 60 services, 20 DPUs, 30 s")
@@ -252,14 +285,7 @@ def main():
     print("  op results (ok, refused) with faults: " + json.dumps(faulty["op_results"], sort_keys=True))
     print(f"soak: {'ok' if ok else 'FAILED'}")
     if args.write_doc:
-        invariants.write_doc_block("soak-results", "\n".join([
-            "| size | duration | ops | fault rate | converged after faults stop | requests without / with faults | ratio | invariants |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
-            f"| {args.services} services, {args.dpus} DPUs | {args.seconds} s | {faulty['ops']} | {FAULT_RATE:.1%} "
-            f"| {c.fmt(faulty['converge_s'])} s | {clean['requests']} / {faulty['requests']} | {ratio:.2f} "
-            f"| {'hold' if ok else 'VIOLATED'} |",
-            "", f"Seed {args.seed}; measured {time.strftime('%Y-%m-%d', time.gmtime())} on {c.machine_line()} by "
-            f"`PYTHONPATH=python python3 bench/soak.py --seed {args.seed} --write-doc`" + (" --ci" if args.ci else "") + "."]))
+        write_doc(args, clean, faulty, ratio)
     return 0 if ok else 1
 
 

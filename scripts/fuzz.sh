@@ -7,7 +7,9 @@
 #   scripts/fuzz.sh long [SECONDS]    the recorded run: SECONDS (default 900) in
 #                                     total on one core, split over the targets
 #                                     by weight, then writes executions, coverage
-#                                     and findings into docs/reliability.md
+#                                     and findings into docs/reliability.md, with
+#                                     the run's record (<!-- fuzz-run {json} -->)
+#                                     that tools/reliability_summary.py reads
 #   scripts/fuzz.sh build             only build the targets
 #
 # Findings (crash-*, leak-*, timeout-*, oom-* inputs) land in
@@ -22,7 +24,7 @@ DOC="$ROOT/docs/reliability.md"
 # name:weight. The weight sets the share of the long run's time; the slow
 # targets (a file write, or HTTP round trips, per input) get more.
 TARGETS=(strict_json:3 helm_chart_data:3 repo_url:2 semver:1 quantity:1 merge_patch:3
-         kubeconfig:3 kube_status:2 kube_list:3)
+         kubeconfig:3 kube_status:2 kube_list:3 watch_events:3)
 
 build() { sanitize_build extsvc_fuzzers; }
 
@@ -66,9 +68,10 @@ smoke() {
 long() {
   local total="${1:-900}" sum=0 t name w
   for t in "${TARGETS[@]}"; do sum=$((sum + ${t##*:})); done
-  local rows="" all_execs=0 all_findings=0 all_secs=0 started load
+  local all_execs=0 all_findings=0 started load figures="$WORK/long-figures.tsv"
   started="$(date -u +%Y-%m-%dT%H:%MZ)"
   load="$(cut -d' ' -f1-3 /proc/loadavg)"
+  : >"$figures"
   for t in "${TARGETS[@]}"; do
     name="${t%%:*}"; w="${t##*:}"
     local secs=$((total * w / sum)) log="$WORK/$name/long.log"
@@ -76,41 +79,51 @@ long() {
     local t0=$SECONDS
     run_target "$name" "$secs" "$log"
     local took=$((SECONDS - t0))
-    local execs cov ft corp edges found rate
+    local execs cov ft corp edges found
     execs="$(stat_of "$log" number_of_executed_units)"; execs="${execs:-0}"
     cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
     ft="$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
     corp="$(grep -oE 'corp: [0-9]+' "$log" | tail -n 1 | cut -d' ' -f2)"
     edges="$(sed -n 's/.*Loaded 1 modules *(\([0-9]*\) inline 8-bit counters).*/\1/p' "$log" | head -n 1)"
     found="$(findings "$name")"
-    rate=$((execs / (took > 0 ? took : 1)))
     all_execs=$((all_execs + execs)); all_findings=$((all_findings + found))
-    all_secs=$((all_secs + took))
-    rows+="| fuzz_$name | $secs | $took | $execs | $rate | ${cov:-?} of ${edges:-?} | ${ft:-?} | ${corp:-?} | $found |"$'\n'
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$secs" "$took" "$execs" "${cov:-0}" "${edges:-0}" \
+      "${ft:-0}" "${corp:-0}" "$found" >>"$figures"
     echo "  $execs executions, cov ${cov:-?} of ${edges:-?} edges, $found findings"
   done
-  local verdict="the goal of 10^7 was reached"
-  [ "$all_execs" -ge 10000000 ] || verdict="the goal of 10^7 was NOT reached in this time budget"
-  local table
-  table="Run of \`scripts/fuzz.sh long $total\` started $started: one fuzzing process at a time on a
-machine with $(nproc) cores shared with other work (load average $load at the start),
-\`$(clang++ --version | head -n 1)\` with \`$(sed -n 's/^CMAKE_CXX_FLAGS_RELWITHDEBINFO:[A-Z]*=//p' "$BUILD/CMakeCache.txt")\`, seeded from \`test/fuzz/corpus/\` plus the working
+  # The human table and the run's record, both from the same figures.
+  PYTHONPATH="$ROOT/python" python3 - "$DOC" "$figures" "$total" "$started" "$load" "$(nproc)" "$(clang++ --version | head -n 1)" \
+    "$(sed -n 's/^CMAKE_CXX_FLAGS_RELWITHDEBINFO:[A-Z]*=//p' "$BUILD/CMakeCache.txt")" <<'PY'
+import sys
+from extsvc_testkit.invariants import run_record, run_stamp, write_doc_block
+doc, figures, total, started, load, cores, clang, flags = sys.argv[1:]
+targets = {}
+for line in open(figures):
+    name, budget, took, execs, cov, edges, ft, corp, found = line.rstrip("\n").split("\t")
+    targets[name] = {"budget_s": int(budget), "seconds": int(took), "executions": int(execs), "cov": int(cov),
+                     "edges": int(edges), "features": int(ft), "corpus": int(corp), "findings": int(found)}
+execs = sum(t["executions"] for t in targets.values())
+secs = sum(t["seconds"] for t in targets.values())
+found = sum(t["findings"] for t in targets.values())
+rows = "".join(f"| fuzz_{k} | {t['budget_s']} | {t['seconds']} | {t['executions']} | "
+               f"{t['executions'] // max(1, t['seconds'])} | {t['cov']} of {t['edges']} | {t['features']} | "
+               f"{t['corpus']} | {t['findings']} |\n" for k, t in targets.items())
+verdict = "the goal of 10^7 was reached" if execs >= 10**7 else "the goal of 10^7 was NOT reached in this time budget"
+record = {**run_stamp(), "started": started, "budget_s": int(total), "seconds": secs, "executions": execs,
+          "findings": found, "targets": targets, "clang": clang, "flags": flags, "load": load}
+write_doc_block("fuzz-results", f"""Run of `scripts/fuzz.sh long {total}` started {started} on commit `{record['commit']}`: one fuzzing
+process at a time on a machine with {cores} cores shared with other work (load average {load} at the start),
+`{clang}` with `{flags}`, seeded from `test/fuzz/corpus/` plus the working
 corpus of earlier runs. A target stops early at its first finding.
 
 | Target | Budget s | Ran s | Executions | Exec/s | Coverage (edges hit of instrumented) | Features | Corpus | Findings |
 |---|---:|---:|---:|---:|---|---:|---:|---:|
-${rows}| **Total** | $total | $all_secs | **$all_execs** | | | | | **$all_findings** |
+{rows}| **Total** | {total} | {secs} | **{execs}** | | | | | **{found}** |
 
-Total: $all_execs executions in $all_secs s, $all_findings findings; $verdict."
-  python3 - "$DOC" "$table" <<'PY'
-import sys
-path, table = sys.argv[1], sys.argv[2]
-begin, end = "<!-- fuzz-results:begin (written by scripts/fuzz.sh long) -->", "<!-- fuzz-results:end -->"
-text = open(path).read()
-a, b = text.index(begin) + len(begin), text.index(end)
-open(path, "w").write(text[:a] + "\n" + table + "\n" + text[b:])
+Total: {execs} executions in {secs} s, {found} findings; {verdict}.
+{run_record("fuzz", record)}""", doc)
+print(f"total: {execs} executions, {found} findings; recorded in {doc}")
 PY
-  echo "total: $all_execs executions, $all_findings findings; recorded in $DOC"
   [ "$all_findings" -eq 0 ]
 }
 

@@ -162,11 +162,53 @@ def describe(bad, limit=12):
     return json.dumps(bad[:limit], indent=1) + (f"\n... and {len(bad) - limit} more" if len(bad) > limit else "")
 
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DOC = os.path.join(ROOT, "docs", "reliability.md")
+
+
+def run_stamp():
+    """When and on what a run was measured, for its record: the UTC date and
+    time, and the commit checked out ("+local" when src/, sql/ or sim/, the
+    product and the simulator, differ from it)."""
+    import subprocess
+    import time
+
+    def git(*args):
+        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--", "src", "sql", "sim"):
+        commit += "+local"
+    return {"date": time.strftime("%Y-%m-%d", time.gmtime()), "time": time.strftime("%H:%MZ", time.gmtime()),
+            "commit": commit}
+
+
+def run_record(suite, run):
+    """The machine-readable record of a run, kept in its block as an HTML
+    comment: <!-- SUITE-run {json} -->. tools/reliability_summary.py reads
+    these records (never the human tables) to write the summary table."""
+    text = json.dumps(run, sort_keys=True)
+    assert "-->" not in text
+    return f"<!-- {suite}-run {text} -->"
+
+
+def refresh_summary(path=None):
+    """Rewrites the summary table of docs/reliability.md from the records
+    (tools/reliability_summary.py), so it never lags the blocks."""
+    import subprocess
+    import sys
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "reliability_summary.py")]
+    if path:
+        cmd += ["--doc", path]
+    subprocess.run(cmd, check=True)
+
+
 def write_doc_block(name, text, path=None):
     """Replaces the block between <!-- NAME:begin ... --> and <!-- NAME:end -->
-    of docs/reliability.md with text (the figures a run measured)."""
+    of docs/reliability.md with text (the figures a run measured, and the
+    run's record), then refreshes the summary table."""
     import re
-    path = path or os.path.join(os.path.dirname(__file__), "..", "..", "docs", "reliability.md")
+    path = path or DOC
     with open(path) as f:
         doc = f.read()
     pat = re.compile(r"(<!-- " + re.escape(name) + r":begin[^>]*-->\n).*?(<!-- " + re.escape(name) + r":end -->)",
@@ -176,3 +218,4 @@ def write_doc_block(name, text, path=None):
     doc = pat.sub(lambda m: m.group(1) + text.rstrip("\n") + "\n" + m.group(2), doc)
     with open(path, "w") as f:
         f.write(doc)
+    refresh_summary(path)

@@ -372,7 +372,7 @@ def main():
         run = {"seeds": [args.seed, args.seed + args.sequences - 1], "sequences": args.sequences,
                "calls": totals["calls"], "points": totals["points"], "violations": totals["violations"],
                "failed": failed, "seconds": round(time.time() - t_all, 1), "kinds": kinds,
-               "date": time.strftime("%Y-%m-%d", time.gmtime())}
+               "deadlocks": len(DEADLOCKS), **invariants.run_stamp()}
         write_doc(run)
     print(f"{passed} passed, {failed} failed")
     return failed == 0
@@ -387,14 +387,15 @@ def write_doc(run):
         block = re.search(r"<!-- model-worker-results:begin[^>]*-->\n(.*?)<!-- model-worker-results:end -->",
                           f.read(), re.S).group(1)
     runs = [json.loads(m) for m in re.findall(r"<!-- model-worker-run (.*?) -->", block)] + [run]
-    lines = ["| seeds | sequences | calls | quiescent points checked | violations | failed sequences | time |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| seeds | sequences | calls | quiescent points checked | violations | failed sequences | time "
+             "| measured |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in runs:
         lines.append(f"| {r['seeds'][0]}..{r['seeds'][1]} | {r['sequences']} | {r['calls']:,} | {r['points']:,} "
-                     f"| {r['violations']} | {r['failed']} | {r['seconds']:.0f} s |")
+                     f"| {r['violations']} | {r['failed']} | {r['seconds']:.0f} s | {r['date']}"
+                     + (f", `{r['commit']}`" if r.get("commit") else "") + " |")
     lines += ["", "Measured by `PYTHONPATH=python python3 test/e2e/test_model_worker.py --seed S --sequences N "
               "--write-doc` (4 batches of 4 calls each), one line per run."]
-    lines += [f"<!-- model-worker-run {json.dumps(r, sort_keys=True)} -->" for r in runs]
+    lines += [invariants.run_record("model-worker", r) for r in runs]
     invariants.write_doc_block("model-worker-results", "\n".join(lines), path)
 
 
