@@ -47,6 +47,8 @@ suite pg_regress make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG
 suite pgtap "$ROOT/scripts/run-pgtap.sh"
 suite lifecycle-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap
 suite placement-doc python3 "$ROOT/tools/lifecycle_doc.py" --check extsvc_tap placement
+# issue #13: docs/reliability.md's summary table is what the run records give (no database)
+suite reliability-doc python3 "$ROOT/tools/reliability_summary.py" --check
 # issue #14 P0-4: the attach/delete race, two psql sessions driven step by step
 suite race-attach-delete env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_attach_delete.py"
 # issue #13: API calls against the worker's DPU completion, two sessions driven

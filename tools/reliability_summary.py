@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Writes the summary table of docs/reliability.md (issue 13: "one table:
+test, size, result, figure -- every row measured by the scripts, not typed
+in") from the machine-readable records the suites embed in their result
+blocks, <!-- SUITE-run {json} --> (scripts/fuzz.sh long,
+scripts/sanitize-tests.sh, test/e2e/test_kill_sweep.py,
+test/e2e/test_failover.py, bench/soak.py, bench/model_sql.py,
+test/e2e/test_model_worker.py, test/nico/race_dpu_completion.py). Only the
+records are read, never the human tables, and the verdicts are computed here
+from the raw figures against the targets of issue 13, not taken from the
+runs.
+
+  python3 tools/reliability_summary.py           # rewrite the table
+  python3 tools/reliability_summary.py --check   # exit 1 when the table differs from the records
+  python3 tools/reliability_summary.py --print   # print the table
+
+The table lives between <!-- reliability-summary:begin --> and
+<!-- reliability-summary:end -->. No database needed."""
+import argparse
+import json
+import os
+import re
+import sys
+
+DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "reliability.md")
+BEGIN = "<!-- reliability-summary:begin (written by tools/reliability_summary.py from the run records below) -->"
+END = "<!-- reliability-summary:end -->"
+RECORD = re.compile(r"<!-- ([a-z-]+)-run (\{.*?\}) -->")
+
+# The targets of issue 13.
+FUZZ_GOAL = 10_000_000
+KILL_LIMIT_S = 10.0
+SOAK_LIMIT_S = 60.0
+SOAK_RATIO = 3.0
+
+
+def records(doc):
+    """suite -> list of records, in document order."""
+    out = {}
+    for suite, text in RECORD.findall(doc):
+        out.setdefault(suite, []).append(json.loads(text))
+    return out
+
+
+def n(x):
+    return f"{x:,}"
+
+
+def measured(runs):
+    """Dates and commits of the runs a row is drawn from (older records carry no commit)."""
+    dates = sorted({r["date"] for r in runs})
+    commits = [r["commit"] for r in runs if r.get("commit")]
+    text = dates[0] if len(dates) == 1 else f"{dates[0]} .. {dates[-1]}"
+    if commits:
+        uniq = list(dict.fromkeys(commits))
+        text += ", " + ", ".join(f"`{c}`" for c in uniq[-3:]) + (" …" if len(uniq) > 3 else "")
+    return text
+
+
+def verdict(problems):
+    return "**ok**" if not problems else "**FAILED**: " + "; ".join(problems)
+
+
+def row_fuzz(runs):
+    r = runs[-1]
+    t = r["targets"]
+    # a finding is the fuzzer doing its job: the run says how many, the
+    # findings table below says what each was and how it was fixed
+    short = [] if r["executions"] >= FUZZ_GOAL else ["below 10^7 executions"]
+    if r["findings"]:
+        result = (f"**{r['findings']} finding{'s' if r['findings'] != 1 else ''}**, see Findings"
+                  + "".join("; " + p for p in short))
+    else:
+        result = verdict(short) + ("" if short else ": 0 findings")
+    cov = [v["cov"] / v["edges"] * 100 for v in t.values() if v.get("cov") and v.get("edges")]
+    execs = [v["executions"] for v in t.values()]
+    return ("Fuzzing (libFuzzer, ASan+UBSan)",
+            f"{len(t)} targets, {r['seconds']} s of `scripts/fuzz.sh long {r['budget_s']}`",
+            result,
+            f"{n(r['executions'])} executions (goal 10^7); per target {n(min(execs))} to {n(max(execs))}, "
+            f"coverage {min(cov):.0f} to {max(cov):.0f} % of the instrumented edges",
+            measured([r]))
+
+
+def row_sanitize(runs):
+    r = runs[-1]
+    b = r["binaries"]
+    tests = sum(v["tests"] for v in b.values())
+    failed = sum(v["failed"] for v in b.values())
+    problems = []
+    if failed:
+        problems.append(f"{failed} binar{'ies' if failed != 1 else 'y'} failed")
+    if r["reports"]:
+        problems.append(f"{r['reports']} sanitizer reports")
+    return ("Sanitizers (ASan+LSan+UBSan)",
+            " + ".join(f"`{k}` ({n(v['tests'])} tests)" for k, v in sorted(b.items())),
+            verdict(problems) + ("" if problems else ": 0 reports"),
+            f"{n(tests)} tests passed under the sanitizers in {sum(v['seconds'] for v in b.values()):.0f} s",
+            measured([r]))
+
+
+def row_kill(runs):
+    r = runs[-1]
+    problems = []
+    if r["passed"] < r["points"]:
+        problems.append(f"{r['points'] - r['passed']} of {r['points']} points failed")
+    if r["fired"] < r["points"]:
+        problems.append(f"{r['points'] - r['fired']} points did not fire")
+    if r["violations"]:
+        problems.append(f"{r['violations']} invariant violations")
+    if r["max_s"] is None or r["max_s"] > KILL_LIMIT_S:
+        problems.append(f"slowest point {r['max_s']} s, over {KILL_LIMIT_S:.0f} s")
+    return ("Kill-point sweep",
+            f"{r['points']} points (SIGKILL before/after each write), {r['workers']} workers, product defaults",
+            verdict(problems) + ("" if problems else f": {r['passed']} of {r['points']} passed, 0 violations"),
+            f"converged after the kill: median {r['median_s']:.2f} s, max {r['max_s']:.2f} s "
+            f"(limit {KILL_LIMIT_S:.0f} s)",
+            measured([r]))
+
+
+def row_failover(runs):
+    r = runs[-1]
+    problems = []
+    if r["standby_calls"]:
+        problems.append(f"the standby made {r['standby_calls']} calls in recovery")
+    if r["intents_on_standby"] < r["intents"]:
+        problems.append(f"{r['intents'] - r['intents_on_standby']} acknowledged intents lost")
+    if r["converge_s"] is None:
+        problems.append(f"not converged within {r['limit_s']:.0f} s")
+    if r["violations"]:
+        problems.append(f"{r['violations']} invariant violations")
+    return ("Standby promotion",
+            f"primary stopped `-m immediate` with {r['creates']} creates ({r['in_flight']} in flight), "
+            f"1 update, 2 attaches, 1 detach",
+            verdict(problems) + ("" if problems else ": invariants hold, 0 calls from the standby"),
+            (f"converged {r['converge_s']:.1f} s after `pg_ctl promote`" if r["converge_s"] is not None
+             else "not converged")
+            + f"; {r['intents_on_standby']} of {r['intents']} intents on the standby",
+            measured([r]))
+
+
+def row_soak(runs):
+    full = [r for r in runs if not r.get("ci")]
+    r = (full or runs)[-1]
+    problems = []
+    if r["converge_s"] is None or r["converge_s"] > SOAK_LIMIT_S:
+        problems.append(f"not converged within {SOAK_LIMIT_S:.0f} s after the faults stopped")
+    if r["clean_converge_s"] is None:
+        problems.append("the fault-free run did not converge")
+    if r["violations"]:
+        problems.append(f"{r['violations']} invariant violations")
+    if r["ratio"] > SOAK_RATIO:
+        problems.append(f"requests {r['ratio']:.2f}x a fault-free run (limit {SOAK_RATIO:.0f}x)")
+    conv = (f"not converged within {SOAK_LIMIT_S:.0f} s" if r["converge_s"] is None
+            else f"converged {r['converge_s']:.1f} s")
+    return ("Fault soak" + (" (CI size)" if r.get("ci") else ""),
+            f"{n(r['services'])} services, {n(r['dpus'])} DPUs, {r['seconds']} s of {r['fault_rate'] * 100:.1f} % "
+            f"faults on both clusters, {n(r['ops'])} operations",
+            verdict(problems) + ("" if problems else ": invariants hold"),
+            f"{conv} after the faults stopped (limit {SOAK_LIMIT_S:.0f} s); requests "
+            f"{n(r['requests_faulty'])} with faults / {n(r['requests_clean'])} without = {r['ratio']:.2f}x "
+            f"(limit {SOAK_RATIO:.0f}x); {n(r['faulted'])} requests answered with a fault",
+            measured([r]))
+
+
+def row_model_sql(runs):
+    seqs = sum(r["sequences"] for r in runs)
+    calls = sum(r["calls"] for r in runs)
+    failed = sum(r["failed"] for r in runs)
+    secs = sum(r["seconds"] for r in runs)
+    every = sum(r["sequences"] for r in runs if r["every_op"])
+    lo, hi = min(r["seeds"][0] for r in runs), max(r["seeds"][1] for r in runs)
+    return ("Model-based SQL (reference model)",
+            f"{n(seqs)} sequences, {n(calls)} calls (seeds {lo}..{hi}, {len(runs)} runs)",
+            verdict([f"{failed} sequences mismatched"] if failed else []) + ("" if failed else ": 0 mismatches"),
+            f"{calls / secs:.0f} calls/s; whole state compared after every call in {n(every)} sequences, "
+            f"after every sequence in the others",
+            measured(runs))
+
+
+def row_model_worker(runs):
+    last = runs[-1]
+    seqs = sum(r["sequences"] for r in runs)
+    calls = sum(r["calls"] for r in runs)
+    points = sum(r["points"] for r in runs)
+    violations = sum(r["violations"] for r in runs)
+    earlier_failed = sum(r["failed"] for r in runs[:-1])
+    problems = []
+    if last["failed"]:
+        problems.append(f"{last['failed']} of {last['sequences']} sequences failed in the latest run")
+    if violations:
+        problems.append(f"{violations} violations")
+    return ("Model-based with the worker and dpfsim",
+            f"{n(seqs)} sequences, {n(calls)} calls, {n(points)} quiescent points ({len(runs)} runs)",
+            verdict(problems) + ("" if problems else ": 0 violations"),
+            f"latest run (seeds {last['seeds'][0]}..{last['seeds'][1]}): {last['sequences']} sequences, "
+            f"{n(last['calls'])} calls, {last['points']} quiescent points, {last['failed']} failed"
+            + (f"; earlier runs: {earlier_failed} failed sequences (see below)" if earlier_failed else ""),
+            measured(runs))
+
+
+def row_race(runs):
+    r = runs[-1]
+    problems = []
+    if r["failed_checks"]:
+        problems.append(f"{r['failed_checks']} of {r['checks']} checks failed")
+    if r["deadlocks"]:
+        problems.append(f"{r['deadlocks']} sessions refused with 40P01")
+    return ("Deadlock race: API calls vs the DPU completion",
+            f"{r['scenarios']} scenarios, two psql sessions driven step by step",
+            verdict(problems) + ("" if problems else ": no 40P01, every session committed"),
+            f"{r['checks']} checks, {r['failed_checks']} failed, in {r['seconds']:.0f} s",
+            measured([r]))
+
+
+# One row per suite, in this order: (the record's suite name, its row).
+ROWS = [("fuzz", row_fuzz), ("sanitize", row_sanitize), ("kill-sweep", row_kill), ("failover", row_failover),
+        ("soak", row_soak), ("model", row_model_sql), ("model-worker", row_model_worker),
+        ("race-dpu", row_race)]
+NAMES = {"fuzz": "Fuzzing", "sanitize": "Sanitizers", "kill-sweep": "Kill-point sweep",
+         "failover": "Standby promotion", "soak": "Fault soak", "model": "Model-based SQL",
+         "model-worker": "Model-based with the worker", "race-dpu": "Deadlock race"}
+
+
+def table(doc):
+    recs = records(doc)
+    lines = ["| test | size | result | figure | measured |", "|---|---|---|---|---|"]
+    for suite, fn in ROWS:
+        if suite in recs:
+            lines.append("| " + " | ".join(fn(recs[suite])) + " |")
+        else:
+            lines.append(f"| {NAMES[suite]} | - | **not measured**: no `{suite}-run` record | - | - |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when the table differs from the records")
+    ap.add_argument("--print", action="store_true", help="print the table, change nothing")
+    ap.add_argument("--doc", default=DOC)
+    args = ap.parse_args()
+    with open(args.doc) as f:
+        doc = f.read()
+    pat = re.compile(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), re.S)
+    m = pat.search(doc)
+    if not m:
+        print(f"no reliability-summary block in {args.doc}", file=sys.stderr)
+        return 2
+    want = table(doc)
+    if args.print:
+        print(want)
+        return 0
+    if args.check:
+        if m.group(1).rstrip("\n") != want:
+            print("docs/reliability.md: the summary table differs from the run records; "
+                  "run python3 tools/reliability_summary.py\n--- in the doc\n" + m.group(1)
+                  + "--- from the records\n" + want, file=sys.stderr)
+            return 1
+        print(f"reliability summary: {len(ROWS)} rows match the run records")
+        return 0
+    new = doc[:m.start(1)] + want + "\n" + doc[m.end(1):]
+    if new != doc:
+        with open(args.doc, "w") as f:
+            f.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
