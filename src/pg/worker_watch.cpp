@@ -246,7 +246,7 @@ void watch_wait(long timeout_ms) {
 
 void watch_report() {
   SharedState* st = shared_state();
-  if (st == nullptr) return;
+  if (st == nullptr || !is_watcher()) return;  // only the watcher's informers are reported
   InformerSlot slots[kMaxInformers];
   memset(slots, 0, sizeof slots);
   int n = 0;
