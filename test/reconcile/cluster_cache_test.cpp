@@ -276,6 +276,44 @@ TEST_F(ClusterCacheTest, ARelistOnRequestAndAfter410DropsWhatIsGone) {
   EXPECT_TRUE(cache_->take_dirty().services.count(kId));  // and its drift check is due
 }
 
+// Bookmarks move the resourceVersion a watch resumes from; an expired continue token makes the
+// list start over in one page (client-go's FullListIfExpired), which cannot expire again.
+TEST_F(ClusterCacheTest, BookmarksAndAnExpiredContinueToken) {
+  sim_->reset(1200, 0);  // three pages of 500 Nodes and DPUDevices
+  ASSERT_EQ(
+      sim_->ctl("POST", "/watch-config", json{{"bookmark_ms", 200}, {"continue_ttl_ms", 1}}).status,
+      200);
+  start();
+  EXPECT_EQ(cache_->informers()[2].objects, 1200u);  // nodes, complete
+  const auto nodes = cache_->informers()[2];
+  EXPECT_GE(nodes.stats.expired, 1u);  // the paged list's second page was refused
+  EXPECT_EQ(nodes.stats.lists, 1u);
+  // a bookmark carries a newer resourceVersion than the watch started from (cache_watcher.go):
+  // one write anywhere moves it for every resource
+  ASSERT_EQ(sim_->d("PATCH", "/api/v1/nodes/" + node(0),
+                    json{{"metadata", {{"labels", {{"rack", "r1"}}}}}}.dump(),
+                    "application/merge-patch+json")
+                .status,
+            200);
+  const auto bookmarks_before = cache_->informers()[0].stats.bookmarks;
+  ASSERT_TRUE(pump_until(
+      [&] {
+        for (const auto& i : cache_->informers())
+          if (i.stats.bookmarks == 0) return false;
+        return true;
+      },
+      5000))
+      << [&] {
+           std::string out;
+           for (const auto& i : cache_->informers())
+             out += i.name + "=" + std::to_string(i.stats.bookmarks) + "/" +
+                    std::to_string(i.stats.watches) + " ";
+           return out;
+         }();
+  EXPECT_GT(cache_->informers()[0].stats.bookmarks, bookmarks_before);
+  sim_->reset(3, 0);
+}
+
 // The drift check against the cache (drift keys) finds nothing for a DPUService exactly as
 // rendered, and finds a hand edit of an owned field: a false drift costs a GET per service per
 // event and went unnoticed once (a signed/unsigned byte comparison of the keys).
