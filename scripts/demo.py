@@ -214,6 +214,9 @@ def main():
         psql(env, f"SELECT from_state, to_state, actor, reason, to_char(at, 'HH24:MI:SS.MS') AS at "
                   f"FROM extsvc.service_history WHERE service_id = '{sid}' ORDER BY id")
         psql(env, "SELECT * FROM extsvc.worker_status()")
+        print("  the watcher's informers (worker 0 observes both clusters through LIST+WATCH caches):")
+        psql(env, "SELECT resource, cluster, synced, current, objects, lists, watches, events, bookmarks "
+                  "FROM extsvc.watch_status()")
         counts = env.sim.counts()
         print("API calls seen by the simulator:", json.dumps(counts))
 

@@ -1,25 +1,20 @@
 -- What the watcher (the worker that holds the LIST+WATCH caches, issue 11)
--- asks of the database: wake exactly the rows an event concerns. Each
--- returns how many rows it made due. Rows are locked in key order (the
--- order every writer of these tables uses), and a row leased at the moment
--- gets its state_version bumped, so the pass in flight, which decided from
--- older evidence, ends stale and runs again instead of dropping the wake.
+-- asks of the database: wake exactly the rows an event concerns, and claim
+-- the DPU rows it woke before the queue's backlog. Rows are locked in key
+-- order (the order every writer of these tables uses), and a row leased at
+-- the moment gets its state_version bumped, so the pass in flight, which
+-- decided from older evidence, ends stale and runs again instead of
+-- dropping the wake.
 
--- DPUs whose DPUDevice (by name) or DPU-cluster Node (by name: its labels or
--- the service pods on it) changed.
-CREATE FUNCTION extsvc.mark_dpus_due_by_names(device_names text[], node_names text[])
-RETURNS TABLE (dpu_machine_id uuid, woken boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-#variable_conflict use_column
-BEGIN
-  -- every DPU the names concern (woken: made due by this call; the others
-  -- were due already), for the watcher to work them before the backlog;
-  -- rows in key order (ON CONFLICT DO UPDATE locks them in the SELECT's order)
-  RETURN QUERY
+-- Makes the given DPUs due now and tells which of them this call woke (the
+-- others were due already); rows in key order (ON CONFLICT DO UPDATE locks
+-- them in the SELECT's order, the order of every writer of these rows). A
+-- row leased at the moment gets its state_version bumped, so the pass in
+-- flight, which decided from older evidence, ends stale and runs again.
+CREATE FUNCTION extsvc._wake_dpus(p_ids uuid[]) RETURNS TABLE (dpu_machine_id uuid, woken boolean)
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
   WITH hit AS (
-    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_device_name = ANY (coalesce(device_names, '{}'))
-    UNION
-    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_node_name = ANY (coalesce(node_names, '{}'))
+    SELECT DISTINCT unnest(coalesce(p_ids, '{}')) AS machine_id
   ), marked AS (
     INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
     SELECT h.machine_id, now() FROM hit h ORDER BY h.machine_id
@@ -29,10 +24,23 @@ BEGIN
      WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL
     RETURNING r.dpu_machine_id
   )
-  SELECT h.machine_id, EXISTS (SELECT FROM marked m WHERE m.dpu_machine_id = h.machine_id) FROM hit h;
-  -- no wake: the watcher, the only worker of the DPU queue in watch mode,
-  -- works them right after this call
-END
+  SELECT h.machine_id, EXISTS (SELECT FROM marked m WHERE m.dpu_machine_id = h.machine_id) FROM hit h
+$fn$;
+COMMENT ON FUNCTION extsvc._wake_dpus(uuid[]) IS
+  'Internal: makes these DPUs due now (in key order; a leased one gets its state_version bumped); returns each and whether this call woke it.';
+
+-- DPUs whose DPUDevice (by name) or DPU-cluster Node (by name: its labels or
+-- the service pods on it) changed.
+CREATE FUNCTION extsvc.mark_dpus_due_by_names(device_names text[], node_names text[])
+RETURNS TABLE (dpu_machine_id uuid, woken boolean)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  -- every DPU the names concern, for the watcher to work them before the
+  -- backlog (no wake: the watcher, the only worker of the DPU queue in watch
+  -- mode, works them right after this call)
+  SELECT w.dpu_machine_id, w.woken FROM extsvc._wake_dpus(ARRAY(
+    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_device_name = ANY (coalesce(device_names, '{}'))
+    UNION
+    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_node_name = ANY (coalesce(node_names, '{}')))) w
 $fn$;
 COMMENT ON FUNCTION extsvc.mark_dpus_due_by_names(text[], text[]) IS
   'Worker (watcher): makes the DPUs due whose DPUDevice or Node (by name) changed in the watch caches; returns every DPU concerned and whether this call made it due.';
@@ -85,29 +93,13 @@ COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
 -- messages say more now.
 CREATE FUNCTION extsvc.mark_service_dpus_due(service_ids uuid[])
 RETURNS TABLE (dpu_machine_id uuid, woken boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-#variable_conflict use_column
-BEGIN
-  RETURN QUERY
-  WITH hit AS (
-    SELECT a.dpu_machine_id AS machine_id FROM extsvc.dpf_extension_service_attachments a
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT w.dpu_machine_id, w.woken FROM extsvc._wake_dpus(ARRAY(
+    SELECT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
      WHERE a.service_id = ANY (coalesce(service_ids, '{}')) AND a.deployment_state <> 'RUNNING'
     UNION
     SELECT x.dpu_machine_id FROM extsvc.site_service_dpu_status x
-     WHERE x.service_id = ANY (coalesce(service_ids, '{}')) AND x.deployment_state <> 'RUNNING'
-  ), marked AS (
-    INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
-    SELECT h.machine_id, now() FROM hit h ORDER BY h.machine_id
-    ON CONFLICT (dpu_machine_id) DO UPDATE
-       SET next_due_at = now(),
-           state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END
-     WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL
-    RETURNING r.dpu_machine_id
-  )
-  SELECT h.machine_id, EXISTS (SELECT FROM marked m WHERE m.dpu_machine_id = h.machine_id) FROM hit h;
-  -- no wake: the watcher, the only worker of the DPU queue in watch mode,
-  -- works them right after this call
-END
+     WHERE x.service_id = ANY (coalesce(service_ids, '{}')) AND x.deployment_state <> 'RUNNING')) w
 $fn$;
 COMMENT ON FUNCTION extsvc.mark_service_dpus_due(uuid[]) IS
   'Worker (watcher): makes due the DPUs not yet RUNNING for these services, whose context (a FailedCreate event, DPF''s Ready condition) changed; returns every DPU concerned and whether this call made it due.';

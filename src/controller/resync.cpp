@@ -105,11 +105,7 @@ ResyncResult resync(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
     spdlog::warn("resync LIST failed: {}", kube::describe(*report.error));
     return out;
   }
-  out.listed = true;
-  out.drifted = report.drifted;
-  out.dpf_statuses = encode_dpf_statuses(report.dpf);
-  for (const auto& o : report.orphans)
-    if (!o.being_deleted) out.orphans.push_back(o);
+  out = to_result(report);
   spdlog::debug("resync: {} listed, {} READY services, {} drifted", report.listed, services.size(),
                 out.drifted.size());
   return out;

@@ -51,7 +51,7 @@ std::string Reflector::query(bool watch) {
     const int base = std::max(1, spec_.watch_timeout_s);
     std::uniform_int_distribution<int> jitter(0, base - 1);
     q += "&timeoutSeconds=" + std::to_string(base + jitter(rng_));
-  } else if (spec_.page_limit > 0) {
+  } else if (spec_.page_limit > 0 && !unpaged_) {
     q = "?limit=" + std::to_string(spec_.page_limit);
   }
   append_param(q, "labelSelector", spec_.label_selector);
@@ -181,9 +181,11 @@ void Reflector::on_page_done() {
   if (!r.ok()) {
     const Error& e = r.error();
     if (e.http_status == 410 && !continue_.empty()) {
-      // the continue token expired (compaction): the list starts over, as client-go does
+      // the continue token expired (compaction): as client-go's pager (FullListIfExpired), the
+      // list starts over in one page, which cannot expire again
       ++stats_.expired;
-      spdlog::info("informer {}: continue token expired; listing again", spec_.name);
+      spdlog::info("informer {}: continue token expired; listing again in one page", spec_.name);
+      unpaged_ = true;
       start_list("continue expired");
       return;
     }
@@ -219,6 +221,7 @@ void Reflector::on_page_done() {
   // complete: the handler holds the state at list_rv_
   last_rv_ = list_rv_;
   synced_ = true;
+  unpaged_ = false;
   relist_after_backoff_ = false;
   current_at_ = Clock::now();
   list_started_done_ = list_started_;

@@ -115,6 +115,7 @@ class Reflector {
   Phase phase_ = Phase::kListing;
   std::unique_ptr<AsyncGet> transfer_;
   std::string continue_;
+  bool unpaged_ = false;  // the list after an expired continue token asks for one page
   std::string list_rv_;
   bool list_begun_ = false;
   size_t list_bytes_ = 0;

@@ -239,11 +239,14 @@ void watch_wait(long timeout_ms) {
   WaitEvent occurred[8];
   (void)WaitEventSetWait(g_set, timeout_ms, occurred, lengthof(occurred), PG_WAIT_EXTENSION);
   ResetLatch(MyLatch);
+  // what woke us is read at once: a loop iteration that does not get to the caches (the
+  // extension dropped, the worker paused) must not find the same ready socket again and spin
+  watch_pump();
 }
 
 void watch_report() {
   SharedState* st = shared_state();
-  if (st == nullptr) return;
+  if (st == nullptr || !is_watcher()) return;  // only the watcher's informers are reported
   InformerSlot slots[kMaxInformers];
   memset(slots, 0, sizeof slots);
   int n = 0;

@@ -17,6 +17,7 @@
 #include "core/dpuservice_render.hpp"
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
+#include "dpu_fixture.hpp"
 #include "kube/client.hpp"
 #include "reconcile/dpu_reconciler.hpp"
 #include "reconcile/service_reconciler.hpp"
@@ -26,39 +27,20 @@ namespace extsvc::controller {
 namespace {
 
 using nlohmann::json;
+using testfixture::device;
+using testfixture::kNs;
+using testfixture::kVersion;
+using testfixture::node;
 
-constexpr const char* kNs = "dpf-operator-system";
-constexpr const char* kVersion = "V1-T1700000000000000";
 constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000002";
 
-std::string device(int i) {
-  return "dpu-device-000" + std::to_string(i);
-}
-std::string node(int i) {
-  return "host-000" + std::to_string(i) + "-dpu-device-000" + std::to_string(i);
-}
 std::string device_path(int i) {
   return "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
          "/dpudevices/" + device(i);
 }
 
 reconcile::DpuWork work(int i, bool wanted) {
-  reconcile::DpuWork w;
-  w.dpu_machine_id = "00000000-0000-0000-0000-00000000d00" + std::to_string(i);
-  w.device_name = device(i);
-  w.node_name = node(i);
-  if (wanted) w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
-  reconcile::DpuItem item;
-  item.kind = "attachment";
-  item.instance_id = "inst-1";
-  item.service_id = kId;
-  item.version = kVersion;
-  item.label_key = core::placement_label_key(kId, kVersion);
-  item.dpf_service_name = core::dpf_service_name(kId, kVersion);
-  item.applied_revision = 1;
-  item.wanted = wanted;
-  w.items.push_back(item);
-  return w;
+  return testfixture::dpu_work(i, wanted, kId);
 }
 
 class ClusterCacheTest : public ::testing::Test {
@@ -274,6 +256,44 @@ TEST_F(ClusterCacheTest, ARelistOnRequestAndAfter410DropsWhatIsGone) {
   EXPECT_GE(services.stats.expired, 1u);
   EXPECT_EQ(services.stats.lists, 3u);
   EXPECT_TRUE(cache_->take_dirty().services.count(kId));  // and its drift check is due
+}
+
+// Bookmarks move the resourceVersion a watch resumes from; an expired continue token makes the
+// list start over in one page (client-go's FullListIfExpired), which cannot expire again.
+TEST_F(ClusterCacheTest, BookmarksAndAnExpiredContinueToken) {
+  sim_->reset(1200, 0);  // three pages of 500 Nodes and DPUDevices
+  ASSERT_EQ(
+      sim_->ctl("POST", "/watch-config", json{{"bookmark_ms", 200}, {"continue_ttl_ms", 1}}).status,
+      200);
+  start();
+  EXPECT_EQ(cache_->informers()[2].objects, 1200u);  // nodes, complete
+  const auto nodes = cache_->informers()[2];
+  EXPECT_GE(nodes.stats.expired, 1u);  // the paged list's second page was refused
+  EXPECT_EQ(nodes.stats.lists, 1u);
+  // a bookmark carries a newer resourceVersion than the watch started from (cache_watcher.go):
+  // one write anywhere moves it for every resource
+  ASSERT_EQ(sim_->d("PATCH", "/api/v1/nodes/" + node(0),
+                    json{{"metadata", {{"labels", {{"rack", "r1"}}}}}}.dump(),
+                    "application/merge-patch+json")
+                .status,
+            200);
+  const auto bookmarks_before = cache_->informers()[0].stats.bookmarks;
+  ASSERT_TRUE(pump_until(
+      [&] {
+        for (const auto& i : cache_->informers())
+          if (i.stats.bookmarks == 0) return false;
+        return true;
+      },
+      5000))
+      << [&] {
+           std::string out;
+           for (const auto& i : cache_->informers())
+             out += i.name + "=" + std::to_string(i.stats.bookmarks) + "/" +
+                    std::to_string(i.stats.watches) + " ";
+           return out;
+         }();
+  EXPECT_GT(cache_->informers()[0].stats.bookmarks, bookmarks_before);
+  sim_->reset(3, 0);
 }
 
 // The drift check against the cache (drift keys) finds nothing for a DPUService exactly as

@@ -12,6 +12,7 @@
 #include "core/dpuservice_render.hpp"
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
+#include "dpu_fixture.hpp"
 #include "kube/client.hpp"
 #include "reconcile/service_reconciler.hpp"
 #include "sim_harness.h"
@@ -20,36 +21,15 @@ namespace extsvc::reconcile {
 namespace {
 
 using nlohmann::json;
+using testfixture::device;
+using testfixture::kNs;
+using testfixture::kVersion;
+using testfixture::node;
 
-constexpr const char* kNs = "dpf-operator-system";
-constexpr const char* kVersion = "V1-T1700000000000000";
 constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000001";
 
-std::string device(int i) {
-  return "dpu-device-000" + std::to_string(i);
-}
-std::string node(int i) {
-  return "host-000" + std::to_string(i) + "-dpu-device-000" + std::to_string(i);
-}
-
-// The claimed work of DPU i with the service attached (wanted) or removed.
 DpuWork work(int i, bool wanted) {
-  DpuWork w;
-  w.dpu_machine_id = "00000000-0000-0000-0000-00000000d00" + std::to_string(i);
-  w.device_name = device(i);
-  w.node_name = node(i);
-  if (wanted) w.wanted_keys.insert(core::placement_label_key(kId, kVersion));
-  DpuItem item;
-  item.kind = "attachment";
-  item.instance_id = "inst-1";
-  item.service_id = kId;
-  item.version = kVersion;
-  item.label_key = core::placement_label_key(kId, kVersion);
-  item.dpf_service_name = core::dpf_service_name(kId, kVersion);
-  item.applied_revision = 1;
-  item.wanted = wanted;
-  w.items.push_back(item);
-  return w;
+  return testfixture::dpu_work(i, wanted, kId);
 }
 
 class DpuReconcilerTest : public ::testing::Test {
