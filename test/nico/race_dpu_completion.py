@@ -29,12 +29,19 @@ DPU work rows, taken before the instance or DPU row) or never waits for what
 the completion needs; the final rows are checked. Two more scenarios check
 the order among the calls that the fix relies on (attach_during_update,
 update_during_placement); each deadlocked with an earlier version of it.
+service_pass: worker against worker, the service pass of another worker
+recording an ALL_DPUS update applied while W completes (40P01 while
+_complete_service locked the service FOR UPDATE).
 
 Connection: psql's PG* variables (a superuser). Creates and drops the
-database extsvc_race_dpu. Exit status 0 when every check passed.
+database extsvc_race_dpu. Exit status 0 when every check passed. With
+WRITE_DOC=1 and PYTHONPATH=python (every scenario run) the figures and the run's record
+(<!-- race-dpu-run {json} -->) go into docs/reliability.md.
 """
 import json
+import os
 import sys
+import time
 import uuid
 
 from psql_sessions import Session, psql as _psql, waiting_for_lock
@@ -43,6 +50,8 @@ DB = "extsvc_race_dpu"
 CHART = {"repoURL": "oci://registry.example.com/charts", "chartName": "svc",
          "chartVersion": "1.0.0", "security": {"privileged": False}}
 failures = 0
+checks = 0
+deadlocks = 0  # answers carrying 40P01, of any session
 
 
 def psql(sql):
@@ -54,7 +63,8 @@ def lit(s):
 
 
 def check(cond, what):
-    global failures
+    global failures, checks
+    checks += 1
     print(("ok     " if cond else "FAILED ") + what)
     if not cond:
         failures += 1
@@ -175,7 +185,9 @@ def race(name, w, who, first_sql, rest_sql, api_sql):
         w.run("COMMIT;")
         ra = a.wait()
         a.run("COMMIT;")
+        global deadlocks
         for whose, r in ((who, rw), ("A's call", ra)):
+            deadlocks += "40P01" in r
             check("40P01" not in r, f"{name}: {whose} is not refused with 40P01 deadlock detected"
                   + (f": {first_lines(r, 6)}" if "40P01" in r else ""))
         check("ERROR" not in ra, f"{name}: A's call succeeds: {first_lines(ra)!r}")
@@ -313,6 +325,35 @@ def update_site_service():
           f"update_service: the service is UPDATING, W's observation kept ({state}, {site_row(sa, x)!r})")
 
 
+def service_pass():
+    """Worker against worker (extsvc.workers is 2): the service pass of
+    another worker records an ALL_DPUS service's update applied (UPDATING ->
+    READY, extsvc.complete('service', ...)) while W completes the first pass
+    that sees the service on a DPU (its status row's foreign key check takes
+    KEY SHARE on the service row). The service pass's lifecycle change locks
+    the work row of every DPU, so it waits for W; it holds the service row
+    FOR NO KEY UPDATE, which KEY SHARE does not wait for. With FOR UPDATE
+    there (before 24db856) this ended in 40P01."""
+    x, sa = site_world()
+    data = json.dumps(dict(CHART, chartVersion="1.0.1"))
+    psql(f"SELECT lifecycle_state FROM extsvc.update_service('{sa}', {lit(data)})")
+    interleave("service pass", x,
+               "WITH l AS (UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = 'race-svc', "
+               "lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute' "
+               f"WHERE service_id = '{sa}' RETURNING state_version, lease_token) "
+               f"SELECT extsvc.complete('service', '{sa}', l.state_version, l.lease_token, "
+               "jsonb_build_object('outcome', 'transition', 'new_state', 'READY', "
+               "'reason', 'revision_applied', 'applied_revision', 2)) FROM l;")
+    state = psql(f"SELECT lifecycle_state || '/' || applied_revision FROM extsvc.service_records "
+                 f"WHERE service_id = '{sa}'")
+    # W's RUNNING committed first; the service pass, which waited for it, then
+    # reset it to PENDING for the newly applied revision (SPEC 2.8)
+    check(state == "READY/2" and site_row(sa, x) == "PENDING",
+          f"service pass: the service is READY at revision 2, W's RUNNING row reset to PENDING for it "
+          f"({state}, {site_row(sa, x)!r})")
+    check(due_dpus() == x, "service pass: x is due again for the new revision")
+
+
 def register_primary():
     """A second DPU of the host becomes its primary while the worker reports
     the attached service RUNNING on the old primary."""
@@ -411,7 +452,9 @@ def update_during_placement():
         u.run("COMMIT;")
         ra = a.wait()
         a.run("COMMIT;")
+        global deadlocks
         for who, r in (("W's completion", rw), ("U's update", ru), ("A's call", ra)):
+            deadlocks += "40P01" in r
             check("ERROR" not in r, f"{name}: {who} succeeds: {first_lines(r, 6)!r}")
         check(ru == "UPDATING", f"{name}: the service is UPDATING")
     finally:
@@ -419,11 +462,28 @@ def update_during_placement():
 
 
 SCENARIOS = [attach, detach, delete_instance, delete_service, update_site_service, register_primary, deregister,
-             upsert_network, attach_during_update, update_during_placement]
+             upsert_network, attach_during_update, update_during_placement, service_pass]
+
+
+def write_doc(ran, seconds):
+    """The figures and the run's record, in the race-dpu-results block."""
+    from extsvc_testkit.invariants import run_record, run_stamp, write_doc_block
+    rec = {**run_stamp(), "scenarios": len(ran), "names": ran, "checks": checks, "failed_checks": failures,
+           "deadlocks": deadlocks, "seconds": round(seconds, 1)}
+    pg = _psql("SHOW server_version", "postgres")
+    write_doc_block("race-dpu-results", "\n".join([
+        "| scenarios | checks | failed checks | answers refused with 40P01 | time |", "|---:|---:|---:|---:|---:|",
+        f"| {len(ran)} | {checks} | {failures} | {deadlocks} | {seconds:.0f} s |", "",
+        f"Scenarios: {', '.join(ran)}. Measured {rec['date']} on commit `{rec['commit']}` (PostgreSQL {pg}) by "
+        "`WRITE_DOC=1 PYTHONPATH=python PGBIN=… python3 test/nico/race_dpu_completion.py` in a cluster of "
+        "scripts/lib/pgcluster.sh.",
+        run_record("race-dpu", rec)]))
 
 
 def main():
     only = set(sys.argv[1:])
+    ran = []
+    t0 = time.time()
     try:
         for scenario in SCENARIOS:
             if only and scenario.__name__ not in only:
@@ -435,8 +495,11 @@ def main():
             _psql(f"ALTER DATABASE {DB} SET extsvc.enforce_chart_allowlist = off", "postgres")
             psql("CREATE EXTENSION nico_extsvc")
             scenario()
+            ran.append(scenario.__name__)
     finally:
         _psql(f"DROP DATABASE IF EXISTS {DB}", "postgres")
+    if os.environ.get("WRITE_DOC") and not only:
+        write_doc(ran, time.time() - t0)
     print(f"race_dpu_completion: {'FAILED' if failures else 'ok'} ({failures} failed checks)")
     return 1 if failures else 0
 
