@@ -48,7 +48,7 @@ struct ServiceFacts {
   std::string service_id;  // the ownership label
   bool being_deleted = false;
   std::array<char, 32> drift_key{};  // core::dpuservice_drift_key (its 32 bytes)
-  uint64_t dpf_digest = 0;                    // of DPF's Ready condition, reason, message, paused
+  uint64_t dpf_digest = 0;           // of DPF's Ready condition, reason, message, paused
 };
 
 // What changed since the last take_dirty(): the names to wake.
