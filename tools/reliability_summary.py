@@ -170,8 +170,11 @@ def row_model_sql(runs):
     secs = sum(r["seconds"] for r in runs)
     every = sum(r["sequences"] for r in runs if r["every_op"])
     lo, hi = min(r["seeds"][0] for r in runs), max(r["seeds"][1] for r in runs)
+    # runs may overlap by a seed or more: say how many distinct sequences ran
+    distinct = len(set().union(*(range(r["seeds"][0], r["seeds"][1] + 1) for r in runs)))
+    seeds = f"seeds {lo}..{hi}" if distinct == seqs else f"{n(distinct)} distinct seeds {lo}..{hi}"
     return ("Model-based SQL (reference model)",
-            f"{n(seqs)} sequences, {n(calls)} calls (seeds {lo}..{hi}, {len(runs)} runs)",
+            f"{n(seqs)} sequences, {n(calls)} calls ({seeds}, {len(runs)} runs)",
             verdict([f"{failed} sequences mismatched"] if failed else []) + ("" if failed else ": 0 mismatches"),
             f"{calls / secs:.0f} calls/s; whole state compared after every call in {n(every)} sequences, "
             f"after every sequence in the others",
