@@ -7,6 +7,7 @@
 
 #include "core/drift_key.hpp"
 #include "core/identity.hpp"
+#include "core/json_access.hpp"
 
 namespace extsvc::controller {
 
@@ -14,21 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-const json& at(const json& j, std::initializer_list<std::string_view> path) {
-  static const json kNull;
-  const json* cur = &j;
-  for (auto k : path) {
-    if (!cur->is_object()) return kNull;
-    const auto it = cur->find(k);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
+constexpr auto& at = core::json_at;
 
-std::string str(const json& j) {
-  return j.is_string() ? j.get<std::string>() : std::string();
-}
+constexpr auto& str = core::json_text;
 
 NicoLabels nico_labels(const json& labels) {
   NicoLabels out;

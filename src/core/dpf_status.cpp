@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
 
 namespace extsvc::core {
@@ -11,17 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-const json& at(const json& j, std::initializer_list<std::string_view> path) {
-  static const json kNull;
-  const json* cur = &j;
-  for (auto k : path) {
-    if (!cur->is_object()) return kNull;
-    const auto it = cur->find(std::string(k));
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
+constexpr auto& at = core::json_at;
 
 // Collects the paths of a merge patch ("spec.security") down to the first
 // level the echoed object lacks: that is what the server dropped. Nulls
@@ -51,12 +42,12 @@ DpfStatus dpf_status(const json& obj) {
   s.generation_observed = observed.is_number_integer() && observed.get<int64_t>() == s.generation;
   s.paused = at(obj, {"spec", "paused"}) == json(true);
   for (const auto& c : at(obj, {"status", "conditions"})) {
-    if (!c.is_object() || c.value("type", "") != "Ready") continue;
-    const std::string status = c.value("status", "");
+    if (!c.is_object() || json_text_at(c, {"type"}) != "Ready") continue;
+    const std::string status = json_text_at(c, {"status"});
     if (status == "True") s.ready = true;
     if (status == "False") s.ready = false;
-    s.reason = c.value("reason", "");
-    s.message = c.value("message", "");
+    s.reason = json_text_at(c, {"reason"});
+    s.message = json_text_at(c, {"message"});
   }
   if (s.paused)
     s.message = "spec.paused is true: DPF does not reconcile or delete this DPUService" +

@@ -3,27 +3,16 @@
 #include <charconv>
 
 #include "core/identity.hpp"
+#include "core/json_access.hpp"
 
 namespace extsvc::core {
 namespace {
 
 using nlohmann::json;
 
-const json& at(const json& j, std::initializer_list<std::string_view> path) {
-  static const json kNull;
-  const json* cur = &j;
-  for (auto k : path) {
-    if (!cur->is_object()) return kNull;
-    const auto it = cur->find(std::string(k));
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
+constexpr auto& at = core::json_at;
 
-std::string str(const json& j) {
-  return j.is_string() ? j.get<std::string>() : std::string();
-}
+constexpr auto& str = core::json_text;
 
 int parse_revision(const json& annotation) {
   if (!annotation.is_string()) return 0;
@@ -53,7 +42,7 @@ std::string container_problem(const json& pod) {
 
 bool ready_condition(const json& pod) {
   for (const auto& c : at(pod, {"status", "conditions"}))
-    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+    if (str(at(c, {"type"})) == "Ready") return str(at(c, {"status"})) == "True";
   return false;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/json_access.hpp"
 #include "kube/multi.hpp"
 
 namespace extsvc::kube {
@@ -206,14 +207,14 @@ void Reflector::on_page_done() {
     return;
   }
   const json& md = (*page)["metadata"];
-  if (continue_.empty()) list_rv_ = md.is_object() ? md.value("resourceVersion", "") : "";
+  if (continue_.empty()) list_rv_ = core::json_text_at(md, {"resourceVersion"});
   if (!list_begun_) {
     list_begun_ = true;
     handler_.on_list_begin();
   }
   for (const auto& item : (*page)["items"])
     if (item.is_object()) handler_.on_list_item(item);
-  continue_ = md.is_object() ? md.value("continue", "") : "";
+  continue_ = core::json_text_at(md, {"continue"});
   if (!continue_.empty()) {
     start_page();
     return;
@@ -258,8 +259,8 @@ void Reflector::on_watch_data() {
         break;
       }
       case WatchEventType::kError: {
-        const json& code = ev.object.contains("code") ? ev.object["code"] : json();
-        const std::string message = ev.object.value("message", std::string());
+        const json& code = core::json_at(ev.object, {"code"});
+        const std::string message = core::json_text_at(ev.object, {"message"});
         if (code.is_number_integer() && code.get<int>() == 410) {
           ++stats_.expired;
           spdlog::info("informer {}: watch expired ({}); listing again", spec_.name,

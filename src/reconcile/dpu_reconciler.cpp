@@ -5,6 +5,7 @@
 
 #include "core/deployment_status.hpp"
 #include "core/identity.hpp"
+#include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
 #include "core/pod_status.hpp"
 #include "kube/error.hpp"
@@ -16,17 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-const json& at(const json& j, std::initializer_list<const char*> path) {
-  static const json kNull;
-  const json* cur = &j;
-  for (const char* k : path) {
-    if (!cur->is_object()) return kNull;
-    auto it = cur->find(k);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
+constexpr auto& at = core::json_at;
 
 bool has_label(const json& labels, const std::string& key, bool require_enabled) {
   if (!labels.is_object()) return false;

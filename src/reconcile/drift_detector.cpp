@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/dpuservice_render.hpp"
+#include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
 
 namespace extsvc::reconcile {
@@ -21,7 +22,7 @@ DriftReport detect_drift(kube::Client& api, const std::string& ns,
   const auto& items = listed.value().body["items"];
   report.listed = items.size();
   for (const auto& item : items) {
-    const auto name = item["metadata"].value("name", std::string());
+    const auto name = core::json_text_at(item, {"metadata", "name"});
     by_name.emplace(name, &item);
   }
   for (const auto& s : services) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dpuservice_render.hpp"
+#include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
 #include "kube/error.hpp"
 #include "reconcile/errors.hpp"
@@ -127,8 +128,8 @@ std::optional<Outcome> pruned(const nlohmann::json& sent, const nlohmann::json& 
 // answer is "not the expected JSON" (SPEC 2.5), retried, never trusted.
 std::optional<Outcome> not_a_dpuservice(const kube::Response& r, const std::string& what) {
   const auto& b = r.body;
-  if (b.is_object() && b.value("kind", "") == "DPUService" && b.contains("metadata") &&
-      b["metadata"].is_object() && b["metadata"].value("name", "") != "")
+  if (core::json_text_at(b, {"kind"}) == "DPUService" &&
+      !core::json_text_at(b, {"metadata", "name"}).empty())
     return std::nullopt;
   Outcome o;
   o.kind = Outcome::Kind::kRetry;

@@ -81,6 +81,27 @@ TEST(DpfStatus, ReadsReadyConditionGenerationAndPaused) {
   EXPECT_FALSE(none.paused);
 }
 
+// fuzz finding (watch_events, 2026-12-02): a condition whose "type" is not a
+// string threw nlohmann's type_error 302 out of the watcher's cache update
+TEST(ClassifyPod, ConditionsOfAnotherTypeAreNotReadyAndNeverThrow) {
+  json odd = pod("a", "4", "Running", true);
+  odd["status"]["conditions"] = json::array({{{"type", {{"running", json::object()}}}},
+                                             {{"type", "Ready"}, {"status", true}},
+                                             7,
+                                             "Ready"});
+  PodVerdict v;
+  EXPECT_NO_THROW(v = classify_pod(odd, 4));
+  EXPECT_FALSE(v.proves_running);
+  EXPECT_NO_THROW((void)pod_facts(odd));
+  const json svc = json::parse(R"({"status":{"conditions":[{"type":{"x":1}},
+    {"type":"Ready","status":["True"],"reason":3,"message":{"m":1}}]}})");
+  DpfStatus s;
+  EXPECT_NO_THROW(s = dpf_status(svc));
+  EXPECT_FALSE(s.ready.has_value());
+  EXPECT_EQ(s.reason, "");
+  EXPECT_EQ(s.message, "");
+}
+
 TEST(StrictUnknownFields, ParsesTheApiServersMessage) {
   EXPECT_EQ(strict_unknown_fields(
                 "DPUService in version \"v1alpha1\" cannot be handled as a DPUService: strict "

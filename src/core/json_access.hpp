@@ -1,0 +1,39 @@
+#pragma once
+
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+// Reading what an API server (or a proxy in front of it) answered: any member
+// may be missing or of another type. nlohmann's value(key, default) throws
+// type_error 302 when the member exists with another type, and operator[] on a
+// const non-object is undefined; these never throw and never assert.
+namespace extsvc::core {
+
+// The member at path, or null when a step is missing or not an object.
+inline const nlohmann::json& json_at(const nlohmann::json& j,
+                                     std::initializer_list<std::string_view> path) {
+  static const nlohmann::json kNull;
+  const nlohmann::json* cur = &j;
+  for (auto k : path) {
+    if (!cur->is_object()) return kNull;
+    const auto it = cur->find(k);
+    if (it == cur->end()) return kNull;
+    cur = &*it;
+  }
+  return *cur;
+}
+
+// The string, or "" for any other type.
+inline std::string json_text(const nlohmann::json& j) {
+  return j.is_string() ? j.get<std::string>() : std::string();
+}
+
+// The string at path, or "" when missing or not a string.
+inline std::string json_text_at(const nlohmann::json& j,
+                                std::initializer_list<std::string_view> path) {
+  return json_text(json_at(j, path));
+}
+
+}  // namespace extsvc::core
