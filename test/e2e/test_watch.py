@@ -113,6 +113,7 @@ def test_a_watch_cut_mid_stream_loses_no_event():
             time.sleep(0.15)
     t = threading.Thread(target=cutter)
     t.start()
+    w0 = watcher()
     try:
         t0 = time.time()
         attach(iid, sid)
@@ -121,6 +122,9 @@ def test_a_watch_cut_mid_stream_loses_no_event():
     finally:
         stop.set()
         t.join()
+    # DPF's Node label and the pod's readiness arrived as events that woke the DPU's row
+    w1 = watcher()
+    assert w1["watch_wakes"] > w0["watch_wakes"], (w0, w1)
     wait_until(all_watched, timeout=30, what="watching again")
     after = watch_status()
     for r in ("dpudevices", "nodes", "pods"):
@@ -199,6 +203,29 @@ def test_events_for_objects_nico_does_not_own_wake_nothing():
         e().sim.kube("DELETE", f"/api/v1/namespaces/{NS}/pods/foreign-{k}", base=e().sim.dpu)
 
 
+def test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it():
+    """The counterpart of the test above: a NICo label key put on DPUDevice 3 by hand is a
+    change the product reads. Its event wakes that DPU by the DPUDevice's name (watch_wakes,
+    the DPU work row claimed by id), and the DPU's pass patches the label away; the resync is
+    5 minutes away and no service changed, so nothing else could have woken it."""
+    wait_until(all_watched, timeout=30, what="watching")
+    key = "nico/extsvc-byhand" + "a" * 14
+    path = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(3)}"
+
+    def labels():
+        code, body = e().sim.kube("GET", path)
+        assert code == 200, body
+        return ((body.get("spec") or {}).get("cluster") or {}).get("nodeLabels") or {}
+    w0 = watcher()
+    code, _ = e().sim.kube("PATCH", path, {"spec": {"cluster": {"nodeLabels": {key: "enabled"}}}},
+                           content_type="application/merge-patch+json")
+    assert code == 200
+    wait_until(lambda: key not in labels(), timeout=15, what="the hand-made label removed")
+    w1 = watcher()
+    assert w1["watch_wakes"] > w0["watch_wakes"], (w0, w1)
+    print(f"    removed; {w1['watch_wakes'] - w0['watch_wakes']} DPU wake(s) by the watch")
+
+
 # --- group 2: a short staleness bound ----------------------------------------------------------
 
 def test_a_partition_turns_unknown_after_the_staleness_bound_and_recovers():
@@ -254,6 +281,7 @@ def main():
             test_a_watch_cut_mid_stream_loses_no_event,
             test_an_expired_resource_version_makes_the_informer_list_again,
             test_events_for_objects_nico_does_not_own_wake_nothing,
+            test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it,
         ], "# e2e: watch (product resync and staleness defaults)") and ok
     finally:
         ENV.close(keep=not ok)
