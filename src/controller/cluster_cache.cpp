@@ -334,10 +334,16 @@ class EventStore : public ClusterCache::Store {
     if (slot.first == ds && slot.second == message) return;
     slot = {ds, message};
     // DPF's chart contract makes the DaemonSet's name contain the release name (the DPUService's
-    // name): the DPUs of that service have something new to say
-    if (services_ != nullptr)
-      for (const auto& [name, f] : services_->all())
-        if (ds.find(name) != std::string::npos) dirty_.context.insert(f.service_id);
+    // name, "extsvc-" and its hash): the DPUs of that service have something new to say. Looked
+    // up by name, not by scanning every service: a re-list may bring thousands of events.
+    if (services_ == nullptr) return;
+    const auto& by_name = services_->all();
+    const size_t len = core::kNamePrefix.size() + core::kIdentityHashLength;
+    for (size_t pos = ds.find(core::kNamePrefix); pos != std::string::npos;
+         pos = ds.find(core::kNamePrefix, pos + 1)) {
+      auto it = by_name.find(ds.substr(pos, len));
+      if (it != by_name.end()) dirty_.context.insert(it->second.service_id);
+    }
   }
   void remove(const std::string& key) override { map_.erase(key); }
   std::vector<std::string> keys() const override {

@@ -69,9 +69,12 @@ void apply_result(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult*
   }
 }
 
-}  // namespace
-
-namespace {
+std::vector<controller::SnapshotRow> snapshot_rows(const ResyncSnapshot& snap) {
+  std::vector<controller::SnapshotRow> rows;
+  rows.reserve(snap.count);
+  for (int i = 0; i < snap.count; ++i) rows.push_back({snap.service_ids[i], snap.works[i]});
+  return rows;
+}
 
 // Runs compare() (C++, under the guard) and applies its result.
 template <class Compare>
@@ -121,9 +124,7 @@ bool resync(MemoryContext cxt, WorkerSlot* slot) {
     return false;
   }
   return compare_and_apply(cxt, slot, [&] {
-    std::vector<controller::SnapshotRow> rows;
-    rows.reserve(snap.count);
-    for (int i = 0; i < snap.count; ++i) rows.push_back({snap.service_ids[i], snap.works[i]});
+    const auto rows = snapshot_rows(snap);
     std::vector<std::string> known;
     known.reserve(snap.known_count);
     for (int i = 0; i < snap.known_count; ++i)
@@ -136,9 +137,7 @@ bool resync(MemoryContext cxt, WorkerSlot* slot) {
 void check_drift(MemoryContext cxt, WorkerSlot* slot, const ResyncSnapshot& snap,
                  char* const* service_ids, int nservices) {
   compare_and_apply(cxt, slot, [&] {
-    std::vector<controller::SnapshotRow> rows;
-    rows.reserve(snap.count);
-    for (int i = 0; i < snap.count; ++i) rows.push_back({snap.service_ids[i], snap.works[i]});
+    const auto rows = snapshot_rows(snap);
     std::vector<std::string> ids;
     for (int i = 0; i < nservices; ++i) ids.emplace_back(service_ids[i]);
     return controller::check_changed(*g_runtime, rows, ids, {});

@@ -138,8 +138,8 @@ void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
     }
   }
   if (ok && nservices > 0) {
-    int woken = 0;
-    if (!wake_services(cxt, services, nservices, &woken, &error)) {
+    int services_woken = 0;
+    if (!wake_services(cxt, services, nservices, &services_woken, &error)) {
       ok = false;
       ereport(WARNING,
               (errmsg("nico_extsvc: waking services after a watch event failed: %s", error)));
