@@ -46,11 +46,10 @@ Statement s_drift{"SELECT extsvc.mark_drift($1, $2)", 2, {UUIDOID, TEXTOID}, nul
 Statement s_dpus_due{"SELECT extsvc.mark_dpus_due()", 0, {}, nullptr};
 Statement s_orphans{"SELECT n FROM extsvc.orphaned_dpuservices($1) n", 1, {TEXTARRAYOID}, nullptr};
 Statement s_dpf{"SELECT extsvc.record_dpf_status($1)", 1, {JSONBOID}, nullptr};
-Statement s_due_by_names{
-    "SELECT dpu_machine_id, woken FROM extsvc.mark_dpus_due_by_names($1, $2)",
-    2,
-    {TEXTARRAYOID, TEXTARRAYOID},
-    nullptr};
+Statement s_due_by_names{"SELECT dpu_machine_id, woken FROM extsvc.mark_dpus_due_by_names($1, $2)",
+                         2,
+                         {TEXTARRAYOID, TEXTARRAYOID},
+                         nullptr};
 Statement s_wake_services{"SELECT extsvc.wake_services($1)", 1, {UUIDARRAYOID}, nullptr};
 Statement s_service_dpus_due{"SELECT dpu_machine_id, woken FROM extsvc.mark_service_dpus_due($1)",
                              1,
