@@ -94,7 +94,11 @@ ResyncResult resync(Runtime& rt, const std::vector<SnapshotRow>& snapshot,
                     const std::vector<std::string>& known_names) {
   ResyncResult out;
   const auto services = desired_of(snapshot);
-  if (ClusterCache* cache = rt.cache(); cache != nullptr && cache->management_synced()) {
+  // the cache answers only while its streams are open: a cache that lost them would report the
+  // DPUServices created since as missing (the LIST below then answers, or fails and concludes
+  // nothing, as before the watch)
+  if (ClusterCache* cache = rt.cache();
+      cache != nullptr && cache->management_synced() && cache->management_current()) {
     out = to_result(drift_from_cache(*cache, services, known_names, nullptr));
     spdlog::debug("resync (watch cache): {} cached, {} READY services, {} drifted",
                   cache->services_by_name().size(), services.size(), out.drifted.size());
