@@ -4,6 +4,7 @@
 // is the same code for both, so both modes derive states by the same rules.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -65,6 +66,8 @@ class DpuObserver {
   virtual int calls() const = 0;
   // DPF statuses seen (for the worker to record), by service id.
   virtual const std::map<std::string, core::DpfStatus>& dpf_seen() const = 0;
+  // The current pass's lease fence, for reads that call the API (a cache needs none).
+  virtual void set_fence(const std::function<bool()>*) {}
 };
 
 // The polling mode: every read is an API call. One per batch: DPF's statuses and FailedCreate
@@ -84,8 +87,8 @@ class ApiObserver : public DpuObserver {
   std::optional<double> observed_at() override { return std::nullopt; }
   int calls() const override { return calls_; }
   const std::map<std::string, core::DpfStatus>& dpf_seen() const override { return dpf_; }
-  // The current pass's lease fence: context-only LISTs are skipped when it says no.
-  void set_fence(const std::function<bool()>* lease_ok) { lease_ok_ = lease_ok; }
+  // Context-only LISTs are skipped when the fence says no.
+  void set_fence(const std::function<bool()>* lease_ok) override { lease_ok_ = lease_ok; }
 
  private:
   kube::Client& mgmt_;

@@ -162,7 +162,7 @@ const std::vector<std::pair<std::string, std::string>>& ApiObserver::failed_crea
 
 DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   DpuObserver& obs = *observer_;
-  if (auto* api = dynamic_cast<ApiObserver*>(&obs)) api->set_fence(&w.lease_ok);
+  obs.set_fence(&w.lease_ok);
   const int calls_before = obs.calls();
   int writes = 0;
   auto calls = [&] { return obs.calls() - calls_before + writes; };
