@@ -51,6 +51,19 @@ def wait_until(fn, timeout=30.0, interval=0.05, what="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def dpu_id(i, tag="d"):
+    return f"00000000-0000-0000-0000-00000000{tag}{i:03d}"
+
+
+# device/node: the names dpfsim --dpus N seeds for DPU i (sim/src/seeding.cpp)
+def device(i):
+    return f"dpu-device-{i:04d}"
+
+
+def node(i):
+    return f"host-{i:04d}-dpu-device-{i:04d}"
+
+
 class Sim:
     """A dpfsim process with TLS and a bearer token."""
 

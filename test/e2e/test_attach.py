@@ -9,25 +9,13 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id
 
 ENV = None
 NS = "dpf-operator-system"
 HOST_A = "00000000-0000-0000-0000-0000000000a1"
 HOST_B = "00000000-0000-0000-0000-0000000000b1"
 HOST_C = "00000000-0000-0000-0000-0000000000c1"
-
-
-def dpu_id(i):
-    return f"00000000-0000-0000-0000-00000000d{i:03d}"
-
-
-def device(i):
-    return f"dpu-device-{i:04d}"
-
-
-def node(i):
-    return f"host-{i:04d}-dpu-device-{i:04d}"
 
 
 def e():

@@ -14,25 +14,13 @@ import types
 import uuid
 
 from extsvc_testkit.harness import (PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,
-                                    run_tests, wait_until)
+                                    run_tests, wait_until, device, node, dpu_id)
 from extsvc_testkit import invariants
 
 ENV = None
 STANDBY = None
 LIMIT_S = 60.0  # convergence after pg_ctl promote
 HOSTS = ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000b1"]
-
-
-def dpu_id(i):
-    return f"00000000-0000-0000-0000-00000000d{i:03d}"
-
-
-def device(i):
-    return f"dpu-device-{i:04d}"
-
-
-def node(i):
-    return f"host-{i:04d}-dpu-device-{i:04d}"
 
 
 def make_standby(env):

@@ -9,7 +9,7 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id as harness_dpu_id
 
 ENV = None
 NS = "dpf-operator-system"
@@ -18,15 +18,7 @@ REV = "nico/extension-service-revision"
 
 
 def dpu_id(i):
-    return f"00000000-0000-0000-0000-00000000e{i:03d}"
-
-
-def device(i):
-    return f"dpu-device-{i:04d}"
-
-
-def node(i):
-    return f"host-{i:04d}-dpu-device-{i:04d}"
+    return harness_dpu_id(i, "e")
 
 
 def e():

@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, wait_until
+from extsvc_testkit.harness import Env, helm_data, lit, wait_until, dpu_id
 from extsvc_testkit import invariants
 
 NS = "dpf-operator-system"
@@ -63,10 +63,6 @@ def pg():
 
 def sim():
     return ENV.sim
-
-
-def dpu_id(i):
-    return f"00000000-0000-0000-0000-00000000d{i:03d}"
 
 
 def worker_pids():

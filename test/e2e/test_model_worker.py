@@ -23,7 +23,7 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit
+from extsvc_testkit.harness import Env, helm_data, lit, device, node, dpu_id
 from extsvc_testkit import invariants
 
 HOSTS = {"A": "00000000-0000-0000-0000-0000000000a1", "B": "00000000-0000-0000-0000-0000000000b1",
@@ -35,18 +35,6 @@ QUIESCE_TIMEOUT = 20.0
 # in issue 13: docs/reliability.md): each one fails its sequence, never retried
 DEADLOCKS = []
 DUE_HORIZON = "30 seconds"  # a row due within this is still work in progress (resync is 300 s)
-
-
-def dpu_id(i):
-    return f"00000000-0000-0000-0000-00000000d{i:03d}"
-
-
-def device(i):
-    return f"dpu-device-{i:04d}"
-
-
-def node(i):
-    return f"host-{i:04d}-dpu-device-{i:04d}"
 
 
 class Failure(Exception):
