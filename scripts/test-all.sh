@@ -73,7 +73,7 @@ else
 fi
 pg_cluster_stop
 
-# issue #12: 0.1.0 -> 0.2.0 (schema equal to a fresh install, data kept, the
+# 0.1.0 -> 0.2.0 -> 0.3.0 and 0.2.0 -> 0.3.0 (schema equal to a fresh install, data kept, the
 # worker waits for ALTER EXTENSION UPDATE); its own server and dpfsim
 suite upgrade env PGBIN="$PGBIN" python3 "$ROOT/test/upgrade/test_upgrade.py"
 suite e2e "$ROOT/test/e2e/run.sh"

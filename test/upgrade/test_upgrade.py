@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""nico_extsvc 0.1.0 -> 0.2.0 (issue #12, suite upgrade).
+"""nico_extsvc 0.1.0 -> 0.2.0 -> current and 0.2.0 -> current (suite upgrade).
 
 One throw-away server with today's library preloaded and a worker configured
 against dpfsim (extsvc_testkit.harness Env), extsvc.database = extsvc_upg.
@@ -8,11 +8,13 @@ against dpfsim (extsvc_testkit.harness Env), extsvc.database = extsvc_upg.
    works, the 0.1.0 API fills a database (services of both types, an update,
    DPUs, instances, attachments, a detach, a played worker write), the
    0.1.0 signatures of the C functions answer as 0.1.0 did.
-2. ALTER EXTENSION nico_extsvc UPDATE: the schema equals a fresh 0.2.0
+2. ALTER EXTENSION nico_extsvc UPDATE (through 0.2.0 to the current version,
+   CURRENT below, read from the control file): the schema equals a fresh
    install's (pg_dump -s, and pg_dump -s --binary-upgrade, which is what
    shows the extension's own objects; a unified diff when not), so do the
    seed tables and the pg_dump registrations; every row and column 0.1.0 had
-   is intact; the 0.2.0 API works on the upgraded rows.
+   is intact; the current API works on the upgraded rows. The same again
+   from a database filled at 0.2.0.
 3. The worker: with the SQL at 0.1.0 it waits and logs once, naming both
    versions and the command; no Kubernetes call is made; after ALTER
    EXTENSION UPDATE it resumes by itself and creates the DPUService.
@@ -33,7 +35,9 @@ from pgq import Conn, chart, q, unified  # noqa: E402
 
 pgq.PGBIN = pgq.PGBIN or harness.PGBIN
 
-WORKER_DB, OLD, FRESH = "extsvc_upg", "extsvc_upg_data", "extsvc_upg_fresh"
+WORKER_DB, OLD, OLD2, FRESH = "extsvc_upg", "extsvc_upg_data", "extsvc_upg_data_020", "extsvc_upg_fresh"
+CURRENT = re.search(r"^default_version\s*=\s*'([^']+)'",
+                    open(os.path.join(harness.ROOT, "nico_extsvc.control")).read(), re.M).group(1)
 T1, T2 = "tenant-upg-a", "tenant-upg-b"
 SEED = ("extsvc.lifecycle_transitions", "extsvc.placement_transitions")
 KEYS = {  # key columns printed per table (everything is compared anyway)
@@ -127,34 +131,34 @@ def normalize(text):
     return out
 
 
-def schema_checks(c):
+def schema_checks(c, old=OLD, from_version="0.1.0"):
     for flags, what in ((["-s"], "pg_dump -s"),
                         (["-s", "--binary-upgrade"], "pg_dump -s --binary-upgrade (the extension's objects)")):
-        a = normalize(c.run("pg_dump", *flags, OLD))
+        a = normalize(c.run("pg_dump", *flags, old))
         b = normalize(c.run("pg_dump", *flags, FRESH))
-        if not c.check(a == b, f"{what}: upgraded 0.1.0 equals a fresh 0.2.0 install ({len(a)} lines)"):
-            print(unified(b, a, f"fresh 0.2.0 ({FRESH})", f"0.1.0 + UPDATE ({OLD})"))
+        if not c.check(a == b, f"{what}: upgraded {from_version} equals a fresh {CURRENT} install ({len(a)} lines)"):
+            print(unified(b, a, f"fresh {CURRENT} ({FRESH})", f"{from_version} + UPDATE ({old})"))
     reg = ("SELECT c::regclass::text, coalesce(w, '') FROM pg_extension, unnest(extconfig, extcondition) u(c, w) "
            "WHERE extname = 'nico_extsvc' ORDER BY 1")
-    a, b = c.sql(OLD, reg), c.sql(FRESH, reg)
+    a, b = c.sql(old, reg), c.sql(FRESH, reg)
     c.check(a == b and len(a) > 0, f"the same {len(b)} tables and sequences registered for pg_dump")
     for t in SEED:
-        a, b = c.rows(OLD, t), c.rows(FRESH, t)
+        a, b = c.rows(old, t), c.rows(FRESH, t)
         if not c.check(a == b, f"seed table {t}: {len(a)} rows, fresh {len(b)}"):
             print(unified(b, a, "fresh", "upgraded", limit=30))
 
 
-def data_checks(c, before, ids):
-    now = c.all_rows(OLD, list(before), {t: cols for t, (cols, _) in before.items()})
+def data_checks(c, before, ids, old=OLD, from_version="0.1.0"):
+    now = c.all_rows(old, list(before), {t: cols for t, (cols, _) in before.items()})
     for t, (cols, rows) in before.items():
         after = now[t]
-        if not c.check(after == rows, f"{t}: {len(rows)} rows, all {len(cols)} 0.1.0 columns intact"):
-            print(unified(rows, after, "0.1.0", "0.2.0", limit=20))
-    states = c.sql(OLD, "SELECT service_name, lifecycle_state, version_ctr, desired_revision, applied_revision "
+        if not c.check(after == rows, f"{t}: {len(rows)} rows, all {len(cols)} {from_version} columns intact"):
+            print(unified(rows, after, from_version, CURRENT, limit=20))
+    states = c.sql(old, "SELECT service_name, lifecycle_state, version_ctr, desired_revision, applied_revision "
                         "FROM extsvc.services ORDER BY service_name")
     c.check(states == [["upg-creating", "CREATING", "1", "1", None], ["upg-dpf", "UPDATING", "2", "2", "1"],
                        ["upg-pod", "READY", "2", None, None]], f"services' states and revisions: {states}")
-    bad = c.one(OLD, "SELECT count(*) FROM extsvc.instances "
+    bad = c.one(old, "SELECT count(*) FROM extsvc.instances "
                      "WHERE config_version_text IS NULL OR config_version_text NOT LIKE 'V' || config_version || '-T%'")
     c.check(bad == "0", "every upgraded instance has config_version_text V<config_version>-T<micros>")
 
@@ -163,25 +167,25 @@ def api_checks(c, ids):
     db, dpf, inst = OLD, ids["dpf"], ids["inst"]
     gi = c.sql(db, f"SELECT config_version, config_version_text, dpf_managed, jsonb_array_length(services) "
                    f"FROM extsvc.get_instance('{inst[0]}')")[0]
-    c.check(gi[0] == "2" and gi[1].startswith("V2-T") and gi[3] == "1", f"0.2.0 get_instance on an upgraded instance: {gi}")
+    c.check(gi[0] == "2" and gi[1].startswith("V2-T") and gi[3] == "1", f"{CURRENT} get_instance on an upgraded instance: {gi}")
     revs = c.sql(db, f"SELECT revision, is_desired, is_applied FROM extsvc.service_revisions('{dpf}') ORDER BY revision")
-    c.check(revs == [["1", "f", "t"], ["2", "t", "f"]], f"0.2.0 service_revisions: {revs}")
+    c.check(revs == [["1", "f", "t"], ["2", "t", "f"]], f"{CURRENT} service_revisions: {revs}")
     up = c.sql(db, f"SELECT lifecycle_state, desired_revision, version_ctr FROM "
                    f"extsvc.update_service('{dpf}', {chart(chartVersion='1.3.0')}, tenant_organization_id => {q(T1)})")
-    c.check(up == [["UPDATING", "3", "3"]], f"0.2.0 update_service (new tenant argument): {up}")
+    c.check(up == [["UPDATING", "3", "3"]], f"{CURRENT} update_service (new tenant argument): {up}")
     rb = c.sql(db, f"SELECT desired_revision FROM extsvc.rollback_service('{dpf}', 1)")
-    c.check(rb == [["4"]], f"0.2.0 rollback_service to revision 1: revision {rb}")
+    c.check(rb == [["4"]], f"{CURRENT} rollback_service to revision 1: revision {rb}")
     doc = json.loads(c.one(db, f"SELECT extsvc.render_dpuservice('{dpf}')::text"))
     ann = doc["spec"]["serviceDaemonSet"].get("annotations", {})
     c.check(ann.get("nico/extension-service-revision") == "4",
-            "0.2.0 render_dpuservice carries the revision annotation")
+            f"{CURRENT} render_dpuservice carries the revision annotation")
     st = c.sql(db, f"SELECT count(*) FROM extsvc.instance_extension_service_status('{inst[0]}', {q(T1)})")
-    c.check(st == [["2"]], "0.2.0 instance_extension_service_status on upgraded attachments: 2 DPUs")
+    c.check(st == [["2"]], f"{CURRENT} instance_extension_service_status on upgraded attachments: 2 DPUs")
     err = c.sql(db, f"SELECT * FROM extsvc.get_instance('{uuid.uuid4()}')", check=False)
-    c.check(isinstance(err, str) and err.startswith("P0002"), "0.2.0 get_instance of an unknown instance: P0002")
+    c.check(isinstance(err, str) and err.startswith("P0002"), f"{CURRENT} get_instance of an unknown instance: P0002")
     new = c.one(db, f"SELECT service_id FROM extsvc.create_service({q(T2)}, 'upg-pod-2', 'KUBERNETES_POD', 'kind: Pod')")
     cv = c.one(db, attach(inst[2], new, "NULL", q(T2)).rstrip(";"))
-    c.check(cv == "4", f"0.2.0 attach on an upgraded instance: config_version {cv}")
+    c.check(cv == "4", f"{CURRENT} attach on an upgraded instance: config_version {cv}")
 
 
 def worker_checks(c, env, dpf_name, sid):
@@ -191,7 +195,8 @@ def worker_checks(c, env, dpf_name, sid):
         with open(log, errors="replace") as f:
             return [ln for ln in f if re.search(pattern, ln)]
 
-    waiting = r'extension nico_extsvc in database "extsvc_upg" is version 0\.1\.0 but the library is version 0\.2\.0; waiting'
+    waiting = (r'extension nico_extsvc in database "extsvc_upg" is version 0\.1\.0 but the library is version '
+               + re.escape(CURRENT) + '; waiting')
     wait_until(lambda: lines(waiting), timeout=30, what="the worker's LOG line about the versions")
     hint = lines(r'HINT:\s+Run ALTER EXTENSION nico_extsvc UPDATE in database "extsvc_upg"')
     c.check(bool(hint), "the worker logs the versions and the command: " + lines(waiting)[0].split("LOG:")[-1].strip())
@@ -214,8 +219,9 @@ def worker_checks(c, env, dpf_name, sid):
     ann = ((obj or {}).get("spec", {}).get("serviceDaemonSet", {}).get("annotations", {}))
     c.check(obj is not None and ann.get("nico/extension-service-revision") == "1",
             f"after ALTER EXTENSION UPDATE the worker resumed by itself: READY in {time.time() - t0:.1f} s, "
-            f"DPUService {dpf_name} created with the 0.2.0 rendering")
-    c.check(bool(lines(r"extension nico_extsvc is version 0\.2\.0 now; resuming")), "and logged that it resumed")
+            f"DPUService {dpf_name} created with the {CURRENT} rendering")
+    c.check(bool(lines(r"extension nico_extsvc is version " + re.escape(CURRENT) + " now; resuming")),
+            "and logged that it resumed")
 
 
 def main():
@@ -245,13 +251,25 @@ def main():
         print("-- ALTER EXTENSION nico_extsvc UPDATE")
         t0 = time.time()
         c.sql(OLD, "ALTER EXTENSION nico_extsvc UPDATE")
-        c.check(c.one(OLD, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == "0.2.0",
-                f"updated to 0.2.0 in {time.time() - t0:.2f} s")
+        c.check(c.one(OLD, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == CURRENT,
+                f"updated to {CURRENT} in {time.time() - t0:.2f} s")
         c.recreate(FRESH)
         c.sql(FRESH, "CREATE EXTENSION nico_extsvc")
         schema_checks(c)
         data_checks(c, before, ids)
         api_checks(c, ids)
+
+        print(f"-- 0.2.0 -> {CURRENT}")
+        c.recreate(OLD2)
+        c.sql(OLD2, "CREATE EXTENSION nico_extsvc VERSION '0.2.0'")
+        ids2 = fill_010(c, OLD2)
+        before2 = snapshot(c, OLD2)
+        t0 = time.time()
+        c.sql(OLD2, "ALTER EXTENSION nico_extsvc UPDATE")
+        c.check(c.one(OLD2, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == CURRENT,
+                f"0.2.0 updated to {CURRENT} in {time.time() - t0:.2f} s")
+        schema_checks(c, OLD2, "0.2.0")
+        data_checks(c, before2, ids2, OLD2, "0.2.0")
 
         print("-- the worker across the update")
         worker_checks(c, env, dpf_name, sid)

@@ -1,0 +1,9 @@
+-- Step 2 of the 0.2.0 -> 0.3.0 upgrade script (tools/sql_upgrade.py): the
+-- hand-written changes of stored data between the two versions: tables,
+-- columns, constraints, indexes, sequences and data migrations. Step 1
+-- (sql/migrations/drop-definitions.sql) has dropped every function, view and
+-- trigger; step 3 replays the definitions of sql/parts/*.sql.
+--
+-- Every change here must leave exactly the schema a fresh 0.3.0 install
+-- creates (the suite `upgrade` compares pg_dump -s of both) and keep every
+-- row. Statements run in ALTER EXTENSION's one transaction.
