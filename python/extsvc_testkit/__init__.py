@@ -7,6 +7,11 @@ benchmarks (bench/) and the demo (scripts/demo.py).
                              (Env, Postgres, Sim, run_tests, wait_until, ...)
   extsvc_testkit.invariants  what the reliability suites check at a quiescent
                              point (violations, describe, write_doc_block)
+  extsvc_testkit.patroni     a throw-away Patroni cluster: one etcd member and
+                             N PostgreSQL servers managed by Patroni (Etcd,
+                             Cluster, Member, member_config); needs Debian's
+                             patroni and etcd-server, runs Patroni as the
+                             PostgreSQL user
 
 Importers say `from extsvc_testkit import harness` (or
 `from extsvc_testkit.harness import Env`); nothing edits the import path. The

@@ -189,10 +189,11 @@ class Sim:
 
 
 class Postgres:
-    """A throw-away cluster owned by an unprivileged user, nico_extsvc preloaded."""
+    """A throw-away cluster owned by an unprivileged user, nico_extsvc preloaded;
+    extension=False leaves the extension uncreated (a server to restore into)."""
 
-    def __init__(self, workdir, settings):
-        self.dir = os.path.join(workdir, "pg")
+    def __init__(self, workdir, settings, extension=True, name="pg"):
+        self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir)
         os.chmod(self.dir, 0o755)
         if os.geteuid() == 0:
@@ -216,6 +217,8 @@ class Postgres:
         conf.update(settings)
         self.append_conf(conf)
         self.start()
+        if not extension:
+            return
         self.sql("CREATE EXTENSION nico_extsvc")
         self.sql("SELECT extsvc.allow_chart('https://charts.example.com')")
         self.sql("SELECT extsvc.allow_chart('oci://registry.example.com')")

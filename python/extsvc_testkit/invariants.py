@@ -6,6 +6,7 @@ import os
 
 NS = "dpf-operator-system"
 OWNER_LABEL = "nico/extension-service-id"
+SITE_LABEL = "nico/site"
 REVISION_ANNOTATION = "nico/extension-service-revision"
 PLACEMENT_PREFIX = "nico/extsvc-"
 
@@ -45,9 +46,11 @@ def _field_diffs(live, want, path="spec"):
     return [] if live == want else [path]
 
 
-def _dpuservices(pg, sim):
+def _dpuservices(pg, sim, site=None):
     """Every live service has exactly its DPUService with the applied spec;
-    no DPUService of ours without a live service. The applied spec is what
+    no DPUService of ours without a live service. With a site, "ours" is
+    what carries this site's nico/site label, and every live service's
+    DPUService must carry it (another site's objects are its own business). The applied spec is what
     extsvc.render_dpuservice renders (the desired revision: compared only
     when desired = applied; otherwise _intent_done reports the service), and
     the owned fields must match twice over: the product's own verdict
@@ -69,6 +72,8 @@ def _dpuservices(pg, sim):
         if obj is None:
             bad.append(f"live service {sid}: no DPUService {name}")
             continue
+        if site is not None and (obj["metadata"]["labels"] or {}).get(SITE_LABEL) != site:
+            bad.append(f"DPUService {name}: site label {obj['metadata']['labels'].get(SITE_LABEL)!r} != {site!r}")
         got = ((obj.get("spec", {}).get("serviceDaemonSet") or {}).get("annotations") or {}).get(REVISION_ANNOTATION)
         if got != str(rev):
             bad.append(f"DPUService {name}: revision annotation {got!r}, applied revision {rev}")
@@ -90,6 +95,8 @@ def _dpuservices(pg, sim):
             if diffs:
                 bad.append(f"DPUService {name}: owned fields differ from the applied revision: {', '.join(diffs)}")
     for name in sorted(set(ours) - set(live)):
+        if site is not None and (ours[name]["metadata"]["labels"] or {}).get(SITE_LABEL) != site:
+            continue
         if not ours[name].get("metadata", {}).get("deletionTimestamp"):
             bad.append(f"DPUService {name} of ours belongs to no live service")
     return bad
@@ -99,18 +106,25 @@ def _lit(v):
     return "'" + str(v).replace("'", "''") + "'"
 
 
-def _labels(pg, sim):
+_DESIRED = ("SELECT d.dpu_device_name, d.dpu_node_name, w.label_key FROM extsvc.dpus d "
+            "LEFT JOIN extsvc.dpu_desired_labels w ON w.dpu_machine_id = d.machine_id "
+            "WHERE d.deregistered_at IS NULL AND d.dpu_device_name IS NOT NULL")
+
+
+def _labels(pg, sim, others=()):
     """Every registered DPU's nico/extsvc-* labels (DPUDevice and Node) equal
-    the desired set."""
+    the desired set; on a DPU that the databases in `others` (other sites on
+    the same clusters) also place on, the union of theirs and ours."""
     bad = []
     want = {}
-    for dev, node, key in pg.sql(
-            "SELECT d.dpu_device_name, d.dpu_node_name, w.label_key FROM extsvc.dpus d "
-            "LEFT JOIN extsvc.dpu_desired_labels w ON w.dpu_machine_id = d.machine_id "
-            "WHERE d.deregistered_at IS NULL AND d.dpu_device_name IS NOT NULL"):
+    for dev, node, key in pg.sql(_DESIRED):
         want.setdefault((dev, node), set())
         if key:
             want[(dev, node)].add(key)
+    for other in others:
+        for dev, node, key in other.sql(_DESIRED):
+            if (dev, node) in want and key:
+                want[(dev, node)].add(key)
     for (dev, node), keys in sorted(want.items()):
         code, body = sim.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{dev}")
         if code == 200:
@@ -151,8 +165,12 @@ def _attachments(pg):
         "WHERE d.deregistered_at IS NULL AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING')")]
 
 
-def violations(env, attachments_settled=True):
-    bad = _intent_done(env.pg) + _dpuservices(env.pg, env.sim) + _labels(env.pg, env.sim) + _history(env.pg)
+def violations(env, attachments_settled=True, site=None, others=()):
+    """Everything above for one database (env.pg) and the clusters (env.sim).
+    site: only DPUServices labelled nico/site=site are this database's;
+    others: the databases of other sites placing on the same DPUs."""
+    bad = (_intent_done(env.pg) + _dpuservices(env.pg, env.sim, site) + _labels(env.pg, env.sim, others)
+           + _history(env.pg))
     if attachments_settled:
         bad += _attachments(env.pg)
     return bad
