@@ -2,8 +2,8 @@
 # Sets everything up and runs every test suite of nico_extsvc:
 #   unit (GoogleTest: core, Kubernetes client), simulator (dpfsim + kubectl
 #   conformance), the unit tests again under ASan+UBSan, libFuzzer smoke runs,
-#   SQL (pg_regress, pgTAP), dump/restore and upgrade, and end-to-end
-#   (worker + dpfsim).
+#   SQL (pg_regress, pgTAP), dump/restore and upgrade, end-to-end
+#   (worker + dpfsim), and high availability under Patroni.
 # Usage: scripts/test-all.sh            (installs apt packages first)
 #        SKIP_DEPS=1 scripts/test-all.sh (developer loop: skip apt)
 set -uo pipefail
@@ -77,6 +77,10 @@ pg_cluster_stop
 # worker waits for ALTER EXTENSION UPDATE); its own server and dpfsim
 suite upgrade env PGBIN="$PGBIN" python3 "$ROOT/test/upgrade/test_upgrade.py"
 suite e2e "$ROOT/test/e2e/run.sh"
+# issue #25: a two-member Patroni cluster (etcd, streaming replication) under NICo-style load:
+# switchover, failover, a killed postmaster, a lingering old primary, a restored copy and a second
+# site (test/ha/test_patroni.py; --long writes the docs figures). Debian's Python: patroni, psycopg.
+suite patroni /usr/bin/python3 "$ROOT/test/ha/test_patroni.py"
 # issue #13: 30 s of ~20 % mixed faults on both clusters, then convergence
 # with the invariants (bench/soak.py runs the 5-minute, 500-service version)
 suite soak-short python3 "$ROOT/bench/soak.py" --ci

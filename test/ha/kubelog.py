@@ -1,0 +1,187 @@
+"""What dpfsim saw: its request log, and the site's Lease.
+
+The request log is read from dpfsim's `--request-log FILE` (one JSON line per
+request, with `user_agent`) when the simulator has that option; otherwise it
+is collected from `GET /requests` by a poller that fetches exactly the new
+entries (`GET /counts` says how many), which has no `user_agent`. Every
+request has a `seq`, one total order of everything dpfsim served; `mark()`
+puts a request of our own into it, so "after this point" is exact without
+comparing clocks.
+
+The Lease (issue 25): `coordination.k8s.io/v1` `nico-extsvc-<site_id>` in the
+DPF namespace; its `spec.holderIdentity` names the holder's PostgreSQL system
+identifier, timeline, database and worker start, and every request of a
+worker carries `User-Agent: nico_extsvc/<version> (<holderIdentity>)`.
+"""
+import itertools
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+
+from extsvc_testkit.harness import DPFSIM, NAMESPACE
+
+WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
+_marks = itertools.count(1)
+
+
+def sim_has_request_log():
+    r = subprocess.run([DPFSIM, "--help"], capture_output=True, text=True)
+    return "--request-log" in (r.stdout + r.stderr)
+
+
+def entry_time(e):
+    """Seconds since the epoch of a log entry (a number, or RFC 3339 text)."""
+    t = e.get("time")
+    if isinstance(t, (int, float)):
+        return float(t)
+    if not isinstance(t, str):
+        return None
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?Z?$", t)
+    if not m:
+        return None
+    import calendar
+    secs = calendar.timegm(tuple(int(x) for x in m.groups()[:6]))
+    return secs + (float(m.group(7)) if m.group(7) else 0.0)
+
+
+class RequestLog:
+    def __init__(self, sim, path=None):
+        self.sim, self.path = sim, path
+        self._entries = []
+        self._by_seq = set()
+        self._offset = 0
+        self._seen_total = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = None
+        if path is None:
+            self._thread = threading.Thread(target=self._poll, name="reqlog-poller", daemon=True)
+            self._thread.start()
+
+    @property
+    def has_user_agent(self):
+        return self.path is not None
+
+    def stop(self):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(10)
+
+    def _poll(self):
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    self._poll_once()
+            except OSError:
+                pass
+            self._stop.wait(0.3)
+
+    def _poll_once(self):
+        """Fetches the entries added since the last poll (at most the 2000
+        dpfsim keeps: a poll every 0.3 s never falls that far behind here)."""
+        total = self.sim.counts().get("total", 0)
+        want = min(2000, max(20, total - self._seen_total + 20))
+        for e in self.sim.requests(limit=want)["requests"]:
+            if e["seq"] not in self._by_seq:
+                self._by_seq.add(e["seq"])
+                self._entries.append(e)
+        self._entries.sort(key=lambda e: e["seq"])
+        self._seen_total = total
+
+    def _read_file(self):
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        for line in data[:end].splitlines():
+            if line.strip():
+                e = json.loads(line)
+                if e["seq"] not in self._by_seq:
+                    self._by_seq.add(e["seq"])
+                    self._entries.append(e)
+        self._entries.sort(key=lambda e: e["seq"])
+
+    def entries(self):
+        with self._lock:
+            if self.path:
+                self._read_file()
+            else:
+                self._poll_once()
+            return list(self._entries)
+
+    def mark(self, what):
+        """A request of our own in dpfsim's order of requests; returns its seq."""
+        tag = f"ha-mark-{next(_marks)}"
+        self.sim.kube("GET", f"/version?{tag}={what.replace(' ', '_')}")
+        time.sleep(0.05)
+        for _ in range(40):
+            for e in reversed(self.entries()):
+                if tag in (e.get("query") or ""):
+                    return e["seq"]
+            time.sleep(0.1)
+        raise AssertionError(f"mark {tag} not in dpfsim's request log")
+
+    def writes(self, since_seq=0, until_seq=None, include_leases=False):
+        return [e for e in self.entries() if e["verb"] in WRITE_VERBS and e["seq"] > since_seq
+                and (until_seq is None or e["seq"] <= until_seq)
+                and (include_leases or not (e.get("resource") or "").startswith("leases"))]
+
+
+# --- the Lease ---
+def lease_name(site_id):
+    return f"nico-extsvc-{site_id}"
+
+
+def get_lease(sim, site_id):
+    """The Lease object, or None (404, or a simulator that serves no leases)."""
+    code, body = sim.kube("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{lease_name(site_id)}")
+    return body if code == 200 and isinstance(body, dict) else None
+
+
+def holder(sim, site_id):
+    lease = get_lease(sim, site_id)
+    return ((lease or {}).get("spec") or {}).get("holderIdentity")
+
+
+def parse_holder(text):
+    """{sysid, timeline} read from a holder identity (or a User-Agent that
+    carries one): the system identifier is the only run of 16-20 digits; the
+    timeline follows "tl" or "timeline"."""
+    if not text:
+        return {}
+    out = {}
+    m = re.search(r"(?<!\d)(\d{16,20})(?!\d)", text)
+    if m:
+        out["sysid"] = m.group(1)
+    m = re.search(r"(?i)(?:timeline|tl)[\s=:/_-]*(\d+)", text)
+    if m:
+        out["timeline"] = int(m.group(1))
+    return out
+
+
+def from_server(entry, sysid, timeline=None):
+    """Whether a request came from a worker of the server with this system
+    identifier (and timeline, when given), by its User-Agent."""
+    h = parse_holder(entry.get("user_agent") or "")
+    return h.get("sysid") == sysid and (timeline is None or h.get("timeline") == timeline)
+
+
+def lease_write_by(entries, sysid, timeline=None, since_seq=0):
+    """The first successful write of the Lease by that server after since_seq."""
+    for e in entries:
+        if e["seq"] > since_seq and e["verb"] in WRITE_VERBS and (e.get("resource") or "").startswith("leases") \
+                and 200 <= (e.get("status") or 0) < 300 and from_server(e, sysid, timeline):
+            return e
+    return None
+
+
+def sim_args_for_log(workdir):
+    """dpfsim arguments for a request log file, when the simulator has it."""
+    if not sim_has_request_log():
+        return [], None
+    path = os.path.join(workdir, "requests.jsonl")
+    return ["--request-log", path], path
