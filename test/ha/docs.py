@@ -27,9 +27,11 @@ HEADER = """\
 #   nico-extsvc-<site_id> and the nico/site label are what keep their writers apart.
 # - The Lease settings are the product's defaults; a promoted replica (same system identifier,
 #   higher timeline) takes the Lease at once, the old primary stops writing at its next renewal.
-# - Configure a watchdog (mode: required where /dev/watchdog exists): without it, a primary whose
-#   Patroni died keeps running and accepting writes (the suite's "lingering old primary"); the
-#   Lease keeps its worker from writing to the clusters, but NICo's writes to it are lost.
+# - watchdog mode `required`: Patroni refuses to lead without /dev/watchdog (softdog will do), and a
+#   member whose Patroni hangs or dies is reset before its leader key expires. Without one, a
+#   primary whose Patroni died keeps running and accepting writes (the suite's "lingering old
+#   primary", which runs with `mode: off`); the Lease keeps its worker from writing to the
+#   clusters, but the writes NICo sends to it are lost.
 # - Synchronous replication (synchronous_mode: true) keeps the last acknowledged writes across a
 #   crash failover; without it NICo must re-issue what it did not see acknowledged.
 # - `etcd` is Patroni's etcd v2 client (python3-etcd; etcd 3.4 needs --enable-v2=true), which the
@@ -55,7 +57,7 @@ def example_config():
         data_dir="/var/lib/postgresql/15/nico-extsvc", socket_dir="/var/run/postgresql",
         bin_dir="/usr/lib/postgresql/15/bin", log_dir="/var/log/postgresql", pgpass="/var/lib/postgresql/.pgpass",
         parameters=params, ttl=30, loop_wait=10, retry_timeout=10, primary_start_timeout=300, host="10.0.0.11",
-        watchdog="automatic",
+        watchdog="required",
         hba=["local all all peer", "host all all 10.0.0.0/24 scram-sha-256",
              "host replication replicator 10.0.0.0/24 scram-sha-256"],
         authentication={"superuser": {"username": "postgres", "password": "CHANGE-ME"},

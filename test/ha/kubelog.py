@@ -48,18 +48,22 @@ def entry_time(e):
 
 
 class RequestLog:
+    """Every request dpfsim served, by seq. The poller of `GET /requests`
+    always runs: its entries carry the request bodies the content checks
+    read. With `--request-log FILE` the file is read too: it has every
+    request (the poller sees the last 2000 at each poll) with microsecond
+    times and the User-Agent; an entry seen both ways keeps the file's
+    fields and gets the body from the poller."""
+
     def __init__(self, sim, path=None):
         self.sim, self.path = sim, path
-        self._entries = []
-        self._by_seq = set()
+        self._by_seq = {}
         self._offset = 0
         self._seen_total = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = None
-        if path is None:
-            self._thread = threading.Thread(target=self._poll, name="reqlog-poller", daemon=True)
-            self._thread.start()
+        self._thread = threading.Thread(target=self._poll, name="reqlog-poller", daemon=True)
+        self._thread.start()
 
     @property
     def has_user_agent(self):
@@ -67,8 +71,12 @@ class RequestLog:
 
     def stop(self):
         self._stop.set()
-        if self._thread:
-            self._thread.join(10)
+        self._thread.join(10)
+
+    def _add(self, e):
+        have = self._by_seq.setdefault(e["seq"], {})
+        for k, v in e.items():
+            have.setdefault(k, v)
 
     def _poll(self):
         while not self._stop.is_set():
@@ -85,10 +93,7 @@ class RequestLog:
         total = self.sim.counts().get("total", 0)
         want = min(2000, max(20, total - self._seen_total + 20))
         for e in self.sim.requests(limit=want)["requests"]:
-            if e["seq"] not in self._by_seq:
-                self._by_seq.add(e["seq"])
-                self._entries.append(e)
-        self._entries.sort(key=lambda e: e["seq"])
+            self._add(e)
         self._seen_total = total
 
     def _read_file(self):
@@ -100,18 +105,15 @@ class RequestLog:
         for line in data[:end].splitlines():
             if line.strip():
                 e = json.loads(line)
-                if e["seq"] not in self._by_seq:
-                    self._by_seq.add(e["seq"])
-                    self._entries.append(e)
-        self._entries.sort(key=lambda e: e["seq"])
+                have = self._by_seq.get(e["seq"], {})
+                self._by_seq[e["seq"]] = {**have, **e}  # the file's fields win, a polled body stays
 
     def entries(self):
         with self._lock:
+            self._poll_once()
             if self.path:
                 self._read_file()
-            else:
-                self._poll_once()
-            return list(self._entries)
+            return [self._by_seq[k] for k in sorted(self._by_seq)]
 
     def mark(self, what):
         """A request of our own in dpfsim's order of requests; returns its seq."""
@@ -147,20 +149,15 @@ def holder(sim, site_id):
     return ((lease or {}).get("spec") or {}).get("holderIdentity")
 
 
+HOLDER = re.compile(r"(?:^|\()(\d+)\.(\d+)/")
+
+
 def parse_holder(text):
-    """{sysid, timeline} read from a holder identity (or a User-Agent that
-    carries one): the system identifier is the only run of 16-20 digits; the
-    timeline follows "tl" or "timeline"."""
-    if not text:
-        return {}
-    out = {}
-    m = re.search(r"(?<!\d)(\d{16,20})(?!\d)", text)
-    if m:
-        out["sysid"] = m.group(1)
-    m = re.search(r"(?i)(?:timeline|tl)[\s=:/_-]*(\d+)", text)
-    if m:
-        out["timeline"] = int(m.group(1))
-    return out
+    """{sysid, timeline} of a holder identity, "<system identifier>.<timeline>/
+    <database>/<server start>/<host:port>" (src/core/lease_record.hpp), alone
+    or in a User-Agent `nico_extsvc/<version> (<holder identity>)`."""
+    m = HOLDER.search(text or "")
+    return {"sysid": m.group(1), "timeline": int(m.group(2))} if m else {}
 
 
 def from_server(entry, sysid, timeline=None):

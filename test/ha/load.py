@@ -231,9 +231,9 @@ class Stream(threading.Thread):
                     try:
                         if self._connect():
                             self.step()
-                    except psycopg.Error as e:  # a read broke: the connection is gone or the server is read-only
+                    except Exception as e:  # noqa: BLE001 - a read broke (connection gone, server read-only): go on
                         self.errors.append((time.time(), self._server, str(e).strip().splitlines()[0]
-                                            if str(e) else repr(e)))
+                                            if str(e).strip() else repr(e)))
                         self._close()
             self._halt.wait(max(0.0, period - (time.time() - t0)))
 
