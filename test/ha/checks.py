@@ -128,9 +128,10 @@ def deletes_of_live(entries, since_seq, live_names):
     return [e for e in entries if e["seq"] > since_seq and e["verb"] == "DELETE" and dpuservice_of(e) in live_names]
 
 
-def writes_of(entries, since_seq, sysid, timeline=None, include_leases=False):
-    """Writes after since_seq by the server with this system identifier (and timeline)."""
-    return [e for e in entries if e["seq"] > since_seq and e["verb"] in kubelog.WRITE_VERBS
+def writes_of(entries, since_seq, sysid, timeline=None, include_leases=False, until_seq=None):
+    """Writes after since_seq (up to until_seq) by the server with this system identifier (and timeline)."""
+    return [e for e in entries if e["seq"] > since_seq and (until_seq is None or e["seq"] <= until_seq)
+            and e["verb"] in kubelog.WRITE_VERBS
             and (include_leases or not (e.get("resource") or "").startswith("leases"))
             and kubelog.from_server(e, sysid, timeline)]
 

@@ -180,12 +180,15 @@ def failover_episode(st, kind, sc, cfg, main):
 
     entries = st.reqlog.entries()
     after = checks.writes_of(entries, lease["seq"] if lease else m1, sysid, old_tl)
-    sc.figures["old_writes_after_takeover"] = len(after) if lease else None
+    # the control: the log does name the old primary's writes (its Lease renewals at least) before
+    before = checks.writes_of(entries, m0, sysid, old_tl, include_leases=True, until_seq=lease and lease["seq"])
+    sc.figures["old_writes_after_takeover"] = len(after) if lease and before else None
     if lease and after:  # how long after the takeover the old primary still wrote
         sc.figures["old_last_write_s"] = round(max(kubelog.entry_time(e) for e in after) - kubelog.entry_time(lease), 3)
-    sc.check(lease is not None and not after, f"{old.name} (timeline {old_tl}) made no Kubernetes write after the "
-             f"takeover", needs_site=True, detail=checks.describe([("old", e) for e in after]) if lease else
-             "no takeover to count from")
+    sc.check(lease is not None and before and not after, f"{old.name} (timeline {old_tl}) made no Kubernetes write "
+             f"after the takeover ({len(before)} of its writes named before it)", needs_site=True,
+             detail=checks.describe([("old", e) for e in after]) if lease and before else
+             "no takeover to count from" if not lease else "no write in the log names the old primary")
 
     with su(new) as conn:
         lost = checks.lost_writes(conn, main.writes, old.name, t_prom)
@@ -271,10 +274,13 @@ def scenario_restored(st, cfg, main):
     sc.check(not again, "no DPUService the primary had deleted before the dump was written again",
              detail=checks.describe([("write", e) for e in again]))
     mine = checks.writes_of(entries, m0, copy_sysid, include_leases=True)
-    sc.figures["copy_writes"] = len(mine) if st.reqlog.has_user_agent else None
-    sc.check(st.reqlog.has_user_agent and not mine, "the copy made no Kubernetes write (User-Agent in dpfsim's log)",
-             needs_site=True, detail=checks.describe([("copy", e) for e in mine]) if st.reqlog.has_user_agent
-             else "dpfsim has no --request-log with user_agent")
+    # the control: the same log names the primary's writes (its Lease renewals at least)
+    control = checks.writes_of(entries, m0, lead.system_identifier(), include_leases=True)
+    sc.figures["copy_writes"] = len(mine) if control else None
+    sc.check(control and not mine, f"the copy made no Kubernetes write (User-Agent in dpfsim's log; "
+             f"{len(control)} writes of the primary named meanwhile)", needs_site=True,
+             detail=checks.describe([("copy", e) for e in mine]) if control
+             else "no write in the log names the primary: the log cannot tell who wrote")
     h = kubelog.parse_holder(kubelog.holder(st.sim, stack.SITE_A))
     sc.check(h.get("sysid") == lead.system_identifier(), "the Lease stayed with the primary", needs_site=True,
              detail=f"holder {kubelog.holder(st.sim, stack.SITE_A)!r}")
@@ -326,16 +332,15 @@ def scenario_sites(st, cfg, main):
              detail=checks.describe([("delete", e) for e in dels]))
     sc.check(not stripped, "the shared DPU kept both sites' pinned placement labels (no patch removed one)",
              detail=checks.describe([("patch", e) for e in stripped]))
-    if st.reqlog.has_user_agent:
-        sys_a, sys_b = lead.system_identifier(), siteb.one("SELECT system_identifier FROM pg_control_system()")
-        cross = [e for e in checks.writes_of(entries, m0, sys_b) if checks.dpuservice_of(e) in live_a]
-        cross += [e for e in checks.writes_of(entries, m0, sys_a) if checks.dpuservice_of(e) in live_b]
-        sc.figures["cross_writes"] = len(cross)
-        sc.check(not cross, "no worker wrote a DPUService of the other site (User-Agent)",
-                 detail=checks.describe([("cross", e) for e in cross]))
-    else:
-        sc.check(False, "no worker wrote a DPUService of the other site (User-Agent)", needs_site=True,
-                 detail="dpfsim has no --request-log with user_agent")
+    sys_a, sys_b = lead.system_identifier(), siteb.one("SELECT system_identifier FROM pg_control_system()")
+    cross = [e for e in checks.writes_of(entries, m0, sys_b) if checks.dpuservice_of(e) in live_a]
+    cross += [e for e in checks.writes_of(entries, m0, sys_a) if checks.dpuservice_of(e) in live_b]
+    # the control: the log names both sites' writes (their Lease renewals at least)
+    named = all(checks.writes_of(entries, m0, x, include_leases=True) for x in (sys_a, sys_b))
+    sc.figures["cross_writes"] = len(cross) if named else None
+    sc.check(named and not cross, "no worker wrote a DPUService of the other site (User-Agent)", needs_site=True,
+             detail=checks.describe([("cross", e) for e in cross]) if named
+             else "the log does not name both sites' writes: it cannot tell who wrote")
     load_b.stop()
     siteb.stop()
     main.resume()
