@@ -50,9 +50,10 @@ def _dpuservices(pg, sim, site=None):
     """Every live service has exactly its DPUService with the applied spec;
     no DPUService of ours without a live service. With a site, "ours" is
     what carries this site's nico/site label, and every live service's
-    DPUService must carry it (another site's objects are its own business). The applied spec is what
-    extsvc.render_dpuservice renders (the desired revision: compared only
-    when desired = applied; otherwise _intent_done reports the service), and
+    DPUService must carry it (another site's objects are its own business).
+    The applied spec is what extsvc.render_dpuservice renders (the desired
+    revision: compared only when desired = applied; otherwise _intent_done
+    reports the service), and
     the owned fields must match twice over: the product's own verdict
     (extsvc.dpuservice_mutable_patch(live, rendered) is {}) and a plain
     comparison of the owned subtrees, which also covers the fields the
