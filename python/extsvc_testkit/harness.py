@@ -286,13 +286,22 @@ class Postgres:
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]
 
 
-class Env:
-    """dpfsim + PostgreSQL wired together; the worker talks TLS with a token."""
+SITE_ID = "e2e-site"  # extsvc.site_id of an Env unless told otherwise (issue 25)
 
-    def __init__(self, dpus=4, workers=2, extra=None, sim_args=()):
+
+class Env:
+    """dpfsim + PostgreSQL wired together; the worker talks TLS with a token.
+
+    site_id: the server's extsvc.site_id (None: unset, the worker writes nothing). sim: an
+    existing Sim to share (two sites, or a copy of a database, on one management cluster); it is
+    then not stopped by close()."""
+
+    def __init__(self, dpus=4, workers=2, extra=None, sim_args=(), sim=None, site_id=SITE_ID):
         self.workdir = tempfile.mkdtemp(prefix="nico-extsvc-e2e.")
         os.chmod(self.workdir, 0o755)
-        self.sim = Sim(self.workdir, dpus=dpus, args=sim_args)
+        self.own_sim = sim is None
+        self.sim = sim if sim is not None else Sim(self.workdir, dpus=dpus, args=sim_args)
+        self.site_id = site_id
         settings = {
             "extsvc.workers": str(workers),
             "extsvc.kube_server": f"'{self.sim.management}'",
@@ -305,11 +314,14 @@ class Env:
             "extsvc.lease_time": "'10s'", "extsvc.resync_interval": "'300s'",
             "extsvc.http_timeout": "'3s'", "extsvc.log_level": "'debug'",
         }
+        if site_id is not None:
+            settings["extsvc.site_id"] = f"'{site_id}'"
         settings.update(extra or {})
         try:
             self.pg = Postgres(self.workdir, settings)
         except Exception:
-            self.sim.stop()
+            if self.own_sim:
+                self.sim.stop()
             raise
 
     def write_kubeconfig(self):
@@ -330,7 +342,8 @@ class Env:
 
     def close(self, keep=False):
         self.pg.stop()
-        self.sim.stop()
+        if self.own_sim:
+            self.sim.stop()
         if keep or os.environ.get("KEEP_E2E"):
             print(f"    kept {self.workdir}")
         else:

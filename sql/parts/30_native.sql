@@ -10,10 +10,19 @@ CREATE FUNCTION extsvc._dpf_service_name(service_id uuid, version text) RETURNS 
 CREATE FUNCTION extsvc._placement_label_key(service_id uuid, version text) RETURNS text
   LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_placement_label_key';
 
+-- site_id (issue 25): nico/site on the metadata ('' renders as 0.2.0 did, without it)
 CREATE FUNCTION extsvc._render_dpuservice(service_id uuid, version text, revision integer, data jsonb,
-                                          namespace text)
+                                          namespace text, site_id text DEFAULT '')
   RETURNS jsonb
   LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_render_dpuservice';
+
+-- The site id in force for SQL (GUC extsvc.site_id; '' when unset).
+CREATE FUNCTION extsvc._site_id() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT coalesce(current_setting('extsvc.site_id', true), '')
+$fn$;
+COMMENT ON FUNCTION extsvc._site_id() IS
+  'Internal: extsvc.site_id (the nico/site label of this site''s DPUServices), '''' when unset.';
 
 CREATE FUNCTION extsvc.repo_url_matches(allowlist_entry text, repo_url text) RETURNS boolean
   LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_repo_url_matches';

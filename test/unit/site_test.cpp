@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/placement_keys.hpp"
+#include "core/site_timing.hpp"
 
 namespace extsvc::core {
 namespace {
@@ -68,6 +69,32 @@ TEST(PlacementKeys, OnlyRegisteredKeysAreRemoved) {
   EXPECT_EQ(placement_patch(json::object(), {}, {"nico/extsvc-x"}), json::object());
   EXPECT_EQ(placement_patch({{"nico/extsvc-x", "enabled"}}, {"nico/extsvc-x"}, {"nico/extsvc-x"}),
             json::object());
+}
+
+TEST(SiteTiming, SettingsThatCannotWorkTogetherAreNamedWithTheArithmetic) {
+  SiteTiming t;  // the defaults work
+  EXPECT_EQ(timing_error(t), std::nullopt);
+  t.lease_duration_ms = 12000;  // == 10 s + 2 s
+  EXPECT_EQ(timing_error(t),
+            "extsvc.lease_duration (12 s) must exceed extsvc.http_timeout + extsvc.lease_margin "
+            "(10 s + 2 s = 12 s): the site Lease would not cover one call, and every call would "
+            "be fenced");
+  t = SiteTiming{};
+  t.http_timeout_ms = 30000;  // the 0.2.0 default
+  EXPECT_TRUE(timing_error(t)->starts_with("extsvc.lease_duration (15 s) must exceed"));
+  t = SiteTiming{};
+  t.lease_time_ms = 5000;
+  EXPECT_TRUE(timing_error(t)->starts_with("extsvc.lease_time (5 s) must exceed"));
+  t = SiteTiming{};
+  t.renew_deadline_ms = 15000;
+  EXPECT_EQ(timing_error(t),
+            "extsvc.lease_renew_deadline (15 s) must be below extsvc.lease_duration (15 s): the "
+            "holder must stop writing before another candidate may take the Lease");
+  t = SiteTiming{};
+  t.retry_period_ms = 10000;
+  EXPECT_TRUE(timing_error(t)->starts_with("extsvc.lease_retry_period (10 s) must be below"));
+  EXPECT_EQ(duration_text(1500), "1.5 s");
+  EXPECT_EQ(duration_text(200), "200 ms");
 }
 
 }  // namespace
