@@ -28,7 +28,7 @@ WRAPPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dpfsim_wrapp
 # the product defaults back (they set how often a PENDING DPU is looked at).
 BENCH_GUCS = {"extsvc.log_level": "'info'", "extsvc.resync_interval": "'300s'",
               "extsvc.retry_base": "'%s'" % os.environ.get("BENCH_RETRY_BASE", "500ms"),
-              "extsvc.retry_cap": "'300s'", "extsvc.lease_time": "'60s'", "extsvc.http_timeout": "'30s'"}
+              "extsvc.retry_cap": "'300s'", "extsvc.lease_time": "'60s'", "extsvc.http_timeout": "'10s'"}
 
 # Sim delays "reduced to 0-50 ms" for fleet runs.
 FAST_DELAYS = {"label_propagation_ms": 50, "node_provisioning_ms": 0, "dpuservice_sync_ms": 20,

@@ -91,6 +91,12 @@ const LeaseStatus& SiteLease::step() {
       won(created.value().body, sent, true);
     } else if (created.kind() == kube::ErrorKind::kAlreadyExists) {
       lose("another candidate created Lease " + name_ + " first");
+    } else if (created.kind() == kube::ErrorKind::kNotFound) {
+      // the collection answers 404 only when the namespace does not exist
+      lose("namespace \"" + ns_ +
+           "\" does not exist in the management cluster, so the site Lease cannot be created; "
+           "set extsvc.namespace to DPF's namespace (" +
+           kube::describe(created.error()) + ")");
     } else {
       failed(created.error(), "creating Lease " + name_, sent);
     }

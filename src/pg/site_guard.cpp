@@ -69,6 +69,9 @@ int64 orphan_limit(int64 owned) {
 
 void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult* result,
                      char** names, int nnames, bool census) {
+  // nothing is decided for a site this server does not write for now (a watch event while
+  // paused: the census after the Lease is acquired decides)
+  if (!site_writes_allowed(budget_ns())) return;
   char** orphans = nullptr;
   int count = 0;
   char* error = nullptr;
@@ -150,7 +153,7 @@ void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResu
     if (hold)
       ereport(WARNING,
               (errmsg("nico_extsvc: orphan guard: %d DPUService(s) of this site belong to no "
-                      "live service; none is deleted (%s)",
+                      "live service; only those an admin confirmed are deleted (%s)",
                       ncandidates,
                       empty_database ? "the database holds no live service"
                                      : "more than extsvc.orphan_cleanup_max at once"),
@@ -286,7 +289,7 @@ void label_census(MemoryContext cxt) {
   if (hold && !allowed)
     ereport(WARNING,
             (errmsg("nico_extsvc: orphan guard: %lld DPU(s) carry placement keys of this site "
-                    "that nothing in the database names; no such key is removed (%s)",
+                    "that nothing in the database names; none of them is removed (%s)",
                     static_cast<long long>(derived),
                     empty_database ? "the database holds no live service"
                                    : "more than extsvc.orphan_cleanup_max at once"),

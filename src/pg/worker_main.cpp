@@ -259,7 +259,12 @@ void worker_loop() {
         watch_publish(iter_cxt, slot);  // what the re-list changed wakes its rows first
         run_resync(iter_cxt, slot);
       }
-      if (nservices >= gucs.batch_size || ndpus >= gucs.batch_size) {
+      if (!writing) {
+        // due rows wait (nothing is claimed); the lease process wakes the workers when writes
+        // resume, but a renewal that comes back after a failure does not: look again each
+        // retry period
+        timeout_ms = timing_in_force().retry_period_ms;
+      } else if (nservices >= gucs.batch_size || ndpus >= gucs.batch_size) {
         timeout_ms = 0;  // more may be due right now
       } else {
         bool any = false;
@@ -267,11 +272,7 @@ void worker_loop() {
         if (queue_next_due(iter_cxt, &any, &due_s, &error, !works_dpu_queue()) && any)
           timeout_ms = std::clamp<long>(static_cast<long>(due_s * 1000) + 1, 0, timeout_ms);
       }
-      if (!writing) {
-        // the lease process wakes the workers when writes resume; a renewal that comes back
-        // after a failure does not, so look again each retry period
-        timeout_ms = std::min<long>(timeout_ms, timing_in_force().retry_period_ms);
-      } else if (g_slot == 0) {
+      if (writing && g_slot == 0) {
         const long to_resync = static_cast<long>((next_resync - GetCurrentTimestamp()) / 1000);
         timeout_ms = std::max<long>(0, std::min(timeout_ms, to_resync));
         if (relist_pending) timeout_ms = std::min(timeout_ms, 200L);
