@@ -409,6 +409,10 @@ def test_orphans_past_the_limit_wait_for_a_confirmation():
             a().wait_state(s, "READY")
         names = {a().state(s)[3] for s in sids}
         last = a().state(sids[3])[3]
+        # a live service no instance uses: the database is not empty, and its key is registered
+        keeper = a().create("orph-keeper", helm_data(values={"o": "keeper"}), target="PRIMARY")
+        a().wait_state(keeper, "READY")
+        keeper_key = a().pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{keeper}'")
         # a DBA's mistake: three services' rows deleted by hand
         a().pg.sql("DELETE FROM extsvc.service_records WHERE service_id IN ("
                    + ",".join(lit(s) for s in sids[:3]) + ")")
@@ -427,7 +431,29 @@ def test_orphans_past_the_limit_wait_for_a_confirmation():
         a().pg.sql(f"DELETE FROM extsvc.service_records WHERE service_id = '{sids[3]}'")
         resync(a())
         wait_until(lambda: a().sim.dpuservice(last) is None, timeout=30, what="one orphan deleted within the limit")
-        print("    3 orphans over a limit of 2: held, listed, deleted once confirmed; 1 within it: deleted")
+        # the same guard on label re-derivation: a key of this site that nothing names on these
+        # DPUs (by hand, or a late patch) on both of them. With a limit of 0 every such removal
+        # waits for a confirmation (with a limit N, the passes between two resyncs may strip N
+        # DPUs, and the resync's census holds back more than N at once)
+        a().pg.sql("ALTER SYSTEM SET extsvc.orphan_cleanup_max = 0")
+        a().pg.reload()
+        time.sleep(0.5)
+        resync(a())  # its census leaves no budget
+        for i in (0, 1):
+            code, _ = a().sim.kube("PATCH", f"{DEVICES}/{device(i)}",
+                                   {"spec": {"cluster": {"nodeLabels": {keeper_key: "enabled"}}}},
+                                   content_type="application/merge-patch+json")
+            assert code == 200
+        resync(a())
+        time.sleep(1)
+        assert all(keeper_key in device_keys(a().sim, i) for i in (0, 1)), "stripped past the limit"
+        held = {r[0] for r in a().pg.sql("SELECT name FROM extsvc.pending_orphans WHERE kind = 'placement_labels'")}
+        assert held == {device(0), device(1)}, held
+        assert a().pg.one("SELECT extsvc.confirm_orphan_cleanup()") == "2"
+        wait_until(lambda: not any(keeper_key in device_keys(a().sim, i) for i in (0, 1)), timeout=30,
+                   what="the confirmed label removals done")
+        print("    3 orphans over a limit of 2: held, listed, deleted once confirmed; 1 within it: deleted; "
+              "keys nothing names on 2 DPUs with a limit of 0: held, removed once confirmed")
     finally:
         a().pg.sql("ALTER SYSTEM RESET extsvc.orphan_cleanup_max")
         a().pg.reload()
