@@ -518,7 +518,7 @@ def write_doc():
     lines = []
     if "two-sites" in RESULTS:
         r = RESULTS["two-sites"]
-        invariants.write_doc_block("site-two-sites", "\n".join([
+        invariants.write_doc_block("site-two-sites-results", "\n".join([
             "| sites on one dpfsim | services each | resyncs each | writes site-a / site-b | writes to the other site's objects |",
             "|---|---:|---:|---|---:|",
             f"| 2 (`site-a`, `site-b`) | {r['services_per_site']} | {r['resyncs_per_site']} | "
@@ -527,7 +527,7 @@ def write_doc():
             "test/e2e/test_site.py`.", invariants.run_record("site-two-sites", {**stamp, **r})]))
     if "half-restored" in RESULTS:
         r = RESULTS["half-restored"]
-        invariants.write_doc_block("site-half-restored", "\n".join([
+        invariants.write_doc_block("site-half-restored-results", "\n".join([
             "| this site's objects in the cluster | deletes | label patches | pods restarted after pointing back |",
             "|---|---:|---:|---:|",
             f"| {r['dpuservices']} DPUServices, keys on {r['dpus']} DPUs | {r['deletes']} | {r['label_patches']} | "
@@ -536,7 +536,7 @@ def write_doc():
             "test/e2e/test_site.py`.", invariants.run_record("site-half-restored", {**stamp, **r})]))
     if "restored-copy" in RESULTS:
         r = RESULTS["restored-copy"]
-        invariants.write_doc_block("site-restored-copy", "\n".join([
+        invariants.write_doc_block("site-restored-copy-results", "\n".join([
             "| copy writes while the primary held the Lease | window | takeover after the primary died | Lease duration |",
             "|---:|---:|---:|---:|",
             f"| {r['copy_writes']} | {r['window_s']:.0f} s | {r['takeover_s']:.1f} s | {r['lease_duration_s']} s |",
