@@ -297,11 +297,11 @@ def settle(e, quiet_s=1.0, timeout=60):
     """Waits until dpfsim's total request count stops moving for quiet_s;
     returns False when it still moved at the timeout."""
     deadline = now() + timeout
-    last = e.sim.counts()["total"]
+    last = e.sim.work_requests()  # the site Lease's renewals never stop: not counted
     still = now()
     while now() < deadline:
         time.sleep(0.2)
-        cur = e.sim.counts()["total"]
+        cur = e.sim.work_requests()
         if cur != last:
             last, still = cur, now()
         elif now() - still >= quiet_s:

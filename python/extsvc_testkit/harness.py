@@ -146,6 +146,15 @@ class Sim:
     def counts(self):
         return self.ctl("GET", "/counts")
 
+    def work_requests(self):
+        """Every request counted so far except the site Leases' reads and writes (issue 25: each
+        server's lease process makes one GET and one PUT every extsvc.lease_retry_period, whatever
+        the workers do)."""
+        cnt = self.counts()
+        leases = sum(v for cl in ("management", "dpu") for k, v in (cnt.get(cl) or {}).items()
+                     if k.endswith(" leases"))
+        return cnt["total"] - leases
+
     def watch_config(self, **knobs):
         """The watch window and timing knobs (docs/dpfsim.md, "Watch"): with no argument the
         current ones, else sets the given ones (window_events, window_ms, bookmark_ms,

@@ -232,9 +232,10 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
     keys = {r[0] for r in a().pg.sql("SELECT label_key FROM extsvc.placement_keys")}
     labelled = {i: device_keys(a().sim, i) for i in (0, 1)}
     a().pg.stop()  # fast: the lease process releases the Lease
-    wait_until(lambda: a().site_lease()["spec"]["holderIdentity"] == "", timeout=10, what="the Lease released")
-    half = Env(dpus=0, workers=2, sim=a().sim, site_id="site-a")
+    half = None
     try:
+        wait_until(lambda: a().site_lease()["spec"]["holderIdentity"] == "", timeout=10, what="the Lease released")
+        half = Env(dpus=0, workers=2, sim=a().sim, site_id="site-a")
         register(half, [0, 1], HOSTS[0])
         half.pg.sql("INSERT INTO extsvc.placement_keys (label_key, service_id) SELECT k, gen_random_uuid() FROM "
                     f"unnest(ARRAY[{','.join(lit(k) for k in keys)}]::text[]) k")
@@ -243,9 +244,11 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
         t0 = time.time()
         resync(half)
         resync(half)
-        pending = {r[0]: int(r[1]) for r in half.pg.sql("SELECT kind, count(*) FROM extsvc.pending_orphans GROUP BY 1")}
-        assert pending.get("dpuservice") == len(ours), pending
-        assert pending.get("placement_labels") == 2, pending
+        # the label census follows the DPUService census in the same resync
+        want = {"dpuservice": len(ours), "placement_labels": 2}
+        pending = wait_until(lambda: (lambda p: p if p == want else None)(
+            {r[0]: int(r[1]) for r in half.pg.sql("SELECT kind, count(*) FROM extsvc.pending_orphans GROUP BY 1")}),
+            timeout=15, what=f"pending {want}")
         assert metric(half, "extsvc_pending_orphans", kind="dpuservice") == len(ours)
         writes = by(me, since)
         deletes = [r for r in writes if r["method"] == "DELETE"]
@@ -257,9 +260,10 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
         log = open(half.pg.logfile).read()
         assert "orphan guard" in log and "confirm_orphan_cleanup" in log
     finally:
-        half.close()
-    wait_until(lambda: a().site_lease()["spec"]["holderIdentity"] == "", timeout=10, what="released again")
-    a().pg.start()  # the site's own database, pointed back
+        if half is not None:
+            half.close()
+        wait_until(lambda: a().site_lease()["spec"]["holderIdentity"] == "", timeout=10, what="released again")
+        a().pg.start()  # the site's own database, pointed back
     settled(a())
     after = workload(a().sim)
     assert after == before, (before, after)
