@@ -27,8 +27,8 @@ using testfixture::device;
 using testfixture::kNs;
 using testfixture::kVersion;
 
-const std::string kServices = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
-                              "/dpuservices";
+const std::string kServices =
+    "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) + "/dpuservices";
 
 json data() {
   return json::parse(core::validate_helm_chart_data(
@@ -52,7 +52,9 @@ ServiceWork work(const std::string& id, const std::string& state, const std::str
 
 class SiteReconcileTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { sim_ = simtest::SimProcess::start({"--dpus", "2", "--seed", "9"}); }
+  static void SetUpTestSuite() {
+    sim_ = simtest::SimProcess::start({"--dpus", "2", "--seed", "9"});
+  }
   static void TearDownTestSuite() { sim_.reset(); }
   void SetUp() override {
     sim_->reset(2, 0);
@@ -150,7 +152,7 @@ TEST_F(SiteReconcileTest, ADpuPassRemovesOnlyRegisteredKeysAndDerivedOnesOnlyWhe
   const std::string other = "5a7e0000-0000-4000-8000-000000000005";
   const std::string ours = core::placement_label_key(id, kVersion);
   const std::string late = core::placement_label_key(other, kVersion);  // ours, named by no item
-  const std::string foreign = "nico/extsvc-" + std::string(20, 'x');     // never written by us
+  const std::string foreign = "nico/extsvc-" + std::string(20, 'x');    // never written by us
   set_device_labels(0, {{ours, "enabled"}, {late, "enabled"}, {foreign, "enabled"}});
   const std::set<std::string> registry = {ours, late};
   DpuWork w = testfixture::dpu_work(0, false, id);  // detached: an explicit removal of `ours`
