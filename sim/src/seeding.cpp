@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "profile.h"
 #include "resources.h"
 
 namespace dpfsim {
@@ -217,8 +218,12 @@ void seed_dpus_l(Store& store, int n) {
   for (int i = 0; i < n; ++i) {
     std::string dev_name = "dpu-device-" + pad4(i);
     std::string dpu_node = "host-" + pad4(i);
-    ObjPtr dev = store.find_l(dev_ri, ns, dev_name);
-    if (!dev) dev = store.create_l(dev_ri, make_dpudevice(ns, dev_name, dpu_node, i));
+    // v24.10 has no DPUDevice CRD: its DPUs come from DPUSets selecting Nodes
+    ObjPtr dev = served(dev_ri) ? store.find_l(dev_ri, ns, dev_name) : nullptr;
+    if (!dev) {
+      json d = make_dpudevice(ns, dev_name, dpu_node, i);
+      dev = served(dev_ri) ? store.create_l(dev_ri, d) : std::make_shared<const json>(d);
+    }
     std::string dpu_name = dpu_object_name(dpu_node, dev_name);
     ObjPtr dpu = store.find_l(dpu_ri, ns, dpu_name);
     if (!dpu) dpu = store.create_l(dpu_ri, make_dpu(ns, *dev, json::object()));
@@ -245,7 +250,8 @@ void seed_from_json_l(Store& store, const json& spec) {
       if (cl == "management" || cl.empty())
         ri = find_resource_by_kind(ClusterId::Management, api, kind);
       if (!ri && (cl == "dpu" || cl.empty())) ri = find_resource_by_kind(ClusterId::Dpu, api, kind);
-      if (!ri) throw std::invalid_argument("unknown object kind " + api + "/" + kind);
+      if (!ri || !served(*ri))
+        throw std::invalid_argument("unknown object kind " + api + "/" + kind);
       obj.erase("cluster");
       if (ri->namespaced && jstr(obj, {"metadata", "namespace"}).empty())
         obj["metadata"]["namespace"] = "default";

@@ -20,6 +20,11 @@ double unix_seconds(std::chrono::system_clock::time_point t) {
 
 reconcile::DeviceRead CacheObserver::device(const std::string& name) {
   reconcile::DeviceRead r;
+  if (cache_.dpudevices_not_served()) {
+    r.state = reconcile::DeviceRead::State::kMissing;
+    r.resource_missing = true;
+    return r;
+  }
   if (!cache_.management_synced()) {
     const std::string err = cache_.management_error();
     r.why = "the watch cache of the management cluster has not listed yet" +

@@ -10,6 +10,7 @@
 #include "core/drift_key.hpp"
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
+#include "reconcile/dpu_observer.hpp"
 
 namespace extsvc::controller {
 
@@ -362,6 +363,7 @@ void ClusterCache::pump() {
 
 namespace {
 bool is_management(const kube::Reflector& r);
+bool not_served(const kube::Reflector& r);
 bool is_dpu_evidence(const kube::Reflector& r);
 }  // namespace
 
@@ -466,8 +468,15 @@ std::optional<std::chrono::system_clock::time_point> current_of(
   return to_wall(*oldest);
 }
 
+// Never listed, and the last LIST answered 404 for the resource (a DPF release without that CRD).
+// Once DPF serves it, the next LIST succeeds and the informer counts again.
+bool not_served(const kube::Reflector& r) {
+  return !r.synced() && reconcile::resource_not_served(r.last_error());
+}
+
 bool is_management(const kube::Reflector& r) {
-  return r.spec().cluster == "management";
+  // an informer of a resource the API does not serve holds nothing and waits for nothing
+  return r.spec().cluster == "management" && !not_served(r);
 }
 bool is_dpu_evidence(const kube::Reflector& r) {
   return r.spec().cluster == "dpu" && r.spec().name != "events";  // events are context only
@@ -521,6 +530,12 @@ std::string ClusterCache::dpu_error() const {
     if (is_dpu_evidence(*r) && !r->last_error().empty())
       return r->spec().name + ": " + r->last_error();
   return {};
+}
+
+bool ClusterCache::dpudevices_not_served() const {
+  for (const auto& r : reflectors_)
+    if (r->spec().name == "dpudevices") return not_served(*r);
+  return false;
 }
 
 const DeviceFacts* ClusterCache::device(const std::string& name) const {

@@ -113,6 +113,8 @@ class ClusterCache {
   std::string dpu_error() const;
 
   const DeviceFacts* device(const std::string& name) const;
+  // The API serves no DPUDevice resource (its LIST answered 404 for the resource: DPF v24.10).
+  bool dpudevices_not_served() const;
   const NodeFacts* node(const std::string& name) const;
   // DPF's DPU object by name (= its Node's name).
   const core::DpuObjectFacts* dpu_object(const std::string& name) const;

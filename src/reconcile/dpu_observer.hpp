@@ -26,7 +26,16 @@ struct DeviceRead {
   std::string resource_version;      // for the patch's precondition
   std::optional<kube::Error> error;  // kUnavailable from the API
   std::string why;                   // kUnavailable from a cache
+  // kMissing because the API serves no DPUDevice resource at all (404 for the resource, as DPF
+  // v24.10), not because this object is absent.
+  bool resource_missing = false;
 };
+
+// A 404 that says the resource is not served (the API server's "page not found"), not that an
+// object is absent: a DPF release without that CRD.
+inline bool resource_not_served(const std::string& error_text) {
+  return error_text.find("the server could not find the requested resource") != std::string::npos;
+}
 
 struct NodeRead {
   enum class State { kFound, kMissing, kUnavailable } state = State::kUnavailable;

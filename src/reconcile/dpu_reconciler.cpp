@@ -74,6 +74,7 @@ DeviceRead ApiObserver::device(const std::string& name) {
   if (!got.ok()) {
     if (got.kind() == kube::ErrorKind::kNotFound) {
       r.state = DeviceRead::State::kMissing;
+      r.resource_missing = resource_not_served(got.error().message);
     } else {
       r.state = DeviceRead::State::kUnavailable;
       r.error = got.error();
@@ -206,6 +207,10 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     out.api_calls = calls();
     return out;
   }
+  // a DPF release without the DPUDevice CRD: no label can be placed, whatever the object
+  const std::string missing_why = device.resource_missing
+                                      ? core::no_dpudevice_resource_message()
+                                      : "DPUDevice " + w.device_name + " not found";
   if (device.state == DeviceRead::State::kMissing) {
     device_missing = true;  // whether the whole DPU is gone is decided by the Node
   } else {
@@ -280,7 +285,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
       for (auto& r : out.results)
         if (r.item->wanted) {
           r.state = "ERROR";
-          r.message = "DPUDevice " + w.device_name + " not found";
+          r.message = missing_why;
         }
     out.observation["dpu_cluster"] = why;
     out.api_calls = calls();
@@ -291,7 +296,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   NodeRead node = obs.node(w.node_name);
   if (node.state != NodeRead::State::kFound) {
     if (node.state == NodeRead::State::kUnavailable) return unknown(node.why);
-    if (!device_missing)
+    if (!device_missing || device.resource_missing)
       return unknown("Node " + w.node_name + " not found in the DPU cluster (unmapped)");
     // Both answered 404: the DPU itself is gone, nothing of ours can run there.
     const std::string why =
@@ -418,7 +423,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
               (item.wanted ? "" : "; removal not confirmed (pod deletions wait for the Node)");
         break;
       case core::DeploymentState::kError:
-        msg = "DPUDevice " + w.device_name + " not found";
+        msg = missing_why;
         break;
       default:
         break;

@@ -25,6 +25,7 @@
 
 #include "conditions.h"
 #include "controller_manager.h"
+#include "profile.h"
 #include "resources.h"
 #include "seeding.h"
 
@@ -250,6 +251,23 @@ class PlacementController : public Controller {
     cm.clear(tkey);
   }
 
+  // v24.10 (no DPUDevice CRD): the DPUSet template's labels are added to its DPUs, never removed
+  // (dpuset_controller.go needUpdate, release-v24.10); true when the DPU was written.
+  bool template_only(ControllerManager& cm, const ObjPtr& dpu) {
+    json cur = string_map(jptr(*dpu, {"spec", "cluster", "nodeLabels"}));
+    json want = cur;
+    const json labels = tmpl(cm).labels;
+    for (auto it = labels.begin(); it != labels.end(); ++it) want[it.key()] = *it;
+    if (want == cur) return false;
+    std::string tkey = "dpu-labels/" + jstr(*dpu, {"metadata", "uid"});
+    if (!cm.due(tkey, cm.ctx().delays.label_propagation_ms / 2)) return false;
+    cm.clear(tkey);
+    json next = *dpu;
+    next["spec"]["cluster"]["nodeLabels"] = want;
+    cm.store().commit_l(*dpu_ri_, std::move(next));
+    return true;
+  }
+
   // 2. A DPU whose DPUDevice is gone is removed; 3. the DPU controller's phases, which carry its
   // spec.cluster.nodeLabels to the DPU-cluster Node (DPF must be able to reach the DPU cluster).
   void dpu(ControllerManager& cm, const std::string& key) {
@@ -259,7 +277,8 @@ class PlacementController : public Controller {
     if (!dpu) return;
     std::string ns = jstr(*dpu, {"metadata", "namespace"});
     std::string dev_name = jstr(*dpu, {"spec", "dpuDeviceName"});
-    if (!dev_name.empty() && !st.find_l(*dev_ri_, ns, dev_name) && !is_terminating(*dpu)) {
+    if (served(*dev_ri_) && !dev_name.empty() && !st.find_l(*dev_ri_, ns, dev_name) &&
+        !is_terminating(*dpu)) {
       std::string tkey = "dpu-gc/" + jstr(*dpu, {"metadata", "uid"});
       if (cm.due(tkey, d.node_provisioning_ms / 2)) {
         if (jptr(*dpu, {"metadata", "finalizers"}))
@@ -270,6 +289,7 @@ class PlacementController : public Controller {
         dpu = st.find_key_l(*dpu_ri_, key);
       }
     }
+    if (dpu && !is_terminating(*dpu) && !served(*dev_ri_) && template_only(cm, dpu)) return;
     if (!cm.dpu_reachable()) return;
     if (!dpu || is_terminating(*dpu)) return;
     std::string name = jstr(*dpu, {"metadata", "name"});
