@@ -51,6 +51,18 @@ $fn$;
 COMMENT ON FUNCTION extsvc._token(text) IS
   'Internal: a caller''s value for an error DETAIL, cut to 48 characters plus its length when longer than 64. No grants.';
 
+-- A list of caller values for a DETAIL (issue 29): the first five, each
+-- through _token, then how many more; NULL for an empty list.
+CREATE FUNCTION extsvc._token_list(p_values text[]) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT nullif(concat_ws(', ',
+           (SELECT string_agg(extsvc._token(v.x), ', ' ORDER BY v.o)
+              FROM unnest(p_values) WITH ORDINALITY v(x, o) WHERE v.o <= 5),
+           CASE WHEN cardinality(p_values) > 5 THEN format('... and %s more', cardinality(p_values) - 5) END), '')
+$fn$;
+COMMENT ON FUNCTION extsvc._token_list(text[]) IS
+  'Internal: caller values for an error DETAIL: the first five through extsvc._token, then how many more. No grants.';
+
 -- Raises an error with SQLSTATE, one-line message, DETAIL and HINT.
 CREATE FUNCTION extsvc._raise(p_sqlstate text, p_message text, p_detail text, p_hint text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$

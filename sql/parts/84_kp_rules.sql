@@ -79,6 +79,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s extsvc.service_records;
   v_missing text;
+  v_before text[];
   v text;
 BEGIN
   s := extsvc._require_service(delete_service_versions.service_id, delete_service_versions.tenant_organization_id);
@@ -91,7 +92,17 @@ BEGIN
     PERFORM extsvc._raise('22023', 'versions must name at least one version', 'field: versions',
                           'Pass the version strings to delete, or use extsvc.delete_service(service_id) for all.');
   END IF;
-  SELECT string_agg(w.v, ', ' ORDER BY w.o) INTO v_missing
+  -- a NULL element reached delete_service as "no version" and deleted every
+  -- version (issue 29): NULL and empty elements are refused, by position
+  SELECT format('field: versions[%s] is %s', w.o, CASE WHEN w.v IS NULL THEN 'NULL' ELSE 'empty' END) INTO v_missing
+    FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
+   WHERE w.v IS NULL OR btrim(w.v) = ''
+   ORDER BY w.o LIMIT 1;
+  IF v_missing IS NOT NULL THEN
+    PERFORM extsvc._raise('22023', 'versions must not contain NULL or empty elements', v_missing,
+                          'Pass each version string as extsvc.service_versions(service_id) lists it.');
+  END IF;
+  SELECT extsvc._token_list(array_agg(w.v ORDER BY w.o)) INTO v_missing
     FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
    WHERE NOT EXISTS (SELECT FROM extsvc.service_versions x
                       WHERE x.service_id = s.service_id AND x.version = w.v AND x.deleted_at IS NULL);
@@ -100,6 +111,9 @@ BEGIN
                           format('service_id: %s, versions: %s', s.service_id, v_missing),
                           'List the versions with extsvc.service_versions(service_id).');
   END IF;
+  -- what is active now: the result is every version this call deletes
+  v_before := ARRAY(SELECT x.version FROM extsvc.service_versions x
+                     WHERE x.service_id = s.service_id AND x.deleted_at IS NULL);
   -- one version at a time through delete_service's body: the in-use rule,
   -- the history event, DELETED when the last one goes (a raise undoes all)
   FOR v IN SELECT DISTINCT u.v FROM unnest(delete_service_versions.versions) u(v) ORDER BY 1 LOOP
@@ -107,12 +121,12 @@ BEGIN
   END LOOP;
   RETURN QUERY
   SELECT x.version, x.version_number, x.has_credential FROM extsvc.service_versions x
-   WHERE x.service_id = s.service_id AND x.version = ANY (delete_service_versions.versions)
+   WHERE x.service_id = s.service_id AND x.version = ANY (v_before) AND x.deleted_at IS NOT NULL
    ORDER BY x.version_number;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.delete_service_versions(uuid, text[], text) IS
-  'Deletes several KUBERNETES_POD versions in one call, all or none, and returns them with had_credential so NICo can clean its secrets after the commit; the service is DELETED when no version is left, otherwise updated_at moves. P0002 unknown service or versions (named), 22023 DPF service or empty list, 55000 (service_in_use) when any is in use; with tenant_organization_id, 42501 for unknown and foreign alike.';
+  'Deletes several KUBERNETES_POD versions in one call, all or none, and returns them with had_credential so NICo can clean its secrets after the commit; the service is DELETED when no version is left, otherwise updated_at moves. P0002 unknown service or versions (named), 22023 DPF service, empty list, or a NULL or empty element (named by position), 55000 (service_in_use) when any is in use; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
 -- The DPU agent's feed keyed by host (issue #14 P1-9): hosts that are not
 -- DPF-managed need no DPUDevice / Node names, so NICo never invents them.
