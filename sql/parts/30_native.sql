@@ -34,10 +34,21 @@ COMMENT ON FUNCTION extsvc.dpuservice_identity_mismatch(jsonb, uuid, text, text)
 CREATE FUNCTION extsvc._wake() RETURNS void
   LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_wake';
 
+-- The SQL reads extsvc.* settings only through this C function, never with
+-- current_setting() (issue 29): its call loads the library in the session,
+-- and loading defines the settings, so a placeholder a session SET before
+-- the library was loaded (a non-superuser may make one) is re-checked
+-- against the role that set it and dropped; the value read is the site's.
+-- As current_setting() shows it (units included).
+CREATE FUNCTION extsvc._setting(name text) RETURNS text
+  LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'nico_extsvc_setting';
+COMMENT ON FUNCTION extsvc._setting(text) IS
+  'Internal: an extsvc.* setting as the loaded library defines it (never a session''s placeholder); the only way the SQL reads one. No grants.';
+
 -- The namespace of the DPUService objects (GUC extsvc.namespace).
 CREATE FUNCTION extsvc._namespace() RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT coalesce(nullif(current_setting('extsvc.namespace', true), ''), 'dpf-operator-system')
+  SELECT coalesce(nullif(extsvc._setting('extsvc.namespace'), ''), 'dpf-operator-system')
 $fn$;
 
 -- A caller's value as quoted in an error's DETAIL (issue #10): at most 64

@@ -32,7 +32,7 @@ $fn$;
 CREATE FUNCTION extsvc._check_chart_allowed(p_data jsonb) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  IF coalesce(current_setting('extsvc.enforce_chart_allowlist', true), 'on') = 'off' THEN
+  IF extsvc._setting('extsvc.enforce_chart_allowlist') = 'off' THEN
     RETURN;
   END IF;
   IF NOT EXISTS (SELECT FROM extsvc.chart_allowlist a

@@ -305,7 +305,7 @@ BEGIN
     -- NICo's rule (issue #14 P1-14), opt-in: DPF-managed hosts run tenant
     -- workloads through DPF only; entries already attached stay allowed
     IF s.service_type = 'KUBERNETES_POD' AND i.dpf_managed
-       AND coalesce(nullif(current_setting('extsvc.refuse_pod_services_on_dpf_hosts', true), ''), 'off')::boolean
+       AND extsvc._setting('extsvc.refuse_pod_services_on_dpf_hosts')::boolean
        AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
                         WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
                           AND c.removed_at IS NULL) THEN
