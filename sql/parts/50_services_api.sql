@@ -28,22 +28,52 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT * FROM extsvc.services s WHERE s.service_id = p_service_id
 $fn$;
 
+-- True when an allow-list entry admits the chart of normalized Helm data
+-- (whether or not enforcement is on).
+CREATE FUNCTION extsvc._chart_allowed(p_data jsonb) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT EXISTS (SELECT FROM extsvc.chart_allowlist a
+                  WHERE extsvc.repo_url_matches(a.repo_url, p_data->>'repoURL')
+                    AND (a.chart_name = '' OR a.chart_name = p_data->>'chartName'))
+$fn$;
+COMMENT ON FUNCTION extsvc._chart_allowed(jsonb) IS
+  'Internal: true when an extsvc.chart_allowlist entry admits the repoURL and chartName of normalized Helm data. No grants.';
+
 -- Refuses a chart that is not on the allow-list while enforcement is on.
-CREATE FUNCTION extsvc._check_chart_allowed(p_data jsonb) RETURNS void
+-- p_detail: the DETAIL (default: the repoURL's JSON path and the chart).
+CREATE FUNCTION extsvc._check_chart_allowed(p_data jsonb, p_detail text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   IF extsvc._setting('extsvc.enforce_chart_allowlist') = 'off' THEN
     RETURN;
   END IF;
-  IF NOT EXISTS (SELECT FROM extsvc.chart_allowlist a
-                 WHERE extsvc.repo_url_matches(a.repo_url, p_data->>'repoURL')
-                   AND (a.chart_name = '' OR a.chart_name = p_data->>'chartName')) THEN
+  IF NOT extsvc._chart_allowed(p_data) THEN
     PERFORM extsvc._raise('22023', 'chart is not on the chart allow-list',
-      format('JSON path: $.repoURL (chart %s)', p_data->>'chartName'),
+      coalesce(p_detail, format('JSON path: $.repoURL (chart %s)', p_data->>'chartName')),
       'An operator (extsvc_admin) can allow it with extsvc.allow_chart(repo_url, chart_name).');
   END IF;
 END
 $fn$;
+COMMENT ON FUNCTION extsvc._check_chart_allowed(jsonb, text) IS
+  'Internal: 22023 when enforcement (extsvc.enforce_chart_allowlist) is on and the chart of the data is not on the allow-list. No grants.';
+
+-- The same for what an existing DPF service runs and will run (issue 29):
+-- its desired revision and its applied one. Retry and attach call it.
+CREATE FUNCTION extsvc._check_service_chart_allowed(p_service_id uuid, p_detail text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT h.data FROM extsvc.service_records s
+             JOIN extsvc.helm_revisions h ON h.service_id = s.service_id
+                                         AND h.revision IN (s.desired_revision, s.applied_revision)
+            WHERE s.service_id = p_service_id ORDER BY h.revision DESC LOOP
+    PERFORM extsvc._check_chart_allowed(r.data, format('%s (chart %s)', p_detail, r.data->>'chartName'));
+  END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._check_service_chart_allowed(uuid, text) IS
+  'Internal: extsvc._check_chart_allowed for the desired and the applied revision of a DPF service (retry, attach). No grants.';
 
 -- Refuses a display name that a live service of the tenant already uses.
 CREATE FUNCTION extsvc._check_name_free(p_tenant text, p_name text, p_except uuid) RETURNS void

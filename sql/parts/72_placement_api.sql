@@ -315,11 +315,17 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
                     WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
-                      AND c.removed_at IS NULL)
-       AND s.lifecycle_state <> 'READY' THEN
-      PERFORM extsvc._raise_c('service_not_ready', '55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
-                            format('JSON path: $[%s].service_id = %s', n, v_sid),
-                            'Wait until the service is READY.');
+                      AND c.removed_at IS NULL) THEN
+      IF s.lifecycle_state <> 'READY' THEN
+        PERFORM extsvc._raise_c('service_not_ready', '55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
+                              format('JSON path: $[%s].service_id = %s', n, v_sid),
+                              'Wait until the service is READY.');
+      END IF;
+      -- a new attachment puts the chart on more DPUs: the allow-list of
+      -- today applies (issue 29); entries attached before stay
+      IF s.service_type = 'DPF_HELM_CHART' THEN
+        PERFORM extsvc._check_service_chart_allowed(v_sid, format('JSON path: $[%s].service_id = %s', n, v_sid));
+      END IF;
     END IF;
     v_types := v_types || s.service_type;
     v_vers := v_vers || v_ver;
@@ -533,3 +539,28 @@ SELECT d.machine_id AS dpu_machine_id, d.host_machine_id, d.dpu_device_name, d.d
   LEFT JOIN extsvc.dpu_reconciliations q ON q.dpu_machine_id = d.machine_id;
 COMMENT ON VIEW extsvc.dpu_placement IS
   'Per DPU: desired NICo labels, placement work (due, lease, attempts, last error) and the last observation.';
+
+-- Services whose chart is not (or no longer) on the allow-list (issue 29).
+-- Removing an entry stops new uses of the chart (create, update, rollback,
+-- retry, new attachments) but tears nothing down: a service already running
+-- from it keeps running where it is, attachments follow their instance's
+-- DPUs, an ALL_DPUS service stays on every DPU. This view lists them for the
+-- operator, who detaches or deletes them (or allows the chart again). Live
+-- services only; one being deleted is on its way out. Independent of
+-- extsvc.enforce_chart_allowlist.
+CREATE VIEW extsvc.services_outside_allowlist AS
+SELECT s.service_id, s.tenant_organization_id, s.service_name, s.deployment_scope, s.lifecycle_state,
+       d.data->>'repoURL' AS repo_url, d.data->>'chartName' AS chart_name, d.data->>'chartVersion' AS chart_version,
+       s.desired_revision, extsvc._chart_allowed(d.data) AS desired_allowed,
+       s.applied_revision, CASE WHEN a.data IS NOT NULL THEN extsvc._chart_allowed(a.data) END AS applied_allowed,
+       (SELECT count(DISTINCT c.instance_id)::int FROM extsvc.instance_extension_services c
+         WHERE c.service_id = s.service_id AND c.removed_at IS NULL) AS instances,
+       (SELECT count(DISTINCT w.dpu_machine_id)::int FROM extsvc.dpu_desired_labels w
+         WHERE w.service_id = s.service_id) AS dpus
+  FROM extsvc.service_records s
+  JOIN extsvc.helm_revisions d ON d.service_id = s.service_id AND d.revision = s.desired_revision
+  LEFT JOIN extsvc.helm_revisions a ON a.service_id = s.service_id AND a.revision = s.applied_revision
+ WHERE s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state <> 'DELETED' AND s.delete_requested_at IS NULL
+   AND (NOT extsvc._chart_allowed(d.data) OR (a.data IS NOT NULL AND NOT extsvc._chart_allowed(a.data)));
+COMMENT ON VIEW extsvc.services_outside_allowlist IS
+  'Operators: live DPF services whose desired or applied chart no extsvc.chart_allowlist entry admits (left running after disallow_chart), with the instances that list them and the DPUs that should carry them.';

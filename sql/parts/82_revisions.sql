@@ -126,6 +126,11 @@ BEGIN
     PERFORM extsvc._raise_c('service_lifecycle_state', '55000', 'only FAILED services can be retried',
                           format('lifecycle_state: %s', s.lifecycle_state), 'Use extsvc.reconcile_now for other states.');
   END IF;
+  -- a retried create or update asks DPF to run the definition again: the
+  -- site's rules of today apply (issue 29); a retried delete only removes
+  IF s.delete_requested_at IS NULL THEN
+    PERFORM extsvc._check_service_chart_allowed(s.service_id, format('service_id: %s', s.service_id));
+  END IF;
   -- a failed delete is requested again; otherwise the newest definition
   -- is created or applied again
   UPDATE extsvc.service_records r
