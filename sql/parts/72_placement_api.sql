@@ -213,17 +213,36 @@ DECLARE
   v_seen uuid[] := '{}';   -- requested service ids, in order
   v_vers text[] := '{}';   -- their versions
   v_changed boolean := false;
+  v_tenant text;
 BEGIN
   PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
                                         set_instance_extension_services.tenant_organization_id);
-  -- Lock the referenced services FOR SHARE, in id order, before checking
-  -- them (issue #14 P0-4): a concurrent delete_service (FOR NO KEY UPDATE)
-  -- either waits for this transaction and then sees its entries, or commits
-  -- first and this call sees DELETING. test/nico/race_attach_delete.py proves
-  -- it. They come first (issue 13): a service call holds its service row
-  -- while its lifecycle trigger locks the work rows of the service's DPUs.
+  -- at most 64 entries, refused before anything is locked (issue 29)
+  IF jsonb_typeof(services) = 'array' AND jsonb_array_length(services) > 64 THEN
+    PERFORM extsvc._raise('22023', 'services lists more than 64 entries',
+                          format('JSON path: $ (%s entries)', jsonb_array_length(services)),
+                          'An instance has at most 64 extension services; list each once.');
+  END IF;
+  -- The instance's tenant, read without a lock: it never changes
+  -- (upsert_instance refuses another tenant), and NULL (an unknown
+  -- instance) locks nothing below.
+  SELECT x.tenant_organization_id INTO v_tenant FROM extsvc.instances x
+   WHERE x.instance_id = set_instance_extension_services.instance_id;
+  -- Lock the referenced services of that tenant FOR SHARE, in id order,
+  -- before checking them (issue #14 P0-4): a concurrent delete_service (FOR
+  -- NO KEY UPDATE) either waits for this transaction and then sees its
+  -- entries, or commits first and this call sees DELETING.
+  -- test/nico/race_attach_delete.py proves it. They come first (issue 13): a
+  -- service call holds its service row while its lifecycle trigger locks the
+  -- work rows of the service's DPUs. Another tenant's service is never
+  -- locked (issue 29): the call refuses it below, and while this call waited
+  -- for the instance (the next locks) that tenant's own update_service
+  -- waited behind it (test/nico/race_tenant_lock.py). Lock order of this
+  -- call: these service rows (service_id order), the DPUs' work rows
+  -- (dpu_machine_id order), the instance row.
   PERFORM FROM extsvc.service_records r
-   WHERE r.service_id IN (
+   WHERE r.tenant_organization_id = v_tenant
+     AND r.service_id IN (
            SELECT (x->>'service_id')::uuid
              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(services) = 'array' THEN services END) x
             WHERE jsonb_typeof(x) = 'object' AND jsonb_typeof(x->'service_id') = 'string'
@@ -372,7 +391,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, integer, text) IS
-  'Sets an instance''s extension services; removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one.';
+  'Sets an instance''s extension services (at most 64 entries); removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one. Locks only the instance tenant''s services.';
 
 CREATE FUNCTION extsvc.delete_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
