@@ -83,9 +83,9 @@ SELECT is(ARRAY(SELECT fn FROM reads JOIN pg_proc p ON p.oid = format('extsvc.%I
 SELECT extsvc.register_dpu(:DA, :H, 'reads-dpu-a', 'reads-node-a', true);
 SELECT extsvc.register_dpu(:DB, :H, 'reads-dpu-b', 'reads-node-b', false);
 SELECT extsvc.create_service('reads-t', 'pod', 'KUBERNETES_POD', 'kind: Pod', service_id => :P,
-                             has_credential => true, observability => '{"x": 1}');
-SELECT extsvc.update_service(:P, 'kind: Pod2', has_credential => true, observability => '{"x": 1}');
-SELECT extsvc.update_service(:P, 'kind: Pod3', has_credential => true, observability => '{"x": 1}');
+                             has_credential => true, observability => '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}');
+SELECT extsvc.update_service(:P, 'kind: Pod2', has_credential => true, observability => '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}');
+SELECT extsvc.update_service(:P, 'kind: Pod3', has_credential => true, observability => '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}');
 SELECT extsvc.create_service('reads-t', 'dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 SELECT extsvc.update_service(:D, :'chart2');
 SELECT extsvc.create_service('reads-t', 'site', 'DPF_HELM_CHART', :'chart', deployment_scope => 'ALL_DPUS', service_id => :S);
@@ -96,7 +96,7 @@ SELECT extsvc.create_service('reads-t', 'pod2', 'KUBERNETES_POD', 'kind: Pod', s
 SELECT is(ARRAY(SELECT version_number FROM extsvc.service_versions(:P)), ARRAY[3, 2, 1], 'service_versions: newest first');
 SELECT is(ARRAY(SELECT data FROM extsvc.service_versions(:P)), ARRAY['kind: Pod3', 'kind: Pod2', 'kind: Pod'],
           'service_versions: a Pod version''s data as given');
-SELECT is((SELECT bool_and(has_credential AND observability = '{"x": 1}') FROM extsvc.service_versions(:P)), true,
+SELECT is((SELECT bool_and(has_credential AND observability = '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}') FROM extsvc.service_versions(:P)), true,
           'service_versions: has_credential and observability carried per version');
 SELECT extsvc.delete_service(:P, (SELECT version FROM extsvc.service_versions(:P) WHERE version_number = 2));
 SELECT is(ARRAY(SELECT version_number FROM extsvc.service_versions(:P)), ARRAY[3, 1], 'service_versions: a deleted version is hidden');
@@ -127,7 +127,7 @@ SELECT is(ARRAY(SELECT service_name FROM extsvc.service_snapshots(ARRAY[:D, :P, 
 SELECT is((SELECT active_versions FROM extsvc.service_snapshots(ARRAY[:P]::uuid[])),
           ARRAY(SELECT version FROM extsvc.service_versions(:P)), 'service_snapshots: active_versions newest first');
 SELECT is((SELECT row(latest_data, latest_has_credential, latest_observability)::text FROM extsvc.service_snapshots(ARRAY[:P]::uuid[])),
-          row('kind: Pod3', true, '{"x": 1}'::jsonb)::text, 'service_snapshots: the latest version''s data, has_credential, observability');
+          row('kind: Pod3', true, '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}'::jsonb)::text, 'service_snapshots: the latest version''s data, has_credential, observability');
 SELECT is((SELECT latest_data::jsonb FROM extsvc.service_snapshots(ARRAY[:D]::uuid[])), extsvc.validate_dpf_helm_chart_data(:'chart2'),
           'service_snapshots: a DPF service''s latest data is the desired revision');
 SELECT is((SELECT row(lifecycle_state, version_ctr, desired_revision, state_reason, state_actor)::text

@@ -75,6 +75,124 @@ $fn$;
 COMMENT ON FUNCTION extsvc._check_service_chart_allowed(uuid, text) IS
   'Internal: extsvc._check_chart_allowed for the desired and the applied revision of a DPF service (retry, attach). No grants.';
 
+-- JSONPath-style member access for error DETAILs, as the C++ core writes
+-- it (core/json_path.hpp): .name for identifier-like keys, otherwise
+-- ["key"] with JSON escaping; a key longer than 64 characters is cut to 48
+-- and marked ["prefix"...], so a path never quotes a long key whole.
+CREATE FUNCTION extsvc._json_path_member(p_parent text, p_key text) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT CASE WHEN p_key ~ '^[A-Za-z_][A-Za-z0-9_]*$' AND length(p_key) <= 64 THEN p_parent || '.' || p_key
+              WHEN length(p_key) <= 64 THEN p_parent || '[' || to_json(p_key)::text || ']'
+              ELSE p_parent || '[' || to_json(left(p_key, 48))::text || '...]' END
+$fn$;
+COMMENT ON FUNCTION extsvc._json_path_member(text, text) IS
+  'Internal: parent.key or parent["key"] for an error DETAIL; keys over 64 characters are cut to 48 and marked. No grants.';
+
+-- KUBERNETES_POD observability (issue 29): NICo's ExtensionServiceObservability
+-- as it stores it, {"configs": [{"name": string|null, "config":
+-- {"Prometheus": {"scrape_interval_seconds": u32, "endpoint": "host:port"}}
+-- | {"Logging": {"path": "/..."}}}]}, with NICo's own limits (name 64,
+-- endpoint and path 128 characters, their alphabets) and the caps of data
+-- (131072 bytes); unknown fields are refused at every level, so the depth
+-- is the schema's. The first offending field is named by its JSON path.
+CREATE FUNCTION extsvc._check_observability(p jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  c jsonb;
+  n integer := 0;
+  v_path text;
+  v_kind text;
+  v_body jsonb;
+  v_key text;
+BEGIN
+  IF p IS NULL THEN
+    RETURN;
+  END IF;
+  IF octet_length(p::text) > 131072 THEN
+    PERFORM extsvc._raise('22023', 'observability is larger than 131072 bytes',
+                          format('field: observability (%s bytes)', octet_length(p::text)),
+                          'Pass at most 131072 bytes, as for data.');
+  END IF;
+  IF jsonb_typeof(p) <> 'object' THEN
+    PERFORM extsvc._raise('22023', 'observability must be a JSON object', 'JSON path: $',
+                          'Pass {"configs": [...]} as NICo stores it, or NULL.');
+  END IF;
+  SELECT k INTO v_key FROM jsonb_object_keys(p) k WHERE k <> 'configs' ORDER BY k LIMIT 1;
+  IF v_key IS NOT NULL THEN
+    PERFORM extsvc._raise('22023', 'unknown field in observability', 'JSON path: ' || extsvc._json_path_member('$', v_key),
+                          'observability has one field, configs.');
+  END IF;
+  IF jsonb_typeof(p->'configs') IS DISTINCT FROM 'array' THEN
+    PERFORM extsvc._raise('22023', 'observability.configs must be an array', 'JSON path: $.configs',
+                          'Pass {"configs": [...]} as NICo stores it, or NULL.');
+  END IF;
+  FOR c IN SELECT value FROM jsonb_array_elements(p->'configs') LOOP
+    v_path := format('$.configs[%s]', n);
+    IF jsonb_typeof(c) <> 'object' THEN
+      PERFORM extsvc._raise('22023', 'an observability config must be an object', 'JSON path: ' || v_path,
+                            'Pass {"name": ..., "config": {"Prometheus": {...}} or {"Logging": {...}}}.');
+    END IF;
+    SELECT k INTO v_key FROM jsonb_object_keys(c) k WHERE k NOT IN ('name', 'config') ORDER BY k LIMIT 1;
+    IF v_key IS NOT NULL THEN
+      PERFORM extsvc._raise('22023', 'unknown field in an observability config',
+                            'JSON path: ' || extsvc._json_path_member(v_path, v_key), 'A config has name and config.');
+    END IF;
+    IF coalesce(jsonb_typeof(c->'name'), 'null') NOT IN ('null', 'string')
+       OR (jsonb_typeof(c->'name') = 'string' AND length(c->>'name') > 64) THEN
+      PERFORM extsvc._raise('22023', 'an observability config name is a string of at most 64 characters',
+                            format('JSON path: %s.name', v_path), 'Shorten the name, or omit it.');
+    END IF;
+    IF jsonb_typeof(c->'config') IS DISTINCT FROM 'object'
+       OR (SELECT count(*) FROM jsonb_object_keys(c->'config')) <> 1 THEN
+      PERFORM extsvc._raise('22023', 'an observability config is either Prometheus or Logging',
+                            format('JSON path: %s.config', v_path),
+                            'Pass {"Prometheus": {...}} or {"Logging": {...}}.');
+    END IF;
+    SELECT k INTO v_kind FROM jsonb_object_keys(c->'config') k;
+    v_body := c->'config'->v_kind;
+    v_path := extsvc._json_path_member(v_path || '.config', v_kind);
+    IF v_kind NOT IN ('Prometheus', 'Logging') THEN
+      PERFORM extsvc._raise('22023', 'an observability config is either Prometheus or Logging',
+                            'JSON path: ' || v_path, 'Pass {"Prometheus": {...}} or {"Logging": {...}}.');
+    END IF;
+    IF jsonb_typeof(v_body) <> 'object' THEN
+      PERFORM extsvc._raise('22023', format('an observability %s config must be an object', v_kind),
+                            'JSON path: ' || v_path, 'See docs/sql-api.md, create_service.');
+    END IF;
+    SELECT k INTO v_key FROM jsonb_object_keys(v_body) k
+     WHERE k NOT IN (CASE WHEN v_kind = 'Prometheus' THEN 'scrape_interval_seconds' ELSE 'path' END,
+                     CASE WHEN v_kind = 'Prometheus' THEN 'endpoint' ELSE 'path' END)
+     ORDER BY k LIMIT 1;
+    IF v_key IS NOT NULL THEN
+      PERFORM extsvc._raise('22023', format('unknown field in an observability %s config', v_kind),
+                            'JSON path: ' || extsvc._json_path_member(v_path, v_key),
+                            CASE WHEN v_kind = 'Prometheus' THEN 'Prometheus has scrape_interval_seconds and endpoint.'
+                                 ELSE 'Logging has path.' END);
+    END IF;
+    IF v_kind = 'Prometheus' THEN
+      IF jsonb_typeof(v_body->'scrape_interval_seconds') IS DISTINCT FROM 'number'
+         OR (v_body->>'scrape_interval_seconds') !~ '^[0-9]{1,10}$'
+         OR (v_body->>'scrape_interval_seconds')::bigint > 4294967295 THEN
+        PERFORM extsvc._raise('22023', 'scrape_interval_seconds must be an integer from 0 to 4294967295',
+                              format('JSON path: %s.scrape_interval_seconds', v_path), 'Pass the interval in seconds.');
+      END IF;
+      IF jsonb_typeof(v_body->'endpoint') IS DISTINCT FROM 'string'
+         OR (v_body->>'endpoint') !~ '^[A-Za-z0-9:-]{1,128}$' THEN
+        PERFORM extsvc._raise('22023', 'endpoint must be 1 to 128 letters, digits, '':'' or ''-''',
+                              format('JSON path: %s.endpoint', v_path), 'Pass host:port, e.g. busybox:9090.');
+      END IF;
+    ELSIF jsonb_typeof(v_body->'path') IS DISTINCT FROM 'string'
+          OR (v_body->>'path') !~ '^[A-Za-z0-9_/.@-]{1,128}$' THEN
+      PERFORM extsvc._raise('22023', 'path must be 1 to 128 letters, digits, ''_'', ''/'', ''.'', ''@'' or ''-''',
+                            format('JSON path: %s.path', v_path), 'Pass a log file path, e.g. /var/log/service.log.');
+    END IF;
+    n := n + 1;
+  END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._check_observability(jsonb) IS
+  'Internal: 22023 unless observability is NICo''s {"configs": [...]} (Prometheus or Logging configs, NICo''s limits) within 131072 bytes; names the JSON path. No grants.';
+
 -- Refuses a display name that a live service of the tenant already uses.
 CREATE FUNCTION extsvc._check_name_free(p_tenant text, p_name text, p_except uuid) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
@@ -119,10 +237,7 @@ DECLARE
   v_version text := extsvc._config_version(1);
   v_existing extsvc.service_records;
 BEGIN
-  IF _create_service.tenant_organization_id IS NULL OR btrim(_create_service.tenant_organization_id) = '' THEN
-    PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
-                          'Pass the tenant organization id of the service owner.');
-  END IF;
+  PERFORM extsvc._check_tenant_id(_create_service.tenant_organization_id, true);
   IF v_name IS NULL OR v_name = '' OR length(v_name) > 256 THEN
     PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
                           'Pass a non-empty display name.');
@@ -184,6 +299,7 @@ BEGIN
       PERFORM extsvc._raise('22023', 'data must be 1 to 131072 bytes', 'field: data',
                             'Pass the pod definition.');
     END IF;
+    PERFORM extsvc._check_observability(_create_service.observability);
   END IF;
 
   -- A repeated create with the same id and the same request returns the
@@ -193,7 +309,7 @@ BEGIN
     IF v_existing.tenant_organization_id <> _create_service.tenant_organization_id THEN
       -- never confirm another tenant's service (nor return its row)
       PERFORM extsvc._raise('42501', 'service_id is not available to this tenant',
-        format('service_id: %s, tenant_organization_id: %s', v_id, _create_service.tenant_organization_id),
+        format('service_id: %s, tenant_organization_id: %s', v_id, extsvc._token(_create_service.tenant_organization_id)),
         'Omit service_id to get a fresh one, or pass the id of one of this tenant''s services.');
     END IF;
     IF v_existing.tenant_organization_id = _create_service.tenant_organization_id
@@ -359,9 +475,12 @@ BEGIN
       v_data := extsvc._validate_helm_chart_data(_update_service.data);
       PERFORM extsvc._check_chart_allowed(v_data);
     END IF;
-  ELSIF _update_service.data IS NOT NULL
-        AND (btrim(_update_service.data) = '' OR octet_length(_update_service.data) > 131072) THEN
-    PERFORM extsvc._raise('22023', 'data must be 1 to 131072 bytes', 'field: data', 'Pass the pod definition.');
+  ELSE
+    IF _update_service.data IS NOT NULL
+       AND (btrim(_update_service.data) = '' OR octet_length(_update_service.data) > 131072) THEN
+      PERFORM extsvc._raise('22023', 'data must be 1 to 131072 bytes', 'field: data', 'Pass the pod definition.');
+    END IF;
+    PERFORM extsvc._check_observability(_update_service.observability);
   END IF;
 
   IF v_name IS NOT NULL AND v_name <> s.service_name THEN
@@ -528,7 +647,7 @@ BEGIN
        SELECT FROM extsvc.service_versions v
         WHERE v.service_id = s.service_id AND v.version = _delete_service.version) THEN
     PERFORM extsvc._raise('P0002', 'service version not found',
-                          format('service_id: %s, version: %s', s.service_id, _delete_service.version),
+                          format('service_id: %s, version: %s', s.service_id, extsvc._token(_delete_service.version)),
                           'List the versions with SELECT version FROM extsvc.services.');
   END IF;
   IF s.lifecycle_state IN ('DELETING', 'DELETED') THEN

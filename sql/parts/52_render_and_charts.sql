@@ -72,7 +72,9 @@ BEGIN
      AND a.chart_name = coalesce(_disallow_chart.chart_name, '');
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'allow-list entry not found',
-                          format('repo_url: %s, chart_name: %s', _disallow_chart.repo_url, coalesce(_disallow_chart.chart_name, '(any)')),
+                          format('repo_url: %s, chart_name: %s', extsvc._token(_disallow_chart.repo_url),
+                                 CASE WHEN _disallow_chart.chart_name IS NULL THEN '(any)'
+                                      ELSE extsvc._token(_disallow_chart.chart_name) END),
                           'List entries with SELECT * FROM extsvc.chart_allowlist.');
   END IF;
 END

@@ -128,10 +128,7 @@ BEGIN
     PERFORM extsvc._raise('22023', 'instance_id and host_machine_id are required', 'field: instance_id',
                           'Pass the instance id and its host''s machine id.');
   END IF;
-  IF upsert_instance.tenant_organization_id IS NULL OR btrim(upsert_instance.tenant_organization_id) = '' THEN
-    PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
-                          'Pass the tenant organization id of the instance.');
-  END IF;
+  PERFORM extsvc._check_tenant_id(upsert_instance.tenant_organization_id, true);
   -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows (old and new
   -- host) before the instance
   PERFORM extsvc._lock_dpu_work(ARRAY[upsert_instance.host_machine_id], ARRAY[upsert_instance.instance_id]);
@@ -146,17 +143,17 @@ BEGIN
       -- an instance never changes its tenant; the answer names nothing of the row
       PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
                             format('instance_id: %s, tenant_organization_id: %s', old.instance_id,
-                                   upsert_instance.tenant_organization_id),
+                                   extsvc._token(upsert_instance.tenant_organization_id)),
                             'An instance keeps the tenant it was registered with; use another instance_id.');
     END IF;
   END IF;
   -- network_dpus must be registered DPUs of this host (issue #12: otherwise
   -- the placement silently froze on the old DPU, which still read ready)
-  SELECT string_agg(format('%s (%s)', n.id,
+  SELECT extsvc._token_list(array_agg(format('%s (%s)', n.id,
                            CASE WHEN d.machine_id IS NULL THEN 'not registered'
                                 WHEN d.host_machine_id <> upsert_instance.host_machine_id
                                   THEN format('registered to host %s', d.host_machine_id)
-                                ELSE 'deregistered' END), ', ' ORDER BY n.o)
+                                ELSE 'deregistered' END) ORDER BY n.o), false)
     INTO v_bad
     FROM unnest(upsert_instance.network_dpus) WITH ORDINALITY n(id, o)
     LEFT JOIN extsvc.dpus d ON d.machine_id = n.id
@@ -296,7 +293,7 @@ BEGIN
       -- with a tenant given: one answer for unknown and foreign services
       PERFORM extsvc._raise('42501', 'service is not accessible to this tenant',
         format('JSON path: $[%s].service_id = %s, tenant_organization_id: %s', n, v_sid,
-               set_instance_extension_services.tenant_organization_id),
+               extsvc._token(set_instance_extension_services.tenant_organization_id)),
         'Pass the id of one of this tenant''s services; an unknown id and another tenant''s id get this same answer.');
     END IF;
     IF NOT FOUND THEN

@@ -33,12 +33,13 @@ BEGIN
   END LOOP;
   -- only removed KUBERNETES_POD entries may go: an active one, or a DPF
   -- one (whose removal the worker observes), is refused
-  SELECT string_agg(format('%s/%s (%s)', w.sid, w.ver,
+  SELECT extsvc._token_list(array_agg(format('%s/%s (%s)', w.sid, extsvc._token(w.ver),
                            CASE WHEN c.instance_id IS NULL THEN 'not configured'
                                 WHEN sr.service_type <> 'KUBERNETES_POD' THEN 'DPF_HELM_CHART: removed by the worker'
-                                ELSE 'still active' END), ', ')
+                                ELSE 'still active' END) ORDER BY w.o), false)
     INTO v_bad
-    FROM (SELECT (x->>'service_id')::uuid AS sid, x->>'version' AS ver FROM jsonb_array_elements(services) x) w
+    FROM (SELECT (x->>'service_id')::uuid AS sid, x->>'version' AS ver, o
+            FROM jsonb_array_elements(services) WITH ORDINALITY e(x, o)) w
     LEFT JOIN extsvc.instance_extension_services c
       ON c.instance_id = i.instance_id AND c.service_id = w.sid AND c.version = w.ver
     LEFT JOIN extsvc.service_records sr ON sr.service_id = c.service_id
