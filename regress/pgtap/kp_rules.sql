@@ -43,14 +43,14 @@ $$;
 ------------------------------------------------------------------ grants
 SELECT function_privs_are('extsvc', 'remove_terminated_services', ARRAY['uuid', 'jsonb', 'text'], 'extsvc_api', ARRAY['EXECUTE'],
                           'extsvc_api may execute extsvc.remove_terminated_services');
-SELECT function_privs_are('extsvc', 'instance_extension_services_terminated', ARRAY['uuid'], 'extsvc_api', ARRAY['EXECUTE'],
+SELECT function_privs_are('extsvc', 'instance_extension_services_terminated', ARRAY['uuid', 'text'], 'extsvc_api', ARRAY['EXECUTE'],
                           'extsvc_api may execute extsvc.instance_extension_services_terminated');
 SELECT ok(NOT has_function_privilege('public', 'extsvc.remove_terminated_services(uuid,jsonb,text)', 'EXECUTE')
-          AND NOT has_function_privilege('public', 'extsvc.instance_extension_services_terminated(uuid)', 'EXECUTE'),
+          AND NOT has_function_privilege('public', 'extsvc.instance_extension_services_terminated(uuid,text)', 'EXECUTE'),
           'PUBLIC may execute neither');
 SELECT ok((SELECT bool_and(p.prosecdef AND obj_description(p.oid, 'pg_proc') IS NOT NULL) FROM pg_proc p
             WHERE p.oid IN ('extsvc.remove_terminated_services(uuid,jsonb,text)'::regprocedure,
-                            'extsvc.instance_extension_services_terminated(uuid)'::regprocedure)),
+                            'extsvc.instance_extension_services_terminated(uuid,text)'::regprocedure)),
           'both are SECURITY DEFINER and commented');
 
 ------------------------------------------------------------------ P0-5 credential rotation, P1-10 full spec
@@ -151,8 +151,9 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %
           '55000 | instances: 51000000-0000-0000-0000-000000000009', 'delete_service_versions: a version in use -> 55000');
 
 ------------------------------------------------------------------ P1-13 configs_synced without rows
-SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000a', :H1, 'kp-dpu-a', 'kp-node-a', true);
-SELECT extsvc.upsert_instance(:I3, 'kp-t', :H1);
+-- (a host of its own: H1 keeps I1, and a host holds one live instance)
+SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000a', '5c000000-0000-0000-0000-000000000003', 'kp-dpu-a', 'kp-node-a', true);
+SELECT extsvc.upsert_instance(:I3, 'kp-t', '5c000000-0000-0000-0000-000000000003');
 SELECT extsvc.create_service('kp-t', 'kp-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id = :D;

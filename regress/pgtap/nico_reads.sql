@@ -151,7 +151,8 @@ SELECT ok((SELECT delete_requested_at IS NOT NULL AND active_versions = '{}' FRO
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id IN (:D, :S);
 SELECT extsvc.upsert_instance(:I1, 'reads-t', :H, ARRAY[:DA]::uuid[], true);
-SELECT extsvc.upsert_instance(:I2, 'reads-t', :H, NULL, false);
+-- (I2 and the instance below on hosts of their own: a host holds one live instance, issue 29)
+SELECT extsvc.upsert_instance(:I2, 'reads-t', '8c000000-0000-0000-0000-000000000002', NULL, false);
 SELECT is((SELECT row(config_version, network_dpus, dpf_managed, delete_requested_at, services)::text FROM extsvc.get_instance(:I1)),
           row(1, ARRAY[:DA]::uuid[], true, NULL::timestamptz, '[]'::jsonb)::text, 'get_instance: a fresh instance');
 SELECT is(extsvc.set_instance_extension_services(:I1, jsonb_build_array(jsonb_build_object('service_id', :D, 'version',
@@ -191,7 +192,8 @@ SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::t
 SELECT matches((SELECT config_version_text FROM extsvc.get_instance(:I2)), '^V2-T[0-9]{16}$', 'and it follows each change');
 -- one call returns both (SPEC 6 keeps set_instance_extension_services'
 -- integer), and the agent feeds carry the string the agent echoes
-SELECT extsvc.upsert_instance('81000000-0000-0000-0000-0000000000f5', 'reads-t', :H, ARRAY[]::uuid[]);
+SELECT extsvc.register_dpu('8d000000-0000-0000-0000-0000000000f5', '8c000000-0000-0000-0000-000000000003', 'reads-dpu-f5', 'reads-node-f5', true);
+SELECT extsvc.upsert_instance('81000000-0000-0000-0000-0000000000f5', 'reads-t', '8c000000-0000-0000-0000-000000000003', ARRAY[]::uuid[]);
 CREATE TEMP TABLE cfg5 AS SELECT jsonb_build_array(jsonb_build_object('service_id', :P,
     'version', (SELECT version FROM extsvc.services WHERE service_id = :P))) AS c;
 CREATE TEMP TABLE vv AS SELECT * FROM extsvc.set_instance_extension_services_versioned(
@@ -211,14 +213,15 @@ SELECT ok((SELECT a = b AND a <> 'ok'
                           pg_temp.err(format('SELECT extsvc.set_instance_extension_services(%L, %L, 99)',
                                              '81000000-0000-0000-0000-0000000000f5', (SELECT c FROM cfg5))) AS b) e),
           'set_instance_extension_services_versioned: the errors of set_instance_extension_services (a stale if_config_version_match)');
-SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.dpu_agent_extension_services(:DA)
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.dpu_agent_extension_services('8d000000-0000-0000-0000-0000000000f5')
             WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
           ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
           'dpu_agent_extension_services rows carry config_version and its string');
-SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.host_agent_extension_services(:H)
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.host_agent_extension_services('8c000000-0000-0000-0000-000000000003')
             WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
           ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
           'host_agent_extension_services rows carry config_version and its string');
+SELECT extsvc.deregister_dpu('8d000000-0000-0000-0000-0000000000f5');  -- (out of the site status below)
 -- the writes and feeds NICo calls besides the reads above
 SELECT function_privs_are('extsvc', fn, args, r, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
                           format('%s: EXECUTE on extsvc.%s is %s', r, fn, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN 'refused' ELSE 'granted' END))

@@ -75,6 +75,25 @@ $fn$;
 COMMENT ON FUNCTION extsvc._check_service_chart_allowed(uuid, text) IS
   'Internal: extsvc._check_chart_allowed for the desired and the applied revision of a DPF service (retry, attach). No grants.';
 
+-- extsvc.allow_privileged = off (issue 29): a site refuses
+-- security.privileged: true from tenants, i.e. callers without extsvc_admin
+-- rights (operators may still run privileged services, such as an ALL_DPUS
+-- agent). Called where a definition is about to run: create, update (and so
+-- rollback), retry.
+CREATE FUNCTION extsvc._check_privileged_allowed(p_data jsonb, p_admin boolean, p_detail text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF NOT p_admin AND coalesce((p_data->'security'->>'privileged')::boolean, false)
+     AND extsvc._setting('extsvc.allow_privileged') = 'off' THEN
+    PERFORM extsvc._raise('22023', 'security.privileged is not allowed at this site',
+      coalesce(p_detail, 'JSON path: $.security.privileged'),
+      'Privileged services are turned off at this site (extsvc.allow_privileged); use security.privileged: false, or ask an operator.');
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._check_privileged_allowed(jsonb, boolean, text) IS
+  'Internal: 22023 for security.privileged: true from a caller without extsvc_admin rights while extsvc.allow_privileged is off. No grants.';
+
 -- JSONPath-style member access for error DETAILs, as the C++ core writes
 -- it (core/json_path.hpp): .name for identifier-like keys, otherwise
 -- ["key"] with JSON escaping; a key longer than 64 characters is cut to 48
@@ -193,6 +212,46 @@ $fn$;
 COMMENT ON FUNCTION extsvc._check_observability(jsonb) IS
   'Internal: 22023 unless observability is NICo''s {"configs": [...]} (Prometheus or Logging configs, NICo''s limits) within 131072 bytes; names the JSON path. No grants.';
 
+-- A service name as it is stored (issue 29): blanks trimmed at both ends,
+-- Unicode NFC (in a UTF-8 database), 1 to 256 characters, and none of the
+-- characters that make two names look identical while they differ:
+-- controls (Cc), format characters (Cf: zero-width, bidirectional, soft
+-- hyphen, ...), line and paragraph separators, every space separator but
+-- U+0020, the Hangul fillers, the combining grapheme joiner and the
+-- variation selectors. 22023 names the first such character and its
+-- position in the trimmed, normalized name. sql/migrations/0.2.0--0.3.0.sql
+-- applies the same classes to the names already stored.
+CREATE FUNCTION extsvc._service_name(p_name text) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v text := btrim(p_name);
+  v_pos integer;
+BEGIN
+  IF v IS NULL OR v = '' OR length(v) > 256 THEN
+    PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
+                          'Pass a non-empty display name.');
+  END IF;
+  IF getdatabaseencoding() = 'UTF8' THEN
+    v := normalize(v, NFC);
+    v_pos := regexp_instr(v, '[\u0001-\u001F\u007F-\u009F\u00A0\u00AD\u034F\u0600-\u0605\u061C\u06DD\u070F'
+                             '\u0890\u0891\u08E2\u115F\u1160\u1680\u180E\u2000-\u200F\u2028-\u202F\u205F-\u206F'
+                             '\u3000\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF9-\uFFFB\U000110BD\U000110CD'
+                             '\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0001'
+                             '\U000E0020-\U000E007F\U000E0100-\U000E01EF]');
+  ELSE
+    v_pos := regexp_instr(v, '[\x01-\x1F\x7F]');
+  END IF;
+  IF v_pos > 0 THEN
+    PERFORM extsvc._raise('22023', 'service_name contains an invisible or control character',
+      format('field: service_name, character U+%s at position %s', upper(lpad(to_hex(ascii(substr(v, v_pos, 1))), 4, '0')), v_pos),
+      'Use visible characters only (ordinary spaces are fine); names that look alike must not differ by invisible characters.');
+  END IF;
+  RETURN v;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._service_name(text) IS
+  'Internal: the stored form of a service name (trimmed, NFC, 1-256 characters) or 22023 naming an invisible, control or look-alike space character. No grants.';
+
 -- Refuses a display name that a live service of the tenant already uses.
 CREATE FUNCTION extsvc._check_name_free(p_tenant text, p_name text, p_except uuid) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
@@ -232,16 +291,13 @@ DECLARE
   v_type    text := upper(btrim(_create_service.service_type));
   v_scope   text := coalesce(upper(btrim(_create_service.deployment_scope)), 'INSTANCE_DPUS');
   v_target  text := upper(btrim(_create_service.dpu_target));
-  v_name    text := btrim(_create_service.service_name);
+  v_name    text;
   v_data    jsonb;
   v_version text := extsvc._config_version(1);
   v_existing extsvc.service_records;
 BEGIN
   PERFORM extsvc._check_tenant_id(_create_service.tenant_organization_id, true);
-  IF v_name IS NULL OR v_name = '' OR length(v_name) > 256 THEN
-    PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
-                          'Pass a non-empty display name.');
-  END IF;
+  v_name := extsvc._service_name(_create_service.service_name);
   IF length(_create_service.description) > 4096 THEN
     PERFORM extsvc._raise('22023', 'description is longer than 4096 characters', 'field: description',
                           'Shorten the description.');
@@ -286,6 +342,7 @@ BEGIN
     END IF;
     v_data := extsvc._validate_helm_chart_data(_create_service.data);
     PERFORM extsvc._check_chart_allowed(v_data);
+    PERFORM extsvc._check_privileged_allowed(v_data, p_admin);
   ELSE
     IF v_target IS NOT NULL THEN
       PERFORM extsvc._raise('22023', 'dpu_target applies only to DPF_HELM_CHART services', 'field: dpu_target',
@@ -424,7 +481,7 @@ RETURNS extsvc.services
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s        extsvc.service_records;
-  v_name   text := btrim(_update_service.service_name);
+  v_name   text;
   v_data   jsonb;
   v_cur    jsonb;
   v_rev    integer;
@@ -453,9 +510,11 @@ BEGIN
                           format('if_version_ctr_match: %s, version_ctr: %s', _update_service.if_version_ctr_match, s.version_ctr),
                           'Re-read the service and retry with its current version_ctr.');
   END IF;
-  IF _update_service.service_name IS NOT NULL AND (v_name = '' OR length(v_name) > 256) THEN
-    PERFORM extsvc._raise('22023', 'service_name must be 1 to 256 characters', 'field: service_name',
-                          'Pass a non-empty display name.');
+  -- the stored name again (a name kept from before issue 29 included) is no
+  -- rename; any other is checked as a new one
+  IF _update_service.service_name IS NOT NULL THEN
+    v_name := CASE WHEN btrim(_update_service.service_name) = s.service_name THEN s.service_name
+                   ELSE extsvc._service_name(_update_service.service_name) END;
   END IF;
   IF length(_update_service.description) > 4096 THEN
     PERFORM extsvc._raise('22023', 'description is longer than 4096 characters', 'field: description',
@@ -474,6 +533,7 @@ BEGIN
     IF _update_service.data IS NOT NULL THEN
       v_data := extsvc._validate_helm_chart_data(_update_service.data);
       PERFORM extsvc._check_chart_allowed(v_data);
+      PERFORM extsvc._check_privileged_allowed(v_data, p_admin);
     END IF;
   ELSE
     IF _update_service.data IS NOT NULL

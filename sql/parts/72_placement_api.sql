@@ -179,19 +179,39 @@ BEGIN
                             'Detach its DPF services and wait until their DPUs report TERMINATED, then retry.');
     END IF;
   END IF;
-  INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
-  VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
-          coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
-  ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
-    SET host_machine_id = EXCLUDED.host_machine_id,
-        network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
-        -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
-        dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
+  -- a host holds at most one live instance (issue 29; the unique index
+  -- instances_one_live_per_host): the answer names only what was passed
+  IF EXISTS (SELECT FROM extsvc.instances x
+              WHERE x.host_machine_id = upsert_instance.host_machine_id AND x.delete_requested_at IS NULL
+                AND x.instance_id <> upsert_instance.instance_id) THEN
+    PERFORM extsvc._raise_c('instances_one_live_per_host', '23505', 'the host already has a live instance',
+      format('host_machine_id: %s, instance_id: %s', upsert_instance.host_machine_id, upsert_instance.instance_id),
+      'Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.');
+  END IF;
+  BEGIN
+    INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
+    VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
+            coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
+    ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
+      SET host_machine_id = EXCLUDED.host_machine_id,
+          network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
+          -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
+          dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
+  EXCEPTION WHEN unique_violation THEN
+    -- a concurrent call put another live instance on the host first
+    GET STACKED DIAGNOSTICS v_bad = CONSTRAINT_NAME;
+    IF v_bad IS DISTINCT FROM 'instances_one_live_per_host' THEN
+      RAISE;
+    END IF;
+    PERFORM extsvc._raise_c('instances_one_live_per_host', '23505', 'the host already has a live instance',
+      format('host_machine_id: %s, instance_id: %s', upsert_instance.host_machine_id, upsert_instance.instance_id),
+      'Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.');
+  END;
   PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
-  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501).';
+  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501). A host holds at most one live (not deleting) instance (23505 instances_one_live_per_host).';
 
 CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
                                                        if_config_version_match integer DEFAULT NULL,

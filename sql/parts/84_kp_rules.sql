@@ -61,13 +61,23 @@ $fn$;
 COMMENT ON FUNCTION extsvc.remove_terminated_services(uuid, jsonb, text) IS
   'NICo confirms that removed KUBERNETES_POD entries [{service_id, version}] terminated on the DPU: their tombstones go (no config_version bump), and an instance being deleted disappears once nothing remains. Returns the number removed. 22023 bad shape, 55000 for an active, unknown or DPF entry, P0002 unknown instance; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
-CREATE FUNCTION extsvc.instance_extension_services_terminated(instance_id uuid) RETURNS boolean
+-- tenant_organization_id (issue 29): another tenant's instance answers like
+-- an unknown one. The probe's answer for an unknown id is true (the
+-- deletion finished and the row is gone), not the 42501 of the other reads:
+-- a finished deletion must keep answering true, and the tenant of a
+-- removed instance is no longer known. So with the argument, false means
+-- "this tenant's instance still exists" and nothing else.
+CREATE FUNCTION extsvc.instance_extension_services_terminated(instance_id uuid, tenant_organization_id text DEFAULT NULL)
+RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._check_tenant_id(instance_extension_services_terminated.tenant_organization_id, false);
   SELECT NOT EXISTS (SELECT FROM extsvc.instances i
-                      WHERE i.instance_id = instance_extension_services_terminated.instance_id)
+                      WHERE i.instance_id = instance_extension_services_terminated.instance_id
+                        AND (instance_extension_services_terminated.tenant_organization_id IS NULL
+                             OR i.tenant_organization_id = instance_extension_services_terminated.tenant_organization_id))
 $fn$;
-COMMENT ON FUNCTION extsvc.instance_extension_services_terminated(uuid) IS
-  'Instance deletion probe: true once the instance is gone (its deletion finished: every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while it exists. An id that never existed also answers true; there is no tenant argument, since false would confirm another tenant''s instance.';
+COMMENT ON FUNCTION extsvc.instance_extension_services_terminated(uuid, text) IS
+  'Instance deletion probe: true once the instance is gone (its deletion finished: every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while it exists. An id that never existed also answers true; with tenant_organization_id, another tenant''s instance answers true like an unknown one (false only for this tenant''s existing instance).';
 
 -- Several KUBERNETES_POD versions at once (issue #14 P1-11), all or none:
 -- NICo learns which versions had credentials so it can clean Vault after
@@ -152,11 +162,11 @@ REVOKE ALL ON FUNCTION
   extsvc.delete_service_versions(uuid, text[], text),
   extsvc.host_agent_extension_services(uuid),
   extsvc.remove_terminated_services(uuid, jsonb, text),
-  extsvc.instance_extension_services_terminated(uuid)
+  extsvc.instance_extension_services_terminated(uuid, text)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
   extsvc.delete_service_versions(uuid, text[], text),
   extsvc.host_agent_extension_services(uuid),
   extsvc.remove_terminated_services(uuid, jsonb, text),
-  extsvc.instance_extension_services_terminated(uuid)
+  extsvc.instance_extension_services_terminated(uuid, text)
 TO extsvc_api, extsvc_admin;

@@ -15,7 +15,7 @@ GRANT EXECUTE ON FUNCTION
   extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb, text),
   extsvc.delete_service(uuid, text, text),
   extsvc.validate_dpf_helm_chart_data(text),
-  extsvc.render_dpuservice(uuid),
+  extsvc.render_dpuservice(uuid, text),
   extsvc.dpf_service_name(uuid, text),
   extsvc.placement_label_key(uuid, text),
   extsvc.allow_chart(text, text),
