@@ -69,11 +69,12 @@ SELECT extsvc.request_resync();
 -- drops the unprivileged placeholder value with a WARNING. Before the fix
 -- the placeholder was read as the rule and the attach below succeeded.
 \set su :USER
+\set SHOW_CONTEXT never
 ALTER DATABASE :"DBNAME" SET extsvc.refuse_pod_services_on_dpf_hosts = on;
 CREATE ROLE extsvc_np_nico LOGIN IN ROLE extsvc_api;
 SELECT service_name FROM extsvc.create_service('tenant-np', 'np-pod', 'KUBERNETES_POD', 'kind: Pod',
                                                service_id => '55555555-0000-0000-0000-000000000001');
-SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000009', 'tenant-np', '33333333-0000-0000-0000-000000000001');
+SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000009', 'tenant-np', '33333333-0000-0000-0000-000000000009');
 \c - extsvc_np_nico
 SELECT count(*) AS nico_extsvc_loaded FROM pg_settings WHERE name = 'extsvc.enabled';
 SET extsvc.refuse_pod_services_on_dpf_hosts = off;
@@ -95,5 +96,6 @@ SET extsvc.allow_privileged = off;
 SELECT count(*) AS attached FROM extsvc.instance_extension_services WHERE instance_id = '44444444-0000-0000-0000-000000000009';
 ALTER DATABASE :"DBNAME" RESET extsvc.refuse_pod_services_on_dpf_hosts;
 DROP ROLE extsvc_np_nico;
+\set SHOW_CONTEXT errors
 
 DROP EXTENSION nico_extsvc;
