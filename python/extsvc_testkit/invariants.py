@@ -7,6 +7,7 @@ import os
 NS = "dpf-operator-system"
 OWNER_LABEL = "nico/extension-service-id"
 SITE_LABEL = "nico/site"
+ENV_SITE = object()  # violations(site=): the Env's own site id
 REVISION_ANNOTATION = "nico/extension-service-revision"
 PLACEMENT_PREFIX = "nico/extsvc-"
 
@@ -65,6 +66,8 @@ def _dpuservices(pg, sim, site=None):
     ours = {}
     for obj in sim.dpuservices():
         meta = obj.get("metadata", {})
+        # another site's objects are checked below (a live service's must carry our label; an
+        # orphan of another site is not ours)
         if OWNER_LABEL in (meta.get("labels") or {}):
             ours[meta["name"]] = obj
     compare = {}
@@ -166,10 +169,13 @@ def _attachments(pg):
         "WHERE d.deregistered_at IS NULL AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING')")]
 
 
-def violations(env, attachments_settled=True, site=None, others=()):
+def violations(env, attachments_settled=True, site=ENV_SITE, others=()):
     """Everything above for one database (env.pg) and the clusters (env.sim).
-    site: only DPUServices labelled nico/site=site are this database's;
+    site: only DPUServices labelled nico/site=site are this database's
+    (default: the Env's own extsvc.site_id; None: every owner-labelled one);
     others: the databases of other sites placing on the same DPUs."""
+    if site is ENV_SITE:
+        site = getattr(env, "site_id", None)
     bad = (_intent_done(env.pg) + _dpuservices(env.pg, env.sim, site) + _labels(env.pg, env.sim, others)
            + _history(env.pg))
     if attachments_settled:

@@ -31,6 +31,7 @@ def setup_fleet(env):
 
 
 def new_instance(network):
+    e().free_host(HOST)  # one live instance per host (issue 29): the previous test's goes first
     iid = str(uuid.uuid4())
     arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::uuid[]"
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', {arr})")
@@ -314,30 +315,43 @@ def test_every_dpuservice_write_asks_for_strict_field_validation():
 
 
 def test_old_dpf_release_fails_naming_the_field_never_ready():
-    env = Env(dpus=1, workers=1, sim_args=["--dpf-version", "v24.10"])
-    try:
-        states = set()
-        sid = env.create("old-dpf", helm_data())
+    # v24.10 (no DPUDevice CRD, no spec.security) and v25.7 (DPUDevice without spec.cluster, no
+    # spec.security): the create is refused under Strict and FAILED names the field and v26.8
+    for release in ("v24.10", "v25.7"):
+        env = Env(dpus=1, workers=1, sim_args=["--dpf-version", release])
+        try:
+            states = set()
+            sid = env.create("old-dpf", helm_data())
 
-        def failed():
-            s = env.state(sid)
-            states.add(s[0])
-            return s if s[0] == "FAILED" else False
-        s = wait_until(failed, timeout=30, interval=0.05, what="FAILED on v24.10")
-        assert "READY" not in states, states
-        assert "spec.security (not in DPF v24.10" in (s[4] or ""), s
-        assert env.pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}' "
-                          f"AND reason = 'unknown_fields'") == "1"
-    finally:
-        env.close()
+            def failed():
+                s = env.state(sid)
+                states.add(s[0])
+                return s if s[0] == "FAILED" else False
+            s = wait_until(failed, timeout=30, interval=0.05, what=f"FAILED on {release}")
+            assert "READY" not in states, states
+            assert "spec.security (not in DPF v24.10's or v25.7's" in (s[4] or ""), s
+            assert "DPF v26.8, the minimum release" in (s[4] or ""), s
+            assert env.pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}' "
+                              f"AND reason = 'unknown_fields'") == "1"
+        finally:
+            env.close()
 
 
 def test_missing_namespace_fails_naming_the_setting():
+    """The site Lease lives in extsvc.namespace (issue 25): with a namespace that does not exist
+    no Lease can be created, so nothing is written at all, and worker_status() (and the log)
+    names the setting; before the Lease, the first create answered 404 and FAILED the service."""
     env = Env(dpus=1, workers=1, extra={"extsvc.namespace": "'no-such-ns'"})
     try:
         sid = env.create("no-ns", helm_data())
-        s = env.wait_state(sid, "FAILED", timeout=30)
-        assert "extsvc.namespace" in (s[4] or "") and "no-such-ns" in (s[4] or ""), s
+        st = wait_until(lambda: (lambda r: r if r and r[0][0] == "lease" and "extsvc.namespace" in (r[0][1] or "")
+                                 else None)(env.pg.sql("SELECT paused_reason, paused_detail FROM extsvc.worker_status()")),
+                        timeout=30, what="worker_status naming extsvc.namespace")
+        assert "no-such-ns" in st[0][1], st
+        assert env.state(sid)[0] == "CREATING", env.state(sid)
+        writes = [r for r in env.sim.requests(500)["requests"]
+                  if r["method"] != "GET" and "/dpuservices" in r["path"]]
+        assert not writes, writes
     finally:
         env.close()
 

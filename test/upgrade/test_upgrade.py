@@ -25,6 +25,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import json
 import os
 import re
+import subprocess
 import time
 import uuid
 
@@ -36,6 +37,7 @@ from pgq import Conn, chart, q, unified  # noqa: E402
 pgq.PGBIN = pgq.PGBIN or harness.PGBIN
 
 WORKER_DB, OLD, OLD2, FRESH = "extsvc_upg", "extsvc_upg_data", "extsvc_upg_data_020", "extsvc_upg_fresh"
+NAMES = "extsvc_upg_names"
 CURRENT = re.search(r"^default_version\s*=\s*'([^']+)'",
                     open(os.path.join(harness.ROOT, "nico_extsvc.control")).read(), re.M).group(1)
 T1, T2 = "tenant-upg-a", "tenant-upg-b"
@@ -81,6 +83,9 @@ def fill_010(c, db):
         f"SELECT extsvc.update_service('{dpf}', {chart(chartVersion='1.2.4')});",      # UPDATING, revision 2
         f"SELECT extsvc.create_service({q(T1)}, 'upg-creating', 'DPF_HELM_CHART', {chart(chartName='other')}, "
         f"dpu_target => 'PRIMARY', service_id => '{creating}');",
+        # 0.3.0 keeps one live instance per host (issue 29): the second one
+        # of host_a is being deleted, its REMOVING rows wait (a hand-over)
+        f"SELECT extsvc.delete_instance('{inst[1]}');",
     ]
     c.script(db, "\n".join(sql))
     return {"pod": str(pod), "dpf": str(dpf), "creating": str(creating), "inst": [str(i) for i in inst],
@@ -188,6 +193,78 @@ def api_checks(c, ids):
     c.check(cv == "4", f"{CURRENT} attach on an upgraded instance: config_version {cv}")
 
 
+def name_checks(c):
+    """Issue 29, item 7: 0.2.0 stored names as given; 0.3.0 stores them in NFC
+    without invisible characters. The upgrade brings live names to that form,
+    and stops, naming them, where two live names of one tenant would become
+    equal; renamed with the 0.2.0 API, the upgrade goes through."""
+    c.recreate(NAMES)
+    c.sql(NAMES, "CREATE EXTENSION nico_extsvc VERSION '0.2.0'")
+    ids = {k: str(uuid.uuid4()) for k in ("nfc", "nfd", "zw", "plain", "nbsp", "nfd_only", "other", "gone")}
+    names = {"nfc": "'caf' || chr(233)", "nfd": "'cafe' || chr(769)", "zw": "'agent' || chr(8203)",
+             "plain": "'AGENT'", "nbsp": "'solo' || chr(160) || 'name'", "nfd_only": "'man' || chr(771) || 'ana'",
+             "other": "'cafe' || chr(769)", "gone": "'agent'"}
+    for k, expr in names.items():
+        tenant = T2 if k == "other" else T1
+        c.sql(NAMES, f"SELECT extsvc.create_service({q(tenant)}, {expr}, 'KUBERNETES_POD', 'kind: Pod', "
+                     f"service_id => '{ids[k]}')" if k != "gone" else
+              f"SELECT extsvc.create_service({q(tenant)}, {expr} || ' old', 'KUBERNETES_POD', 'kind: Pod', "
+              f"service_id => '{ids[k]}')")
+    # two live instances of two tenants on one host (0.2.0 allowed it)
+    host, inst_a, inst_b = (str(uuid.uuid4()) for _ in range(3))
+    c.sql(NAMES, f"SELECT extsvc.upsert_instance('{inst_a}', {q(T1)}, '{host}', NULL, false);"
+                 f"SELECT extsvc.upsert_instance('{inst_b}', {q(T2)}, '{host}', NULL, false)")
+    # a DELETED service keeps its name (history)
+    c.sql(NAMES, f"SELECT extsvc.delete_service('{ids['gone']}');"
+                 f"UPDATE extsvc.service_records SET service_name = 'agent' || chr(8203) WHERE service_id = '{ids['gone']}'")
+    c.check(c.one(NAMES, "SELECT count(*) FROM extsvc.services WHERE lifecycle_state <> 'DELETED'") == "7",
+            "0.2.0 accepted look-alike names in one tenant (cafe in two spellings, agent with a zero-width space)")
+    before = c.sql(NAMES, "SELECT service_id, service_name FROM extsvc.service_records ORDER BY service_id")
+    args = [tool_psql(), "-X", "-q", "-v", "ON_ERROR_STOP=1", *c.args, "-d", NAMES, "-c", "ALTER EXTENSION nico_extsvc UPDATE"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    c.check(r.returncode != 0 and "service names that differ only by Unicode normalization or invisible characters" in r.stderr
+            and sorted([ids["nfc"], ids["nfd"]])[0] in r.stderr and ids["zw"] in r.stderr and ids["plain"] in r.stderr
+            and ids["other"] not in r.stderr and "extsvc.update_service" in r.stderr,
+            "the upgrade stops at look-alike live names of one tenant and names both groups: "
+            + " | ".join(ln.strip() for ln in r.stderr.splitlines() if ln.startswith(("ERROR", "DETAIL"))))
+    c.check(c.one(NAMES, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == "0.2.0"
+            and c.sql(NAMES, "SELECT service_id, service_name FROM extsvc.service_records ORDER BY service_id") == before,
+            "... and changes nothing (still 0.2.0, names as they were)")
+    c.sql(NAMES, f"SELECT extsvc.update_service('{ids['nfd']}', service_name => 'cafe two');"
+                 f"SELECT extsvc.update_service('{ids['plain']}', service_name => 'agent two')")
+    r = subprocess.run(args, capture_output=True, text=True)
+    c.check(r.returncode != 0 and "hosts with more than one live instance" in r.stderr and host in r.stderr
+            and inst_a in r.stderr and inst_b in r.stderr and "extsvc.delete_instance" in r.stderr,
+            "after renaming one of each pair with the 0.2.0 API, the upgrade stops at the host with two live "
+            "instances (issue 29, item 8) and names them: "
+            + " | ".join(ln.strip() for ln in r.stderr.splitlines() if ln.startswith(("ERROR", "DETAIL"))))
+    c.check(c.one(NAMES, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == "0.2.0",
+            "... and changes nothing")
+    c.sql(NAMES, f"SELECT extsvc.delete_instance('{inst_b}')")
+    c.sql(NAMES, "ALTER EXTENSION nico_extsvc UPDATE")
+    c.check(c.one(NAMES, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == CURRENT,
+            f"after deleting one of the two instances with the 0.2.0 API the upgrade to {CURRENT} goes through")
+    err = c.sql(NAMES, f"SELECT extsvc.upsert_instance('{uuid.uuid4()}', {q(T2)}, '{host}', NULL, false)", check=False)
+    c.check(isinstance(err, str) and err.startswith("23505"),
+            f"{CURRENT}: a second live instance on the host is refused: {err}")
+    got = dict(c.sql(NAMES, "SELECT service_id, service_name = CASE service_id "
+                            f"WHEN '{ids['nfc']}' THEN 'caf' || chr(233) WHEN '{ids['zw']}' THEN 'agent' "
+                            f"WHEN '{ids['nbsp']}' THEN 'solo name' WHEN '{ids['nfd_only']}' THEN 'ma' || chr(241) || 'ana' "
+                            f"WHEN '{ids['other']}' THEN 'caf' || chr(233) WHEN '{ids['gone']}' THEN 'agent' || chr(8203) "
+                            "ELSE service_name END FROM extsvc.service_records"))
+    c.check(set(got.values()) == {"t"},
+            "live names are stored in NFC without invisible characters (zero-width space dropped, no-break space a "
+            f"blank), another tenant's too; a DELETED service keeps its name: {got}")
+    err = c.sql(NAMES, f"SELECT extsvc.create_service({q(T1)}, 'CAFE' || chr(769), 'KUBERNETES_POD', 'kind: Pod')", check=False)
+    c.check(isinstance(err, str) and err.startswith("23505"), f"{CURRENT}: another spelling of an upgraded name is taken: {err}")
+    err = c.sql(NAMES, f"SELECT extsvc.create_service({q(T1)}, 'x' || chr(8203), 'KUBERNETES_POD', 'kind: Pod')", check=False)
+    c.check(isinstance(err, str) and err.startswith("22023"), f"{CURRENT}: a zero-width space is refused: {err}")
+
+
+def tool_psql():
+    return pgq.tool("psql")
+
+
 def worker_checks(c, env, dpf_name, sid):
     log = env.pg.logfile
 
@@ -222,6 +299,95 @@ def worker_checks(c, env, dpf_name, sid):
             f"DPUService {dpf_name} created with the {CURRENT} rendering")
     c.check(bool(lines(r"extension nico_extsvc is version " + re.escape(CURRENT) + " now; resuming")),
             "and logged that it resumed")
+
+
+ADOPT_DB, ADOPT_SITE = "extsvc_upg_adopt", "upg-site"
+DS_PATH = "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets"
+PODS_PATH = "/api/v1/namespaces/dpf-operator-system/pods"
+
+
+def workload(sim, sid, name):
+    """(DaemonSet generation, its pods' uids) of a service in dpfsim's DPU cluster."""
+    _, dss = sim.kube("GET", DS_PATH, base=sim.dpu)
+    gens = [d["metadata"].get("generation") for d in dss["items"] if name in d["metadata"]["name"]]
+    _, pods = sim.kube("GET", f"{PODS_PATH}?labelSelector=nico%2Fextension-service-id%3D{sid}", base=sim.dpu)
+    return gens, sorted(p["metadata"]["uid"] for p in pods["items"])
+
+
+def adoption_checks(c0, env):
+    """Issue 25: a DPUService made by a 0.2.0 worker (no nico/site label) is adopted at the
+    0.2.0 -> 0.3.0 upgrade by one metadata merge patch: no spec change, no re-create, the
+    DaemonSet and its pods untouched; the registry backfill lets the site remove its own key."""
+    site = Env(dpus=2, workers=1, sim=env.sim, site_id=ADOPT_SITE,
+               extra={"extsvc.database": f"'{ADOPT_DB}'"})
+    c = Conn(host=site.pg.dir, port=site.pg.port, user=PG_USER)
+    try:
+        c.recreate(ADOPT_DB)
+        c.sql(ADOPT_DB, "CREATE EXTENSION nico_extsvc VERSION '0.2.0'")
+        c.sql(ADOPT_DB, "SELECT extsvc.allow_chart('oci://registry.example.com/charts')")
+        host, dpu, inst = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        c.sql(ADOPT_DB, f"SELECT extsvc.register_dpu('{dpu}', '{host}', '{harness.device(1)}', '{harness.node(1)}', true)")
+        c.sql(ADOPT_DB, f"SELECT extsvc.upsert_instance('{inst}', {q(T1)}, '{host}')")
+        sid, name, key = c.sql(ADOPT_DB, f"SELECT service_id, dpf_service_name, placement_label_key FROM "
+                                         f"extsvc.create_service({q(T1)}, 'upg-adopt', 'DPF_HELM_CHART', {chart()}, "
+                                         f"dpu_target => 'PRIMARY')")[0]
+        # the 0.2.0 worker's writes, played: the DPUService as 0.2.0 rendered it (the 0.2.0 SQL
+        # declaration of the C renderer), READY, attached, the DPU labelled
+        obj = json.loads(c.one(ADOPT_DB, f"SELECT extsvc.render_dpuservice('{sid}')::text"))
+        c.check("nico/site" not in obj["metadata"]["labels"], "0.2.0 render_dpuservice: no nico/site label")
+        code, created = env.sim.kube("POST", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices", obj)
+        c.check(code == 201, f"the 0.2.0-era DPUService {name} created ({code})")
+        c.sql(ADOPT_DB, f"UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', "
+                        f"state_reason = 'dpuservice_created', applied_revision = desired_revision WHERE service_id = '{sid}'")
+        c.sql(ADOPT_DB, attach(inst, sid).rstrip(";"))
+        code, _ = env.sim.kube("PATCH", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/"
+                               f"dpudevices/{harness.device(1)}", {"spec": {"cluster": {"nodeLabels": {key: "enabled"}}}},
+                               content_type="application/merge-patch+json")
+        c.check(code == 200, "the DPU labelled as the 0.2.0 worker did")
+        before = wait_until(lambda: (lambda w: w if w[0] and w[1] else None)(workload(env.sim, sid, name)),
+                            timeout=30, what="the 0.2.0 service's DaemonSet and pod")
+        svc_gen = env.sim.dpuservice(name)["metadata"]["generation"]
+        # the 0.3.0 library waits for ALTER EXTENSION UPDATE and writes nothing meanwhile
+        time.sleep(3)
+        c.check("nico/site" not in env.sim.dpuservice(name)["metadata"]["labels"],
+                "before the update the waiting worker wrote nothing")
+        env.sim.ctl("DELETE", "/requests")
+        c.sql(ADOPT_DB, "ALTER EXTENSION nico_extsvc UPDATE")
+        c.check(c.one(ADOPT_DB, f"SELECT count(*) FROM extsvc.placement_keys WHERE label_key = '{key}'") == "1",
+                "the upgrade registered the key the 0.2.0 worker wrote (registry backfill)")
+        t0 = time.time()
+        wait_until(lambda: env.sim.dpuservice(name)["metadata"]["labels"].get("nico/site") == ADOPT_SITE,
+                   timeout=60, what="the site label on the 0.2.0-era DPUService")
+        took = time.time() - t0
+        after_obj = env.sim.dpuservice(name)
+        c.check(after_obj["metadata"]["uid"] == created["metadata"]["uid"]
+                and after_obj["metadata"]["generation"] == svc_gen,
+                f"adopted {took:.1f} s after the update: same uid, generation {svc_gen} unchanged (no spec change)")
+        writes = [r for r in env.sim.requests(500)["requests"]
+                  if r["method"] in ("PATCH", "PUT", "POST", "DELETE") and "/dpuservices" in r["path"]]
+        bodies = [json.loads(r["body"]) for r in writes]
+        c.check(len(writes) == 1 and writes[0]["method"] == "PATCH" and set(bodies[0]) == {"metadata"}
+                and bodies[0]["metadata"].get("labels") == {"nico/site": ADOPT_SITE}
+                and "resourceVersion" in bodies[0]["metadata"],
+                f"one metadata merge patch with the read's resourceVersion, nothing else: {bodies}")
+        c.check(bool(writes) and all(r["user_agent"].startswith("nico_extsvc/") for r in writes),
+                f"sent by the worker (User-Agent {writes[0]['user_agent'] if writes else None})")
+        ev = c.sql(ADOPT_DB, f"SELECT reason FROM extsvc.service_history WHERE service_id = '{sid}' "
+                             f"AND reason = 'site_label_adopted'")
+        c.check(len(ev) == 1, "the history records the adoption (site_label_adopted)")
+        time.sleep(3)
+        after = workload(env.sim, sid, name)
+        c.check(after == before, f"DaemonSet generation {before[0]} and pods {before[1]} unchanged: no restart")
+        # the backfilled registry lets the upgraded site remove its own key
+        c.sql(ADOPT_DB, f"SELECT extsvc.set_instance_extension_services('{inst}', '[]')")
+        wait_until(lambda: key not in ((env.sim.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/"
+                                                     f"dpf-operator-system/dpudevices/{harness.device(1)}")[1]
+                                        .get("spec", {}).get("cluster", {}).get("nodeLabels")) or {}),
+                   timeout=30, what="the key removed at the detach")
+        c.check(True, f"the detach removed {key} from the DPU: the upgraded site cleans up its own keys")
+    finally:
+        c0.failures += c.failures
+        site.close(keep=c.failures > 0 and bool(os.environ.get("KEEP_E2E")))
 
 
 def main():
@@ -271,8 +437,14 @@ def main():
         schema_checks(c, OLD2, "0.2.0")
         data_checks(c, before2, ids2, OLD2, "0.2.0")
 
+        print(f"-- 0.2.0 -> {CURRENT}: service names (issue 29)")
+        name_checks(c)
+
         print("-- the worker across the update")
         worker_checks(c, env, dpf_name, sid)
+
+        print(f"-- 0.2.0 -> {CURRENT} with the worker: a 0.2.0-era DPUService adopted by the site label")
+        adoption_checks(c, env)
         ok = c.failures == 0
     except Exception as e:  # noqa: BLE001 - report and fail
         c.failures += 1
