@@ -226,6 +226,10 @@ def _s(x):
     return "-" if x is None else f"{x:.2f} s"
 
 
+def _signed(x):
+    return "-" if x is None else f"{x:+.2f} s"
+
+
 def _failed_checks(e):
     return [f"{e.get('kind', '')} {c}".strip() for c in e.get("failed_checks", [])]
 
@@ -283,7 +287,10 @@ def row_patroni_lingering(runs):
             verdict(problems) + ("" if problems else ": 0 writes after the lease loss"),
             f"promoted {_s(r.get('promote_s'))} after Patroni's SIGKILL; Lease taken {_s(r.get('lease_s'))} after "
             f"the promotion (limit {r['retry_period_s']:g} s); old primary's writes after the takeover "
-            f"{r.get('old_writes_after_takeover')}; requests carrying its NICo writes {r.get('stray_effects')}; "
+            f"{r.get('old_writes_after_takeover')} (its last write {_signed(r.get('old_last_write_s'))}, its next "
+            f"Lease request {_signed(r.get('old_next_lease_request_s'))} relative to the takeover; the new "
+            f"primary's writes meanwhile {r.get('overlap_writes_new')}); "
+            f"requests carrying its NICo writes {r.get('stray_effects')}; "
             f"converged {_s(r.get('converge_s'))} after the load stopped",
             measured([r]))
 

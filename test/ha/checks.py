@@ -1,7 +1,7 @@
 """The checks of the Patroni suite that read dpfsim's request log and the
 load's record of writes.
 
-Two kinds of evidence. By content, which today's dpfsim log already has: a
+Two kinds of evidence. By content: a
 write sent to a lingering old primary carries a unique marker, a service id
 or a DPU only that write can produce, so a request after a marked point that
 carries it proves the write reached the cluster. By author, from the
@@ -9,12 +9,10 @@ User-Agent every worker request carries (issue 25: `nico_extsvc/<version>
 (<holderIdentity>)`, with the system identifier and timeline), in the log
 file of `dpfsim --request-log`: which server made which write."""
 import json
-import os
 import re
 
 import kubelog
 
-PENDING_OK = os.environ.get("HA_PENDING_OK") == "1"
 PLACEMENT_PREFIX = "nico/extsvc-"
 DPUSERVICE = re.compile(r"/dpuservices(?:/([^/]+))?$")
 DPUDEVICE = re.compile(r"/dpudevices/([^/]+)$")
@@ -22,10 +20,7 @@ NODE = re.compile(r"/api/v1/nodes/([^/]+)$")
 
 
 class Scenario:
-    """One scenario's checks and figures. A check that needs lane site's
-    interface (the Lease, the User-Agent, the site label) says so; with
-    HA_PENDING_OK=1 (a developer's run before that interface exists, never
-    the test command) its failure is shown as PENDING and not counted."""
+    """One scenario's checks and figures."""
 
     def __init__(self, name):
         self.name = name
@@ -33,18 +28,14 @@ class Scenario:
         self.figures = {}
         self.error = None
 
-    def check(self, ok, what, needs_site=False, detail=None):
+    def check(self, ok, what, detail=None):
         ok = bool(ok)
-        status = "ok" if ok else ("PENDING" if needs_site and PENDING_OK else "FAILED")
-        print(f"    {status:8}{what}" + ("" if ok or detail is None else f" -- {detail}"), flush=True)
-        self.results.append({"what": what, "ok": ok, "needs_site": needs_site})
+        print(f"    {'ok' if ok else 'FAILED':8}{what}" + ("" if ok or detail is None else f" -- {detail}"), flush=True)
+        self.results.append({"what": what, "ok": ok})
         return ok
 
     def failed(self):
-        return [r for r in self.results if not r["ok"] and not (r["needs_site"] and PENDING_OK)]
-
-    def pending(self):
-        return [r for r in self.results if not r["ok"] and r["needs_site"]]
+        return [r for r in self.results if not r["ok"]]
 
     def passed(self):
         return self.error is None and not self.failed()

@@ -96,7 +96,6 @@ def _episode(sc):
     f = dict(sc.figures)
     f["passed"] = sc.passed()
     f["failed_checks"] = [r["what"] for r in sc.failed()] + ([sc.error] if sc.error else [])
-    f["pending_checks"] = len(sc.pending())
     return f
 
 
@@ -108,11 +107,14 @@ def write_results(scenarios, cfg, long, seconds, st):
     fails = [_episode(sc) for sc in scenarios if sc.name in ("switchover", "failover", "kill")]
     lines = ["| fault | promoted after the fault | Lease taken after the promotion | converged after the load "
              "stopped | writes (refused or unknown) | acknowledged writes lost | old primary's writes after the "
-             "takeover | checks |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "takeover | its last write after the takeover | its next Lease request after the takeover | new primary's "
+             "writes meanwhile | checks |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for e in fails + ([_episode(by["lingering"])] if "lingering" in by else []):
         lines.append(f"| {e.get('kind')} | {_fmt(e.get('promote_s'))} | {_fmt(e.get('lease_s'))} | "
                      f"{_fmt(e.get('converge_s'))} | {e.get('writes', '-')} ({e.get('refused_or_unknown', '-')}) | "
                      f"{e.get('lost', '-')} | {_fmt(e.get('old_writes_after_takeover'), '')} | "
+                     f"{_fmt(e.get('old_last_write_s'))} | {_fmt(e.get('old_next_lease_request_s'))} | "
+                     f"{_fmt(e.get('overlap_writes_new'), '')} | "
                      + ("pass" if e["passed"] else "FAILED: " + "; ".join(e["failed_checks"])) + " |")
     records = []
     if fails:

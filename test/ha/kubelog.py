@@ -1,9 +1,9 @@
 """What dpfsim saw: its request log, and the site's Lease.
 
 The request log is read from dpfsim's `--request-log FILE` (one JSON line per
-request, with `user_agent`) when the simulator has that option; otherwise it
-is collected from `GET /requests` by a poller that fetches exactly the new
-entries (`GET /counts` says how many), which has no `user_agent`. Every
+request, with `user_agent`), merged by `seq` with what a poller of
+`GET /requests` fetches (exactly the new entries, `GET /counts` says how
+many), which keeps the request bodies the content checks read. Every
 request has a `seq`, one total order of everything dpfsim served; `mark()`
 puts a request of our own into it, so "after this point" is exact without
 comparing clocks.
@@ -15,21 +15,14 @@ worker carries `User-Agent: nico_extsvc/<version> (<holderIdentity>)`.
 """
 import itertools
 import json
-import os
 import re
-import subprocess
 import threading
 import time
 
-from extsvc_testkit.harness import DPFSIM, NAMESPACE
+from extsvc_testkit.harness import NAMESPACE
 
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
 _marks = itertools.count(1)
-
-
-def sim_has_request_log():
-    r = subprocess.run([DPFSIM, "--help"], capture_output=True, text=True)
-    return "--request-log" in (r.stdout + r.stderr)
 
 
 def entry_time(e):
@@ -55,7 +48,7 @@ class RequestLog:
     times and the User-Agent; an entry seen both ways keeps the file's
     fields and gets the body from the poller."""
 
-    def __init__(self, sim, path=None):
+    def __init__(self, sim, path):
         self.sim, self.path = sim, path
         self._by_seq = {}
         self._offset = 0
@@ -64,10 +57,6 @@ class RequestLog:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._poll, name="reqlog-poller", daemon=True)
         self._thread.start()
-
-    @property
-    def has_user_agent(self):
-        return self.path is not None
 
     def stop(self):
         self._stop.set()
@@ -111,8 +100,7 @@ class RequestLog:
     def entries(self):
         with self._lock:
             self._poll_once()
-            if self.path:
-                self._read_file()
+            self._read_file()
             return [self._by_seq[k] for k in sorted(self._by_seq)]
 
     def mark(self, what):
@@ -174,11 +162,3 @@ def lease_write_by(entries, sysid, timeline=None, since_seq=0):
                 and 200 <= (e.get("status") or 0) < 300 and from_server(e, sysid, timeline):
             return e
     return None
-
-
-def sim_args_for_log(workdir):
-    """dpfsim arguments for a request log file, when the simulator has it."""
-    if not sim_has_request_log():
-        return [], None
-    path = os.path.join(workdir, "requests.jsonl")
-    return ["--request-log", path], path

@@ -132,9 +132,8 @@ class Stack:
             shutil.chown(self.dumps, harness.PG_USER)
 
     def start(self):
-        args, path = kubelog.sim_args_for_log(self.workdir)
-        self.sim = harness.Sim(self.workdir, dpus=self.layout.total, args=args)
-        self.reqlog = kubelog.RequestLog(self.sim, path)
+        self.sim = harness.Sim(self.workdir, dpus=self.layout.total, request_log=True)
+        self.reqlog = kubelog.RequestLog(self.sim, self.sim.request_log)
         self.etcd = Etcd(self.workdir)
         params = {"shared_preload_libraries": "nico_extsvc", "log_timezone": "UTC", "max_connections": "60",
                   "fsync": "off", **extension_settings(self.sim, SITE_A)}
@@ -182,7 +181,8 @@ class Stack:
 
     # --- invariants ---
     def view(self, pg):
-        return types.SimpleNamespace(pg=pg, sim=self.sim)
+        """What invariants.violations reads; site A unless a check says otherwise (site=)."""
+        return types.SimpleNamespace(pg=pg, sim=self.sim, site_id=SITE_A)
 
     def violations(self, pg, **kw):
         try:
