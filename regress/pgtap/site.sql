@@ -67,6 +67,10 @@ SELECT matches(extsvc.confirm_database_identity(), '^confirmed: .*; before: noth
                'confirm reports what was recorded before');
 
 ------------------------------------------------------------------ placement-key registry
+-- the registry starts empty here: cas.sql commits services through dblink and
+-- removes them at its end, and their keys stay registered (as they must: the
+-- registry outlives purge); this transaction is rolled back
+DELETE FROM extsvc.placement_keys;
 SELECT lives_ok(format($$SELECT extsvc.create_service('t1', 'site-svc', 'DPF_HELM_CHART', %L, dpu_target => 'ALL',
                                                       service_id => %L)$$, :'chart', :S), 'fixture: a DPF service');
 SELECT lives_ok($$SELECT extsvc.create_service('t1', 'site-pod', 'KUBERNETES_POD', 'kind: Pod')$$, 'and a pod service');

@@ -142,7 +142,12 @@ TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
     woke.devices.merge(d.devices);
     woke.nodes.merge(d.nodes);
     const NodeFacts* n = cache_->node(node(1));
-    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key);
+    // DPF's DPU controller walks the DPU back to Ready after the Node hop; each phase of a DPU
+    // that carries a NICo key wakes its device (the PENDING message names it), so the quiet
+    // window below starts once the walk is over
+    const core::DpuObjectFacts* o = cache_->dpu_object(node(1));
+    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key) && o != nullptr &&
+           o->phase == "Ready" && o->condition.empty();
   }));
   EXPECT_EQ(woke.devices, std::set<std::string>{device(1)});
   EXPECT_TRUE(woke.nodes.count(node(1)));
