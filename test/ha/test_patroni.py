@@ -212,7 +212,8 @@ def failover_episode(st, kind, sc, cfg, main):
         sc.figures["overlap_writes_new"] = len(overlap)
         sc.check(not overlap, f"{new.name} wrote nothing while {old.name} still wrote (one writer at a time)",
                  detail=f"{len(overlap)} writes of {new.name} between the takeover and {old.name}'s last write "
-                 f"{_sec(sc.figures.get('old_last_write_s'))} after it: " + checks.describe([("new", e) for e in overlap]))
+                 f"{_sec(sc.figures.get('old_last_write_s'))} after it: "
+                 + checks.describe([("new", e) for e in overlap]))
     sc.check(lease is not None and before and not after, f"{old.name} (timeline {old_tl}) made no Kubernetes write "
              f"after the takeover ({len(before)} of its writes named before it)",
              detail=checks.describe([("old", e) for e in after]) if lease and before else
