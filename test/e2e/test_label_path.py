@@ -37,6 +37,9 @@ def label_key(sid):
 
 
 def new_instance():
+    # a host holds one live instance (issue 29): the previous test's instance on HOST goes first
+    e().pg.sql("SELECT extsvc.delete_instance(instance_id) FROM extsvc.instances "
+               f"WHERE host_machine_id = '{HOST}' AND delete_requested_at IS NULL")
     iid = str(uuid.uuid4())
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::uuid[])")
     return iid
