@@ -32,7 +32,7 @@ COMMENT ON FUNCTION extsvc.service_revisions(uuid, text) IS
 
 -- rollback_service, step 1 (SECURITY DEFINER): the definition of an old
 -- revision, after the tenant and existence checks.
-CREATE FUNCTION extsvc._revision_data(p_service_id uuid, p_revision integer, p_tenant text) RETURNS text
+CREATE FUNCTION extsvc._revision_data(p_service_id uuid, p_revision bigint, p_tenant text) RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s extsvc.service_records;
@@ -54,13 +54,13 @@ BEGIN
   RETURN v_data;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._revision_data(uuid, integer, text) IS
+COMMENT ON FUNCTION extsvc._revision_data(uuid, bigint, text) IS
   'Internal step of extsvc.rollback_service: the normalized data of a revision (tenant check, P0002/22023).';
 
 -- rollback_service, step 3 (SECURITY DEFINER): marks the revision that this
 -- transaction's update created as a rollback of p_revision. Only a revision
 -- created now, newer than p_revision and with its data, is marked.
-CREATE FUNCTION extsvc._mark_rollback(p_service_id uuid, p_revision integer) RETURNS void
+CREATE FUNCTION extsvc._mark_rollback(p_service_id uuid, p_revision bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   UPDATE extsvc.helm_revisions r
@@ -77,10 +77,10 @@ BEGIN
   END IF;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._mark_rollback(uuid, integer) IS
+COMMENT ON FUNCTION extsvc._mark_rollback(uuid, bigint) IS
   'Internal step of extsvc.rollback_service: records rollback_of on the revision the update just created.';
 
-CREATE FUNCTION extsvc.rollback_service(service_id uuid, revision integer, if_version_ctr_match integer DEFAULT NULL,
+CREATE FUNCTION extsvc.rollback_service(service_id uuid, revision bigint, if_version_ctr_match bigint DEFAULT NULL,
                                         tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.services
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -99,8 +99,8 @@ BEGIN
   RETURN r;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.rollback_service(uuid, integer, integer, text) IS
-  'Rolls a DPF service back to an older revision: a new revision with that revision''s definition, through the normal update path (allow-list, version_ctr guard, supersede rules, ALL_DPUS for extsvc_admin only); rollback_of records the origin. Rolling back to the current desired definition is a no-op. P0002 unknown service or revision, 22023 KUBERNETES_POD, 55000 DELETING/DELETED or version_ctr mismatch.';
+COMMENT ON FUNCTION extsvc.rollback_service(uuid, bigint, bigint, text) IS
+  'Rolls a DPF service back to an older revision: a new revision with that revision''s definition, through the normal update path (allow-list, version_ctr guard, supersede rules, ALL_DPUS for extsvc_admin only); rollback_of records the origin. Rolling back to the current desired definition is a no-op. P0002 unknown service or revision, 22023 KUBERNETES_POD, 55000 DELETING/DELETED or version_ctr mismatch. revision and if_version_ctr_match: bigint (NICo binds i64).';
 
 -- retry_service -----------------------------------------------------------------
 
@@ -225,6 +225,9 @@ BEGIN
                           format('field: older_than = %s', coalesce(purge_deleted.older_than::text, 'NULL')),
                           'Pass e.g. interval ''90 days''.');
   END IF;
+  -- finished instance deletions are forgotten after the same time (issue 22:
+  -- the deletion probe then answers P0002 for them)
+  DELETE FROM extsvc.finished_instance_deletions f WHERE f.finished_at <= now() - purge_deleted.older_than;
   -- DELETED long enough, and no instance configuration (a KUBERNETES_POD
   -- tombstone still seen by a DPU agent) or attachment refers to it
   SELECT array_agg(s.service_id ORDER BY s.service_id) INTO v_ids
@@ -308,9 +311,9 @@ COMMENT ON FUNCTION extsvc.abandon_service(uuid) IS
 -- Privileges ----------------------------------------------------------------------
 REVOKE ALL ON FUNCTION
   extsvc.service_revisions(uuid, text),
-  extsvc._revision_data(uuid, integer, text),
-  extsvc._mark_rollback(uuid, integer),
-  extsvc.rollback_service(uuid, integer, integer, text),
+  extsvc._revision_data(uuid, bigint, text),
+  extsvc._mark_rollback(uuid, bigint),
+  extsvc.rollback_service(uuid, bigint, bigint, text),
   extsvc._retry_service(uuid, text, boolean),
   extsvc._retry_service_as_admin(uuid, text),
   extsvc._retry_service_as_api(uuid, text),
@@ -320,9 +323,9 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
   extsvc.service_revisions(uuid, text),
-  extsvc._revision_data(uuid, integer, text),
-  extsvc._mark_rollback(uuid, integer),
-  extsvc.rollback_service(uuid, integer, integer, text),
+  extsvc._revision_data(uuid, bigint, text),
+  extsvc._mark_rollback(uuid, bigint),
+  extsvc.rollback_service(uuid, bigint, bigint, text),
   extsvc._retry_service_as_api(uuid, text),
   extsvc.retry_service(uuid, text)
 TO extsvc_api, extsvc_admin;

@@ -1,0 +1,55 @@
+-- Batch reads (issue 22, part 4): NICo loads many instances per handler
+-- (FindInstancesByIds, a batch allocation's answer, the machine controller's
+-- pass over its hosts), in one call each, not one per instance. Tenant
+-- scoping as extsvc.service_snapshots, the batch form the API already has:
+-- with tenant_organization_id, ids of other tenants' instances are absent
+-- exactly like unknown ones (nothing tells the two apart); without it,
+-- unknown ids are absent. Rows come in the order of the ids given (a
+-- repeated id once, at its first place).
+
+CREATE FUNCTION extsvc.get_instances(instance_ids uuid[], tenant_organization_id text DEFAULT NULL)
+RETURNS TABLE (instance_id uuid, tenant_organization_id text, host_machine_id text, network_dpus text[],
+               dpf_managed boolean, config_version integer, delete_requested_at timestamptz,
+               created_at timestamptz, updated_at timestamptz, services jsonb, config_version_text text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT i.instance_id, i.tenant_organization_id, i.host_machine_id, i.network_dpus, i.dpf_managed,
+         i.config_version, i.delete_requested_at, i.created_at, i.updated_at,
+         extsvc._instance_services(i.instance_id), i.config_version_text
+    FROM (SELECT u.id, min(u.o) AS o FROM unnest(get_instances.instance_ids) WITH ORDINALITY u(id, o)
+           GROUP BY u.id) u
+    JOIN extsvc.instances i ON i.instance_id = u.id
+   WHERE get_instances.tenant_organization_id IS NULL
+      OR i.tenant_organization_id = get_instances.tenant_organization_id
+   ORDER BY u.o
+$fn$;
+COMMENT ON FUNCTION extsvc.get_instances(uuid[], text) IS
+  'Many instances in one call, each as extsvc.get_instance shows it, in the order of the ids given; unknown ids (and, with tenant_organization_id, other tenants'' instances) are absent.';
+
+CREATE FUNCTION extsvc.instance_extension_services_summaries(instance_ids uuid[],
+                                                             tenant_organization_id text DEFAULT NULL)
+RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, service_type text, version text,
+               aggregate_state text, removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
+               config_version integer, config_version_text text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT i.instance_id, x.service_id, x.service_name, x.service_type, x.version, x.aggregate_state, x.removed,
+         x.removed_at, x.dpus, x.configs_synced, x.config_version, x.config_version_text
+    FROM (SELECT u.id, min(u.o) AS o FROM unnest(instance_extension_services_summaries.instance_ids)
+                                           WITH ORDINALITY u(id, o)
+           GROUP BY u.id) u
+    JOIN extsvc.instances i ON i.instance_id = u.id
+   CROSS JOIN LATERAL extsvc.instance_extension_services_summary(i.instance_id) WITH ORDINALITY x
+   WHERE instance_extension_services_summaries.tenant_organization_id IS NULL
+      OR i.tenant_organization_id = instance_extension_services_summaries.tenant_organization_id
+   ORDER BY u.o, x.ordinality
+$fn$;
+COMMENT ON FUNCTION extsvc.instance_extension_services_summaries(uuid[], text) IS
+  'extsvc.instance_extension_services_summary of many instances in one call: instance_id and its rows, instances in the order of the ids given; unknown ids (and, with tenant_organization_id, other tenants'' instances) are absent.';
+
+REVOKE ALL ON FUNCTION
+  extsvc.get_instances(uuid[], text),
+  extsvc.instance_extension_services_summaries(uuid[], text)
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+  extsvc.get_instances(uuid[], text),
+  extsvc.instance_extension_services_summaries(uuid[], text)
+TO extsvc_api, extsvc_admin;
