@@ -240,6 +240,11 @@ BEGIN
   PERFORM extsvc._lock_dpu_work('{}', ARRAY[set_instance_extension_services.instance_id]);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
   IF NOT FOUND THEN
+    -- gone while this call waited for its locks (a deletion that finished):
+    -- with a tenant, the answer of an unknown instance is 42501 (issue 22,
+    -- test/nico/concurrency.py)
+    PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
+                                          set_instance_extension_services.tenant_organization_id);
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', set_instance_extension_services.instance_id),
                           'Register it with extsvc.upsert_instance first.');
   END IF;
@@ -441,6 +446,8 @@ BEGIN
   PERFORM extsvc._lock_dpu_work('{}', ARRAY[delete_instance.instance_id]);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = delete_instance.instance_id FOR UPDATE;
   IF NOT FOUND THEN
+    -- gone meanwhile: the answer of an unknown instance (42501 with a tenant)
+    PERFORM extsvc._check_instance_tenant(delete_instance.instance_id, delete_instance.tenant_organization_id);
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', delete_instance.instance_id),
                           'Check the instance id; a finished deletion removes the instance.');
   END IF;

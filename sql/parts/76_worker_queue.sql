@@ -152,6 +152,17 @@ BEGIN
     PERFORM extsvc._raise('22023', 'a worker outcome must be a JSON object', 'argument: outcome',
                           'See the wire schema in docs/worker.md.');
   END IF;
+  -- Lock order of a service's writers (issue 22): the service row first,
+  -- then its reconciliation row. The API's update, delete and retry hold the
+  -- service row when they mark new intent on the reconciliation row
+  -- (_intent_changed); a completion that took the reconciliation row first
+  -- and then the service row (_complete_service) deadlocked with them
+  -- (40P01, update_service against a READY completion, found by
+  -- test/nico/concurrency.py). The service row's lock is the one
+  -- _complete_service takes anyway.
+  IF q.queue = 'service' THEN
+    PERFORM FROM extsvc.service_records s WHERE s.service_id = complete.id::uuid FOR NO KEY UPDATE;
+  END IF;
   EXECUTE format('SELECT r.lease_token, r.state_version FROM extsvc.%I r WHERE r.%I = $1::%s FOR UPDATE',
                  q.queue_table, q.key_column, q.key_type)
      INTO v_token, v_version USING complete.id;

@@ -17,6 +17,12 @@ BEGIN
   PERFORM extsvc._require_instance(remove_terminated_services.instance_id,
                                    remove_terminated_services.tenant_organization_id);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = remove_terminated_services.instance_id FOR UPDATE;
+  IF NOT FOUND THEN
+    -- its deletion finished while this call waited for the lock: the answer
+    -- of an unknown instance (issue 22, test/nico/concurrency.py)
+    PERFORM extsvc._require_instance(remove_terminated_services.instance_id,
+                                     remove_terminated_services.tenant_organization_id);
+  END IF;
   IF services IS NULL OR jsonb_typeof(services) <> 'array' THEN
     PERFORM extsvc._raise('22023', 'services must be a JSON array of {service_id, version}', 'JSON path: $',
                           'Pass the removed KUBERNETES_POD entries the DPU agent reported terminated.');

@@ -53,3 +53,46 @@ GRANT EXECUTE ON FUNCTION
   extsvc.get_instances(uuid[], text),
   extsvc.instance_extension_services_summaries(uuid[], text)
 TO extsvc_api, extsvc_admin;
+
+-- A handler transaction that changes several instances or hosts (NICo's
+-- batch allocation: upsert every instance, then set every one's services)
+-- takes its locks call by call; two such transactions that meet on two
+-- hosts in opposite orders deadlock (40P01, test/nico/concurrency.py).
+-- NICo's allocation locks its machine rows first for the same reason; this
+-- is the same for the rows the placement calls lock, in the one order every
+-- writer uses (docs/nico-integration.md, "Lock order"): the services FOR SHARE
+-- (service_id order), the DPUs' work rows (dpu_machine_id order: the DPUs of
+-- the hosts, of the instances' hosts and those with attachment rows of the
+-- instances), then the instances FOR UPDATE (instance_id order). Called
+-- first, the calls that follow find their locks taken. With
+-- tenant_organization_id, only that tenant's services and instances are
+-- locked (another tenant's are left alone, and the calls refuse them).
+CREATE FUNCTION extsvc.lock_placement(host_machine_ids text[], instance_ids uuid[] DEFAULT NULL,
+                                      service_ids uuid[] DEFAULT NULL, tenant_organization_id text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  v_hosts text[] := coalesce(extsvc._machine_ids(lock_placement.host_machine_ids, 'host_machine_ids', 'host'), '{}');
+  v_instances uuid[] := ARRAY(SELECT i.instance_id FROM extsvc.instances i
+                               WHERE i.instance_id = ANY (coalesce(lock_placement.instance_ids, '{}'))
+                                 AND (lock_placement.tenant_organization_id IS NULL
+                                      OR i.tenant_organization_id = lock_placement.tenant_organization_id));
+BEGIN
+  PERFORM FROM extsvc.service_records r
+   WHERE r.service_id = ANY (coalesce(lock_placement.service_ids, '{}'))
+     AND (lock_placement.tenant_organization_id IS NULL
+          OR r.tenant_organization_id = lock_placement.tenant_organization_id)
+   ORDER BY r.service_id
+   FOR SHARE OF r;
+  PERFORM extsvc._lock_dpu_work(v_hosts, v_instances);
+  PERFORM FROM extsvc.instances i WHERE i.instance_id = ANY (v_instances) ORDER BY i.instance_id FOR UPDATE OF i;
+  -- what moved meanwhile (an instance's host changed, a DPU was added)
+  PERFORM extsvc._lock_dpu_work(v_hosts, v_instances);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) IS
+  'Call first in a transaction that changes several instances or hosts (a batch allocation): locks the services FOR SHARE, the DPUs'' work rows of the hosts and instances and the instances, in the order every writer uses, so that two such transactions never deadlock. With tenant_organization_id, only that tenant''s services and instances.';
+
+REVOKE ALL ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) TO extsvc_api, extsvc_admin;

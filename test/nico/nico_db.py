@@ -162,6 +162,14 @@ def update_extension_services_config(txn, instance_id, entries, if_config_versio
                        ("Option<String>", tenant)], CONFIG_VERSION))
 
 
+def lock_placement(txn, hosts, instance_ids, service_ids, tenant=None):
+    """The locks of a multi-instance transaction, first and in the one order
+    (extsvc.lock_placement), as NICo's allocation locks its machine rows first."""
+    query(txn, "SELECT extsvc.lock_placement(%s, %s, %s, %s)",
+          [("Vec<MachineId>", sorted(set(hosts))), ("Vec<Uuid>", instance_ids), ("Vec<Uuid>", service_ids),
+           ("Option<String>", tenant)])
+
+
 def set_extension_services(txn, instance_id, entries, if_config_version_match=None, tenant=None):
     """The integer form (SPEC 2.10): the new config_version (i32)."""
     return scalar(txn, "SELECT extsvc.set_instance_extension_services(%s, %s, %s, %s) AS v",

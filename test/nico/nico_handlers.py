@@ -106,6 +106,10 @@ class Nico:
         Returns the new config versions."""
         out = []
         with self._txn():
+            # NICo locks the machines of the batch first; the rows our calls
+            # lock, the same way (one order, two batches never deadlock)
+            db.lock_placement(self.conn, [a[1] for a in allocations], [a[0] for a in allocations],
+                              [e["service_id"] for a in allocations for e in a[4]], tenant)
             for iid, host, network_dpus, dpf_managed, _ in allocations:
                 db.upsert_instance(self.conn, iid, tenant, host, network_dpus, dpf_managed)
             for iid, _, _, _, entries in allocations:
