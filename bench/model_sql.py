@@ -470,10 +470,10 @@ class Model:
     def upsert_instance(self, a):
         old = self.instances.get(a["iid"])
         if old is not None:
-            if old["deleting"]:
-                raise Refused("55000", "instance_deleting")
             if old["tenant"] != a["tenant"]:
                 raise Refused("42501")                    # an instance keeps its tenant
+            if old["deleting"]:
+                raise Refused("55000", "instance_deleting")
         if a["net"] is not None and any(n not in self.dpus or self.dpus[n]["host"] != a["host"]
                                         or self.dpus[n]["dereg"] for n in a["net"]):
             raise Refused("22023")

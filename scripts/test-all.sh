@@ -58,6 +58,10 @@ suite race-dpu-completion env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_dpu_c
 # (psycopg 3: Debian's python3-psycopg, for /usr/bin/python3), as an
 # extsvc_api-only login role, with NICo MachineIds
 suite nico-day /usr/bin/python3 "$ROOT/test/nico/nico_day.py"
+# issue 22: 1,000 pairs of NICo's handler transactions at once in two sessions
+# of that client; no 40P01, every pair explained by a serial order of the
+# reference model (docs/reliability.md)
+suite nico-concurrency /usr/bin/python3 "$ROOT/test/nico/concurrency.py" --pairs 1000 --seed "${NICO_CONC_SEED:-1}"
 # issue #13: 300 seeded random call sequences against the reference model of
 # the SQL contract, state compared after every call (bench/model_sql.py runs 10^4)
 suite model-sql env PGBIN="$PGBIN" python3 "$ROOT/bench/model_sql.py" --ci

@@ -6,7 +6,7 @@
 -- description never NULL; delete_service's removed versions; the deletion
 -- probe; the batch reads.
 BEGIN;
-SELECT plan(63);
+SELECT plan(69);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -62,7 +62,7 @@ SELECT is((SELECT problem FROM extsvc.parse_machine_id(left(:NV, 7) || 'w' || su
 SELECT is((SELECT canonical FROM extsvc.parse_machine_id(left(:NV, 7) || upper(substr(:NV, 8)))), :NV,
           'parse: an upper-case payload decodes, canonical (NICo''s Display) is lower case');
 SELECT is((SELECT array_agg(machine_type ORDER BY machine_type) FROM (VALUES (:D1), (:H), ('fm100p' || substr(:H, 7))) v(x),
-                  extsvc.parse_machine_id(x)), ARRAY['dpu', 'host', 'predicted_host'], 'parse: the three machine types');
+                  extsvc.parse_machine_id(x)), ARRAY['dpu', 'host', 'predictedhost'], 'parse: the three machine types, named as NICo''s MachineType::metrics_value');
 
 ------------------------------------------------------------------ arguments: kind, canonical form, 22023 naming them
 SELECT is(pg_temp.err(format($$SELECT extsvc.register_dpu(%L, %L, 'nt-dpu-1', 'nt-node-1', true)$$,
@@ -207,6 +207,25 @@ SELECT ok(has_function_privilege('extsvc_api', 'extsvc.get_instances(uuid[],text
           AND has_function_privilege('extsvc_api', 'extsvc.instance_extension_services_summaries(uuid[],text)', 'EXECUTE')
           AND NOT has_function_privilege('public', 'extsvc.get_instances(uuid[],text)', 'EXECUTE'),
           'the batch reads are for extsvc_api (and not PUBLIC)');
+
+------------------------------------------------------------------ the placement lock, the tenant before any lock
+SELECT is(left(pg_temp.err(format($$SELECT extsvc.lock_placement(ARRAY[%L])$$, :D1)), 5), '22023',
+          'lock_placement: a DPU id is no host (22023)');
+SELECT lives_ok(format($$SELECT extsvc.lock_placement(ARRAY[%L, %L, %L], ARRAY[%L, %L, %L]::uuid[], ARRAY[%L]::uuid[], 'nt')$$,
+                       :H, :H2, :H, :I1, :I3, 'b2000000-0000-0000-0000-0000000000ff', :S),
+                'lock_placement: hosts (one twice), instances (one unknown, one of another tenant), services');
+SELECT is((SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted), 5,
+          'lock_placement: one advisory lock per host and per instance id, an id not inserted yet included');
+SELECT ok(has_function_privilege('extsvc_api', 'extsvc.lock_placement(text[],uuid[],uuid[],text)', 'EXECUTE')
+          AND NOT has_function_privilege('public', 'extsvc.lock_placement(text[],uuid[],uuid[],text)', 'EXECUTE'),
+          'lock_placement is for extsvc_api (and not PUBLIC)');
+-- an instance being deleted: its own tenant hears 55000, another tenant 42501
+-- (decided before any lock; nothing of the row leaks)
+SELECT extsvc.delete_instance(:I1);
+SELECT is(left(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'nt-other', %L)$$, :I1, :H)), 5), '42501',
+          'upsert_instance: another tenant''s instance being deleted is 42501, not 55000');
+SELECT is(left(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'nt', %L)$$, :I1, :H)), 5), '55000',
+          'upsert_instance: its own tenant hears instance_deleting');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -111,7 +111,7 @@ RETURNS TABLE (canonical text, machine_type text, source text, problem text)
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT CASE WHEN p.problem IS NULL THEN extsvc._machine_id_canonical(parse_machine_id.machine_id) END,
          CASE WHEN p.problem IS NULL THEN CASE substr(parse_machine_id.machine_id, 6, 1)
-              WHEN 'd' THEN 'dpu' WHEN 'h' THEN 'host' ELSE 'predicted_host' END END,
+              WHEN 'd' THEN 'dpu' WHEN 'h' THEN 'host' ELSE 'predictedhost' END END,
          CASE WHEN p.problem IS NULL THEN CASE substr(parse_machine_id.machine_id, 7, 1)
               WHEN 't' THEN 'tpm' ELSE 'product_board_chassis_serial' END END,
          p.problem
@@ -119,7 +119,7 @@ LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
                           CASE WHEN parse_machine_id.machine_id IS NULL THEN 'the machine ID is NULL' END) AS problem) p
 $fn$;
 COMMENT ON FUNCTION extsvc.parse_machine_id(text) IS
-  'NICo''s MachineId parser (crates/uuid/src/machine/mod.rs) in SQL: the canonical id, its machine_type (dpu, host, predicted_host: NICo''s metrics names) and source (tpm, product_board_chassis_serial), or the parser''s problem (length, prefix, encoding) and NULLs.';
+  'NICo''s MachineId parser (crates/uuid/src/machine/mod.rs) in SQL: the canonical id, its machine_type as NICo''s MachineType::metrics_value names it (dpu, host, predictedhost) and source (tpm, product_board_chassis_serial: MachineIdSource''s variants), or the parser''s problem (length, prefix, encoding) and NULLs.';
 
 REVOKE ALL ON FUNCTION
   extsvc._machine_id_problem(text),

@@ -133,22 +133,35 @@ BEGIN
     PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
                           'Pass the tenant organization id of the instance.');
   END IF;
+  -- Another tenant's instance is refused before any lock is taken: an
+  -- instance never changes its tenant, so the unlocked read decides, and a
+  -- batch that names another tenant's instance fails at once instead of
+  -- waiting for (and, in a second batch, deadlocking with) its owner's
+  -- transaction (test/nico/concurrency.py found that one)
+  IF EXISTS (SELECT FROM extsvc.instances i
+              WHERE i.instance_id = upsert_instance.instance_id
+                AND i.tenant_organization_id <> upsert_instance.tenant_organization_id) THEN
+    PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
+                          format('instance_id: %s, tenant_organization_id: %s', upsert_instance.instance_id,
+                                 upsert_instance.tenant_organization_id),
+                          'An instance keeps the tenant it was registered with; use another instance_id.');
+  END IF;
   -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows (old and new
   -- host) before the instance
   PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
   SELECT * INTO old FROM extsvc.instances i WHERE i.instance_id = upsert_instance.instance_id FOR UPDATE;
   PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
   IF old.instance_id IS NOT NULL THEN
-    IF old.delete_requested_at IS NOT NULL THEN
-      PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
-                            'Wait until the deletion finished.');
-    END IF;
     IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
       -- an instance never changes its tenant; the answer names nothing of the row
       PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
                             format('instance_id: %s, tenant_organization_id: %s', old.instance_id,
                                    upsert_instance.tenant_organization_id),
                             'An instance keeps the tenant it was registered with; use another instance_id.');
+    END IF;
+    IF old.delete_requested_at IS NOT NULL THEN
+      PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
+                            'Wait until the deletion finished.');
     END IF;
   END IF;
   -- network_dpus must be registered DPUs of this host (issue #12: otherwise

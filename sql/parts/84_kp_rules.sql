@@ -127,6 +127,11 @@ BEGIN
     PERFORM extsvc._raise('22023', 'versions must name at least one version', 'field: versions',
                           'Pass the version strings to delete, or use extsvc.delete_service(service_id) for all.');
   END IF;
+  -- the service row first (the lock _delete_service takes), then the check:
+  -- a concurrent call deleting the same versions commits first and this one
+  -- answers P0002, as after it in a serial order, instead of deleting them
+  -- "again" (test/nico/concurrency.py found it)
+  PERFORM FROM extsvc.service_records r WHERE r.service_id = s.service_id FOR NO KEY UPDATE;
   SELECT string_agg(w.v, ', ' ORDER BY w.o) INTO v_missing
     FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
    WHERE NOT EXISTS (SELECT FROM extsvc.service_versions x

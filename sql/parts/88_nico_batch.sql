@@ -60,7 +60,9 @@ TO extsvc_api, extsvc_admin;
 -- hosts in opposite orders deadlock (40P01, test/nico/concurrency.py).
 -- NICo's allocation locks its machine rows first for the same reason; this
 -- is the same for the rows the placement calls lock, in the one order every
--- writer uses (docs/nico-integration.md, "Lock order"): the services FOR SHARE
+-- writer uses (docs/nico-integration.md, "Lock order"): first an advisory
+-- lock per host and per instance id (NICo's machine rows; also instance ids
+-- not inserted yet), then the services FOR SHARE
 -- (service_id order), the DPUs' work rows (dpu_machine_id order: the DPUs of
 -- the hosts, of the instances' hosts and those with attachment rows of the
 -- instances), then the instances FOR UPDATE (instance_id order). Called
@@ -78,7 +80,21 @@ DECLARE
                                WHERE i.instance_id = ANY (coalesce(lock_placement.instance_ids, '{}'))
                                  AND (lock_placement.tenant_organization_id IS NULL
                                       OR i.tenant_organization_id = lock_placement.tenant_organization_id));
+  v_key bigint;
 BEGIN
+  -- NICo's allocation locks its machine rows FOR UPDATE first; we have no
+  -- machines table, and an instance id of the batch may not exist yet (two
+  -- batches inserting the same new ids in another order wait for each
+  -- other's unique-index entry): a transaction-level advisory lock per host
+  -- and per instance id, in key order, stands for both
+  FOR v_key IN
+    SELECT DISTINCT hashtextextended('extsvc.lock_placement/' || k, 0)
+      FROM unnest(v_hosts || ARRAY(SELECT u::text FROM unnest(coalesce(lock_placement.instance_ids, '{}')) u
+                                    WHERE u IS NOT NULL)) k
+     ORDER BY 1
+  LOOP
+    PERFORM pg_advisory_xact_lock(v_key);
+  END LOOP;
   PERFORM FROM extsvc.service_records r
    WHERE r.service_id = ANY (coalesce(lock_placement.service_ids, '{}'))
      AND (lock_placement.tenant_organization_id IS NULL
@@ -92,7 +108,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) IS
-  'Call first in a transaction that changes several instances or hosts (a batch allocation): locks the services FOR SHARE, the DPUs'' work rows of the hosts and instances and the instances, in the order every writer uses, so that two such transactions never deadlock. With tenant_organization_id, only that tenant''s services and instances.';
+  'Call first in a transaction that changes several instances or hosts (a batch allocation): takes a transaction-level advisory lock per host and per instance id (in key order; NICo locks its machine rows), then locks the services FOR SHARE, the DPUs'' work rows of the hosts and instances and the instances, in the order every writer uses, so that two such transactions never deadlock. With tenant_organization_id, only that tenant''s services and instances are row-locked.';
 
 REVOKE ALL ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) TO extsvc_api, extsvc_admin;

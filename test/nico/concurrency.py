@@ -358,18 +358,20 @@ def run_txn(api, su, ops, rng, out):
     """The handler's transaction: BEGIN, the calls with short pauses, COMMIT;
     an error rolls everything back. out: answers, learnt strings, deadlock."""
     conn = su if any(op.get("worker") for op in ops) else api
-    answers, learnt = [], []
+    answers, learnt, trace = [], [], []
     try:
         with conn.transaction():
             for op in ops:
                 time.sleep(rng.random() * 0.003)
+                t = time.monotonic()
                 value, version = run_op(api if conn is api else su, su, op, answers)
+                trace.append((op["op"], t, time.monotonic()))
                 answers.append(("ok", value))
                 learnt.append(version)
                 time.sleep(rng.random() * 0.002)
     except sqlx_pg.DbError as e:
         answers.append(("error", e.sqlstate, e.constraint))
-    out.update(answers=answers, learnt=learnt)
+    out.update(answers=answers, learnt=learnt, trace=trace, commit=time.monotonic())
 
 
 # --- checking -------------------------------------------------------------------------------
@@ -450,6 +452,17 @@ def explain_failure(m, ops, real, partner=None):
     return None
 
 
+def both_how(names):
+    """The outcome label of a pair both of whose transactions committed, from
+    the candidate orders (first preferred) that explain it."""
+    serial = [n for n in names if "," in n]
+    if "A,B" in serial and "B,A" in serial:
+        return "both committed: either order"
+    if serial:
+        return "both committed: only " + serial[0]
+    return "both committed: reads first, writes serial: " + names[0]
+
+
 def check_pair(m, a_ops, b_ops, ra, rb):
     """(verdict, model after, how) for one pair; verdict None when it passed."""
     a_ok = ra["answers"][-1][0] == "ok" if ra["answers"] else True
@@ -468,32 +481,29 @@ def check_pair(m, a_ops, b_ops, ra, rb):
             if same(ans2, rs["answers"]):
                 learn(m2, second, rs)
                 found.append((name, m2))
-        if not found:
-            # READ COMMITTED: a plain read (get_instance, no lock) at the
-            # start of a transaction may have seen the state from before the
-            # partner's commit while all of its writes come after it. The
-            # writes are serial (partner, then these); only those reads saw
-            # the earlier state. NICo's own handler reads this way and guards
-            # its write with the config version it read.
-            for name, t_ops, rt, p_ops, rp in (("B", a_ops, ra, b_ops, rb), ("A", b_ops, rb, a_ops, ra)):
-                ans_p, _ = replay(m, p_ops)
-                if not same(ans_p, rp["answers"]):
-                    continue
-                for j in range(1, len(t_ops)):
-                    if any(op["op"] != "read_instance" for op in t_ops[:j]):
-                        break
-                    ans_t, mt = replay(m, t_ops, (p_ops, rp), j)
-                    if same(ans_t, rt["answers"]):
-                        learn(mt, t_ops, rt)
-                        found.append((f"{name}, then the other's writes (its first {j} read(s) before)", mt))
-                        break
+        # READ COMMITTED: a plain read (get_instance, no lock) at the start
+        # of a transaction may have seen the state from before the partner's
+        # commit while all of its writes come after it. The writes are serial
+        # (partner, then these); only those reads saw the earlier state.
+        # NICo's own handler reads this way and guards its write with the
+        # config version it read. These candidates come after the serial
+        # orders: the state decides (a read may answer alike either way).
+        for name, t_ops, rt, p_ops, rp in (("B", a_ops, ra, b_ops, rb), ("A", b_ops, rb, a_ops, ra)):
+            ans_p, _ = replay(m, p_ops)
+            if not same(ans_p, rp["answers"]):
+                continue
+            for j in range(1, len(t_ops)):
+                if any(op["op"] != "read_instance" for op in t_ops[:j]):
+                    break
+                ans_t, mt = replay(m, t_ops, (p_ops, rp), j)
+                if same(ans_t, rt["answers"]):
+                    learn(mt, t_ops, rt)
+                    found.append((f"{name}, then the other's writes (its first {j} read(s) before)", mt))
+                    break
         if not found:
             return "answers of no serial order (A,B or B,A)", m, None
-        # the state decides between two orders that answer alike
-        if len(found) == 2:
-            return None, found, "both committed: either order"
-        return None, found, ("both committed: only " if "," in found[0][0] and "then" not in found[0][0]
-                             else "both committed: reads first, writes serial: ") + found[0][0]
+        # the state decides between candidates that answer alike
+        return None, found, both_how([n for n, _ in found])
     if a_ok or b_ok:
         ops_ok, r_ok, ops_bad, r_bad = (a_ops, ra, b_ops, rb) if a_ok else (b_ops, rb, a_ops, ra)
         ans, m1 = replay(m, ops_ok)
@@ -538,6 +548,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--check-every", type=int, default=1, help="compare the whole state every N pairs")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--keep", action="store_true", help=f"keep the database {DB} afterwards (to study a failure)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
@@ -546,7 +557,7 @@ def main():
     su0.execute(f"DROP ROLE IF EXISTS {ROLE}")
     su0.execute(f"CREATE DATABASE {DB}")
     conns, failures, stats = [], 0, collections.Counter()
-    errors = collections.Counter()
+    errors, kinds = collections.Counter(), collections.Counter()
     t0 = time.time()
     try:
         su0.execute(f"ALTER DATABASE {DB} SET extsvc.enforce_chart_allowlist = off")
@@ -576,6 +587,8 @@ def main():
         for pair in range(args.pairs):
             ka, a_ops = Gen(rng, m, "a").txn()
             kb, b_ops = Gen(rng, m, "b", touched(m, a_ops)).txn()
+            kinds[ka] += 1
+            kinds[kb] += 1
             # the worker claims what it will complete before the pair starts
             claim_problem, leased = None, set()
             for op in a_ops + b_ops:
@@ -631,10 +644,11 @@ def main():
                 diffs = [(n, c, diff_states(c.snapshot(norm), real)) for n, c in candidates]
                 good = [(n, c) for n, c, d in diffs if not d]
                 if not good:
-                    verdict = ("state after the pair differs from the model's:\n    "
-                               + "\n    ".join(diffs[0][2][:20]))
-                elif len(candidates) > 1 and len(good) == 1:
-                    how = "both committed: only " + good[0][0]
+                    verdict = "state after the pair differs from the model's" + "".join(
+                        f"\n  in the order {n or 'of the one that committed'}:\n    " + "\n    ".join(d[:12])
+                        for n, _, d in diffs)
+                elif len(candidates) > 1:
+                    how = both_how([n for n, _ in good])
                 m2 = good[0][1] if good else candidates[0][1]
             else:
                 m2 = candidates[0][1]
@@ -644,6 +658,12 @@ def main():
                 print(f"  A {ka}: {describe(a_ops)}\n    -> {ra['answers']}")
                 print(f"  B {kb}: {describe(b_ops)}\n    -> {rb['answers']}")
                 print(f"  the model: A alone {replay(m, a_ops)[0]}, B alone {replay(m, b_ops)[0]}")
+                start = min(ra["t0"], rb["t0"])
+                print("  timeline (ms from the start; an op's call and return, the transaction's end):")
+                for who, r in (("A", ra), ("B", rb)):
+                    print(f"    {who}: " + ", ".join(f"{o} {1e3 * (b - start):.1f}..{1e3 * (e - start):.1f}"
+                                                  for o, b, e in r["trace"])
+                          + f", end {1e3 * (r['commit'] - start):.1f}")
                 # go on from the database's own state is not possible for the
                 # model: stop at the first failure, with its trace
                 break
@@ -654,8 +674,9 @@ def main():
     finally:
         for c in conns:
             c.close()
-        su0.execute(f"DROP DATABASE IF EXISTS {DB}")
-        su0.execute(f"DROP ROLE IF EXISTS {ROLE}")
+        if not args.keep:
+            su0.execute(f"DROP DATABASE IF EXISTS {DB}")
+            su0.execute(f"DROP ROLE IF EXISTS {ROLE}")
         su0.close()
     took = time.time() - t0
     pairs = sum(v for k, v in stats.items() if k.startswith(("both", "one")))
@@ -663,7 +684,36 @@ def main():
     print(f"errors (all explained by a serial order): {', '.join(f'{k} {v}' for k, v in sorted(errors.items())) or 'none'}")
     print(f"concurrency: {pairs} pairs checked in {took:.1f} s (seed {args.seed}), "
           f"{errors.get('40P01 -', 0)} deadlocks, {failures} failed")
+    if os.environ.get("WRITE_DOC"):
+        write_doc(args, pairs, failures, stats, errors, kinds, took)
     return 1 if failures else 0
+
+
+def write_doc(args, pairs, failures, stats, errors, kinds, took):
+    """The run's figures and record, in the nico-concurrency-results block of
+    docs/reliability.md (the summary table is refreshed from the record)."""
+    from extsvc_testkit.invariants import run_record, run_stamp, write_doc_block
+    pg = psycopg.connect(dbname="postgres", autocommit=True)
+    version = pg.execute("SHOW server_version").fetchone()[0]
+    pg.close()
+    rec = {**run_stamp(), "seed": args.seed, "pairs": pairs, "failed": failures,
+           "deadlocks": errors.get("40P01 -", 0), "overlapped": stats["pairs whose transactions overlapped"],
+           "lock_waits": stats["pairs with a lock wait"], "committed": stats["committed transactions"],
+           "refused": stats["failed transactions"], "seconds": round(took, 1)}
+    outcomes = [(k, v) for k, v in sorted(stats.items()) if k.startswith(("both", "one"))]
+    write_doc_block("nico-concurrency-results", "\n".join([
+        "| pairs | overlapping | with a lock wait | transactions committed | refused (each explained) "
+        "| 40P01 | unexplained | time |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {pairs:,} | {rec['overlapped']:,} | {rec['lock_waits']:,} | {rec['committed']:,} | {rec['refused']:,} "
+        f"| {rec['deadlocks']} | {failures} | {took:.0f} s |", "",
+        "Outcomes: " + "; ".join(f"{k} {v}" for k, v in outcomes) + ".", "",
+        "Refusals (SQLSTATE, constraint): " + "; ".join(f"{k} {v}" for k, v in sorted(errors.items())) + ".", "",
+        "Handler transactions drawn: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + ".", "",
+        f"Measured {rec['date']} on commit `{rec['commit']}` (PostgreSQL {version}) by "
+        f"`WRITE_DOC=1 /usr/bin/python3 test/nico/concurrency.py --pairs {args.pairs} --seed {args.seed}` "
+        "in a cluster of scripts/lib/pgcluster.sh.",
+        run_record("nico-conc", rec)]))
 
 
 if __name__ == "__main__":
