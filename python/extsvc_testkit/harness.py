@@ -380,6 +380,19 @@ class Env:
             print(self.pg.sql(f"SELECT * FROM extsvc.reconciliation_queue WHERE service_id = {lit(sid)}::uuid"))
             raise
 
+    def free_host(self, host, wait=True, timeout=60):
+        """A host holds at most one live instance (issue 29): deletes the live
+        instances of host (a new one may then take it at once, a hand-over) and,
+        with wait, waits until every instance of the host is gone (their
+        removals observed), so that tests do not overlap."""
+        for (iid,) in self.pg.sql(f"SELECT instance_id FROM extsvc.instances WHERE host_machine_id = {lit(host)} "
+                                  f"AND delete_requested_at IS NULL"):
+            self.pg.sql(f"SELECT extsvc.delete_instance({lit(iid)}::uuid)")
+        if wait:
+            wait_until(lambda: self.pg.one(f"SELECT count(*) FROM extsvc.instances "
+                                           f"WHERE host_machine_id = {lit(host)}") == "0",
+                       timeout, interval=0.1, what=f"the instances of host {host} gone")
+
     def history(self, sid):
         return [(r[0], r[1], r[2], r[3]) for r in self.pg.sql(
             f"SELECT coalesce(from_state, '-'), to_state, actor, reason FROM extsvc.service_history "

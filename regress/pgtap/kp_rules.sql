@@ -55,7 +55,7 @@ SELECT ok((SELECT bool_and(p.prosecdef AND obj_description(p.oid, 'pg_proc') IS 
 
 ------------------------------------------------------------------ P0-5 credential rotation, P1-10 full spec
 SELECT extsvc.create_service('kp-t', 'kp', 'KUBERNETES_POD', 'kind: Pod', service_id => :P, has_credential => true,
-                             observability => '{"logs": true}');
+                             observability => '{"configs": [{"name": "logs", "config": {"Logging": {"path": "/var/log/agent.log"}}}]}');
 SELECT is((extsvc.update_service(:P, 'kind: Pod', has_credential => true)).version_ctr, 2,
           'same data with has_credential => true (a rotated credential): a new version, version_ctr 2');
 SELECT is((SELECT max(version_number) FROM extsvc.service_versions v WHERE v.service_id = :P), 2,
@@ -71,12 +71,12 @@ SELECT is((SELECT has_credential FROM extsvc.service_versions(:P) WHERE version_
 SELECT is((extsvc.update_service(:P, 'kind: Pod')).version_ctr, 4, 'the same full spec again is a no-op');
 SELECT is((extsvc.update_service(:P, 'kind: Pod', has_credential => false)).version_ctr, 4,
           'has_credential => false with the same spec is a no-op too');
-SELECT is((extsvc.update_service(:P, observability => '{"logs": false}')).version_ctr, 5,
+SELECT is((extsvc.update_service(:P, observability => '{"configs": []}')).version_ctr, 5,
           'observability alone: a new version carrying the data');
 SELECT is((SELECT row(data, observability)::text FROM extsvc.service_versions(:P) WHERE version_number = 5),
-          row('kind: Pod', '{"logs": false}'::jsonb)::text, 'the data is carried over');
+          row('kind: Pod', '{"configs": []}'::jsonb)::text, 'the data is carried over');
 SELECT is((SELECT row(has_credential, observability)::text FROM extsvc.services WHERE service_id = :P),
-          row(false, '{"logs": false}'::jsonb)::text, 'extsvc.services shows the latest version''s flags');
+          row(false, '{"configs": []}'::jsonb)::text, 'extsvc.services shows the latest version''s flags');
 SELECT matches((SELECT message FROM extsvc.service_history WHERE service_id = :P AND reason = 'new_version' ORDER BY id LIMIT 1),
                '^version V2-T[0-9]+ \(credential provided\)$', 'the history says a credential was provided');
 
@@ -151,8 +151,9 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %
           '55000 | instances: 51000000-0000-0000-0000-000000000009', 'delete_service_versions: a version in use -> 55000');
 
 ------------------------------------------------------------------ P1-13 configs_synced without rows
-SELECT extsvc.register_dpu('fm100ds5d00000000000000000000000000000a00000000000000000000', :H1, 'kp-dpu-a', 'kp-node-a', true);
-SELECT extsvc.upsert_instance(:I3, 'kp-t', :H1);
+-- (a host of its own: H1 keeps I1, and a host holds one live instance)
+SELECT extsvc.register_dpu('fm100ds5d00000000000000000000000000000a00000000000000000000', 'fm100hs5c00000000000000000000000000000300000000000000000000', 'kp-dpu-a', 'kp-node-a', true);
+SELECT extsvc.upsert_instance(:I3, 'kp-t', 'fm100hs5c00000000000000000000000000000300000000000000000000');
 SELECT extsvc.create_service('kp-t', 'kp-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id = :D;

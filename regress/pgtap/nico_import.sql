@@ -6,7 +6,7 @@
 -- config CAS from its imported number) and the agent feed returns the
 -- strings the agents already echo.
 BEGIN;
-SELECT plan(40);
+SELECT plan(47);
 
 SET LOCAL client_min_messages = warning;
 
@@ -18,6 +18,8 @@ SET LOCAL client_min_messages = warning;
 \set A1 '''c3000000-0000-4000-8000-000000000001'''
 \set H '''fm100hsc400000000000000000000000000000100000000000000000000'''
 \set D '''fm100dsc400000000000000000000000000000a00000000000000000000'''
+\set H2 '''fm100hsc400000000000000000000000000000200000000000000000000'''
+\set S4 '''c1000000-0000-4000-8000-000000000004'''
 
 -- 'SQLSTATE | constraint | DETAIL' of a failing statement, 'ok' otherwise
 CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
@@ -85,6 +87,20 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
           '22023 | - | JSON path: $[0].versions', 'a live service without a live version');
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
             (SELECT services || (services->0) FROM rows))), '22023 | - | JSON path: $[2].id', 'a service twice');
+-- the rules create_service applies (issue 29), named by the JSON path
+SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+            jsonb_set((SELECT services FROM rows), '{1,tenant_organization_id}', '"tenant i"'))),
+          '22023 | - | JSON path: $[1].tenant_organization_id = tenant i',
+          'a tenant id outside the one rule of tenant ids (1-256 of A-Za-z0-9_-)');
+SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+            jsonb_set((SELECT services FROM rows), '{0,name}', to_jsonb('tele' || chr(8203) || 'metry')))),
+          '22023 | - | JSON path: $[0].name; character U+200B at position 5',
+          'a live service''s name with an invisible character');
+SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+            jsonb_set((SELECT services FROM rows), '{0,versions,2,observability}',
+                      '{"configs": [{"name": "m", "config": {"Tracing": {}}}]}'))),
+          '22023 | - | JSON path: $[0].versions[2].observability.configs[0].config.Tracing',
+          'observability outside NICo''s ExtensionServiceObservability');
 SELECT is((SELECT count(*)::int FROM extsvc.service_records), 0, 'nothing written by the refused calls');
 
 ------------------------------------------------------------------ the import
@@ -177,7 +193,16 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set((SELECT instances FROM rows), '{0,extension_services_config_version}', '"V8-T1785751200000001"'))),
           '23505 | instances_pkey | JSON path: $[0].id = ' || :I1, 'the same instance with other content: instances_pkey');
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+            jsonb_set((SELECT instances FROM rows), '{0,id}', to_jsonb(:I2::text)))),
+          '23505 | instances_one_live_per_host | JSON path: $[0].machine_id = ' || :H || ', id: ' || :I2,
+          'another live instance on the imported instance''s host: instances_one_live_per_host (issue 29)');
+SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set(jsonb_set((SELECT instances FROM rows), '{0,id}', to_jsonb(:I2::text)),
+                      '{0,tenant_org}', '"tenant/i"'))),
+          '22023 | - | JSON path: $[0].tenant_org = tenant/i', 'a tenant_org outside the rule of tenant ids');
+SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+            jsonb_set(jsonb_set(jsonb_set((SELECT instances FROM rows), '{0,id}', to_jsonb(:I2::text)),
+                                '{0,machine_id}', to_jsonb(:H2::text)),
                       '{0,extension_services_config,service_configs,0,id}', to_jsonb(:A1::text)))),
           '23505 | instance_extension_services_attachment_id_key | Key (attachment_id)=(' || :A1 || ') already exists.',
           'an attachment id another entry has: its unique index');
@@ -200,6 +225,16 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)', (S
           'once changed here, importing the old rows again is a conflict');
 SELECT lives_ok(format('SELECT * FROM extsvc.import_nico_services(%L)', jsonb_build_array((SELECT services->1 FROM rows))),
                 'the unchanged one alone still imports (unchanged)');
+
+------------------------------------------------------------------ names as every name is stored (issue 29)
+SELECT is((SELECT service_name = 'caf' || chr(233) FROM extsvc.import_nico_services(jsonb_build_array(
+             jsonb_set(jsonb_set((SELECT services->0 #- '{versions,0,service_id}' FROM rows), '{id}', to_jsonb(:S4::text)),
+                       '{name}', to_jsonb('cafe' || chr(769)))))),
+          true, 'a live service''s name in NFD comes in NFC');
+SELECT results_eq(format($$SELECT action FROM extsvc.import_nico_services(jsonb_build_array(
+             jsonb_set(jsonb_set((SELECT services->0 #- '{versions,0,service_id}' FROM rows), '{id}', to_jsonb(%L::text)),
+                       '{name}', to_jsonb('cafe' || chr(769)))))$$, :S4),
+                  $$VALUES ('unchanged')$$, 'and the same row again is unchanged');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -99,14 +99,14 @@ $fn$;
 COMMENT ON FUNCTION extsvc._transition_actor() IS
   'Actor of a per-DPU state change: worker inside the worker''s entry points (nico_extsvc.actor), api otherwise.';
 
--- Staleness bound (SPEC 2.8): extsvc.observation_max_age, 15 min when the
--- library is not loaded (missing_ok gives NULL), but never less than twice
+-- Staleness bound (SPEC 2.8): extsvc.observation_max_age (15 min by
+-- default; read through extsvc._setting, issue 29), but never less than twice
 -- extsvc.resync_interval: a converged DPU is observed again only at the
 -- resync, so a smaller bound would turn healthy rows UNKNOWN between passes.
 CREATE FUNCTION extsvc._observation_max_age() RETURNS interval
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT greatest(coalesce(nullif(current_setting('extsvc.observation_max_age', true), '')::interval, interval '15 min'),
-                  2 * coalesce(nullif(current_setting('extsvc.resync_interval', true), '')::interval, interval '5 min'))
+  SELECT greatest(coalesce(nullif(extsvc._setting('extsvc.observation_max_age'), '')::interval, interval '15 min'),
+                  2 * coalesce(nullif(extsvc._setting('extsvc.resync_interval'), '')::interval, interval '5 min'))
 $fn$;
 COMMENT ON FUNCTION extsvc._observation_max_age() IS
   'The staleness bound of per-DPU observations: extsvc.observation_max_age (default 15min), at least twice extsvc.resync_interval.';

@@ -42,12 +42,13 @@ BEGIN
   END LOOP;
   -- only removed KUBERNETES_POD entries may go: an active one, or a DPF
   -- one (whose removal the worker observes), is refused
-  SELECT string_agg(format('%s/%s (%s)', w.sid, w.ver,
+  SELECT extsvc._token_list(array_agg(format('%s/%s (%s)', w.sid, extsvc._token(w.ver),
                            CASE WHEN c.instance_id IS NULL THEN 'not configured'
                                 WHEN sr.service_type <> 'KUBERNETES_POD' THEN 'DPF_HELM_CHART: removed by the worker'
-                                ELSE 'still active' END), ', ')
+                                ELSE 'still active' END) ORDER BY w.o), false)
     INTO v_bad
-    FROM (SELECT (x->>'service_id')::uuid AS sid, x->>'version' AS ver FROM jsonb_array_elements(services) x) w
+    FROM (SELECT (x->>'service_id')::uuid AS sid, x->>'version' AS ver, o
+            FROM jsonb_array_elements(services) WITH ORDINALITY e(x, o)) w
     LEFT JOIN extsvc.instance_extension_services c
       ON c.instance_id = i.instance_id AND c.service_id = w.sid AND c.version = w.ver
     LEFT JOIN extsvc.service_records sr ON sr.service_id = c.service_id
@@ -69,6 +70,15 @@ $fn$;
 COMMENT ON FUNCTION extsvc.remove_terminated_services(uuid, jsonb, text) IS
   'NICo confirms that removed KUBERNETES_POD entries [{service_id, version}] terminated on the DPU: their tombstones go (no config_version bump), and an instance being deleted disappears once nothing remains. Returns the number removed. 22023 bad shape, 55000 for an active, unknown or DPF entry, P0002 unknown instance; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
+-- The probe answers only about this database's own instances (issue 22):
+-- an id that was never an instance here is P0002, not true (true would tell
+-- NICo a deletion finished that never started). A finished deletion keeps
+-- answering true through extsvc.finished_instance_deletions, which keeps the
+-- tenant of the removed row. With tenant_organization_id (issue 29), unknown
+-- and foreign answer alike, and since issue 22 that answer is the P0002 of an
+-- unknown id: an unknown id, another tenant's live instance and another
+-- tenant's finished deletion all get the same error, word for word, so
+-- nothing tells a tenant whether another tenant's instance exists or existed.
 CREATE FUNCTION extsvc.instance_extension_services_terminated(instance_id uuid,
                                                               tenant_organization_id text DEFAULT NULL)
 RETURNS boolean
@@ -77,32 +87,31 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp A
 DECLARE
   v_tenant text;
 BEGIN
+  PERFORM extsvc._check_tenant_id(instance_extension_services_terminated.tenant_organization_id, false);
   SELECT i.tenant_organization_id INTO v_tenant FROM extsvc.instances i
    WHERE i.instance_id = instance_extension_services_terminated.instance_id;
-  IF FOUND THEN
-    PERFORM extsvc._check_instance_tenant(instance_extension_services_terminated.instance_id,
-                                          instance_extension_services_terminated.tenant_organization_id);
-    RETURN false;   -- the deletion has not finished (or was never requested)
-  END IF;
-  SELECT f.tenant_organization_id INTO v_tenant FROM extsvc.finished_instance_deletions f
-   WHERE f.instance_id = instance_extension_services_terminated.instance_id;
   IF FOUND AND (instance_extension_services_terminated.tenant_organization_id IS NULL
                 OR instance_extension_services_terminated.tenant_organization_id = v_tenant) THEN
-    RETURN true;
+    RETURN false;   -- the deletion has not finished (or was never requested)
   END IF;
-  -- unknown (or, with a tenant, another tenant's): one answer
-  IF instance_extension_services_terminated.tenant_organization_id IS NOT NULL THEN
-    PERFORM extsvc._tenant_denied('instance', instance_extension_services_terminated.instance_id,
-                                  instance_extension_services_terminated.tenant_organization_id);
+  IF NOT FOUND THEN
+    SELECT f.tenant_organization_id INTO v_tenant FROM extsvc.finished_instance_deletions f
+     WHERE f.instance_id = instance_extension_services_terminated.instance_id;
+    IF FOUND AND (instance_extension_services_terminated.tenant_organization_id IS NULL
+                  OR instance_extension_services_terminated.tenant_organization_id = v_tenant) THEN
+      RETURN true;
+    END IF;
   END IF;
+  -- unknown, or (with a tenant) another tenant's instance, live or deleted:
+  -- one answer, word for word
   PERFORM extsvc._raise('P0002', 'instance not found',
                         format('instance_id: %s', instance_extension_services_terminated.instance_id),
-                        'The id names neither an instance nor one whose deletion finished (extsvc.purge_deleted forgets those).');
+                        'Pass the id of an instance of this tenant (an unknown id and another tenant''s id get this same answer); a finished deletion answers true until extsvc.purge_deleted forgets it.');
   RETURN NULL;  -- not reached
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_services_terminated(uuid, text) IS
-  'Instance deletion probe: true once the instance''s deletion finished (every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while the instance exists, P0002 for an id that was never an instance here (or whose finished deletion extsvc.purge_deleted forgot). With tenant_organization_id, 42501 for another tenant''s and an unknown instance alike.';
+  'Instance deletion probe: true once the instance''s deletion finished (every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while the instance exists, P0002 for an id that was never an instance here (or whose finished deletion extsvc.purge_deleted forgot). With tenant_organization_id, another tenant''s instance (live or deleted) gets that same P0002, word for word, like an unknown one; true and false only for this tenant''s own.';
 
 -- Several KUBERNETES_POD versions at once (issue #14 P1-11), all or none:
 -- NICo learns which versions had credentials so it can clean Vault after
@@ -115,6 +124,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s extsvc.service_records;
   v_missing text;
+  v_before text[];
   v text;
 BEGIN
   s := extsvc._require_service(delete_service_versions.service_id, delete_service_versions.tenant_organization_id);
@@ -127,12 +137,22 @@ BEGIN
     PERFORM extsvc._raise('22023', 'versions must name at least one version', 'field: versions',
                           'Pass the version strings to delete, or use extsvc.delete_service(service_id) for all.');
   END IF;
+  -- a NULL element reached delete_service as "no version" and deleted every
+  -- version (issue 29): NULL and empty elements are refused, by position
+  SELECT format('field: versions[%s] is %s', w.o, CASE WHEN w.v IS NULL THEN 'NULL' ELSE 'empty' END) INTO v_missing
+    FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
+   WHERE w.v IS NULL OR btrim(w.v) = ''
+   ORDER BY w.o LIMIT 1;
+  IF v_missing IS NOT NULL THEN
+    PERFORM extsvc._raise('22023', 'versions must not contain NULL or empty elements', v_missing,
+                          'Pass each version string as extsvc.service_versions(service_id) lists it.');
+  END IF;
   -- the service row first (the lock _delete_service takes), then the check:
   -- a concurrent call deleting the same versions commits first and this one
   -- answers P0002, as after it in a serial order, instead of deleting them
   -- "again" (test/nico/concurrency.py found it)
   PERFORM FROM extsvc.service_records r WHERE r.service_id = s.service_id FOR NO KEY UPDATE;
-  SELECT string_agg(w.v, ', ' ORDER BY w.o) INTO v_missing
+  SELECT extsvc._token_list(array_agg(w.v ORDER BY w.o)) INTO v_missing
     FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
    WHERE NOT EXISTS (SELECT FROM extsvc.service_versions x
                       WHERE x.service_id = s.service_id AND x.version = w.v AND x.deleted_at IS NULL);
@@ -141,6 +161,9 @@ BEGIN
                           format('service_id: %s, versions: %s', s.service_id, v_missing),
                           'List the versions with extsvc.service_versions(service_id).');
   END IF;
+  -- what is active now: the result is every version this call deletes
+  v_before := ARRAY(SELECT x.version FROM extsvc.service_versions x
+                     WHERE x.service_id = s.service_id AND x.deleted_at IS NULL);
   -- one version at a time through delete_service's body: the in-use rule,
   -- the history event, DELETED when the last one goes (a raise undoes all)
   FOR v IN SELECT DISTINCT u.v FROM unnest(delete_service_versions.versions) u(v) ORDER BY 1 LOOP
@@ -148,12 +171,12 @@ BEGIN
   END LOOP;
   RETURN QUERY
   SELECT x.version, x.version_number, x.has_credential FROM extsvc.service_versions x
-   WHERE x.service_id = s.service_id AND x.version = ANY (delete_service_versions.versions)
+   WHERE x.service_id = s.service_id AND x.version = ANY (v_before) AND x.deleted_at IS NOT NULL
    ORDER BY x.version_number;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.delete_service_versions(uuid, text[], text) IS
-  'Deletes several KUBERNETES_POD versions in one call, all or none, and returns them with had_credential so NICo can clean its secrets after the commit; the service is DELETED when no version is left, otherwise updated_at moves. P0002 unknown service or versions (named), 22023 DPF service or empty list, 55000 (service_in_use) when any is in use; with tenant_organization_id, 42501 for unknown and foreign alike.';
+  'Deletes several KUBERNETES_POD versions in one call, all or none, and returns them with had_credential so NICo can clean its secrets after the commit; the service is DELETED when no version is left, otherwise updated_at moves. P0002 unknown service or versions (named), 22023 DPF service, empty list, or a NULL or empty element (named by position), 55000 (service_in_use) when any is in use; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
 -- The DPU agent's feed keyed by host (issue #14 P1-9): hosts that are not
 -- DPF-managed need no DPUDevice / Node names, so NICo never invents them.

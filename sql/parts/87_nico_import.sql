@@ -97,6 +97,39 @@ $fn$;
 COMMENT ON FUNCTION extsvc._json_config_version(text, text) IS
   'Internal (imports): the number n of a ConfigVersion string V<n>-T<micros> (n from 1 to 999999999); 22023 naming the JSON path otherwise. No grants.';
 
+-- A tenant id of an imported row: the one rule of every tenant argument
+-- (extsvc._check_tenant_id, issue 29), named by its JSON path.
+CREATE FUNCTION extsvc._json_tenant(p_value text, p_path text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF p_value IS NULL OR length(p_value) > 256 OR p_value !~ '^[A-Za-z0-9_-]+$' THEN
+    PERFORM extsvc._raise('22023', 'tenant_organization_id must be 1 to 256 letters, digits, ''_'' or ''-''',
+      format('JSON path: %s = %s', p_path, extsvc._token(p_value)),
+      'Pass NICo''s tenant organization id as it is (ASCII letters, digits, ''_'' and ''-'', at most 256).');
+  END IF;
+  RETURN p_value;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._json_tenant(text, text) IS
+  'Internal (imports): a tenant id under the rule of every tenant argument (1 to 256 of A-Za-z0-9_-), 22023 naming the JSON path otherwise. No grants.';
+
+-- Re-raises an error of a check written for a plain argument (its DETAIL
+-- names the field, which goes, or a JSON path from $ inside the value) with
+-- the JSON path of the imported value in front.
+CREATE FUNCTION extsvc._json_reraise(p_path text, p_state text, p_message text, p_detail text, p_hint text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  PERFORM extsvc._raise(p_state, p_message,
+    CASE WHEN p_detail LIKE 'JSON path: $%' THEN 'JSON path: ' || p_path || substr(p_detail, 13)
+         ELSE concat_ws('; ', 'JSON path: ' || p_path,
+                        nullif(regexp_replace(coalesce(p_detail, ''), '^field: [a-z_]+(, |; |$)', ''), '')) END,
+    p_hint);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._json_reraise(text, text, text, text, text) IS
+  'Internal (imports): raises an argument check''s error again with the JSON path of the imported value in its DETAIL. No grants.';
+
 -- The services ------------------------------------------------------------------
 
 -- One NICo service (extension_services row plus its versions) checked and
@@ -110,6 +143,10 @@ DECLARE
   v_path text;
   x extsvc.service_versions;
   v_type text;
+  v_state text;
+  v_msg text;
+  v_detail text;
+  v_hint text;
   v_ctr bigint;
   v_max integer := 0;
   v_live boolean := false;
@@ -131,13 +168,10 @@ BEGIN
   EXCEPTION WHEN invalid_text_representation THEN
     PERFORM extsvc._raise('22023', 'id is not a UUID', format('JSON path: %s.id', p_path), 'Pass the service''s id.');
   END;
-  service.tenant_organization_id := extsvc._json_text(p_row, 'tenant_organization_id', p_path, false);
+  service.tenant_organization_id := extsvc._json_tenant(extsvc._json_text(p_row, 'tenant_organization_id', p_path, false),
+                                                        p_path || '.tenant_organization_id');
   service.service_name := extsvc._json_text(p_row, 'name', p_path, false);
   service.description := coalesce(extsvc._json_text(p_row, 'description', p_path, true), '');
-  IF btrim(service.tenant_organization_id) = '' OR length(service.tenant_organization_id) > 256 THEN
-    PERFORM extsvc._raise('22023', 'tenant_organization_id must be 1 to 256 characters',
-                          format('JSON path: %s.tenant_organization_id', p_path), 'Pass the owner''s organization id.');
-  END IF;
   IF btrim(service.service_name) = '' OR length(service.service_name) > 256 OR service.service_name <> btrim(service.service_name) THEN
     PERFORM extsvc._raise('22023', 'name must be 1 to 256 characters without surrounding blanks',
                           format('JSON path: %s.name', p_path), 'Pass the service''s display name.');
@@ -154,6 +188,19 @@ BEGIN
   service.created_at := extsvc._json_time(p_row, 'created', p_path, false);
   service.updated_at := coalesce(extsvc._json_time(p_row, 'updated', p_path, true), service.created_at);
   service.deleted_at := extsvc._json_time(p_row, 'deleted', p_path, true);
+  -- a live service's name is stored as every name is (issue 29: NFC, no
+  -- invisible or control characters); a deleted one's is history and stays
+  -- as NICo has it (the 0.2.0 -> 0.3.0 upgrade does the same)
+  IF service.deleted_at IS NULL THEN
+    BEGIN
+      service.service_name := extsvc._service_name(service.service_name);
+    EXCEPTION WHEN invalid_parameter_value THEN
+      GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
+                              v_hint = PG_EXCEPTION_HINT;
+      PERFORM extsvc._json_reraise(p_path || '.name', v_state, v_msg, v_detail,
+                                   v_hint || ' Rename the service in NICo before the cut-over.');
+    END;
+  END IF;
   IF jsonb_typeof(p_row->'versions') IS DISTINCT FROM 'array' OR jsonb_array_length(p_row->'versions') = 0 THEN
     PERFORM extsvc._raise('22023', 'versions must be a non-empty array of the service''s extension_service_versions rows',
                           format('JSON path: %s.versions', p_path), 'Include every version, deleted ones too.');
@@ -182,9 +229,16 @@ BEGIN
     END IF;
     x.has_credential := (v->>'has_credential')::boolean;
     x.observability := nullif(v->'observability', 'null'::jsonb);
-    IF x.observability IS NOT NULL AND jsonb_typeof(x.observability) <> 'object' THEN
-      PERFORM extsvc._raise('22023', 'observability must be an object or null', format('JSON path: %s.observability', v_path),
-                            'Pass NICo''s observability column.');
+    -- NICo's ExtensionServiceObservability and its limits, as create_service
+    -- checks them (issue 29)
+    IF x.observability IS NOT NULL THEN
+      BEGIN
+        PERFORM extsvc._check_observability(x.observability);
+      EXCEPTION WHEN invalid_parameter_value THEN
+        GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
+                                v_hint = PG_EXCEPTION_HINT;
+        PERFORM extsvc._json_reraise(v_path || '.observability', v_state, v_msg, v_detail, v_hint);
+      END;
     END IF;
     x.created_at := extsvc._json_time(v, 'created', v_path, false);
     x.deleted_at := extsvc._json_time(v, 'deleted', v_path, true);
@@ -295,7 +349,7 @@ BEGIN
         PERFORM extsvc._check_name_free(s.tenant_organization_id, s.service_name, NULL);
       EXCEPTION WHEN unique_violation THEN
         PERFORM extsvc._raise_c('service_records_tenant_name_key', '23505', 'service name is already in use by this tenant',
-          format('JSON path: $[%s].name = %s', r.o - 1, s.service_name),
+          format('JSON path: $[%s].name = %s', r.o - 1, extsvc._token(s.service_name)),
           'Another live service of the tenant has this name (case-insensitively); rename or delete one of them.');
       END;
     END IF;
@@ -316,7 +370,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.import_nico_services(jsonb) IS
-  'extsvc_admin: imports NICo''s KUBERNETES_POD services [{id, type, name, description, tenant_organization_id, version_ctr, created, updated, deleted, versions: [{version, data, has_credential, created, deleted, observability}]}] with their ids, exact V<n>-T<micros> strings, numbers, data, credential flags and timestamps, all or nothing; a row already imported unchanged is left alone (action unchanged). 22023 naming the JSON path, 23505 with the constraint (service_records_pkey, service_records_tenant_name_key, purged_services_pkey) for a conflict. One row per service: imported or unchanged. docs/nico-integration.md, "Cut-over".';
+  'extsvc_admin: imports NICo''s KUBERNETES_POD services [{id, type, name, description, tenant_organization_id, version_ctr, created, updated, deleted, versions: [{version, data, has_credential, created, deleted, observability}]}] with their ids, exact V<n>-T<micros> strings, numbers, data, credential flags and timestamps, all or nothing; a row already imported unchanged is left alone (action unchanged). 22023 naming the JSON path (tenant ids, names and observability under the rules create_service applies; a live service''s name stored in NFC), 23505 with the constraint (service_records_pkey, service_records_tenant_name_key, purged_services_pkey) for a conflict. One row per service: imported or unchanged. docs/nico-integration.md, "Cut-over".';
 
 -- The instances ------------------------------------------------------------------
 
@@ -340,11 +394,8 @@ BEGIN
   EXCEPTION WHEN invalid_text_representation THEN
     PERFORM extsvc._raise('22023', 'id is not a UUID', format('JSON path: %s.id', p_path), 'Pass the instance''s id.');
   END;
-  instance.tenant_organization_id := extsvc._json_text(p_row, 'tenant_org', p_path, false);
-  IF btrim(instance.tenant_organization_id) = '' THEN
-    PERFORM extsvc._raise('22023', 'tenant_org must not be empty', format('JSON path: %s.tenant_org', p_path),
-                          'Pass the instance''s tenant organization id.');
-  END IF;
+  instance.tenant_organization_id := extsvc._json_tenant(extsvc._json_text(p_row, 'tenant_org', p_path, false),
+                                                         p_path || '.tenant_org');
   instance.host_machine_id := extsvc._machine_id(extsvc._json_text(p_row, 'machine_id', p_path, false),
                                                  p_path || '.machine_id', 'host');
   IF p_row ? 'network_dpus' AND jsonb_typeof(p_row->'network_dpus') <> 'null' THEN
@@ -463,7 +514,7 @@ BEGIN
       END IF;
     END LOOP;
     IF cardinality(i.network_dpus) > 0 THEN
-      SELECT string_agg(n.id, ', ') INTO v_bad FROM unnest(i.network_dpus) n(id)
+      SELECT extsvc._token_list(array_agg(n.id), false) INTO v_bad FROM unnest(i.network_dpus) n(id)
        WHERE NOT EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = n.id AND d.host_machine_id = i.host_machine_id
                             AND d.deregistered_at IS NULL);
       IF v_bad IS NOT NULL THEN
@@ -494,6 +545,16 @@ BEGIN
         format('JSON path: $[%s].id = %s', r.o - 1, i.instance_id),
         'An imported instance is not imported again once it changed (or another instance has this id); leave it out.');
     END IF;
+    -- a host holds at most one live instance (issue 29): NICo allocates one
+    -- instance per machine, so two live rows on one host mean an export that
+    -- mixed times; the answer names the row and the host
+    IF i.delete_requested_at IS NULL
+       AND EXISTS (SELECT FROM extsvc.instances x
+                    WHERE x.host_machine_id = i.host_machine_id AND x.delete_requested_at IS NULL) THEN
+      PERFORM extsvc._raise_c('instances_one_live_per_host', '23505', 'the host already has a live instance',
+        format('JSON path: $[%s].machine_id = %s, id: %s', r.o - 1, i.host_machine_id, i.instance_id),
+        'Import only the machine''s current instance (NICo''s deleted instances with their deleted time).');
+    END IF;
     INSERT INTO extsvc.instances (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed,
                                   config_version, config_version_text, delete_requested_at)
     VALUES (i.instance_id, i.tenant_organization_id, i.host_machine_id, i.network_dpus, i.dpf_managed,
@@ -506,13 +567,15 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.import_nico_instances(jsonb) IS
-  'extsvc_admin: imports NICo''s instances [{id, machine_id, tenant_org, extension_services_config: {service_configs: [{service_id, version, removed, id}]}, extension_services_config_version, deleted, network_dpus, dpf_managed}] with their KUBERNETES_POD entries (tombstones with their removed time) and their exact ConfigVersion string: the agents keep echoing it and the next change continues its number. All or nothing; an instance already imported unchanged is left alone (action unchanged). 22023 naming the JSON path (machine ids as NICo''s parser accepts them), P0002 for an entry without its imported service version, 23505 instances_pkey (or instance_extension_services_attachment_id_key) for a conflict. docs/nico-integration.md, "Cut-over".';
+  'extsvc_admin: imports NICo''s instances [{id, machine_id, tenant_org, extension_services_config: {service_configs: [{service_id, version, removed, id}]}, extension_services_config_version, deleted, network_dpus, dpf_managed}] with their KUBERNETES_POD entries (tombstones with their removed time) and their exact ConfigVersion string: the agents keep echoing it and the next change continues its number. All or nothing; an instance already imported unchanged is left alone (action unchanged). 22023 naming the JSON path (machine ids as NICo''s parser accepts them, tenant ids under the rule of every tenant argument), P0002 for an entry without its imported service version, 23505 instances_pkey (or instance_extension_services_attachment_id_key, or instances_one_live_per_host: a host holds one live instance) for a conflict. docs/nico-integration.md, "Cut-over".';
 
 REVOKE ALL ON FUNCTION
   extsvc._json_text(jsonb, text, text, boolean),
   extsvc._json_time(jsonb, text, text, boolean),
   extsvc._json_keys_only(jsonb, text[], text),
   extsvc._json_config_version(text, text),
+  extsvc._json_tenant(text, text),
+  extsvc._json_reraise(text, text, text, text, text),
   extsvc._import_service_rows(jsonb, text),
   extsvc.import_nico_services(jsonb),
   extsvc._import_instance_row(jsonb, text),

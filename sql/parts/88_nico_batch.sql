@@ -12,6 +12,7 @@ RETURNS TABLE (instance_id uuid, tenant_organization_id text, host_machine_id te
                dpf_managed boolean, config_version integer, delete_requested_at timestamptz,
                created_at timestamptz, updated_at timestamptz, services jsonb, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._check_tenant_id(get_instances.tenant_organization_id, false);
   SELECT i.instance_id, i.tenant_organization_id, i.host_machine_id, i.network_dpus, i.dpf_managed,
          i.config_version, i.delete_requested_at, i.created_at, i.updated_at,
          extsvc._instance_services(i.instance_id), i.config_version_text
@@ -31,6 +32,7 @@ RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, service_typ
                aggregate_state text, removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
                config_version integer, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._check_tenant_id(instance_extension_services_summaries.tenant_organization_id, false);
   SELECT i.instance_id, x.service_id, x.service_name, x.service_type, x.version, x.aggregate_state, x.removed,
          x.removed_at, x.dpus, x.configs_synced, x.config_version, x.config_version_text
     FROM (SELECT u.id, min(u.o) AS o FROM unnest(instance_extension_services_summaries.instance_ids)
@@ -82,6 +84,7 @@ DECLARE
                                       OR i.tenant_organization_id = lock_placement.tenant_organization_id));
   v_key bigint;
 BEGIN
+  PERFORM extsvc._check_tenant_id(lock_placement.tenant_organization_id, false);
   -- NICo's allocation locks its machine rows FOR UPDATE first; we have no
   -- machines table, and an instance id of the batch may not exist yet (two
   -- batches inserting the same new ids in another order wait for each

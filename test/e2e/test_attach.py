@@ -29,7 +29,11 @@ def setup_fleet(env):
         env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{host}', '{device(i)}', '{node(i)}', {primary})")
 
 
-def new_instance(host, network=(), tenant="tenant-a"):
+def new_instance(host, network=(), tenant="tenant-a", free=True):
+    """A new instance on host. A host holds one live instance (issue 29):
+    with free, an earlier test's instance there is deleted first and waited for."""
+    if free:
+        e().free_host(host)
     iid = str(uuid.uuid4())
     arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::text[]"
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', {lit(tenant)}, '{host}', {arr})")
@@ -162,17 +166,29 @@ def test_detach_terminates_then_tombstone_goes_and_delete_is_allowed():
 
 
 def test_hand_over_keeps_the_label_until_the_last_reason_is_gone():
+    """A host holds one live instance (issue 29): a hand-over is the old
+    instance being deleted while the next one, live, takes the host."""
     sid = ready_service("hand-over", target="PRIMARY")
-    old, new = new_instance(HOST_A), new_instance(HOST_A)
+    old = new_instance(HOST_A)
     attach(old, sid)
-    attach(new, sid)
     wait_summary(old, sid, "RUNNING")
-    wait_summary(new, sid, "RUNNING")
     key = label_key(sid)
-    attach(old)  # the old instance lets go
-    wait_until(lambda: sid not in summary(old), timeout=40, what="old tombstone released")
+    new = str(uuid.uuid4())
+    services = json.dumps([{"service_id": sid, "version": version_of(sid)}])
+    # one transaction: the old instance goes, the new one takes the host and
+    # attaches the same service (a second live instance would be refused)
+    e().pg.sql(f"SELECT extsvc.delete_instance('{old}'); "
+               f"SELECT extsvc.upsert_instance('{new}', 'tenant-a', '{HOST_A}', ARRAY[]::text[]); "
+               f"SELECT extsvc.set_instance_extension_services('{new}', {lit(services)})")
+    labelled = []
+
+    def old_gone():
+        labelled.append(device_labels(0).get(key) == "enabled")
+        return e().pg.one(f"SELECT count(*) FROM extsvc.instances WHERE instance_id = '{old}'") == "0"
+    wait_until(old_gone, timeout=40, interval=0.1, what="the old instance released and gone")
+    assert all(labelled), "the label left the DPU during the hand-over"
+    wait_summary(new, sid, "RUNNING")
     assert device_labels(0).get(key) == "enabled"  # the new instance still needs it
-    assert summary(new)[sid][0] == "RUNNING"
     attach(new)
     wait_until(lambda: sid not in summary(new), timeout=40, what="new tombstone gone")
     assert key not in device_labels(0) and key not in node_labels(0)
@@ -365,7 +381,7 @@ def test_mixed_types_and_cross_tenant_are_refused():
     iid = new_instance(HOST_C)
     err = attach(iid, sid, pod, check=False)
     assert "cannot be mixed" in err, err
-    other = new_instance(HOST_C, tenant="tenant-b")
+    other = new_instance(host_id("c2"), tenant="tenant-b")  # a host of its own
     err = attach(other, sid, check=False)
     assert "another tenant" in err, err
     assert summary(iid) == {} and summary(other) == {}

@@ -31,6 +31,7 @@ def setup_fleet(env):
 
 
 def new_instance(network):
+    e().free_host(HOST)  # one live instance per host (issue 29): the previous test's goes first
     iid = str(uuid.uuid4())
     arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::text[]"
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', {arr})")

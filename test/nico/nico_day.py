@@ -101,7 +101,10 @@ def binds_are_typed(conn):
 
 def day(nico, admin, worker, su):
     binds_are_typed(su)
-    host_dpf, host_pod = host_machine_id("day-dpf-host"), host_machine_id("day-pod-host")
+    host_dpf = host_machine_id("day-dpf-host")
+    # a machine holds one live instance (issue 29): a host per Pod instance
+    host_pods = [host_machine_id(f"day-pod-host-{n}") for n in range(3)]
+    host_legacy = host_machine_id("day-legacy-host")
     dpus = [dpu_machine_id(f"day-dpu-{n}") for n in range(2)]
 
     # machine ingestion: the DPF host's DPUs, by their MachineIds
@@ -146,17 +149,31 @@ def day(nico, admin, worker, su):
 
     # AllocateInstances: a batch in one transaction, NICo's serialized entries
     batch = [uuid.uuid4() for _ in range(3)]
-    out = nico.batch_allocate(TENANT, [(i, host_pod, None, False, [entry(pod_id, upd["version"])]) for i in batch])
+    out = nico.batch_allocate(TENANT, [(i, h, None, False, [entry(pod_id, upd["version"])])
+                                       for i, h in zip(batch, host_pods)])
     check([o["config_version"] for o in out] == [2, 2, 2] and all(o["config_version_text"].startswith("V2-T") for o in out),
           "a batch of three instances with the service: config_version 2 and its V2-T string each")
+    other = uuid.uuid4()
+    check(error_of(nico.batch_allocate, "tenant-other", [(other, host_pods[0], None, False, [])])
+          == "23505 instances_one_live_per_host",
+          "a second live instance on a machine (another tenant's batch): 23505 instances_one_live_per_host")
+    refused = [uuid.uuid4(), uuid.uuid4()]
+    check(error_of(nico.batch_allocate, TENANT, [(refused[0], host_legacy, None, False, []),
+                                                 (refused[1], host_pods[1], None, False, [])])
+          == "23505 instances_one_live_per_host"
+          and nico.find_instances_by_ids([other], "tenant-other") == ([], [])
+          and nico.find_instances_by_ids(refused, TENANT) == ([], []),
+          "a batch with one occupied machine is refused whole (nothing of it stays)")
     insts, summ = nico.find_instances_by_ids(batch + [uuid.uuid4()], TENANT)
-    check([i["instance_id"] for i in insts] == batch and len(summ) == 3 and insts[0]["host_machine_id"] == host_pod,
-          "FindInstancesByIds: one call for the batch (get_instances, summaries), host as a MachineId")
+    check([i["instance_id"] for i in insts] == batch and len(summ) == 3
+          and [i["host_machine_id"] for i in insts] == host_pods,
+          "FindInstancesByIds: one call for the batch (get_instances, summaries), hosts as MachineIds")
     check(insts[0]["services"][0]["id"] is not None, "every new entry got an attachment id")
-    feed = nico.host_network_config(host_pod)
-    check(len(feed) == 3 and {f["version"] for f in feed} == {upd["version"]}
+    feed = [f for h in host_pods for f in nico.host_network_config(h)]
+    check([f["instance_id"] for f in feed] == batch and {f["version"] for f in feed} == {upd["version"]}
           and {f["config_version_text"] for f in feed} == {o["config_version_text"] for o in out},
-          "the agent feed of the Pod host: the version strings and config versions NICo stored")
+          "the agent feed of each Pod host (no DPUs registered there): its instance's entry, the version "
+          "strings and config versions NICo stored")
     users = nico.find_instances_by_extension_service(pod_id, TENANT)
     check(len(users) == 3, "FindInstancesByDpuExtensionService: the batch")
 
@@ -165,6 +182,8 @@ def day(nico, admin, worker, su):
     check(worker.service_ready(dpf_id) == "applied", "worker: the DPUService exists, the service is READY (played)")
     dver = nico.find_extension_services_by_ids([dpf_id])[0]["version"]
     dinst, att = uuid.uuid4(), uuid.uuid4()
+    check(error_of(nico.batch_allocate, TENANT, [(dinst, host_dpf, [dpu_machine_id("day-dpu-unknown")], None, [])])
+          == "22023 -", "an unknown network DPU is refused (22023)")
     out = nico.batch_allocate(TENANT, [(dinst, host_dpf, dpus, None, [entry(dpf_id, dver, att, "primary")])])
     ready, summary, status = nico.instance_status(dinst, TENANT)
     check([s["dpu_machine_id"] for s in status] == [dpus[0]], "the per-attachment target primary: only the primary DPU")
@@ -194,9 +213,18 @@ def day(nico, admin, worker, su):
     # ReleaseInstance until the deletion finished
     nico.release_instance(batch[2], TENANT)
     check(not nico.instance_deletion_finished(batch[2], TENANT), "a released instance with a Pod tombstone: not finished")
+    check(error_of(nico.instance_deletion_finished, batch[2], "tenant-other") == "P0002 -"
+          and error_of(nico.instance_deletion_finished, uuid.uuid4(), "tenant-other") == "P0002 -",
+          "the deletion probe with another tenant: P0002, the answer of an unknown id (issues 22 and 29)")
+    successor = uuid.uuid4()
+    nico.batch_allocate(TENANT, [(successor, host_pods[2], None, False, [])])
+    check([i["host_machine_id"] for i in nico.find_instances_by_ids([successor], TENANT)[0]] == [host_pods[2]],
+          "the released instance no longer holds its machine: a new instance takes it (a hand-over)")
     nico.agent_reported_terminated(batch[2], TENANT, [entry(pod_id, upd["version"])])
     check(nico.instance_deletion_finished(batch[2], TENANT), "finished once NICo confirmed the last entry")
     check(error_of(nico.instance_deletion_finished, uuid.uuid4()) == "P0002 -", "an instance never seen: P0002, not true")
+    check(error_of(nico.instance_deletion_finished, batch[2], "tenant-other") == "P0002 -",
+          "another tenant's finished deletion: P0002 like an unknown id")
 
     # DeleteDpuExtensionService: the Vault keys of what was deleted
     _, removed, keys = nico.delete_extension_service(pod_id, TENANT, versions=[upd["version"]])
@@ -220,7 +248,7 @@ def day(nico, admin, worker, su):
                                     "created": "2026-08-01T10:00:00Z", "deleted": None, "observability": None},
                                    {"version": "V2-T1785664800000000", "data": "kind: Legacy2", "has_credential": False,
                                     "created": "2026-08-02T10:00:00Z", "deleted": None, "observability": None}]}]
-    nico_instances = [{"id": str(iid), "machine_id": host_pod, "tenant_org": TENANT, "deleted": None,
+    nico_instances = [{"id": str(iid), "machine_id": host_legacy, "tenant_org": TENANT, "deleted": None,
                        "extension_services_config_version": "V5-T1785664800000001",
                        "extension_services_config": {"service_configs": [
                            {"service_id": str(sid), "version": "V2-T1785664800000000", "removed": None},
@@ -232,7 +260,7 @@ def day(nico, admin, worker, su):
     check([o["action"] for o in s_out + i_out] == ["imported", "imported"], "the operator imports NICo's rows")
     s_out, i_out = admin.import_site(nico_services, nico_instances)
     check([o["action"] for o in s_out + i_out] == ["unchanged", "unchanged"], "a second import changes nothing")
-    feed = {f["version"]: f for f in nico.host_network_config(host_pod) if f["instance_id"] == iid}
+    feed = {f["version"]: f for f in nico.host_network_config(host_legacy) if f["instance_id"] == iid}
     check(set(feed) == {"V1-T1785578400000000", "V2-T1785664800000000"}
           and {f["config_version_text"] for f in feed.values()} == {"V5-T1785664800000001"}
           and feed["V1-T1785578400000000"]["removed_at"] is not None,
