@@ -63,11 +63,33 @@ RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   q record;
+  v_ids text[];
+  v_versions bigint[];
+  v_tokens uuid[];
+  v_attempts integer[];
 BEGIN
   SELECT * INTO q FROM extsvc._worker_queue(claim.queue);
-  RETURN QUERY EXECUTE format('SELECT c.id::text, c.state_version, c.lease_token, extsvc.%I(c.id, c.attempts) '
-                              'FROM extsvc.%I($1, $2, $3) c', q.work_function, q.claim_function)
+  -- Two statements, not one: the claim function (VOLATILE) leases with a
+  -- snapshot of its own, taken after the calling statement's, and the work
+  -- functions (STABLE) read with the calling statement's. In one statement a
+  -- row committed between the two (a DPU registered, a service created at
+  -- that moment) was leased but its work read NULL, and the worker crashed
+  -- on it (strlen of a NULL pointer; SIGSEGV restarted the whole server).
+  -- The second statement's snapshot is newer than the lease's: every leased
+  -- row's work is visible.
+  EXECUTE format('SELECT array_agg(c.id::text ORDER BY c.o), array_agg(c.state_version ORDER BY c.o), '
+                 'array_agg(c.lease_token ORDER BY c.o), array_agg(c.attempts ORDER BY c.o) '
+                 'FROM extsvc.%I($1, $2, $3) WITH ORDINALITY c(id, state_version, lease_token, attempts, o)',
+                 q.claim_function)
+    INTO v_ids, v_versions, v_tokens, v_attempts
     USING claim.worker, claim.batch_size, claim.lease_seconds;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  RETURN QUERY EXECUTE format('SELECT c.id, c.state_version, c.lease_token, extsvc.%I(c.id::%s, c.attempts) '
+                              'FROM unnest($1, $2, $3, $4) WITH ORDINALITY c(id, state_version, lease_token, attempts, o) '
+                              'ORDER BY c.o', q.work_function, q.key_type)
+    USING v_ids, v_versions, v_tokens, v_attempts;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.claim(text, text, integer, integer) IS
