@@ -37,12 +37,9 @@ def label_key(sid):
 
 
 def new_instance():
-    """A new instance on HOST. A host holds one live instance (issue 29): the
-    one an earlier test left there is released first, as NICo releases an
-    instance before it allocates the machine again."""
-    for (old,) in e().pg.sql(f"SELECT instance_id FROM extsvc.instances "
-                             f"WHERE host_machine_id = '{HOST}' AND delete_requested_at IS NULL"):
-        e().pg.sql(f"SELECT extsvc.delete_instance('{old}')")
+    # a host holds one live instance (issue 29): the previous test's instance on HOST goes first
+    e().pg.sql("SELECT extsvc.delete_instance(instance_id) FROM extsvc.instances "
+               f"WHERE host_machine_id = '{HOST}' AND delete_requested_at IS NULL")
     iid = str(uuid.uuid4())
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::text[])")
     return iid
