@@ -57,8 +57,14 @@ suite race-tenant-lock env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_tenant_l
 # issue #13: API calls against the worker's DPU completion, two sessions driven
 # step by step; one lock order, no 40P01 deadlock (docs/reliability.md)
 suite race-dpu-completion env PGBIN="$PGBIN" python3 "$ROOT/test/nico/race_dpu_completion.py"
-# issue #14: a day of NICo's handlers as an extsvc_api-only login role
-suite nico-day env PGBIN="$PGBIN" python3 "$ROOT/test/nico/nico_day.py"
+# issue 22: a day of NICo's handlers through a client that binds like sqlx
+# (psycopg 3: Debian's python3-psycopg, for /usr/bin/python3), as an
+# extsvc_api-only login role, with NICo MachineIds
+suite nico-day /usr/bin/python3 "$ROOT/test/nico/nico_day.py"
+# issue 22: 1,000 pairs of NICo's handler transactions at once in two sessions
+# of that client; no 40P01, every pair explained by a serial order of the
+# reference model (docs/reliability.md)
+suite nico-concurrency /usr/bin/python3 "$ROOT/test/nico/concurrency.py" --pairs 1000 --seed "${NICO_CONC_SEED:-1}"
 # issue #13: 300 seeded random call sequences against the reference model of
 # the SQL contract, state compared after every call (bench/model_sql.py runs 10^4)
 suite model-sql env PGBIN="$PGBIN" python3 "$ROOT/bench/model_sql.py" --ci

@@ -6,7 +6,7 @@ blocks, <!-- SUITE-run {json} --> (scripts/fuzz.sh long,
 scripts/sanitize-tests.sh, test/e2e/test_kill_sweep.py,
 test/e2e/test_failover.py, bench/soak.py, bench/model_sql.py,
 test/e2e/test_model_worker.py, test/nico/race_dpu_completion.py,
-test/e2e/test_site.py, test/ha/test_patroni.py). Only the
+test/nico/concurrency.py, test/e2e/test_site.py, test/ha/test_patroni.py). Only the
 records are read, never the human tables, and the verdicts are computed here
 from the raw figures against the targets of issue 13, not taken from the
 runs.
@@ -330,6 +330,23 @@ def row_patroni_sites(runs):
             measured([r]))
 
 
+def row_conc(runs):
+    r = runs[-1]
+    problems = []
+    if r["failed"]:
+        problems.append(f"{r['failed']} pair(s) no serial order explains")
+    if r["deadlocks"]:
+        problems.append(f"{r['deadlocks']} transactions refused with 40P01")
+    return ("Concurrency: NICo's handler transactions in pairs",
+            f"{n(r['pairs'])} pairs (seed {r['seed']}), two sessions of the typed client, checked against the "
+            "reference model",
+            verdict(problems) + ("" if problems else ": no 40P01, every pair a serial order"),
+            f"{n(r['overlapped'])} pairs overlapped, {n(r['lock_waits'])} with a lock wait; "
+            f"{n(r['committed'])} transactions committed, {n(r['refused'])} refused as a serial order refuses "
+            f"them; {r['seconds']:.0f} s",
+            measured([r]))
+
+
 def row_two_sites(runs):
     r = runs[-1]
     problems = [f"{r['cross_writes']} writes to the other site's objects"] if r["cross_writes"] else []
@@ -387,13 +404,15 @@ def row_takeover(runs):
 # One row per suite, in this order: (the record's suite name, its row).
 ROWS = [("fuzz", row_fuzz), ("sanitize", row_sanitize), ("kill-sweep", row_kill), ("failover", row_failover),
         ("soak", row_soak), ("model", row_model_sql), ("model-worker", row_model_worker),
-        ("race-dpu", row_race), ("site-two-sites", row_two_sites), ("site-half-restored", row_half_restored),
-        ("site-restored-copy", row_restored_copy), ("site-restored-copy", row_takeover),
-        ("patroni-failover", row_patroni_failover), ("patroni-lingering", row_patroni_lingering),
-        ("patroni-restored", row_patroni_restored), ("patroni-sites", row_patroni_sites)]
+        ("race-dpu", row_race), ("nico-conc", row_conc), ("site-two-sites", row_two_sites),
+        ("site-half-restored", row_half_restored), ("site-restored-copy", row_restored_copy),
+        ("site-restored-copy", row_takeover), ("patroni-failover", row_patroni_failover),
+        ("patroni-lingering", row_patroni_lingering), ("patroni-restored", row_patroni_restored),
+        ("patroni-sites", row_patroni_sites)]
 NAMES = {"fuzz": "Fuzzing", "sanitize": "Sanitizers", "kill-sweep": "Kill-point sweep",
          "failover": "Standby promotion", "soak": "Fault soak", "model": "Model-based SQL",
          "model-worker": "Model-based with the worker", "race-dpu": "Deadlock race",
+         "nico-conc": "Concurrency: NICo's handler transactions",
          "site-two-sites": "Two sites on one management cluster",
          "site-half-restored": "Half-restored database", "site-restored-copy": "Restored copy / Lease takeover",
          "patroni-failover": "Patroni switchover and failover", "patroni-lingering": "Lingering old primary",

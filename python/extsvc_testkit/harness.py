@@ -52,7 +52,16 @@ def wait_until(fn, timeout=30.0, interval=0.05, what="condition"):
 
 
 def dpu_id(i, tag="d"):
-    return f"00000000-0000-0000-0000-00000000{tag}{i:03d}"
+    """The NICo MachineId of DPU i (SPEC 7): fm100 + d (DPU) + s (serial) +
+    52 base32 characters; tag (one of 0-9 a-v) keeps the DPUs of different
+    tests apart."""
+    return f"fm100ds{tag}{i:031d}" + "0" * 20
+
+
+def host_id(tag):
+    """The NICo MachineId of a host: fm100 + h (host) + s + 52 base32
+    characters, tag (0-9 a-v, at most 32) readable in them."""
+    return "fm100hs" + tag.rjust(32, "0") + "0" * 20
 
 
 # device/node: the names dpfsim --dpus N seeds for DPU i (sim/src/seeding.cpp)
@@ -425,12 +434,12 @@ class Env:
         instances of host (a new one may then take it at once, a hand-over) and,
         with wait, waits until every instance of the host is gone (their
         removals observed), so that tests do not overlap."""
-        for (iid,) in self.pg.sql(f"SELECT instance_id FROM extsvc.instances WHERE host_machine_id = {lit(host)}::uuid "
+        for (iid,) in self.pg.sql(f"SELECT instance_id FROM extsvc.instances WHERE host_machine_id = {lit(host)} "
                                   f"AND delete_requested_at IS NULL"):
             self.pg.sql(f"SELECT extsvc.delete_instance({lit(iid)}::uuid)")
         if wait:
             wait_until(lambda: self.pg.one(f"SELECT count(*) FROM extsvc.instances "
-                                           f"WHERE host_machine_id = {lit(host)}::uuid") == "0",
+                                           f"WHERE host_machine_id = {lit(host)}") == "0",
                        timeout, interval=0.1, what=f"the instances of host {host} gone")
 
     def history(self, sid):

@@ -63,7 +63,7 @@ CREATE ROLE extsvc_tap_rev_operator LOGIN IN ROLE extsvc_admin;
 CREATE TEMP TABLE fns (fn text, args text[], admin_only boolean);
 INSERT INTO fns VALUES
   ('service_revisions', ARRAY['uuid', 'text'], false),
-  ('rollback_service', ARRAY['uuid', 'integer', 'integer', 'text'], false),
+  ('rollback_service', ARRAY['uuid', 'bigint', 'bigint', 'text'], false),
   ('retry_service', ARRAY['uuid', 'text'], false),
   ('purge_deleted', ARRAY['interval'], true),
   ('abandon_service', ARRAY['uuid'], true);

@@ -15,12 +15,12 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import (PGBIN, PG_USER, Env, helm_data, lit, run_tests, wait_until, device, node,
+from extsvc_testkit.harness import (host_id, PGBIN, PG_USER, Env, helm_data, lit, run_tests, wait_until, device, node,
                                     dpu_id as harness_dpu_id)
 
 ENV = None
 NS = "dpf-operator-system"
-HOST = "00000000-0000-0000-0000-0000000000f1"
+HOST = host_id("f1")
 
 
 def e():
@@ -127,7 +127,7 @@ def test_slow_label_patch_after_detach_leaks_no_label_once_a_resync_ran():
     key = e().pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{sid}'")
     version = e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
     iid = str(uuid.uuid4())
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::uuid[])")
+    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::text[])")
     fid = sim.fault(verb="PATCH", path_regex="/dpudevices/", action="latency", latency_ms=3000,
                     count=1)["id"]
     services = json.dumps([{"service_id": sid, "version": version}])

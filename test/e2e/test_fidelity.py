@@ -9,11 +9,11 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id as harness_dpu_id
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id as harness_dpu_id, host_id
 
 ENV = None
 NS = "dpf-operator-system"
-HOST = "00000000-0000-0000-0000-0000000000f1"
+HOST = host_id("f1")
 REV = "nico/extension-service-revision"
 
 
@@ -33,7 +33,7 @@ def setup_fleet(env):
 def new_instance(network):
     e().free_host(HOST)  # one live instance per host (issue 29): the previous test's goes first
     iid = str(uuid.uuid4())
-    arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::uuid[]"
+    arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::text[]"
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', {arr})")
     return iid
 

@@ -11,11 +11,11 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id, host_id
 
 ENV = None
 NS = "dpf-operator-system"
-HOST = "00000000-0000-0000-0000-0000000000a1"
+HOST = host_id("a1")
 
 
 def e():
@@ -41,7 +41,7 @@ def new_instance():
     e().pg.sql("SELECT extsvc.delete_instance(instance_id) FROM extsvc.instances "
                f"WHERE host_machine_id = '{HOST}' AND delete_requested_at IS NULL")
     iid = str(uuid.uuid4())
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::uuid[])")
+    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::text[])")
     return iid
 
 

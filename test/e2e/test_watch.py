@@ -14,11 +14,11 @@ import threading
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id, host_id
 
 ENV = None
 NS = "dpf-operator-system"
-HOSTS = [f"00000000-0000-0000-0000-0000000000{h}1" for h in ("a", "b", "c", "d")]
+HOSTS = [host_id(f"{h}1") for h in ("a", "b", "c", "d")]
 
 
 def e():
@@ -32,7 +32,7 @@ def setup_fleet(env, n):
 
 def new_instance(i):
     iid = str(uuid.uuid4())
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOSTS[i]}', ARRAY[]::uuid[])")
+    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOSTS[i]}', ARRAY[]::text[])")
     return iid
 
 

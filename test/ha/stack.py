@@ -46,7 +46,8 @@ def quoted(settings):
 
 
 def host_id(i, tag="a"):
-    return harness.dpu_id(i, tag)
+    """Host i's NICo MachineId (a host kind: register_dpu refuses a DPU id for a host)."""
+    return harness.host_id(f"{tag}{i}")
 
 
 class Layout:
