@@ -281,7 +281,9 @@ class PlacementController : public Controller {
     if (!dpu) return;
     std::string ns = jstr(*dpu, {"metadata", "namespace"});
     std::string dev_name = jstr(*dpu, {"spec", "dpuDeviceName"});
-    if (served(*dev_ri_) && !dev_name.empty() && !st.find_l(*dev_ri_, ns, dev_name) &&
+    // a deleted DPUDevice (gone, or terminating behind DPF's dpudevice-protection finalizer)
+    ObjPtr device = dev_name.empty() ? nullptr : st.find_l(*dev_ri_, ns, dev_name);
+    if (served(*dev_ri_) && !dev_name.empty() && (!device || is_terminating(*device)) &&
         !is_terminating(*dpu)) {
       std::string tkey = "dpu-gc/" + jstr(*dpu, {"metadata", "uid"});
       if (cm.due(tkey, d.node_provisioning_ms / 2)) {
