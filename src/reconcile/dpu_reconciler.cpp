@@ -135,8 +135,19 @@ PodsRead ApiObserver::pods(const std::string& node) {
     r.why = "DPU cluster unreachable: " + kube::describe(pods.error());
     return r;
   }
+  // A pod the scheduler has not bound has no spec.nodeName; its Node is named by its node
+  // affinity only, which no field selector reads: the unbound pods of ours, filtered here.
+  ++calls_;
+  auto unbound =
+      dpu_->list(kube::pods_path(ns_), std::string(core::kOwnerIdLabel), "spec.nodeName=");
+  if (!unbound.ok()) {
+    r.why = "DPU cluster unreachable: " + kube::describe(unbound.error());
+    return r;
+  }
   r.ok = true;
   for (const auto& pod : pods.value().body["items"]) r.pods.push_back(core::pod_facts(pod));
+  for (const auto& pod : unbound.value().body["items"])
+    if (core::PodFacts f = core::pod_facts(pod); f.node == node) r.pods.push_back(std::move(f));
   return r;
 }
 
