@@ -142,7 +142,12 @@ TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
     woke.devices.merge(d.devices);
     woke.nodes.merge(d.nodes);
     const NodeFacts* n = cache_->node(node(1));
-    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key);
+    // DPF walks the DPU through DPU Cluster Config and Node Effect Removal back to Ready after
+    // the Node got the key; while a NICo key is on the DPU object each phase wakes the device
+    // (the PENDING message names it), so the quiet window below starts once the walk is over
+    const core::DpuObjectFacts* dpu = cache_->dpu_object(node(1));
+    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key) &&
+           dpu != nullptr && dpu->phase == "Ready";
   }));
   EXPECT_EQ(woke.devices, std::set<std::string>{device(1)});
   EXPECT_TRUE(woke.nodes.count(node(1)));
