@@ -7,6 +7,7 @@
 
 #include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
+#include "core/utf8.hpp"
 
 namespace extsvc::core {
 namespace {
@@ -60,7 +61,7 @@ DpfStatus dpf_status(const json& obj) {
       const std::string type = json_text_at(c, {"type"});
       const std::string message = json_text_at(c, {"message"});
       if (type == "Ready" || json_text_at(c, {"status"}) == "True" || message.empty()) continue;
-      s.message += (s.message.empty() ? "" : "; ") + type + ": " + message.substr(0, 300);
+      s.message += (s.message.empty() ? "" : "; ") + type + ": " + utf8_prefix(message, 300);
       ++added;
     }
   }

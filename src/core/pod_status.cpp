@@ -4,6 +4,7 @@
 
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
+#include "core/utf8.hpp"
 
 namespace extsvc::core {
 namespace {
@@ -59,7 +60,7 @@ std::string scheduling_problem(const json& pod) {
       std::string reason = str(at(c, {"reason"}));
       std::string message = str(at(c, {"message"}));
       if (reason.empty()) reason = "not scheduled";
-      return message.empty() ? reason : reason + ": " + message.substr(0, 240);
+      return message.empty() ? reason : reason + ": " + utf8_prefix(message, 240);
     }
   return {};
 }

@@ -8,6 +8,7 @@
 #include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
 #include "core/pod_status.hpp"
+#include "core/utf8.hpp"
 #include "kube/error.hpp"
 #include "reconcile/errors.hpp"
 
@@ -183,7 +184,7 @@ const std::vector<std::pair<std::string, std::string>>& ApiObserver::failed_crea
         const auto& message = at(ev, {"message"});
         if (name.is_string() && message.is_string())
           failed_creates_->emplace_back(name.get<std::string>(),
-                                        message.get<std::string>().substr(0, 300));
+                                        core::utf8_prefix(message.get<std::string>(), 300));
       }
   }
   return *failed_creates_;
