@@ -1,8 +1,8 @@
 #include "controller/site_lease.hpp"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "core/site.hpp"
 
@@ -147,10 +147,9 @@ const LeaseStatus& SiteLease::step() {
       status_.writes_from =
           now + std::min(timing_.renew_deadline, timing_.duration - timing_.call_budget) +
           timing_.call_budget;
-      spdlog::warn("site Lease {}: the deposed holder may still write; our writes start in {} ms",
-                   name_,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(status_.writes_from - now)
-                       .count());
+      spdlog::warn(
+          "site Lease {}: the deposed holder may still write; our writes start in {} ms", name_,
+          std::chrono::duration_cast<std::chrono::milliseconds>(status_.writes_from - now).count());
     }
   } else if (put.kind() == kube::ErrorKind::kConflict) {
     // someone wrote in between: we read again at the next round
