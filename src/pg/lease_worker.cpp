@@ -38,6 +38,9 @@ constexpr const char* kLibraryVersion = EXTSVC_VERSION;
 
 // Owned; rebuilt on SIGHUP and when the site id in force changes. Null until configured.
 controller::Runtime* g_rt = nullptr;
+// No write before this while we hold the Lease (SiteLease's writes_from after a preemption). Kept
+// here, not only in g_lease: a reload rebuilds g_lease, whose first round then merely renews
+controller::SiteLease::Clock::time_point g_writes_from{};
 controller::SiteLease* g_lease = nullptr;
 ServerIdentity g_me;
 // What was last published and logged (each change is logged once).
@@ -250,9 +253,11 @@ long round(MemoryContext cxt) {
     renew = std::chrono::duration_cast<std::chrono::nanoseconds>(st.renew_until.time_since_epoch())
                 .count();
     const auto now = controller::SiteLease::Clock::now();
-    if (st.held && st.writes_from > now) {
+    g_writes_from = st.held ? std::max(g_writes_from, st.writes_from)
+                            : controller::SiteLease::Clock::time_point{};
+    if (st.held && g_writes_from > now) {
       defer_ms = static_cast<long>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(st.writes_from - now).count() + 1);
+          std::chrono::duration_cast<std::chrono::milliseconds>(g_writes_from - now).count() + 1);
       snprintf(why, sizeof why,
                "the Lease is ours, taken from a deposed holder on a lower timeline that may "
                "still write until its next renewal; our writes start in %ld ms",
