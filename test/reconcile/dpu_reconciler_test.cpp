@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "core/dpuservice_render.hpp"
 #include "core/helm_chart_data.hpp"
@@ -66,6 +68,23 @@ class DpuReconcilerTest : public ::testing::Test {
     s.desired = core::render_dpuservice(kId, kVersion, 1, data, kNs);
     ServiceReconciler svc(*mgmt_, kNs);
     ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
+    // DPF's DPUDevice controller writes status.observedGeneration a moment after the reset; a
+    // pass that read the version before it meets 409 by design (retried by the worker). The
+    // tests start once DPF is done with both DPUDevices.
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(device_status_written(i)) << device(i);
+  }
+
+  static bool device_status_written(int i) {
+    for (int tries = 0; tries < 500; ++tries) {
+      const json d = sim_->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" +
+                                        std::string(kNs) + "/dpudevices/" + device(i))
+                         .j();
+      if (d.is_object() && d.contains("status") && d["status"].contains("observedGeneration") &&
+          d["status"]["observedGeneration"] == d["metadata"].value("generation", 1LL))
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
   }
 
   static json device_labels(int i) {
