@@ -202,3 +202,12 @@ END
 $hosts$;
 CREATE UNIQUE INDEX instances_one_live_per_host ON extsvc.instances (host_machine_id)
   WHERE delete_requested_at IS NULL;
+
+-- Issue 27: a plain pg_restore works. A service's pointers at its own
+-- revisions and version were foreign keys that made the tables circular; the
+-- constraint triggers of sql/parts/21_restored_rows.sql (replayed as
+-- definitions) check the same rule at commit.
+ALTER TABLE extsvc.service_records
+  DROP CONSTRAINT desired_revision_exists,
+  DROP CONSTRAINT applied_revision_exists,
+  DROP CONSTRAINT attachable_version_exists;

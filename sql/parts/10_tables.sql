@@ -89,13 +89,10 @@ CREATE TABLE extsvc.helm_revisions (
   PRIMARY KEY (service_id, revision)
 );
 
-ALTER TABLE extsvc.service_records
-  ADD CONSTRAINT desired_revision_exists FOREIGN KEY (service_id, desired_revision)
-    REFERENCES extsvc.helm_revisions (service_id, revision) DEFERRABLE INITIALLY DEFERRED,
-  ADD CONSTRAINT applied_revision_exists FOREIGN KEY (service_id, applied_revision)
-    REFERENCES extsvc.helm_revisions (service_id, revision) DEFERRABLE INITIALLY DEFERRED,
-  ADD CONSTRAINT attachable_version_exists FOREIGN KEY (service_id, attachable_version)
-    REFERENCES extsvc.service_versions (service_id, version) DEFERRABLE INITIALLY DEFERRED;
+-- A service's pointers at its own revisions and version (desired_revision,
+-- applied_revision, attachable_version) are checked by constraint triggers
+-- (21_restored_rows.sql), not foreign keys: as foreign keys they made the
+-- tables circular, and a plain pg_restore failed on the first service row.
 
 -- Lifecycle vocabulary ------------------------------------------------------
 

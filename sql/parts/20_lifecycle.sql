@@ -47,6 +47,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   v_from text := CASE WHEN TG_OP = 'INSERT' THEN NULL ELSE OLD.lifecycle_state END;
 BEGIN
+  IF extsvc._restoring() THEN RETURN NEW; END IF;  -- a restored row is history already
   IF TG_OP = 'UPDATE' AND NEW.lifecycle_state = OLD.lifecycle_state THEN
     RETURN NEW;
   END IF;
@@ -69,6 +70,7 @@ $fn$;
 CREATE FUNCTION extsvc._record_lifecycle_transition() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
+  IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
   IF TG_OP = 'UPDATE' AND NEW.lifecycle_state = OLD.lifecycle_state THEN
     RETURN NULL;
   END IF;

@@ -78,6 +78,7 @@ CREATE FUNCTION extsvc._attachment_changed() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
+  IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
   IF TG_OP = 'INSERT' THEN
     PERFORM extsvc._touch_dpu(NEW.dpu_machine_id);
   ELSIF TG_OP = 'UPDATE' THEN

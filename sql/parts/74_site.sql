@@ -116,6 +116,7 @@ SELECT pg_catalog.pg_extension_config_dump('extsvc.placement_keys', '');
 CREATE FUNCTION extsvc._register_placement_key() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
+  IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
   IF NEW.placement_label_key IS NOT NULL THEN
     INSERT INTO extsvc.placement_keys (label_key, service_id)
     VALUES (NEW.placement_label_key, NEW.service_id)

@@ -314,6 +314,7 @@ DECLARE
   v_placement_changed boolean;
   v_wanted boolean;
 BEGIN
+  IF extsvc._restoring() THEN RETURN NEW; END IF;  -- a restored row is history already
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
   r := CASE WHEN TG_OP = 'DELETE' THEN v_old ELSE v_new END;
@@ -352,6 +353,7 @@ DECLARE
   v_placement_changed boolean;
   v_wanted boolean;
 BEGIN
+  IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
   r := CASE WHEN TG_OP = 'DELETE' THEN v_old ELSE v_new END;
@@ -407,6 +409,7 @@ DECLARE
   v_old extsvc.site_service_dpu_status;
   v_new extsvc.site_service_dpu_status;
 BEGIN
+  IF extsvc._restoring() THEN RETURN NEW; END IF;  -- a restored row is history already
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
   IF TG_OP = 'UPDATE' AND NEW.deployment_state = OLD.deployment_state THEN
@@ -432,6 +435,7 @@ DECLARE
   v_new extsvc.site_service_dpu_status;
   r extsvc.site_service_dpu_status;
 BEGIN
+  IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
   IF TG_OP = 'UPDATE' AND NEW.deployment_state = OLD.deployment_state THEN

@@ -6,16 +6,18 @@ Fills a database through the public SQL API (services of both types and
 scopes, versions and Helm revisions, a rollback, DPUs, instances,
 attachments with tombstones and REMOVING rows, an instance deletion, a
 purged service, the chart allow-list, leases held by a worker of the "old
-server"), runs pg_dump -Fc and pg_restore into a fresh database of the same
-server, and compares every row of every table and every sequence of the
-extension between the two, as text, ordered by primary key. Then shows the
+server"), runs pg_dump -Fc and a plain pg_restore (no flags, no PGOPTIONS;
+issue 27) into an empty database of the same server, and psql of a
+pg_dump --data-only into a fresh install, and compares every row of every
+table and every sequence of the extension with the original, as text,
+ordered by primary key. Then shows the
 API works on the restored database (an update, a new service, an attach) and
 that the restored leases of the old server's worker can be freed.
 
 The restored database is not extsvc.database of the server, so no worker
 touches either database (and the test clusters have no Kubernetes cluster
 configured anyway). Connection: psql's PG* variables, a superuser. Creates
-and drops the databases extsvc_dump_src and extsvc_dump_dst.
+and drops the databases extsvc_dump_src, extsvc_dump_dst and extsvc_dump_data.
 """
 import sys
 
@@ -28,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from extsvc_testkit.machine_ids import dpu_machine_id, host_machine_id  # noqa: E402
 from pgq import Conn, chart, finish, q, unified  # noqa: E402
 
-SRC, DST = "extsvc_dump_src", "extsvc_dump_dst"
+SRC, DST, DATA = "extsvc_dump_src", "extsvc_dump_dst", "extsvc_dump_data"
 T1, T2 = "tenant-dump-a", "tenant-dump-b"
 OLD_WORKER = "nico_extsvc worker 0"   # the slot name of the old server's worker
 SEED = {"extsvc.lifecycle_transitions", "extsvc.placement_transitions"}
@@ -104,28 +106,28 @@ def fill(c):
     return {"dpf": str(dpf), "pod": str(pod), "inst": [str(i) for i in inst], "dpus": dpus}
 
 
-def compare(c):
-    src_rel, dst_rel = c.member_relations(SRC), c.member_relations(DST)
+def compare(c, target):
+    src_rel, dst_rel = c.member_relations(SRC), c.member_relations(target)
     c.check(src_rel == dst_rel, f"the restored database has the same {len(src_rel)} tables and sequences")
     config = {r[0] for r in c.sql(SRC, "SELECT unnest(extconfig)::regclass::text FROM pg_extension "
                                        "WHERE extname = 'nico_extsvc'")}
     tables = c.member_relations(SRC, "r")
     seqs = sorted(set(c.member_relations(SRC, "S")) | set(c.identity_sequences(SRC)))
     total = 0
-    src, dst = c.all_rows(SRC, tables), c.all_rows(DST, tables)
+    src, dst = c.all_rows(SRC, tables), c.all_rows(target, tables)
     for t in tables:
         a, b = src[t], dst[t]
         total += len(a)
         if t == IDENTITY:
-            identity_checks(c, a, b)
+            identity_checks(c, a, b, target)
             continue
         note = (" (seed rows of the install script, not dumped)" if t in SEED
                 else " (operational state, not dumped)" if t in NOT_DUMPED
                 else "" if t in config else " (NOT registered for pg_dump)")
         if not c.check(a == b, f"{t}: {len(a)} rows, restored {len(b)}{note}"):
-            print(unified(a, b, f"{SRC}:{t}", f"{DST}:{t}", limit=20))
+            print(unified(a, b, f"{SRC}:{t}", f"{target}:{t}", limit=20))
     for sq in seqs:
-        a, b = c.sequence_state(SRC, sq), c.sequence_state(DST, sq)
+        a, b = c.sequence_state(SRC, sq), c.sequence_state(target, sq)
         c.check(a == b, f"sequence {sq}: {a} restored as {b}")
     c.check(total > 0, f"{total} rows compared")
     missing = sorted(set(tables) - SEED - NOT_DUMPED - config)
@@ -133,12 +135,12 @@ def compare(c):
     c.check(not (SEED & config), "the seed tables are not registered")
 
 
-def identity_checks(c, src_rows, dst_rows):
+def identity_checks(c, src_rows, dst_rows, target):
     """Issue 25: the restored copy carries the original's recorded identity next to the one
     its own CREATE EXTENSION recorded, so its worker would pause (a restore must not write for
     the original's site unannounced), until an admin confirms it."""
-    own = c.sql(DST, "SELECT c.system_identifier::text, d.oid::text FROM pg_control_system() c, pg_database d "
-                     "WHERE d.datname = current_database()")[0]
+    own = c.sql(target, "SELECT c.system_identifier::text, d.oid::text FROM pg_control_system() c, pg_database d "
+                        "WHERE d.datname = current_database()")[0]
     kept = [r for r in dst_rows if r in src_rows]
     extra = [r for r in dst_rows if r not in src_rows]
     c.check(len(src_rows) == 1 and kept == src_rows and len(extra) == 1,
@@ -146,12 +148,12 @@ def identity_checks(c, src_rows, dst_rows):
             f"plus the restore's own install row ({len(extra)})")
     c.check(c.one(SRC, "SELECT matches FROM extsvc.database_identity_status()") == "t",
             "the original database matches its recorded identity")
-    status = c.sql(DST, "SELECT matches, current_identity, recorded FROM extsvc.database_identity_status()")[0]
+    status = c.sql(target, "SELECT matches, current_identity, recorded FROM extsvc.database_identity_status()")[0]
     c.check(status[0] == "f" and f"oid {own[1]}" in status[1],
             f"the restored copy does not match (its worker writes nothing): recorded {status[2]}")
-    c.sql(DST, "SELECT extsvc.confirm_database_identity()")
-    c.check(c.one(DST, "SELECT matches FROM extsvc.database_identity_status()") == "t"
-            and c.one(DST, f"SELECT count(*) FROM {IDENTITY}") == "1",
+    c.sql(target, "SELECT extsvc.confirm_database_identity()")
+    c.check(c.one(target, "SELECT matches FROM extsvc.database_identity_status()") == "t"
+            and c.one(target, f"SELECT count(*) FROM {IDENTITY}") == "1",
             "after extsvc.confirm_database_identity() it matches, with its own identity only")
 
 
@@ -186,31 +188,35 @@ def api_after_restore(c, ids):
 
 def main():
     c = Conn()
-    for db in (SRC, DST):
+    for db in (SRC, DST, DATA):
         c.sql("postgres", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-    c.sql("postgres", f"CREATE DATABASE {SRC}")
-    c.sql("postgres", f"CREATE DATABASE {DST}")
+    for db in (SRC, DST, DATA):
+        c.sql("postgres", f"CREATE DATABASE {db}")
     try:
         ids = fill(c)
         with tempfile.TemporaryDirectory() as tmp:
             dump = os.path.join(tmp, "extsvc.dump")
             c.run("pg_dump", "-Fc", "-f", dump, SRC)
-            # session_replication_role = replica: the rows are history
-            # already; the lifecycle and placement triggers must neither
-            # refuse them (a service restored UPDATING was never "created
-            # UPDATING") nor record them again, and the foreign keys between
-            # services and their revisions are circular (a plain pg_restore
-            # fails on the first service row; docs/operator-guide.md).
-            c.run("pg_restore", "--exit-on-error", "-d", DST, dump,
-                  env={"PGOPTIONS": "-c session_replication_role=replica"})
-        compare(c)
+            # issue 27: the plain commands, no flags, no PGOPTIONS (a failed statement makes
+            # pg_restore exit 1, which fails the suite): the rows are history already, and
+            # the triggers take what a restore loads (COPY) as it is
+            c.run("pg_restore", "-d", DST, dump)
+            # and the rows alone, into a fresh install of the same version
+            data = os.path.join(tmp, "extsvc-data.sql")
+            c.run("pg_dump", "--data-only", "-f", data, SRC)
+            c.sql(DATA, "CREATE EXTENSION nico_extsvc")
+            c.run("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DATA, "-f", data)
+        print("-- pg_restore of pg_dump -Fc into an empty database")
+        compare(c, DST)
+        print("-- psql of pg_dump --data-only into a fresh install")
+        compare(c, DATA)
         if c.failures:
             print("       (the API is not tried on a restored database that lacks rows)")
         else:
             api_after_restore(c, ids)
     finally:
         if not os.environ.get("KEEP_DBS"):
-            for db in (SRC, DST):
+            for db in (SRC, DST, DATA):
                 c.sql("postgres", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", check=False)
     finish(c, "dump-restore")
 
