@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "kube/client.hpp"
+#include "kube/detail/callback_probe.hpp"
 #include "kube/detail/client_impl.hpp"
 #include "kube/detail/connection.hpp"
 #include "kube/detail/internal.hpp"
@@ -31,6 +32,7 @@ struct AsyncGet::State : Multi::Owner {
   size_t limit = 0;
   std::string buffer;
   bool too_large = false;
+  bool callback_failed = false;  // a header callback threw (out of memory): the transfer failed
   bool headers_done = false;
   bool reported = false;
   int status = 0;
@@ -101,20 +103,26 @@ size_t async_write(char* ptr, size_t size, size_t nmemb, void* userdata) {
 size_t async_header(char* ptr, size_t size, size_t nitems, void* userdata) {
   auto* s = static_cast<AsyncGet::State*>(userdata);
   const size_t n = size * nitems;
-  std::string_view line(ptr, n);
-  if (line == "\r\n" || line == "\n") {
-    long code = 0;
-    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (code >= 200) {
-      s->status = static_cast<int>(code);
-      s->headers_done = true;
-      if (s->stream) s->report(s->status);  // a stream is reported when it starts
+  try {
+    detail::probe("header");
+    std::string_view line(ptr, n);
+    if (line == "\r\n" || line == "\n") {
+      long code = 0;
+      curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+      if (code >= 200) {
+        s->status = static_cast<int>(code);
+        s->headers_done = true;
+        if (s->stream) s->report(s->status);  // a stream is reported when it starts
+      }
+    } else if (line.size() > 12 && strncasecmp(line.data(), "Retry-After:", 12) == 0) {
+      std::string value(line.substr(12));
+      value.erase(0, value.find_first_not_of(" \t"));
+      while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+      s->retry_after = detail::parse_retry_after(value, std::time(nullptr));
     }
-  } else if (line.size() > 12 && strncasecmp(line.data(), "Retry-After:", 12) == 0) {
-    std::string value(line.substr(12));
-    value.erase(0, value.find_first_not_of(" \t"));
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
-    s->retry_after = detail::parse_retry_after(value, std::time(nullptr));
+  } catch (...) {
+    s->callback_failed = true;
+    return 0;  // curl ends the transfer (CURLE_WRITE_ERROR)
   }
   return n;
 }
@@ -141,6 +149,9 @@ std::string AsyncGet::take() {
 Result AsyncGet::result() {
   if (s_->early_error) return *s_->early_error;
   if (!s_->finished) return make_error(ErrorKind::kOther, 0, "InProgress", "transfer in progress");
+  if (s_->callback_failed)
+    return make_error(ErrorKind::kOther, 0, "InternalError",
+                      "reading the response headers failed (out of memory)");
   if (s_->too_large)
     return make_error(
         ErrorKind::kOther, s_->status, "ResponseTooLarge",

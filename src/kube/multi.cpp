@@ -6,21 +6,30 @@
 #include <algorithm>
 #include <mutex>
 
+#include "kube/detail/callback_probe.hpp"
+
 namespace extsvc::kube {
 
 struct MultiCallbacks {
   static int socket_cb(CURL*, curl_socket_t fd, int what, void* userp, void*) {
     auto* self = static_cast<Multi*>(userp);
-    if (what == CURL_POLL_REMOVE) {
-      if (self->sockets_.erase(fd) > 0) ++self->generation_;
-      return 0;
-    }
-    Multi::Socket s{fd, what == CURL_POLL_IN || what == CURL_POLL_INOUT,
-                    what == CURL_POLL_OUT || what == CURL_POLL_INOUT};
-    auto it = self->sockets_.find(fd);
-    if (it == self->sockets_.end() || it->second.read != s.read || it->second.write != s.write) {
-      self->sockets_[fd] = s;
-      ++self->generation_;
+    try {
+      detail::probe("socket");
+      if (what == CURL_POLL_REMOVE) {
+        if (self->sockets_.erase(fd) > 0) ++self->generation_;
+        return 0;
+      }
+      Multi::Socket s{fd, what == CURL_POLL_IN || what == CURL_POLL_INOUT,
+                      what == CURL_POLL_OUT || what == CURL_POLL_INOUT};
+      auto it = self->sockets_.find(fd);
+      if (it == self->sockets_.end() || it->second.read != s.read || it->second.write != s.write) {
+        self->sockets_[fd] = s;
+        ++self->generation_;
+      }
+    } catch (...) {
+      // The socket set no longer says what curl waits for, and curl cannot list it again:
+      // pump() ends every transfer with an error (their owners start again).
+      self->lost_sockets_ = true;
     }
     return 0;
   }
@@ -102,6 +111,21 @@ void Multi::pump() {
     action(CURL_SOCKET_TIMEOUT, 0);
   }
   collect_done();
+  if (lost_sockets_) abort_all();
+}
+
+void Multi::abort_all() {
+  std::vector<std::pair<void*, Owner*>> all(owners_.begin(), owners_.end());
+  for (auto [easy, owner] : all) {
+    curl_multi_remove_handle(handle(multi_), static_cast<CURL*>(easy));
+    owners_.erase(easy);
+    owner->on_transfer_done(CURLE_OUT_OF_MEMORY);
+  }
+  // removing the handles closed or released their sockets (a callback that failed meanwhile
+  // changes nothing): the set starts empty again
+  sockets_.clear();
+  lost_sockets_ = false;
+  ++generation_;
 }
 
 void Multi::collect_done() {
@@ -134,3 +158,7 @@ void Multi::remove(void* easy) {
 }
 
 }  // namespace extsvc::kube
+
+namespace extsvc::kube::detail {
+CallbackProbe callback_probe = nullptr;
+}  // namespace extsvc::kube::detail

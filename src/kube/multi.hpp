@@ -53,12 +53,14 @@ class Multi {
   friend struct MultiCallbacks;
   void action(int fd, int mask);
   void collect_done();
+  void abort_all();  // a socket callback failed: end every transfer with an error
 
   void* multi_ = nullptr;  // CURLM*
   std::map<int, Socket> sockets_;
   uint64_t generation_ = 0;
   std::optional<Clock::time_point> timer_;
   std::map<void*, Owner*> owners_;
+  bool lost_sockets_ = false;
 };
 
 }  // namespace extsvc::kube
