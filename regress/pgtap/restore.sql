@@ -4,7 +4,7 @@
 -- (constraint triggers now, no longer circular foreign keys) still refuse
 -- what the foreign keys refused.
 BEGIN;
-SELECT plan(11);
+SELECT plan(12);
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
 
@@ -43,6 +43,17 @@ SELECT is((SELECT count(*) FROM extsvc.service_state_history WHERE service_id = 
 SELECT throws_ok(format('UPDATE extsvc.service_records SET lifecycle_state = ''CREATING'', state_actor = ''worker'', '
                         'state_reason = ''bogus'' WHERE service_id = %L', :R),
                  '55000', NULL, 'the next change of a restored row follows the rules again');
+
+-- the pointer checks run at COMMIT as the session's role (NICo's login role, no table
+-- privilege): SET CONSTRAINTS ... IMMEDIATE fires the deferred ones the same way
+CREATE ROLE extsvc_tap_restore_nico LOGIN IN ROLE extsvc_api;
+SET CONSTRAINTS ALL DEFERRED;
+SET LOCAL ROLE extsvc_tap_restore_nico;
+SELECT extsvc.create_service('restore-t', 'svc2', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL')
+  IS NOT NULL AS created;
+SELECT lives_ok('SET CONSTRAINTS ALL IMMEDIATE',
+                'the deferred pointer checks of a service NICo created pass at its commit');
+RESET ROLE;
 
 SELECT lives_ok(format('DELETE FROM extsvc.service_records WHERE service_id = %L', :S),
                 'deleting a service takes its revisions and versions along (the pointers go with it)');

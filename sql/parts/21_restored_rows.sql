@@ -22,8 +22,11 @@ $fn$;
 COMMENT ON FUNCTION extsvc._restoring() IS
   'Internal: true in a trigger fired by a row that a COPY loads (pg_restore, a --data-only dump): such a row is taken as history.';
 
+-- SECURITY DEFINER: a deferred check runs at COMMIT as the session's role
+-- (NICo's login role, which may read none of these tables), not inside the
+-- API function that made the change; a foreign key's check ran as the owner.
 CREATE FUNCTION extsvc._check_service_pointers() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   r extsvc.service_records;
 BEGIN
@@ -68,7 +71,7 @@ CREATE CONSTRAINT TRIGGER service_pointers_exist
 -- points at is not removed (a cascade from the service's own deletion is:
 -- the service row is gone by then).
 CREATE FUNCTION extsvc._check_pointed_at() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   IF TG_TABLE_NAME = 'helm_revisions' THEN
     IF EXISTS (SELECT FROM extsvc.service_records s
