@@ -300,7 +300,7 @@ def row_patroni_lingering(runs):
             f"Lease request {_signed(r.get('old_next_lease_request_s'))} relative to the takeover; the new "
             f"primary's writes meanwhile {r.get('overlap_writes_new')}); "
             f"requests carrying its NICo writes {r.get('stray_effects')} (after it read the Lease again "
-            f"{late}; the new primary's label removals on the stray DPUs {r.get('stray_repairs', '-')}); "
+            f"{late}; the new primary's own label writes on the stray DPUs {r.get('stray_repairs', '-')}); "
             f"converged {_s(r.get('converge_s'))} after the load stopped",
             measured([r]))
 

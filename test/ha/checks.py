@@ -95,14 +95,18 @@ def set_keys(e):
     return {k for k, v in _walk(body(e)) if isinstance(k, str) and k.startswith(PLACEMENT_PREFIX) and v is not None}
 
 
-def is_repair(e, repairer):
-    """A label write of the new primary (repairer: its system identifier and timeline) that only
-    removes placement keys: it undoes what the old primary's window left on a stray DPU (whose
-    labels the new primary's database never wants), it does not carry a stray write out."""
-    return repairer is not None and kubelog.from_server(e, *repairer) and nulled_keys(e) and not set_keys(e)
+def is_repair(e, repairer, everywhere=frozenset()):
+    """A label write of the new primary (repairer: its system identifier and timeline) that sets no
+    key but those its own database wants on every DPU (`everywhere`: its ALL_DPUS services' keys,
+    which the stray DPUs carry too): it removes what the old primary's window left on a stray DPU,
+    or places the main load's ALL_DPUS services; it does not carry a stray write out. A request
+    whose body the log did not keep is not excused."""
+    return (repairer is not None and kubelog.from_server(e, *repairer) and body(e) is not None
+            and bool(nulled_keys(e) | set_keys(e)) and set_keys(e) <= set(everywhere))
 
 
-def stray_effects(writes, entries, since_seq, deleted_names, stray_devices, stray_nodes, repairer=None):
+def stray_effects(writes, entries, since_seq, deleted_names, stray_devices, stray_nodes, repairer=None,
+                  everywhere=frozenset()):
     """Requests after since_seq that only a write sent to the lingering old
     primary can have caused: a created service's id, an update's marker, the
     DELETE of a DPUService whose service the cluster's primary keeps, a label
@@ -122,7 +126,7 @@ def stray_effects(writes, entries, since_seq, deleted_names, stray_devices, stra
         if e["verb"] == "DELETE" and dpuservice_of(e) in deleted_names:
             found.append(("delete", dpuservice_of(e), e))
         t = label_target(e)
-        if t and (t[1] in stray_devices if t[0] == "device" else t[1] in stray_nodes) and not is_repair(e, repairer):
+        if t and (t[1] in stray_devices if t[0] == "device" else t[1] in stray_nodes) and not is_repair(e, repairer, everywhere):
             found.append(("attach/detach", t[1], e))
     return found
 

@@ -269,11 +269,14 @@ def stray_checks(st, sc, stray, new, old, since_seq, seen_seq):
     nodes = {harness.node(d) for d in st.layout.stray_dpus}
     entries = st.reqlog.entries()
     repairer = (new.system_identifier(), new.timeline())
-    found = checks.stray_effects(committed, entries, since_seq, set(names), devices, nodes, repairer)
-    # the new primary removing the placement keys the old one's window left on the stray DPUs
-    # (keys of orphans of this site, docs/worker.md) is its repair, counted apart
+    with su(new) as conn:
+        everywhere = {r[0] for r in conn.execute("SELECT placement_label_key FROM extsvc.service_records "
+                                                 "WHERE deployment_scope = 'ALL_DPUS'").fetchall()}
+    found = checks.stray_effects(committed, entries, since_seq, set(names), devices, nodes, repairer, everywhere)
+    # the new primary's own label writes on the stray DPUs (removing the placement keys the old one's
+    # window left there, docs/worker.md, or placing its ALL_DPUS services) are counted apart
     repairs = [e for e in entries if e["seq"] > since_seq and checks.label_target(e)
-               and checks.label_target(e)[1] in devices | nodes and checks.is_repair(e, repairer)]
+               and checks.label_target(e)[1] in devices | nodes and checks.is_repair(e, repairer, everywhere)]
     sc.figures["stray_repairs"] = len(repairs)
     sc.figures["stray_effects"] = len(found)
     # those sent before the old primary read the Lease again may reach the cluster (above); none
@@ -281,7 +284,7 @@ def stray_checks(st, sc, stray, new, old, since_seq, seen_seq):
     late = [f for f in found if f[-1]["seq"] > seen_seq] if seen_seq else found
     sc.figures["stray_effects_late"] = len(late)
     print(f"    {len(found)} of them reached the cluster before {old.name} read the Lease again; "
-          f"repaired by the new primary's takeover resync ({len(repairs)} label removals of its on the stray DPUs)")
+          f"repaired by the new primary's takeover resync ({len(repairs)} label writes of its own on the stray DPUs)")
     sc.check(not late, f"none of them reached the cluster after {old.name} read the Lease again (dpfsim's "
              "request log: no id, marker, DELETE or label write of theirs)", detail=checks.describe(late))
     old.stop()  # the lingering server, by its postmaster's pid
