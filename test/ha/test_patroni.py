@@ -19,9 +19,12 @@ extsvc_api, and these faults:
 After each fault the new primary's workers must hold the site's Lease and
 converge (python/extsvc_testkit/invariants.py: 0 orphaned or missing
 DPUServices, 0 leaked or missing labels, no lost intent); the lingering old
-primary must make no Kubernetes write after the new one took the Lease, and
-the writes NICo sent to it must never reach the cluster; the restored copy
-must write nothing; neither site may touch the other's objects or labels.
+primary must stop writing at its next Lease request after the new one took
+the Lease (within the renew deadline), the new one must write nothing while
+it still writes, and nothing of the writes NICo sent to it may reach the
+cluster after that request (the new primary's removal of the placement keys
+the old one's window left is its repair, docs/reliability.md); the restored
+copy must write nothing; neither site may touch the other's objects or labels.
 
   /usr/bin/python3 test/ha/test_patroni.py               # the CI form (the test command's suite `patroni`)
   /usr/bin/python3 test/ha/test_patroni.py --long        # larger, each failover three times (docs figures)
