@@ -89,10 +89,7 @@ suite e2e "$ROOT/test/e2e/run.sh"
 # issue #25: a two-member Patroni cluster (etcd, streaming replication) under NICo-style load:
 # switchover, failover, a killed postmaster, a lingering old primary, a restored copy and a second
 # site (test/ha/test_patroni.py; --long writes the docs figures). Debian's Python: patroni, psycopg.
-# The lingering-old-primary scenario is not green yet (issue 25 open): writes the deposed primary
-# makes before it reads the Lease again can leave a placement key the new primary never wrote
-# (docs/reliability.md); run it by hand with HA_ONLY=lingering.
-suite patroni env HA_ONLY=switchover,failover,kill,restored,sites /usr/bin/python3 "$ROOT/test/ha/test_patroni.py"
+suite patroni env HA_ONLY=switchover,failover,kill,lingering,restored,sites /usr/bin/python3 "$ROOT/test/ha/test_patroni.py"
 # issue #13: 30 s of ~20 % mixed faults on both clusters, then convergence
 # with the invariants (bench/soak.py runs the 5-minute, 500-service version)
 suite soak-short python3 "$ROOT/bench/soak.py" --ci

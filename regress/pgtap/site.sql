@@ -4,7 +4,7 @@
 -- until no DPU carries the key), the orphan guard's pending list and its
 -- confirmation, the label census, and who may call what.
 BEGIN;
-SELECT plan(44);
+SELECT plan(60);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -134,6 +134,57 @@ SELECT is((SELECT count(*)::integer FROM extsvc.record_pending_orphans('dpuservi
 SELECT is((SELECT count(*)::integer FROM extsvc.pending_orphans), 0, 'empties the list');
 SELECT throws_ok($$SELECT extsvc.record_pending_orphans('widgets', '[]')$$, '22023', 'unknown kind of pending orphan',
                  'an unknown kind is refused');
+
+------------------------------------------------------------------ keys of orphaned DPUServices of this site
+-- A deposed primary's last window can leave a DPUService of this site and its
+-- key on DPUs for a service this database never saw; deleting that orphan
+-- registers its key (the same hash as its name), so the passes may remove it.
+-- Another site's or an unlabelled object's key, a live service's, or a
+-- malformed entry registers nothing.
+\set O '''5a000000-0000-0000-0000-0000000000f1'''
+\set X '''5a000000-0000-0000-0000-0000000000f2'''
+\set V '''V1-T1700000000000000'''
+CREATE TEMP TABLE o AS SELECT extsvc._dpf_service_name(:O, :V) AS name, extsvc.placement_label_key(:O, :V) AS key,
+                              extsvc._dpf_service_name(:X, :V) AS xname, extsvc.placement_label_key(:X, :V) AS xkey;
+SELECT is((SELECT 'nico/' || name FROM o), (SELECT key FROM o), 'an orphan''s key is nico/ and its DPUService name');
+SELECT is(extsvc.register_orphan_placement_keys('site-a', (SELECT jsonb_build_array(
+             jsonb_build_object('name', xname, 'service_id', :X, 'site', 'site-b'),
+             jsonb_build_object('name', xname, 'service_id', :X)) FROM o)), 0,
+          'an orphan of another site, or without the site label: nothing registered');
+SELECT is((SELECT count(*)::integer FROM extsvc.placement_keys, o WHERE label_key = xkey), 0,
+          'so its key stays unregistered (a pass never removes it)');
+SELECT is(extsvc.register_orphan_placement_keys('site-a', (SELECT jsonb_build_array(
+             jsonb_build_object('name', s.dpf_service_name, 'service_id', :P, 'site', 'site-a'))
+             FROM extsvc.service_records s WHERE s.service_id = :P)), 0,
+          'the DPUService of a live service is no orphan: nothing registered');
+SELECT is((SELECT ARRAY[origin, (service_purged_at IS NULL)::text] FROM extsvc.placement_keys WHERE service_id = :P),
+          ARRAY['service', 'true'], 'and its key stays as the service registered it');
+SELECT is(extsvc.register_orphan_placement_keys('site-a', (SELECT jsonb_build_array(
+             jsonb_build_object('name', 'extsvc-x', 'service_id', :O, 'site', 'site-a'),
+             jsonb_build_object('name', name, 'service_id', 'not-a-uuid', 'site', 'site-a'),
+             '"extsvc-abc"'::jsonb) FROM o)), 0,
+          'a name that is not extsvc-<hash>, a service id that is not a UUID, a non-object: nothing registered');
+SELECT is(extsvc.register_orphan_placement_keys('site-a', (SELECT jsonb_build_array(
+             jsonb_build_object('name', name, 'service_id', :O, 'site', 'site-a')) FROM o)), 1,
+          'an orphan of this site: its key is registered');
+SELECT is((SELECT ARRAY[k.origin, k.service_id::text, (k.service_purged_at IS NOT NULL)::text]
+             FROM extsvc.placement_keys k, o WHERE k.label_key = o.key),
+          ARRAY['orphan', :O, 'true'], 'as an orphan''s, of its service id, purged (forgotten once on no DPU)');
+SELECT ok((SELECT key FROM o) = ANY (ARRAY(SELECT extsvc.placement_key_registry())),
+          'the worker''s passes read it as this site''s');
+SELECT is((SELECT o.key = ANY (c.explained) FROM extsvc.dpu_label_census() c, o WHERE c.device_name = 'site-dpu'),
+          false, 'nothing names it: on a DPU it is a derived removal (within the orphan guard)');
+SELECT is(extsvc.register_orphan_placement_keys('site-a', (SELECT jsonb_build_array(
+             jsonb_build_object('name', name, 'service_id', :O, 'site', 'site-a')) FROM o)), 0,
+          'registering it again changes nothing');
+SELECT is(extsvc.forget_placement_keys((SELECT ARRAY[key] FROM o)), 0, 'a census that saw it on a DPU keeps it');
+SELECT is(extsvc.forget_placement_keys('{}'), 1, 'one that saw it nowhere forgets it');
+SELECT throws_ok($$SELECT extsvc.register_orphan_placement_keys('site-a', '{}')$$, '22023',
+                 'orphans must be a JSON array', 'orphans that are not an array are refused');
+SELECT throws_ok($$SELECT extsvc.register_orphan_placement_keys('', '[]')$$, '22023',
+                 'no site to register orphaned placement keys for', 'an empty site is refused');
+SELECT is(pg_temp.as_user('extsvc_site_tenant', $$SELECT extsvc.register_orphan_placement_keys('site-a', '[]')$$),
+          '42501', 'extsvc_api may not register keys');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -88,7 +88,8 @@ CREATE TABLE extsvc.placement_keys (
   label_key         text PRIMARY KEY CHECK (label_key ~ '^nico/extsvc-[a-z2-7]{20}$'),
   service_id        uuid NOT NULL,
   registered_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
-  service_purged_at timestamptz
+  service_purged_at timestamptz,
+  origin            text NOT NULL DEFAULT 'service' CHECK (origin IN ('service', 'orphan'))
 );
 CREATE INDEX placement_keys_service ON extsvc.placement_keys (service_id);
 -- Backfill: the 0.2.0 worker wrote the key of every DPF service it knew (a

@@ -106,11 +106,12 @@ CREATE TABLE extsvc.placement_keys (
   label_key         text PRIMARY KEY CHECK (label_key ~ '^nico/extsvc-[a-z2-7]{20}$'),
   service_id        uuid NOT NULL,
   registered_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
-  service_purged_at timestamptz
+  service_purged_at timestamptz,
+  origin            text NOT NULL DEFAULT 'service' CHECK (origin IN ('service', 'orphan'))
 );
 CREATE INDEX placement_keys_service ON extsvc.placement_keys (service_id);
 COMMENT ON TABLE extsvc.placement_keys IS
-  'Every placement label key this database wrote; only these are ever removed from a DPU. Kept past extsvc.purge_deleted until a resync saw the key on no DPU.';
+  'Every placement label key of this site: the keys this database wrote (origin service) and the keys of orphaned DPUServices of this site it deleted (origin orphan); only these are ever removed from a DPU. Kept past extsvc.purge_deleted until a resync saw the key on no DPU.';
 SELECT pg_catalog.pg_extension_config_dump('extsvc.placement_keys', '');
 
 CREATE FUNCTION extsvc._register_placement_key() RETURNS trigger
@@ -147,6 +148,56 @@ COMMENT ON FUNCTION extsvc._placement_key_purged() IS
 CREATE TRIGGER service_records_placement_key_purged
   AFTER DELETE ON extsvc.service_records
   FOR EACH ROW EXECUTE FUNCTION extsvc._placement_key_purged();
+
+-- The keys of this site that this database never wrote (issue 25): a
+-- lingering old primary (deposed by a promoted standby) can create a service
+-- and label DPUs with its key in the window before its next Lease renewal;
+-- the new primary never saw that service, deletes its DPUService as an orphan
+-- and, without this, would leave the key on the DPUs. The key is provably this
+-- site's when it derives from a DPUService that carried this site's nico/site
+-- label (only a writer of this site puts that label on, and a DPU carries a
+-- service's key only while its DPUService exists: attach needs a READY
+-- service, delete needs every attachment gone): the DPUService extsvc-<hash>
+-- and the key nico/extsvc-<hash> share the hash (SPEC 2.2). The worker calls
+-- this with the orphans it is about to delete, before the DELETE (so a crash in
+-- between loses nothing); the key is registered as purged (origin orphan),
+-- the label passes remove it as a key nothing names (within the orphan guard),
+-- and a census that sees it on no DPU forgets it. An entry of another site, an
+-- unlabelled object, a name that is not extsvc-<hash>, a service id that is not a
+-- UUID or a name that belongs to a live service of this database registers
+-- nothing. Entries: [{"name", "service_id", "site"}]. Returns how many keys were
+-- registered (a key already registered stays as it is).
+CREATE FUNCTION extsvc.register_orphan_placement_keys(site_id text, orphans jsonb) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  n integer;
+BEGIN
+  IF site_id IS NULL OR site_id = '' THEN
+    PERFORM extsvc._raise('22023', 'no site to register orphaned placement keys for',
+                          'site_id: null or empty', 'Pass this server''s extsvc.site_id.');
+  END IF;
+  IF orphans IS NULL OR jsonb_typeof(orphans) <> 'array' THEN
+    PERFORM extsvc._raise('22023', 'orphans must be a JSON array',
+                          format('orphans: %s', coalesce(jsonb_typeof(orphans), 'null')),
+                          'Pass [{"name": ..., "service_id": ..., "site": ...}].');
+  END IF;
+  INSERT INTO extsvc.placement_keys AS k (label_key, service_id, service_purged_at, origin)
+  SELECT DISTINCT ON (e->>'name') 'nico/' || (e->>'name'), (e->>'service_id')::uuid, now(), 'orphan'
+    FROM jsonb_array_elements(orphans) e
+   WHERE jsonb_typeof(e) = 'object'
+     AND e->>'site' = register_orphan_placement_keys.site_id
+     AND e->>'name' ~ '^extsvc-[a-z2-7]{20}$'
+     AND e->>'service_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+     AND NOT EXISTS (SELECT FROM extsvc.service_records s
+                      WHERE s.dpf_service_name = e->>'name' AND s.service_type = 'DPF_HELM_CHART'
+                        AND s.lifecycle_state <> 'DELETED')
+  ON CONFLICT (label_key) DO NOTHING;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.register_orphan_placement_keys(text, jsonb) IS
+  'Worker: registers the placement keys of orphaned DPUServices of this site (nico/site = site_id) it is about to delete, so that the label passes may remove them from the DPUs (keys a deposed primary wrote in its last window). Returns how many were registered.';
 
 -- What the worker reads before a DPU batch: a cheap fingerprint of the
 -- registry (it refetches the keys only when it changed) and the keys.

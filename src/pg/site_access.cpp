@@ -23,6 +23,8 @@ Statement s_identity{
 Statement s_registry_version{"SELECT extsvc.placement_key_registry_version()", 0, {}, nullptr};
 Statement s_registry{"SELECT k FROM extsvc.placement_key_registry() k", 0, {}, nullptr};
 Statement s_forget{"SELECT extsvc.forget_placement_keys($1)", 1, {TEXTARRAYOID}, nullptr};
+Statement s_register_orphans{
+    "SELECT extsvc.register_orphan_placement_keys($1, $2)", 2, {TEXTOID, JSONBOID}, nullptr};
 Statement s_census{
     "SELECT device_name, wanted, explained FROM extsvc.dpu_label_census()", 0, {}, nullptr};
 Statement s_live{"SELECT extsvc.live_service_count()", 0, {}, nullptr};
@@ -113,6 +115,19 @@ void forget_body(Call& c) {
   }
 }
 
+void register_orphans_body(Call& c) {
+  const Datum args[] = {
+      CStringGetTextDatum(static_cast<const char*>(c.in)),
+      DirectFunctionCall1(jsonb_in, CStringGetDatum(static_cast<const char*>(c.in2)))};
+  int* registered = static_cast<int*>(c.out);
+  *registered = 0;
+  if (run(s_register_orphans, args) > 0) {
+    bool isnull = true;
+    const Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (!isnull) *registered = DatumGetInt32(d);
+  }
+}
+
 void census_body(Call& c) {
   auto* out = static_cast<CensusRows*>(c.out);
   const int n = run(s_census);
@@ -179,6 +194,13 @@ bool forget_placement_keys(MemoryContext cxt, const char* const* present, int n,
   Call c{cxt, forgotten, present, nullptr, n};
   return worker_transaction("nico_extsvc: forget placement keys", cxt, error,
                             trampoline<forget_body>, &c);
+}
+
+bool register_orphan_placement_keys(MemoryContext cxt, const char* site_id, const char* orphans,
+                                    int* registered, char** error) {
+  Call c{cxt, registered, site_id, orphans, 0};
+  return worker_transaction("nico_extsvc: register orphaned placement keys", cxt, error,
+                            trampoline<register_orphans_body>, &c);
 }
 
 bool dpu_label_census(MemoryContext cxt, CensusRows* out, char** error) {

@@ -20,6 +20,10 @@ bool placement_key_registry_version(MemoryContext cxt, char** version, char** er
 bool placement_key_registry(MemoryContext cxt, char*** keys, int* count, char** error);
 bool forget_placement_keys(MemoryContext cxt, const char* const* present, int n, int* forgotten,
                            char** error);
+// orphans: a JSON array of {name, service_id, site} (DPUServices the resync is about to delete);
+// *registered: how many of their keys were new to the registry.
+bool register_orphan_placement_keys(MemoryContext cxt, const char* site_id, const char* orphans,
+                                    int* registered, char** error);
 
 struct CensusRows {
   int count;

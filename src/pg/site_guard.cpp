@@ -17,12 +17,14 @@
 #include <spdlog/spdlog.h>
 
 #include "controller/site_census.hpp"
+#include "core/site.hpp"
 #include "guard.hpp"
 #include "gucs.hpp"
 #include "log_sink.hpp"
 #include "site_access.hpp"
 #include "site_state.hpp"
 #include "timing_in_force.hpp"
+#include "wake.hpp"
 #include "worker_internal.hpp"
 
 namespace extsvc::pg {
@@ -58,6 +60,59 @@ void set_foreign(const controller::ResyncResult& r) {
   site->foreign_unlabelled = static_cast<int64>(r.unlabelled);
   site->census_done = true;
   SpinLockRelease(&site->lock);
+}
+
+// Issue 25: an orphaned DPUService of this site may come from a deposed primary's last window
+// (a service this database never saw), and the DPUs may carry its placement key, which this
+// database never wrote. Its key is this site's (the DPUService carries this site's label and
+// shares the key's hash), so it is registered before the DELETE: the label passes then remove it
+// as a key nothing names (sql/parts/74_site.sql, extsvc.register_orphan_placement_keys). False
+// when the registration failed: nothing is deleted then (the key would be left behind). Outside
+// a resync (a watch event) a resync is asked for, whose census lets the passes remove the key.
+bool register_orphan_keys(MemoryContext cxt,
+                          const std::vector<const reconcile::OrphanCandidate*>& candidates,
+                          const bool* remove, bool census) {
+  char* entries = nullptr;
+  char* site_id = nullptr;
+  int n = 0;
+  PendingError err;
+  cpp_call(err, [&] {
+    site_id = copy_out(cxt, g_runtime->site_id());
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!remove[i]) continue;
+      const auto& c = *candidates[i];
+      // the candidates are this site's by their nico/site label (controller/resync.cpp)
+      list.push_back({{"name", c.name},
+                      {"service_id", c.service_id},
+                      {"site", c.site == core::SiteMembership::kOurs ? g_runtime->site_id() : ""}});
+    }
+    n = static_cast<int>(list.size());
+    entries = copy_out(cxt, list.dump());
+  });
+  flush_logs();
+  if (err.sqlstate != 0) {
+    ereport(WARNING, (errmsg_internal("nico_extsvc: %s", err.message)));
+    return false;
+  }
+  if (n == 0) return true;
+  int registered = 0;
+  char* error = nullptr;
+  if (!register_orphan_placement_keys(cxt, site_id, entries, &registered, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: resync: registering the placement keys of orphaned "
+                             "DPUServices failed: %s",
+                             error),
+                      errdetail("No orphan is deleted until their keys are registered.")));
+    return false;
+  }
+  if (registered > 0) {
+    ereport(LOG, (errmsg("nico_extsvc: resync: %d placement key(s) of orphaned DPUServices of "
+                         "this site registered: the label passes remove them from the DPUs",
+                         registered)));
+    SharedState* st = shared_state();
+    if (!census && st != nullptr) pg_atomic_write_u32(&st->resync_requested, 1);
+  }
+  return true;
 }
 
 }  // namespace
@@ -164,6 +219,11 @@ void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResu
                        "SELECT extsvc.confirm_orphan_cleanup(); if not, restore the database.")));
   } else {
     for (int i = 0; i < ncandidates; ++i) remove[i] = site_take_budget(&site->orphan_budget);
+  }
+  if (!register_orphan_keys(cxt, *candidates, remove, census)) {
+    PendingError free_err;
+    cpp_call(free_err, [&] { delete candidates; });
+    return;
   }
   int deleted = 0;
   cpp_call(err, [&] {

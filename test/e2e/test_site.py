@@ -14,6 +14,8 @@ tells which server made each request.
   primary stopped renewing, after the Lease duration;
 - a holder that cannot renew stops writing before the Lease can expire;
 - the orphan guard past extsvc.orphan_cleanup_max, and its confirmation;
+- the placement key of an orphan of this site that this database never wrote (a deposed
+  primary's last window) goes with the orphan; another site's or an unlabelled object's does not;
 - no write without extsvc.site_id; timing settings that cannot work together are refused.
 
 WRITE_DOC=1 writes the measured rows into docs/reliability.md (records read by
@@ -474,6 +476,80 @@ def test_orphans_past_the_limit_wait_for_a_confirmation():
         a().pg.reload()
 
 
+# --- a key of this site that this database never wrote --------------------------------------------
+
+def _stray_dpuservice(template, name, tmpl_name, sid, tmpl_sid, site):
+    """A copy of a DPUService of ours under another service's name and id (what a deposed
+    primary's last window or another site leaves in the cluster); site None: unlabelled."""
+    body = json.loads(json.dumps(template).replace(tmpl_name, name).replace(tmpl_sid, sid))
+    md = body["metadata"]
+    body["metadata"] = {"name": md["name"], "namespace": md["namespace"], "labels": dict(md.get("labels") or {}),
+                        "annotations": dict(md.get("annotations") or {})}
+    body.pop("status", None)
+    if site is None:
+        body["metadata"]["labels"].pop("nico/site", None)
+    else:
+        body["metadata"]["labels"]["nico/site"] = site
+    code, out = a().sim.kube("POST", f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpuservices", body)
+    assert code == 201, (code, out)
+
+
+def test_a_key_of_an_orphan_of_this_site_goes_and_no_other_key_does():
+    # a service of ours as the template of what a lingering old primary (deposed, same site)
+    # created in its last window, and what another site and an unlabelled writer created
+    tmpl = a().create("stray-template", helm_data(values={"s": 1}), target="PRIMARY")
+    a().wait_state(tmpl, "READY")
+    tmpl_name = a().state(tmpl)[3]
+    version = a().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{tmpl}'")
+    template = a().sim.dpuservice(tmpl_name)
+    stray = {}  # who -> (service id, name, key)
+    for who, site in (("ours", "site-a"), ("other-site", "site-b"), ("unlabelled", None)):
+        sid = str(uuid.uuid4())
+        key = a().pg.one(f"SELECT extsvc.placement_label_key('{sid}', {lit(version)})")
+        stray[who] = (sid, key[len("nico/"):], key)
+        _stray_dpuservice(template, key[len("nico/"):], tmpl_name, sid, tmpl, site)
+    # each key on a DPU of site-a, as the writer's label patch left it
+    code, _ = a().sim.kube("PATCH", f"{DEVICES}/{device(0)}",
+                           {"spec": {"cluster": {"nodeLabels": {k: "enabled" for _, _, k in stray.values()}}}},
+                           content_type="application/merge-patch+json")
+    assert code == 200
+    assert {k for _, _, k in stray.values()} <= device_keys(a().sim, 0)
+    me = a().holder_identity()
+    since = last_seq()
+    try:
+        resync(a())
+        ours_sid, ours_name, ours_key = stray["ours"]
+        wait_until(lambda: a().sim.dpuservice(ours_name) is None, timeout=30,
+                   what="the orphan of this site deleted")
+        wait_until(lambda: ours_key not in device_keys(a().sim, 0), timeout=30,
+                   what="its placement key removed from the DPU")
+        row = a().pg.sql(f"SELECT origin, service_id FROM extsvc.placement_keys WHERE label_key = {lit(ours_key)}")
+        assert row == [["orphan", ours_sid]] or row == [], row  # forgotten once on no DPU
+        resync(a())
+        time.sleep(1)
+        # the other site's and the unlabelled object and keys are untouched
+        for who in ("other-site", "unlabelled"):
+            _, name, key = stray[who]
+            assert a().sim.dpuservice(name), f"the {who} DPUService was deleted"
+            assert key in device_keys(a().sim, 0), f"the {who} key was removed"
+            assert a().pg.one(f"SELECT count(*) FROM extsvc.placement_keys WHERE label_key = {lit(key)}") == "0"
+            touched = [(r["method"], r["path"]) for r in by(me, since) if name in r["path"]]
+            assert not touched, (who, touched)
+        # the ours key was removed by a patch of site-a that removed nothing else
+        patches = [r for r in by(me, since) if r["method"] == "PATCH" and device(0) in r["path"]]
+        assert patches, "no label patch of the DPU"
+        print(f"    an orphan of this site: deleted, its key removed ({len(patches)} label patch(es)); "
+              "another site's and an unlabelled object and keys: untouched")
+    finally:
+        for who in ("other-site", "unlabelled"):
+            _, name, _ = stray[who]
+            a().sim.kube("DELETE", f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpuservices/{name}")
+        a().sim.kube("PATCH", f"{DEVICES}/{device(0)}",
+                     {"spec": {"cluster": {"nodeLabels": {k: None for _, _, k in stray.values()}}}},
+                     content_type="application/merge-patch+json")
+        a().delete(tmpl)
+
+
 # --- no site id, and timing settings that cannot work together -----------------------------------
 
 def test_without_a_site_id_nothing_is_written_and_setting_it_starts_the_worker():
@@ -574,6 +650,7 @@ def main():
             test_restored_copy_writes_nothing_while_the_primary_holds_the_lease_then_takes_over,
             test_a_holder_that_cannot_renew_stops_writing_before_the_lease_can_expire,
             test_orphans_past_the_limit_wait_for_a_confirmation,
+            test_a_key_of_an_orphan_of_this_site_goes_and_no_other_key_does,
             test_without_a_site_id_nothing_is_written_and_setting_it_starts_the_worker,
             test_timing_settings_that_cannot_work_together_are_refused,
         ], "# e2e: one writer per site (issue 25)")

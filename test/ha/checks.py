@@ -90,11 +90,28 @@ def mentions(e, text):
     return text in (e.get("path") or "") or text in (e.get("body") or "")
 
 
-def stray_effects(writes, entries, since_seq, deleted_names, stray_devices, stray_nodes):
+def set_keys(e):
+    """Placement label keys a label patch sets (to a value, not null)."""
+    return {k for k, v in _walk(body(e)) if isinstance(k, str) and k.startswith(PLACEMENT_PREFIX) and v is not None}
+
+
+def is_repair(e, repairer, everywhere=frozenset()):
+    """A label write of the new primary (repairer: its system identifier and timeline) that sets no
+    key but those its own database wants on every DPU (`everywhere`: its ALL_DPUS services' keys,
+    which the stray DPUs carry too): it removes what the old primary's window left on a stray DPU,
+    or places the main load's ALL_DPUS services; it does not carry a stray write out. A request
+    whose body the log did not keep is not excused."""
+    return (repairer is not None and kubelog.from_server(e, *repairer) and body(e) is not None
+            and bool(nulled_keys(e) | set_keys(e)) and set_keys(e) <= set(everywhere))
+
+
+def stray_effects(writes, entries, since_seq, deleted_names, stray_devices, stray_nodes, repairer=None,
+                  everywhere=frozenset()):
     """Requests after since_seq that only a write sent to the lingering old
     primary can have caused: a created service's id, an update's marker, the
     DELETE of a DPUService whose service the cluster's primary keeps, a label
-    write on a DPU of the stray host (whose instance only those writes touch)."""
+    write on a DPU of the stray host (whose instance only those writes touch),
+    except the new primary's removal of such labels (is_repair)."""
     after = [e for e in entries if e["seq"] > since_seq and e["verb"] in kubelog.WRITE_VERBS]
     found = []
     for w in writes:
@@ -109,7 +126,7 @@ def stray_effects(writes, entries, since_seq, deleted_names, stray_devices, stra
         if e["verb"] == "DELETE" and dpuservice_of(e) in deleted_names:
             found.append(("delete", dpuservice_of(e), e))
         t = label_target(e)
-        if t and (t[1] in stray_devices if t[0] == "device" else t[1] in stray_nodes):
+        if t and (t[1] in stray_devices if t[0] == "device" else t[1] in stray_nodes) and not is_repair(e, repairer, everywhere):
             found.append(("attach/detach", t[1], e))
     return found
 
