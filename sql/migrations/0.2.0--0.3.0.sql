@@ -202,3 +202,16 @@ END
 $hosts$;
 CREATE UNIQUE INDEX instances_one_live_per_host ON extsvc.instances (host_machine_id)
   WHERE delete_requested_at IS NULL;
+
+-- Issue 23, part 2: stray workloads (pods of our services on DPUs without an
+-- attachment), as the placement passes observe them.
+CREATE TABLE extsvc.stray_pods (
+  dpu_machine_id text NOT NULL REFERENCES extsvc.dpus ON DELETE CASCADE,
+  pod            text NOT NULL,          -- "<namespace>/<name>"
+  service_id     uuid,                   -- its nico/extension-service-id label, else by its release
+  release        text,                   -- the DPUService whose Argo Application applied it
+  reason         text NOT NULL CHECK (reason IN ('no_attachment', 'node_key_without_dpudevice')),
+  first_seen     timestamptz NOT NULL DEFAULT now(),
+  last_seen      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (dpu_machine_id, pod)
+);
