@@ -158,6 +158,10 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   DpuWork removals = w;
   removals.items.clear();
   removals.wanted_keys.clear();
+  // with the wanted items left out, nothing may count as unwanted: no key is removed (an empty
+  // registry), and the strays are not judged (below)
+  static const std::set<std::string> kNoKeys;
+  removals.registered_keys = &kNoKeys;
   std::vector<const DpuItem*> origin;
   for (const auto& item : w.items)
     if (!item.wanted) {
@@ -171,6 +175,9 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
       r.item = origin.at(static_cast<size_t>(r.item - removals.items.data()));
   }
   if (out.retry) return out;
+  out.strays_observed = false;
+  out.strays.clear();
+  out.observation.erase("stray_pods");
   for (const auto& item : w.items)
     if (item.wanted) out.results.push_back({&item, "ERROR", why});
   out.observation["dpf_api"] = why;

@@ -78,7 +78,7 @@ def watcher_cpu_s():
 
 def all_watched():
     s = watch_status()
-    return len(s) == 6 and all(v["synced"] and v["current"] for v in s.values())
+    return len(s) == 7 and all(v["synced"] and v["current"] for v in s.values())
 
 
 # --- group 1: the product defaults for resync and staleness ------------------------------------
