@@ -19,6 +19,9 @@ CREATE TABLE extsvc.stray_pods (
 );
 COMMENT ON TABLE extsvc.stray_pods IS
   'Pods of our services on DPUs without an attachment for them, as the last placement pass of each DPU saw them (read extsvc.stray_workloads).';
+-- pg_dump keeps them like the DPUs' observations (15_placement_tables.sql): a
+-- restored database shows what was last seen until the next pass replaces it.
+SELECT pg_catalog.pg_extension_config_dump('extsvc.stray_pods', '');
 
 -- Replaces a DPU's stray pods with what its placement pass saw (p_strays: an
 -- array of {service_id, release, pod, reason}); a pod seen for the first time
