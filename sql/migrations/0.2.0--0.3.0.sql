@@ -212,3 +212,16 @@ ALTER TABLE extsvc.service_records
   DROP CONSTRAINT desired_revision_exists,
   DROP CONSTRAINT applied_revision_exists,
   DROP CONSTRAINT attachable_version_exists;
+
+-- Issue 23, part 2: stray workloads (pods of our services on DPUs without an
+-- attachment), as the placement passes observe them.
+CREATE TABLE extsvc.stray_pods (
+  dpu_machine_id text NOT NULL REFERENCES extsvc.dpus ON DELETE CASCADE,
+  pod            text NOT NULL,          -- "<namespace>/<name>"
+  service_id     uuid,                   -- its nico/extension-service-id label, else by its release
+  release        text,                   -- the DPUService whose Argo Application applied it
+  reason         text NOT NULL CHECK (reason IN ('no_attachment', 'node_key_without_dpudevice')),
+  first_seen     timestamptz NOT NULL DEFAULT now(),
+  last_seen      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (dpu_machine_id, pod)
+);

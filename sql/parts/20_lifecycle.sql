@@ -38,7 +38,13 @@ INSERT INTO extsvc.lifecycle_transitions (from_state, to_state, actor, reason, d
   ('FAILED',   'DELETED',  'api',    'abandoned',           'operator abandoned a delete that failed on an ownership conflict; the foreign object is left alone'),
   ('DELETING', 'DELETED',  'worker', 'dpuservice_deleted',  'the API answered 404: the DPUService and its finalizers are gone'),
   ('DELETING', 'FAILED',   'worker', 'ownership_conflict',  'the object with the generated name belongs to someone else; not deleted'),
-  ('DELETING', 'FAILED',   'worker', 'permanent_error',     'the API refused the delete');
+  ('DELETING', 'FAILED',   'worker', 'permanent_error',     'the API refused the delete'),
+  -- issue 23, part 2: a pod of the service on a DPU without an attachment for it (extsvc.stray_workloads)
+  ('CREATING', 'CREATING', 'worker', 'stray_workload',      'a pod of the service runs on a DPU without an attachment for it (extsvc.stray_workloads)'),
+  ('READY',    'READY',    'worker', 'stray_workload',      'a pod of the service runs on a DPU without an attachment for it (extsvc.stray_workloads)'),
+  ('UPDATING', 'UPDATING', 'worker', 'stray_workload',      'a pod of the service runs on a DPU without an attachment for it (extsvc.stray_workloads)'),
+  ('FAILED',   'FAILED',   'worker', 'stray_workload',      'a pod of the service runs on a DPU without an attachment for it (extsvc.stray_workloads)'),
+  ('DELETING', 'DELETING', 'worker', 'stray_workload',      'a pod of the service runs on a DPU without an attachment for it (extsvc.stray_workloads)');
 
 -- Refuses any lifecycle change not in extsvc.lifecycle_transitions; the
 -- AFTER trigger below records every allowed one in the history.

@@ -401,6 +401,9 @@ DECLARE
   v_observed_at timestamptz := coalesce(to_timestamp((p_outcome->>'observed_at')::double precision), now());
   -- from the watch caches: a change wakes the DPU, no polling while converging
   v_watched boolean := coalesce((p_outcome->>'watched')::boolean, false);
+  -- the pods of our services no row of this DPU explains (issue 23, part 2);
+  -- absent: the pass did not observe the pods
+  v_strays jsonb := nullif(p_outcome->'strays', 'null'::jsonb);
 BEGIN
   IF v_outcome = 'retry' THEN
     UPDATE extsvc.dpu_reconciliations x
@@ -452,6 +455,10 @@ BEGIN
       END IF;
     END IF;
   END LOOP;
+
+  IF v_strays IS NOT NULL AND v_observed_at >= now() - extsvc._observation_max_age() THEN
+    PERFORM extsvc._record_stray_pods(p_id, v_strays);
+  END IF;
 
   FOR v_inst IN SELECT DISTINCT a.instance_id FROM extsvc.dpf_extension_service_attachments a
                  WHERE a.dpu_machine_id = p_id AND a.placement_state = 'REMOVING' LOOP

@@ -33,6 +33,8 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ('extsvc_queue_oldest_due_age_seconds', 'gauge', 'Seconds since the oldest due, unleased row became due (0 when none is due), by queue.'),
     ('extsvc_placement_attachments', 'gauge', 'Per-DPU attachment rows by placement state and deployment state (UNKNOWN once the observation is older than extsvc.observation_max_age).'),
     ('extsvc_site_service_dpus', 'gauge', 'Per-DPU rows of ALL_DPUS services by deployment state (UNKNOWN once stale).'),
+    ('extsvc_dpf_api_level', 'gauge', '1 for the DPF API level the workers detected from the served CRDs (level: v26.8+, below v26.8, unknown before the first read), 0 for the others.'),
+    ('extsvc_stray_pods', 'gauge', 'Pods of our services on DPUs without an attachment for them (extsvc.stray_workloads), by reason.'),
     ('extsvc_dpu_states', 'gauge', 'Registered DPUs by state: DEREGISTERED, else the worst deployment state of their rows (ERROR > UNKNOWN > PENDING > TERMINATING > RUNNING > TERMINATED), IDLE without rows.'),
     ('extsvc_kube_requests_total', 'counter', 'Kubernetes API requests by cluster, verb and HTTP code ("error": no HTTP response; "other": the series table was full).'),
     ('extsvc_kube_request_duration_seconds', 'histogram', 'Duration of Kubernetes API requests by cluster and verb.'),
@@ -167,6 +169,9 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
     UNION ALL SELECT 'extsvc_pending_orphans', jsonb_build_object('kind', k.kind),
                      (SELECT count(*) FROM extsvc.pending_orphans p WHERE p.kind = k.kind)::double precision
                 FROM unnest(ARRAY['dpuservice', 'placement_labels']) k(kind)
+    UNION ALL SELECT 'extsvc_stray_pods', jsonb_build_object('reason', r.reason),
+                     (SELECT count(*) FROM extsvc.stray_pods x WHERE x.reason = r.reason)::double precision
+                FROM unnest(ARRAY['no_attachment', 'node_key_without_dpudevice']) r(reason)
     UNION ALL SELECT 'extsvc_placement_keys_registered', '{}'::jsonb,
                      (SELECT count(*) FROM extsvc.placement_keys)::double precision
   ) m

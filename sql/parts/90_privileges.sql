@@ -7,7 +7,7 @@ GRANT SELECT ON extsvc.services TO extsvc_api, extsvc_admin;
 GRANT SELECT ON extsvc.reconciliation_queue, extsvc.service_history, extsvc.lifecycle_transitions,
                 extsvc.placement_transitions, extsvc.dpu_state_history,
                 extsvc.chart_allowlist, extsvc.dpu_placement, extsvc.dpu_desired_labels,
-                extsvc.services_outside_allowlist
+                extsvc.services_outside_allowlist, extsvc.stray_workloads
   TO extsvc_admin;
 
 GRANT EXECUTE ON FUNCTION

@@ -83,7 +83,14 @@ reconcile::PodsRead CacheObserver::pods(const std::string& node) {
     return r;
   }
   r.ok = true;
-  for (const core::PodFacts* p : cache_.pods_on(node)) r.pods.push_back(*p);
+  for (const core::PodFacts* p : cache_.pods_on(node)) {
+    if (!p->service_id.empty()) {
+      r.pods.push_back(*p);  // the fast path: our label
+    } else if (std::string release = cache_.release_of(p->owner_uid); !release.empty()) {
+      r.pods.push_back(*p);
+      r.pods.back().release = std::move(release);
+    }
+  }
   return r;
 }
 

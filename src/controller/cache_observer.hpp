@@ -27,6 +27,10 @@ class CacheObserver : public reconcile::DpuObserver {
   bool dpu_cluster() const override { return cache_.dpu_configured(); }
   reconcile::NodeRead node(const std::string& name) override;
   reconcile::PodsRead pods(const std::string& node) override;
+  std::string release_of(const core::PodFacts& pod) override {
+    return pod.release.empty() ? cache_.release_of(pod.owner_uid) : pod.release;
+  }
+  kube::Client* dpu_writer() override { return cache_.dpu_client(); }
   const core::DpfStatus* dpf_status(const std::string& service_id) override;
   const std::vector<std::pair<std::string, std::string>>& failed_creates() override;
   std::optional<double> observed_at() override;

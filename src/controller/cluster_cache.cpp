@@ -7,6 +7,7 @@
 
 #include "controller/cache_store.hpp"
 #include "controller/dpu_object_store.hpp"
+#include "controller/workload_store.hpp"
 #include "core/drift_key.hpp"
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
@@ -123,58 +124,6 @@ class NodeStore : public ClusterCache::Store {
 
  private:
   std::unordered_map<std::string, NodeFacts> map_;
-};
-
-class PodStore : public ClusterCache::Store {
- public:
-  using Store::Store;
-  size_t size() const override { return map_.size(); }
-  std::vector<const core::PodFacts*> on(const std::string& node) const {
-    std::vector<const core::PodFacts*> out;
-    auto it = by_node_.find(node);
-    if (it == by_node_.end()) return out;
-    for (const auto& key : it->second) out.push_back(&map_.at(key));
-    return out;
-  }
-
- protected:
-  void apply(const json& obj) override {
-    const std::string key = cache_key_of(obj);
-    core::PodFacts f = core::pod_facts(obj);
-    auto it = map_.find(key);
-    if (it != map_.end()) {
-      if (it->second == f) return;  // nothing we read changed (a status heartbeat)
-      unindex(key, it->second.node);
-      it->second = std::move(f);
-    } else {
-      it = map_.emplace(key, std::move(f)).first;
-    }
-    by_node_[it->second.node].insert(key);
-    dirty_.nodes.insert(it->second.node);
-  }
-  void remove(const std::string& key) override {
-    auto it = map_.find(key);
-    if (it == map_.end()) return;
-    unindex(key, it->second.node);
-    map_.erase(it);
-  }
-  std::vector<std::string> keys() const override {
-    std::vector<std::string> out;
-    out.reserve(map_.size());
-    for (const auto& [key, f] : map_) out.push_back(key);
-    return out;
-  }
-
- private:
-  void unindex(const std::string& key, const std::string& node) {
-    dirty_.nodes.insert(node);
-    auto n = by_node_.find(node);
-    if (n == by_node_.end()) return;
-    n->second.erase(key);
-    if (n->second.empty()) by_node_.erase(n);
-  }
-  std::unordered_map<std::string, core::PodFacts> map_;
-  std::unordered_map<std::string, std::set<std::string>> by_node_;
 };
 
 class ServiceStore : public ClusterCache::Store {
@@ -303,7 +252,15 @@ class EventStore : public ClusterCache::Store {
   const ServiceStore* services_ = nullptr;
 };
 
-enum Index { kDevices = 0, kServices = 1, kNodes = 2, kPods = 3, kEvents = 4, kDpus = 5 };
+enum Index {
+  kDevices = 0,
+  kServices = 1,
+  kNodes = 2,
+  kPods = 3,
+  kEvents = 4,
+  kDpus = 5,
+  kDaemonSets = 6
+};
 
 }  // namespace
 
@@ -322,6 +279,11 @@ ClusterCache::ClusterCache(kube::Client& management, kube::Client* dpu,
   events->services_ = static_cast<const ServiceStore*>(stores_[kServices].get());
   stores_.push_back(std::move(events));
   stores_.push_back(std::make_unique<DpuObjectStore>(dirty_, "dpus"));
+  auto daemonsets = std::make_unique<DaemonSetStore>(dirty_, "daemonsets");
+  auto& pods = static_cast<PodStore&>(*stores_[kPods]);
+  pods.set_daemonsets(daemonsets.get());
+  daemonsets->set_pods(&pods);
+  stores_.push_back(std::move(daemonsets));
   auto spec = [&](const char* name, const char* cluster, std::string path) {
     kube::ReflectorSpec s;
     s.name = name;
@@ -346,9 +308,14 @@ ClusterCache::ClusterCache(kube::Client& management, kube::Client* dpu,
   if (dpu != nullptr) {
     s = spec("nodes", "dpu", kube::nodes_path());
     reflectors_.push_back(std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kNodes]));
-    s = spec("pods", "dpu", kube::pods_path(settings.ns));
-    s.label_selector = owner;
+    // every namespace and no label selector (issue 23, part 2): a chart may drop our label or
+    // render elsewhere; the store keeps the labelled pods and the DaemonSets' pods
+    s = spec("pods", "dpu", kube::pods_path());
     reflectors_.push_back(std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kPods]));
+    // the DaemonSets Argo applied for our DPUServices (tracking-id), in every namespace
+    s = spec("daemonsets", "dpu", kube::daemonsets_path(""));
+    reflectors_.push_back(
+        std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kDaemonSets]));
     s = spec("events", "dpu", kube::events_path(settings.ns));
     s.field_selector = "involvedObject.kind=DaemonSet,reason=FailedCreate";
     reflectors_.push_back(std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kEvents]));
@@ -556,6 +523,10 @@ const NodeFacts* ClusterCache::node(const std::string& name) const {
 
 std::vector<const core::PodFacts*> ClusterCache::pods_on(const std::string& node) const {
   return static_cast<const PodStore&>(*stores_[kPods]).on(node);
+}
+
+std::string ClusterCache::release_of(const std::string& owner_uid) const {
+  return static_cast<const DaemonSetStore&>(*stores_[kDaemonSets]).release_of(owner_uid);
 }
 
 const core::DpfStatus* ClusterCache::dpf_context(const std::string& service_id) const {

@@ -3,7 +3,8 @@
 // rows it concerns.
 //   management cluster: our DPUServices (label nico/extension-service-id), DPUDevices, DPF's DPU
 //     objects (the label path's middle hop)
-//   DPU cluster: Nodes, our pods (label nico/extension-service-id), DaemonSet FailedCreate events
+//   DPU cluster: Nodes, pods (ours by label, or by their DaemonSet's Argo tracking: any namespace),
+//     the DaemonSets Argo applied for our DPUServices, DaemonSet FailedCreate events
 // Each cache keeps only what is read later (labels under nico/extsvc-, pod facts, a drift key and
 // DPF's status per DPUService), so a site of 10,000 DPUs fits in a few MiB. Everything runs on
 // one kube::Multi, on the caller's thread, inside pump(); nothing here knows PostgreSQL.
@@ -106,6 +107,7 @@ class ClusterCache {
   // time for the database; nullopt before the first list.
   bool management_synced() const;
   bool dpu_configured() const { return dpu_ != nullptr; }
+  kube::Client* dpu_client() const { return dpu_; }
   bool dpu_synced() const;
   std::optional<std::chrono::system_clock::time_point> management_current_at() const;
   std::optional<std::chrono::system_clock::time_point> dpu_current_at() const;
@@ -120,7 +122,10 @@ class ClusterCache {
   const NodeFacts* node(const std::string& name) const;
   // DPF's DPU object by name (= its Node's name).
   const core::DpuObjectFacts* dpu_object(const std::string& name) const;
+  // The pods on a Node that carry our label or that a DaemonSet controls (any namespace).
   std::vector<const core::PodFacts*> pods_on(const std::string& node) const;
+  // The DPUService whose Argo Application applied the DaemonSet with this uid, or "".
+  std::string release_of(const std::string& owner_uid) const;
   // DPF's status of a service while it explains something (not Ready, or paused), else null.
   const core::DpfStatus* dpf_context(const std::string& service_id) const;
   // Our DPUServices by name.
@@ -150,7 +155,7 @@ class ClusterCache {
   std::unique_ptr<kube::Multi> multi_;
   kube::Client* dpu_ = nullptr;
   Dirty dirty_;
-  std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events, dpus
+  std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events, dpus, ds
   std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
   std::vector<Clock::time_point> relist_tickets_;  // per reflector: the list that answers
   // When a cluster's watches stopped being current (nullopt: current). Back from an outage

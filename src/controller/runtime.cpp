@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "controller/cache_observer.hpp"
+#include "kube/error.hpp"
 
 namespace extsvc::controller {
 
@@ -18,6 +19,7 @@ Runtime::Runtime(const Settings& s, const Hooks& hooks)
     management_ = std::make_unique<kube::Client>(*cfg);
     wire(*management_, "management");
     reconciler_ = std::make_unique<reconcile::ServiceReconciler>(*management_, ns_, site_id_);
+    reconciler_->set_dpf_api(&dpf_api_);
     spdlog::info("management cluster configured: {}", cfg->server);
   }
   const std::string management_error = config_error_;
@@ -36,10 +38,46 @@ Runtime::Runtime(const Settings& s, const Hooks& hooks)
 }
 
 std::unique_ptr<reconcile::DpuReconciler> Runtime::dpu_reconciler() {
-  if (cache_)
-    return std::make_unique<reconcile::DpuReconciler>(*management_, ns_,
-                                                      std::make_unique<CacheObserver>(*cache_));
-  return std::make_unique<reconcile::DpuReconciler>(*management_, dpu_.get(), ns_);
+  auto r = cache_ ? std::make_unique<reconcile::DpuReconciler>(
+                        *management_, ns_, std::make_unique<CacheObserver>(*cache_))
+                  : std::make_unique<reconcile::DpuReconciler>(*management_, dpu_.get(), ns_);
+  r->set_dpf_api(&dpf_api_);
+  return r;
+}
+
+bool Runtime::check_dpf_api() {
+  if (!management_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  const uint64_t connects = management_->stats().connects;
+  if (dpf_api_.known && connects == connects_at_check_) return false;
+  if (now < next_api_check_) return false;
+  next_api_check_ = now + std::chrono::seconds(5);
+  // The apiserver's OpenAPI v3 document per group-version (404: the group-version is not served)
+  auto read = [&](const char* gv, nlohmann::json& doc) {
+    auto got = management_->get(std::string("/openapi/v3/apis/") + gv);
+    if (got.ok()) {
+      doc = got.value().body;
+      return true;
+    }
+    if (got.kind() == kube::ErrorKind::kNotFound) return true;  // doc stays null
+    spdlog::warn("reading the DPF API ({}): {}", gv, kube::describe(got.error()));
+    return false;
+  };
+  nlohmann::json svc, provisioning;
+  if (!read("svc.dpu.nvidia.com/v1alpha1", svc) ||
+      !read("provisioning.dpu.nvidia.com/v1alpha1", provisioning))
+    return false;  // keeps what it knew; tried again in 5 s
+  const core::DpfApiLevel level = core::dpf_api_level(svc, provisioning);
+  if (!dpf_api_.known || level.missing() != dpf_api_.missing()) {
+    if (level.sufficient())
+      spdlog::info("DPF API: {} (DPUService.spec.security, DPUDevice.spec.cluster served)",
+                   level.level());
+    else
+      spdlog::warn("DPF API: {}", core::DpfApiLevel::message(level.missing()));
+  }
+  dpf_api_ = level;
+  connects_at_check_ = management_->stats().connects;
+  return true;
 }
 
 void Runtime::start_watching() {

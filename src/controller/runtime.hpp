@@ -3,6 +3,7 @@
 // here knows PostgreSQL.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "controller/cluster_cache.hpp"
+#include "core/dpf_api_level.hpp"
 #include "kube/client.hpp"
 #include "kube/config.hpp"
 #include "kube/observer.hpp"
@@ -79,6 +81,12 @@ class Runtime {
   uint64_t requests() const;
   uint64_t errors() const;
 
+  // Issue 23, part 5: the DPF API the management cluster serves (its CRDs' OpenAPI documents),
+  // read at the start and again after every reconnect (a new TCP connection of the management
+  // client), at most every 5 s. True when this call read them.
+  bool check_dpf_api();
+  const core::DpfApiLevel& dpf_api() const { return dpf_api_; }
+
  private:
   std::optional<kube::ClusterConfig> cluster_config(const Settings& s, const ClusterSettings& c);
 
@@ -90,6 +98,9 @@ class Runtime {
   std::unique_ptr<kube::Client> dpu_;
   std::unique_ptr<reconcile::ServiceReconciler> reconciler_;
   std::unique_ptr<ClusterCache> cache_;  // after the clients: destroyed first
+  core::DpfApiLevel dpf_api_;
+  uint64_t connects_at_check_ = 0;
+  std::chrono::steady_clock::time_point next_api_check_{};
 };
 
 // Installs an item's fence on the clients for the item's calls, also when

@@ -187,6 +187,16 @@ json encode_dpu_outcome(const reconcile::DpuOutcome& o) {
   put_if(j, "retry_after_s", o.retry_after_s);
   put_if(j, "observed_at", o.observed_at);
   if (o.watched) j["watched"] = true;
+  if (o.strays_observed && !o.retry) {
+    json strays = json::array();
+    for (const auto& s : o.strays)
+      strays.push_back({{"service_id", s.service_id.empty() ? json() : json(s.service_id)},
+                        {"release", s.release.empty() ? json() : json(s.release)},
+                        {"pod", s.pod},
+                        {"reason", s.reason}});
+    j["strays"] = std::move(strays);
+  }
+  if (!o.node_keys_removed.empty()) j["node_keys_removed"] = o.node_keys_removed;
   return j;
 }
 

@@ -5,6 +5,7 @@
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
 #include "core/utf8.hpp"
+#include "core/workload.hpp"
 
 namespace extsvc::core {
 namespace {
@@ -76,10 +77,12 @@ bool ready_condition(const json& pod) {
 PodFacts pod_facts(const json& pod) {
   PodFacts f;
   f.name = str(at(pod, {"metadata", "name"}));
+  f.ns = str(at(pod, {"metadata", "namespace"}));
   f.node = str(at(pod, {"spec", "nodeName"}));
   f.bound = !f.node.empty();
   if (!f.bound) f.node = affinity_target(pod);
   f.service_id = str(at(pod, {"metadata", "labels", kOwnerIdLabel}));
+  f.owner_uid = daemonset_owner_uid(pod);
   f.terminating = !at(pod, {"metadata", "deletionTimestamp"}).is_null();
   f.revision = parse_revision(at(pod, {"metadata", "annotations", kRevisionAnnotation}));
   f.phase = str(at(pod, {"status", "phase"}));

@@ -23,12 +23,19 @@ struct PodVerdict {
 // watch cache.
 struct PodFacts {
   std::string name;
+  std::string ns;  // metadata.namespace
   // The Node the pod is for: spec.nodeName once the scheduler bound it; before that the one Node
   // its required node affinity names (matchFields metadata.name In [x], as the DaemonSet
   // controller writes it; Kubernetes' GetTargetNodeName). A pending pod counts for its Node.
   std::string node;
   bool bound = false;      // spec.nodeName is set
   std::string service_id;  // the nico/extension-service-id label
+  // The uid of its controlling DaemonSet (core/workload.hpp): how a pod of a chart that dropped
+  // the label is still found.
+  std::string owner_uid;
+  // Filled by the observer, not by pod_facts(): the DPUService whose Argo Application applied
+  // that DaemonSet (tracking-id annotation), "" when unknown.
+  std::string release;
   bool terminating = false;
   int revision = 0;  // the revision annotation; 0 when absent or not a positive number
   std::string phase;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dpf_api_level.hpp"
 #include "guard.hpp"
 #include "gucs.hpp"
 #include "wake.hpp"
@@ -85,6 +86,12 @@ std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers
     counter("extsvc_lease_renewals_total", pg_atomic_read_u64(&w.renewals));
     counter("extsvc_leases_released_total", pg_atomic_read_u64(&w.leases_released));
     counter("extsvc_watch_wakes_total", pg_atomic_read_u64(&w.watch_dpu_wakes));
+  }
+  // issue 23, part 5: the DPF API level the workers detected
+  {
+    const auto level = core::DpfApiLevel::from_bits(pg_atomic_read_u32(&st->dpf_api)).level();
+    for (const char* l : {"v26.8+", "below v26.8", "unknown"})
+      rows.push_back({"extsvc_dpf_api_level", labels_json({{"level", l}}), level == l ? 1.0 : 0.0});
   }
   // the watcher's informers (extsvc.watch_status()); counters since the watcher started
   for (int i = 0; i < ninformers; ++i) {

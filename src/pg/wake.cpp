@@ -55,6 +55,7 @@ void attach_shared_memory() {
     pg_atomic_init_u32(&g_shared->wake_pending, 0);
     pg_atomic_init_u32(&g_shared->resync_requested, 0);
     pg_atomic_init_u64(&g_shared->wakes_requested, 0);
+    pg_atomic_init_u32(&g_shared->dpf_api, 0);
     SpinLockInit(&g_shared->informers_lock);
     g_shared->informer_count = 0;
     g_shared->watcher_pid = 0;

@@ -54,6 +54,8 @@ struct SharedState {
   int32 informer_count;  // 0 when no watcher runs
   int32 watcher_pid;
   InformerSlot informers[kMaxInformers];
+  // issue 23, part 5: the DPF API the workers detected (core::DpfApiLevel::bits(); 0: not yet)
+  pg_atomic_uint32 dpf_api;
 };
 
 // NULL unless the library was preloaded (shared memory exists only then).

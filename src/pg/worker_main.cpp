@@ -230,6 +230,18 @@ void worker_loop() {
       // writes are paused); the watcher keeps its caches, the resync waits
       const bool writing = site_writes_allowed(call_budget_ms() * 1000000LL);
       watch_start();
+      // issue 23, part 5: the DPF API the cluster serves, at the start and after a reconnect
+      {
+        PendingError api_err;
+        bool read = false;
+        uint32 bits = 0;
+        cpp_call(api_err, [&] {
+          read = g_runtime->check_dpf_api();
+          bits = g_runtime->dpf_api().bits();
+        });
+        flush_logs();  // an exception is logged there; the next iteration tries again
+        if (read) pg_atomic_write_u32(&st->dpf_api, bits);
+      }
       watch_publish(iter_cxt, slot);
       const int nservices = work_batch(iter_cxt, Queue::kService, slot);
       const int ndpus = works_dpu_queue() ? work_batch(iter_cxt, Queue::kDpu, slot) : 0;

@@ -2,6 +2,10 @@
 // (extsvc.worker_status) and a resync on demand (extsvc.request_resync).
 #include "pg_prelude.hpp"
 
+#include <string>
+
+#include "core/dpf_api_level.hpp"
+#include "guard.hpp"
 #include "site_state.hpp"
 #include "wake.hpp"
 
@@ -46,12 +50,26 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     SpinLockRelease(&site->lock);
     reason = static_cast<PauseReason>(pg_atomic_read_u32(&site->reason));
   }
+  char api_level[32] = "", api_missing[160] = "";
+  {
+    const uint32 bits = pg_atomic_read_u32(&st->dpf_api);
+    PendingError err;
+    cpp_call(err, [&] {
+      const auto l = extsvc::core::DpfApiLevel::from_bits(bits);
+      if (!l.known) return;
+      strlcpy(api_level, l.level().c_str(), sizeof api_level);
+      std::string m;
+      for (const auto& f : l.missing()) m += (m.empty() ? "" : ", ") + f;
+      strlcpy(api_missing, m.c_str(), sizeof api_missing);
+    });
+    raise_if(err);
+  }
   for (int i = 0; i < kMaxWorkers; ++i) {
     WorkerSlot& s = st->slots[i];
     const uint32 pid = pg_atomic_read_u32(&s.pid);
     if (pid == 0 && pg_atomic_read_u64(&s.iterations) == 0) continue;
-    Datum values[21];
-    bool nulls[21] = {false};
+    Datum values[23];
+    bool nulls[23] = {false};
     values[0] = Int32GetDatum(i);
     nulls[1] = pid == 0;
     values[1] = Int32GetDatum(static_cast<int32>(pid));
@@ -82,6 +100,11 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     values[19] = CStringGetTextDatum(detail);
     nulls[20] = settings_error[0] == '\0';
     values[20] = CStringGetTextDatum(settings_error);
+    // issue 23, part 5: the DPF API level the workers detected, and what it lacks
+    nulls[21] = api_level[0] == '\0';
+    values[21] = CStringGetTextDatum(api_level);
+    nulls[22] = api_missing[0] == '\0';
+    values[22] = CStringGetTextDatum(api_missing);
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   }
   return (Datum)0;

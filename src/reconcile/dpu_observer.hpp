@@ -54,7 +54,10 @@ struct DpuObjectRead {
 
 struct PodsRead {
   bool ok = false;
-  std::vector<core::PodFacts> pods;  // the service pods on the Node
+  // The pods of our services on the Node: labelled with a service id, or (a chart that dropped
+  // the label) controlled by a DaemonSet that Argo applied for one of our DPUServices
+  // (PodFacts::release says which).
+  std::vector<core::PodFacts> pods;
   std::string why;
 };
 
@@ -72,6 +75,12 @@ class DpuObserver {
   virtual bool dpu_cluster() const = 0;
   virtual NodeRead node(const std::string& name) = 0;
   virtual PodsRead pods(const std::string& node) = 0;
+  // The DPUService whose Argo Application applied the pod's controlling DaemonSet, or "" (a
+  // labelled pod's release is looked up only when no item explains it).
+  virtual std::string release_of(const core::PodFacts& pod) = 0;
+  // The DPU cluster's client for the pass's only write there: removing a key of ours from a
+  // Node that neither the DPUDevice nor the DPU object carries (null: none configured).
+  virtual kube::Client* dpu_writer() = 0;
   // DPF's view of a service (context for PENDING messages), or null.
   virtual const core::DpfStatus* dpf_status(const std::string& service_id) = 0;
   // (DaemonSet name, message) of FailedCreate events in the DPU cluster.
@@ -105,6 +114,8 @@ class ApiObserver : public DpuObserver {
   bool dpu_cluster() const override { return dpu_ != nullptr; }
   NodeRead node(const std::string& name) override;
   PodsRead pods(const std::string& node) override;
+  std::string release_of(const core::PodFacts& pod) override;
+  kube::Client* dpu_writer() override { return dpu_; }
   const core::DpfStatus* dpf_status(const std::string& service_id) override;
   const std::vector<std::pair<std::string, std::string>>& failed_creates() override;
   std::optional<double> observed_at() override { return std::nullopt; }
@@ -120,6 +131,9 @@ class ApiObserver : public DpuObserver {
   std::map<std::string, core::DpfStatus> dpf_;
   bool dpf_listed_ = false;
   std::optional<std::vector<std::pair<std::string, std::string>>> failed_creates_;
+  // DaemonSet uid -> the DPUService whose Application applied it, all namespaces
+  std::optional<std::map<std::string, std::string>> daemonsets_;
+  const std::map<std::string, std::string>& tracked_daemonsets();
   const std::function<bool()>* lease_ok_ = nullptr;
   int calls_ = 0;
 };

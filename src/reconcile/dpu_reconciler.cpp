@@ -1,5 +1,6 @@
 #include "reconcile/dpu_reconciler.hpp"
 
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/placement_keys.hpp"
 #include "core/pod_status.hpp"
 #include "core/utf8.hpp"
+#include "core/workload.hpp"
 #include "kube/error.hpp"
 #include "reconcile/errors.hpp"
 
@@ -83,135 +85,106 @@ json placement_patch_of(const DpuWork& w, const json& device_labels, DpuOutcome&
   return core::placement_patch(device_labels, w.wanted_keys, remove);
 }
 
+// Issue 23, part 2. A pod of our services that no item of this DPU explains is a stray
+// workload; a key of ours on the Node that neither the DPUDevice nor the DPU object carries, once
+// DPF's DPU walk is over (phase Ready: DPF removes only what it applied), is removed from the
+// Node. False: the lease fence stopped the removal (nothing was sent).
+bool strays_and_node_keys(const DpuWork& w, DpuObserver& obs, const json* device_labels,
+                          const core::DpuObjectFacts* dpu, const json& node_labels,
+                          const std::vector<core::PodFacts>& pods, DpuOutcome& out, int& writes) {
+  auto carried = [&](const std::string& key) {
+    return (device_labels != nullptr && device_labels->is_object() &&
+            device_labels->contains(key)) ||
+           (dpu != nullptr && dpu->labels.count(key) > 0);
+  };
+  // our keys the Node has on its own: only with both upper hops observed and DPF's walk over
+  std::set<std::string> node_only;
+  if (device_labels != nullptr && dpu != nullptr && dpu->phase == "Ready" && obs.current() &&
+      node_labels.is_object())
+    for (auto it = node_labels.begin(); it != node_labels.end(); ++it)
+      if (it.key().rfind("nico/extsvc-", 0) == 0 && !w.wanted_keys.count(it.key()) &&
+          !carried(it.key()) &&
+          (w.registered_keys == nullptr || w.registered_keys->count(it.key()) > 0))
+        node_only.insert(it.key());
+  out.strays_observed = true;
+  for (const auto& pod : pods) {
+    bool explained = false;
+    for (const auto& item : w.items)
+      explained = explained || pod.service_id == item.service_id ||
+                  (pod.service_id.empty() && pod.release == item.dpf_service_name);
+    if (explained) continue;
+    StrayPod s;
+    s.service_id = pod.service_id;
+    s.release = obs.release_of(pod);
+    s.pod = pod.ns + "/" + pod.name;
+    s.reason = !s.release.empty() && node_only.count("nico/" + s.release) > 0
+                   ? "node_key_without_dpudevice"
+                   : "no_attachment";
+    out.strays.push_back(std::move(s));
+  }
+  if (!out.strays.empty()) {
+    json strays = json::array();
+    for (const auto& s : out.strays) strays.push_back({{"pod", s.pod}, {"reason", s.reason}});
+    out.observation["stray_pods"] = strays;
+  }
+  kube::Client* dpu_client = obs.dpu_writer();
+  if (node_only.empty() || dpu_client == nullptr) return true;
+  if (fenced(w)) return false;
+  json patch = {{"metadata", {{"labels", json::object()}}}};
+  for (const auto& key : node_only) patch["metadata"]["labels"][key] = nullptr;
+  ++writes;
+  auto patched = dpu_client->merge_patch(kube::nodes_path(w.node_name), patch);
+  if (patched.ok()) {
+    out.node_keys_removed = std::move(node_only);
+    out.observation["node_keys_removed"] = out.node_keys_removed;
+  } else {
+    // evidence is unchanged; the next pass tries again
+    out.observation["node_key_removal_failed"] = kube::describe(patched.error());
+  }
+  return true;
+}
+
 }  // namespace
-
-// --- ApiObserver: the polling mode ------------------------------------------
-
-DeviceRead ApiObserver::device(const std::string& name) {
-  DeviceRead r;
-  ++calls_;
-  auto got = mgmt_.get(kube::dpudevices_path(ns_, name));
-  if (!got.ok()) {
-    if (got.kind() == kube::ErrorKind::kNotFound) {
-      r.state = DeviceRead::State::kMissing;
-      r.resource_missing = resource_not_served(got.error().message);
-    } else {
-      r.state = DeviceRead::State::kUnavailable;
-      r.error = got.error();
-    }
-    return r;
-  }
-  r.state = DeviceRead::State::kFound;
-  const json& body = got.value().body;
-  r.node_labels = at(body, {"spec", "cluster", "nodeLabels"});
-  if (const json& rv = at(body, {"metadata", "resourceVersion"}); rv.is_string())
-    r.resource_version = rv.get<std::string>();
-  return r;
-}
-
-NodeRead ApiObserver::node(const std::string& name) {
-  NodeRead r;
-  ++calls_;
-  auto node = dpu_->get(kube::nodes_path(name));
-  if (!node.ok()) {
-    if (node.kind() == kube::ErrorKind::kNotFound) {
-      r.state = NodeRead::State::kMissing;
-    } else {
-      r.state = NodeRead::State::kUnavailable;
-      r.why = "DPU cluster unreachable: " + kube::describe(node.error());
-    }
-    return r;
-  }
-  r.state = NodeRead::State::kFound;
-  r.labels = at(node.value().body, {"metadata", "labels"});
-  r.facts = core::node_facts(node.value().body);
-  return r;
-}
-
-DpuObjectRead ApiObserver::dpu_object(const std::string& name) {
-  DpuObjectRead r;
-  ++calls_;
-  auto got = mgmt_.get(kube::dpus_path(ns_, name));
-  if (!got.ok()) {
-    if (got.kind() == kube::ErrorKind::kNotFound) {
-      r.state = DpuObjectRead::State::kMissing;
-    } else {
-      r.state = DpuObjectRead::State::kUnavailable;
-      r.error = got.error();
-    }
-    return r;
-  }
-  r.state = DpuObjectRead::State::kFound;
-  r.facts = core::dpu_object_facts(got.value().body);
-  return r;
-}
-
-PodsRead ApiObserver::pods(const std::string& node) {
-  PodsRead r;
-  ++calls_;
-  auto pods =
-      dpu_->list(kube::pods_path(ns_), std::string(core::kOwnerIdLabel), "spec.nodeName=" + node);
-  if (!pods.ok()) {
-    r.why = "DPU cluster unreachable: " + kube::describe(pods.error());
-    return r;
-  }
-  // A pod the scheduler has not bound has no spec.nodeName; its Node is named by its node
-  // affinity only, which no field selector reads: the unbound pods of ours, filtered here.
-  ++calls_;
-  auto unbound =
-      dpu_->list(kube::pods_path(ns_), std::string(core::kOwnerIdLabel), "spec.nodeName=");
-  if (!unbound.ok()) {
-    r.why = "DPU cluster unreachable: " + kube::describe(unbound.error());
-    return r;
-  }
-  r.ok = true;
-  for (const auto& pod : pods.value().body["items"]) r.pods.push_back(core::pod_facts(pod));
-  for (const auto& pod : unbound.value().body["items"])
-    if (core::PodFacts f = core::pod_facts(pod); f.node == node) r.pods.push_back(std::move(f));
-  return r;
-}
-
-const core::DpfStatus* ApiObserver::dpf_status(const std::string& service_id) {
-  // context only: skipped (not listed) when the fence says no
-  if (!dpf_listed_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return nullptr;
-  if (!dpf_listed_) {
-    dpf_listed_ = true;
-    ++calls_;
-    auto listed = mgmt_.list(kube::dpuservices_path(ns_), std::string(core::kOwnerIdLabel));
-    if (listed.ok())
-      for (const auto& svc : listed.value().body["items"]) {
-        const auto& id = at(svc, {"metadata", "labels", "nico/extension-service-id"});
-        if (id.is_string()) dpf_[id.get<std::string>()] = core::dpf_status(svc);
-      }
-  }
-  auto it = dpf_.find(service_id);
-  return it == dpf_.end() ? nullptr : &it->second;
-}
-
-const std::vector<std::pair<std::string, std::string>>& ApiObserver::failed_creates() {
-  static const std::vector<std::pair<std::string, std::string>> kNone;
-  // context only: skipped (not listed) when the fence says no
-  if (!failed_creates_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return kNone;
-  if (!failed_creates_) {
-    failed_creates_.emplace();
-    ++calls_;
-    auto listed =
-        dpu_->list(kube::events_path(ns_), "", "involvedObject.kind=DaemonSet,reason=FailedCreate");
-    if (listed.ok())
-      for (const auto& ev : listed.value().body["items"]) {
-        const auto& name = at(ev, {"involvedObject", "name"});
-        const auto& message = at(ev, {"message"});
-        if (name.is_string() && message.is_string())
-          failed_creates_->emplace_back(name.get<std::string>(),
-                                        core::utf8_prefix(message.get<std::string>(), 300));
-      }
-  }
-  return *failed_creates_;
-}
 
 // --- the pass -----------------------------------------------------------------
 
 DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
+  const auto missing =
+      dpf_api_ != nullptr ? dpf_api_->missing_for_placement() : std::vector<std::string>();
+  if (missing.empty()) return pass(w);
+  // The release cannot hold a placement label: wanted items get the one message and nothing is
+  // sent for them; items being removed are observed as usual (a DPU of ours may still run one).
+  const std::string why = core::DpfApiLevel::message(missing);
+  DpuWork removals = w;
+  removals.items.clear();
+  removals.wanted_keys.clear();
+  // with the wanted items left out, nothing may count as unwanted: no key is removed (an empty
+  // registry), and the strays are not judged (below)
+  static const std::set<std::string> kNoKeys;
+  removals.registered_keys = &kNoKeys;
+  std::vector<const DpuItem*> origin;
+  for (const auto& item : w.items)
+    if (!item.wanted) {
+      removals.items.push_back(item);
+      origin.push_back(&item);
+    }
+  DpuOutcome out;
+  if (!removals.items.empty()) {
+    out = pass(removals);
+    for (auto& r : out.results)
+      r.item = origin.at(static_cast<size_t>(r.item - removals.items.data()));
+  }
+  if (out.retry) return out;
+  out.strays_observed = false;
+  out.strays.clear();
+  out.observation.erase("stray_pods");
+  for (const auto& item : w.items)
+    if (item.wanted) out.results.push_back({&item, "ERROR", why});
+  out.observation["dpf_api"] = why;
+  return out;
+}
+
+DpuOutcome DpuReconciler::pass(const DpuWork& w) {
   DpuObserver& obs = *observer_;
   obs.set_fence(&w.lease_ok);
   const int calls_before = obs.calls();
@@ -355,12 +328,17 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   if (remote && fenced(w)) return lost(std::move(out), "before listing the pods", calls());
   PodsRead pods = obs.pods(w.node_name);
   if (!pods.ok) return unknown(pods.why);
-  // Pods by service: the label's value is the service id. DPF renders the
-  // chart into the DPUService's namespace; the chart decides names and
-  // owners, neither of which is trusted.
-  std::map<std::string, std::vector<const core::PodFacts*>> by_service;
-  for (const auto& pod : pods.pods)
-    if (!pod.service_id.empty()) by_service[pod.service_id].push_back(&pod);
+  // A service's pods: those labelled with its id (the fast path), and those of a chart that
+  // dropped the label, found through the DaemonSet Argo applied for its DPUService. The chart
+  // decides names, namespaces and labels; none of them is trusted alone.
+  auto pods_of = [&](const DpuItem& item) {
+    std::vector<const core::PodFacts*> mine;
+    for (const auto& pod : pods.pods)
+      if (pod.service_id == item.service_id ||
+          (pod.service_id.empty() && pod.release == item.dpf_service_name))
+        mine.push_back(&pod);
+    return mine;
+  };
   out.observation["pods"] = pods.pods.size();
 
   for (const auto& item : w.items) {
@@ -376,12 +354,18 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     }
     o.node_unreachable = core::unreachable(node.facts);
     std::vector<core::PodVerdict> verdicts;
-    if (auto it = by_service.find(item.service_id); it != by_service.end())
-      for (const core::PodFacts* pod : it->second) {
-        verdicts.push_back(core::classify_pod(*pod, item.applied_revision));
-        ++o.pods_on_node;
-        if (verdicts.back().proves_running) ++o.ready_pods_applied_revision;
+    // pods that cannot prove a revision because the chart broke DPF's contract (no label, or no
+    // revision annotation): they still count as the service's pods on the Node
+    std::vector<std::string> uncontracted;
+    for (const core::PodFacts* pod : pods_of(item)) {
+      verdicts.push_back(core::classify_pod(*pod, item.applied_revision));
+      ++o.pods_on_node;
+      if (pod->service_id.empty() || pod->revision == 0) {
+        uncontracted.push_back(pod->name);
+        verdicts.back().proves_running = false;
       }
+      if (verdicts.back().proves_running) ++o.ready_pods_applied_revision;
+    }
     o.error = device_missing && item.wanted;
     auto state = core::derive_deployment_state(o);
     std::string msg;
@@ -414,6 +398,12 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
             msg += "; " + core::describe_node_readiness(w.node_name, node.facts);
         } else if (item.applied_revision == 0) {
           msg = "waiting for DPF to accept the service's first revision";
+        } else if (!uncontracted.empty() && o.ready_pods_applied_revision == 0) {
+          msg =
+              std::string(core::kChartContractMessage) + " (pod " + uncontracted.front() +
+              (uncontracted.size() > 1 ? " and " + std::to_string(uncontracted.size() - 1) + " more"
+                                       : std::string()) +
+              " on " + w.node_name + ")";
         } else {
           msg = core::pending_pods_reason(verdicts, w.node_name);
           if (verdicts.empty())
@@ -438,7 +428,11 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         if (o.node_has_label) left.push_back("label still on the Node");
         if (o.pods_on_node > 0)
           left.push_back(std::to_string(o.pods_on_node) +
-                         " pod(s) of the service still on the Node");
+                         " pod(s) of the service still on the Node" +
+                         (uncontracted.empty() ? std::string()
+                                               : " (" + std::to_string(uncontracted.size()) +
+                                                     " found through Argo's tracking, the chart "
+                                                     "drops the contract's labels/annotations)"));
         if (node.facts.ready != "True")
           left.push_back(core::describe_node_readiness(w.node_name, node.facts));
         for (const auto& part : left) msg += (msg.empty() ? "" : "; ") + part;
@@ -463,6 +457,9 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     }
     out.results.push_back({&item, std::string(core::to_string(state)), msg});
   }
+  if (!strays_and_node_keys(w, obs, device_missing ? nullptr : &device_labels,
+                            dpu_missing ? nullptr : &dpu, node_labels, pods.pods, out, writes))
+    return lost(std::move(out), "before removing a key of ours from the Node", calls());
   out.api_calls = calls();
   return out;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "core/dpf_api_level.hpp"
 #include "core/dpf_status.hpp"
 #include "kube/client.hpp"
 #include "reconcile/dpu_observer.hpp"
@@ -32,6 +33,10 @@ class DpuReconciler {
       : mgmt_(management), ns_(std::move(ns)), observer_(std::move(observer)) {}
 
   DpuOutcome reconcile(const DpuWork& work);
+  // Issue 23, part 5: the DPF API detected at start. A release without DPUDevice.spec.cluster gets
+  // no label patch: a wanted item is ERROR with one message naming the field and the minimum
+  // release; removals are still observed.
+  void set_dpf_api(const core::DpfApiLevel* level) { dpf_api_ = level; }
 
   // DPF's status of every DPUService listed during this batch, by service id
   // (empty when no item needed it), for the worker to record.
@@ -43,6 +48,8 @@ class DpuReconciler {
   kube::Client& mgmt_;
   std::string ns_;
   std::unique_ptr<DpuObserver> observer_;
+  const core::DpfApiLevel* dpf_api_ = nullptr;
+  DpuOutcome pass(const DpuWork& work);
 };
 
 }  // namespace extsvc::reconcile

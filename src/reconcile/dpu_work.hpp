@@ -51,6 +51,15 @@ struct DpuItemResult {
   std::string message;
 };
 
+// A pod of one of our services on this DPU that no item of the DPU explains (issue 23, part 2):
+// the chart ignores nodeSelector, or a key of ours reached the Node without the DPUDevice.
+struct StrayPod {
+  std::string service_id;  // its label; "" for a chart that drops it
+  std::string release;     // the DPUService whose Argo Application applied it; "" when unknown
+  std::string pod;         // "<namespace>/<name>"
+  std::string reason;      // "no_attachment" or "node_key_without_dpudevice"
+};
+
 struct DpuOutcome {
   bool retry = false;  // transient failure before anything could be observed
   bool lost = false;   // the lease fence stopped the pass (retry is set too)
@@ -74,6 +83,12 @@ struct DpuOutcome {
   const char* retry_reason = nullptr;
   // Present keys left alone: never written by this site, or held back by the orphan guard.
   std::set<std::string> foreign_keys, held_keys;
+  // The pods were observed (strays is the whole list); false: strays says nothing.
+  bool strays_observed = false;
+  std::vector<StrayPod> strays;
+  // Keys of ours removed from the Node because neither the DPUDevice nor the DPU object carries
+  // them (DPF never removes a key it did not apply).
+  std::set<std::string> node_keys_removed;
 };
 
 }  // namespace extsvc::reconcile

@@ -205,6 +205,10 @@ void ServiceReconciler::add_site_label(nlohmann::json& patch) const {
 Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
   calls_ = 0;
   Outcome o;
+  if (w.lifecycle_state == "CREATING" || w.lifecycle_state == "UPDATING")
+    if (dpf_api_ != nullptr)
+      if (auto missing = dpf_api_->missing_for_services(); !missing.empty())
+        return transition("FAILED", "unknown_fields", core::DpfApiLevel::message(missing));
   if (w.lifecycle_state == "CREATING") {
     o = create(w);
   } else if (w.lifecycle_state == "UPDATING") {

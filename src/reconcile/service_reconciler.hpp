@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "core/dpf_api_level.hpp"
 #include "kube/client.hpp"
 #include "reconcile/service_work.hpp"
 
@@ -19,6 +20,10 @@ class ServiceReconciler {
       : api_(management), ns_(std::move(ns)), site_(std::move(site_id)) {}
 
   Outcome reconcile(const ServiceWork& work);
+  // Issue 23, part 5: the DPF API detected at start (null or not known: not checked). A release
+  // without DPUService.spec.security gets no create or update: the service goes FAILED
+  // (unknown_fields) with one message naming the field and the minimum release.
+  void set_dpf_api(const core::DpfApiLevel* level) { dpf_api_ = level; }
 
  private:
   Outcome create(const ServiceWork& w);
@@ -36,6 +41,7 @@ class ServiceReconciler {
   std::string ns_;
   std::string site_;
   int calls_ = 0;
+  const core::DpfApiLevel* dpf_api_ = nullptr;
 };
 
 }  // namespace extsvc::reconcile

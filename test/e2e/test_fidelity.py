@@ -375,10 +375,19 @@ def test_every_dpuservice_write_asks_for_strict_field_validation():
 
 def test_old_dpf_release_fails_naming_the_field_never_ready():
     # v24.10 (no DPUDevice CRD, no spec.security) and v25.7 (DPUDevice without spec.cluster, no
-    # spec.security): the create is refused under Strict and FAILED names the field and v26.8
+    # spec.security): the worker reads the served CRDs at its start (issue 23, part 5), shows the
+    # level in worker_status() and the gauge, sends no create, and FAILED names the field and v26.8
+    expect = {"v24.10": "DPUService.spec.security, DPUDevice (resource)",
+              "v25.7": "DPUService.spec.security, DPUDevice.spec.cluster"}
     for release in ("v24.10", "v25.7"):
         env = Env(dpus=1, workers=1, sim_args=["--dpf-version", release])
         try:
+            level = wait_until(lambda: (lambda r: r if r and r[0][0] else None)(
+                env.pg.sql("SELECT dpf_api_level, dpf_api_missing FROM extsvc.worker_status()")),
+                timeout=30, what=f"the DPF API level detected on {release}")
+            assert level[0] == ["below v26.8", expect[release]], level
+            assert env.pg.one("SELECT value FROM extsvc.metrics() WHERE metric = 'extsvc_dpf_api_level' "
+                              "AND labels->>'level' = 'below v26.8'") == "1", release
             states = set()
             sid = env.create("old-dpf", helm_data())
 
@@ -388,10 +397,14 @@ def test_old_dpf_release_fails_naming_the_field_never_ready():
                 return s if s[0] == "FAILED" else False
             s = wait_until(failed, timeout=30, interval=0.05, what=f"FAILED on {release}")
             assert "READY" not in states, states
-            assert "spec.security (not in DPF v24.10's or v25.7's" in (s[4] or ""), s
-            assert "DPF v26.8, the minimum release" in (s[4] or ""), s
+            assert "lacks DPUService.spec.security" in (s[4] or ""), s
+            assert "needs DPF v26.8 or later" in (s[4] or ""), s
             assert env.pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}' "
                               f"AND reason = 'unknown_fields'") == "1"
+            # no create was attempted against a release that cannot hold the service
+            posts = [r for r in env.sim.requests(2000)["requests"]
+                     if r.get("method") == "POST" and "/dpuservices" in r.get("path", "")]
+            assert not posts, posts
         finally:
             env.close()
 

@@ -21,6 +21,7 @@
 #include "kube/client.hpp"
 #include "reconcile/dpu_reconciler.hpp"
 #include "reconcile/service_reconciler.hpp"
+#include "release_pods.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::controller {
@@ -53,6 +54,7 @@ class ClusterCacheTest : public ::testing::Test {
   void SetUp() override {
     sim_->reset(3, 0);
     sim_->ctl("DELETE", "/faults");
+    sim_->ctl("DELETE", "/charts");
     kube::ClusterConfig m;
     m.server = sim_->mgmt;
     m.ca_file = sim_->ca_file;
@@ -204,9 +206,19 @@ TEST_F(ClusterCacheTest, PlacementFromTheCacheWritesOnceAndReadsNothing) {
     reconcile::DpuReconciler rec(*mgmt_, kNs, std::make_unique<CacheObserver>(*cache_));
     return rec.reconcile(work(0, wanted));
   };
-  reconcile::DpuOutcome o = pass(true);
-  EXPECT_TRUE(o.patched) << o.retry_reason << ": " << o.message;
-  EXPECT_EQ(o.api_calls, 1);  // the label patch, no read
+  // DPF's DPUDevice controller writes the object too (status, finalizer): a patch decided from an
+  // older cached version meets 409 and is a retry, never an ERROR; the next pass patches
+  reconcile::DpuOutcome o;
+  uint64_t conflicts = 0;
+  ASSERT_TRUE(pump_until([&] {
+    o = pass(true);
+    EXPECT_EQ(o.api_calls, 1) << o.message;  // the label patch, no read
+    if (o.retry) {
+      EXPECT_STREQ(o.retry_reason, "conflict") << o.message;
+      ++conflicts;
+    }
+    return o.patched;
+  }));
   EXPECT_TRUE(o.watched);
   // event-driven: a pass whenever the caches say DPU 0 changed, until RUNNING
   int passes = 1;
@@ -222,8 +234,9 @@ TEST_F(ClusterCacheTest, PlacementFromTheCacheWritesOnceAndReadsNothing) {
       },
       15000));
   EXPECT_EQ(o.results.front().message.find("Ready pod of revision 1"), 0u);
-  // the whole attach made exactly one request: the patch (the watches are not calls of a pass)
-  EXPECT_EQ(mgmt_->stats().requests + dpu_->stats().requests - requests_before, 1u);
+  // the whole attach made exactly one request, the patch, plus one per patch refused with 409
+  // (the watches are not calls of a pass)
+  EXPECT_EQ(mgmt_->stats().requests + dpu_->stats().requests - requests_before, 1u + conflicts);
   // a steady pass reads and writes nothing
   o = pass(true);
   EXPECT_EQ(o.api_calls, 0);
@@ -386,6 +399,76 @@ TEST_F(ClusterCacheTest, TheDriftCheckFromTheCacheSeesAHandEditAndNothingElse) {
   r = check_changed(rt, rows, {kId}, {});
   ASSERT_EQ(r.drifted.size(), 1u);
   EXPECT_EQ(r.drifted.front().first, kId);
+}
+
+// Issue 23, part 2, from the watch caches: a chart that drops the contract's labels and
+// annotations. Its pods are kept by the (unselected, every-namespace) pod informer and attributed
+// through the DaemonSet informer (Argo's tracking-id); they wake their DPU, the pass names the
+// contract, and a detach is TERMINATED only once every pod of the release left the Node.
+TEST_F(ClusterCacheTest, AChartThatDropsTheLabelsIsFoundThroughArgosTrackingAndHoldsTheDetach) {
+  ASSERT_EQ(sim_->ctl("POST", "/charts",
+                      json{{"chart", "demo-agent"},
+                           {"ignores_labels", true},
+                           {"ignores_annotations", true}})
+                .status,
+            200);
+  create_service();
+  start();
+  const std::string release = core::dpf_service_name(kId, kVersion);
+  auto pass = [&](bool wanted) {
+    reconcile::DpuReconciler rec(*mgmt_, kNs, std::make_unique<CacheObserver>(*cache_));
+    return rec.reconcile(work(0, wanted));
+  };
+  // a patch decided from an older cached version meets 409 (DPF's DPUDevice controller wrote the
+  // object meanwhile): a retry; the next pass patches
+  reconcile::DpuOutcome o;
+  ASSERT_TRUE(pump_until([&] {
+    o = pass(true);
+    if (o.retry) {
+      EXPECT_STREQ(o.retry_reason, "conflict") << o.message;
+    }
+    return o.patched;
+  }));
+  bool woke = false;
+  ASSERT_TRUE(pump_until(
+      [&] {
+        Dirty d = cache_->take_dirty();
+        if (!d.devices.count(device(0)) && !d.nodes.count(node(0))) return false;
+        woke = woke || !testfixture::release_pods_on(*sim_, release, node(0)).empty();
+        o = pass(true);
+        EXPECT_EQ(o.api_calls, 0) << o.message << " " << o.observation.dump();
+        return !o.results.empty() &&
+               o.results.front().message.find(
+                   "chart does not propagate "
+                   "serviceDaemonSet.labels/annotations") != std::string::npos;
+      },
+      20000))
+      << (o.results.empty() ? "" : o.results.front().message);
+  EXPECT_TRUE(woke);
+  EXPECT_EQ(o.results.front().state, "PENDING");
+  sim_->ctl("POST", "/delays", json{{"pod_termination_ms", 4000}});
+  bool counted = false;
+  ASSERT_TRUE(pump_until(
+      [&] {
+        (void)cache_->take_dirty();
+        const bool before = !testfixture::release_pods_on(*sim_, release, node(0)).empty();
+        o = pass(false);
+        cache_->pump();
+        const bool after = !testfixture::release_pods_on(*sim_, release, node(0)).empty();
+        if (o.results.empty()) return false;
+        if (o.results.front().state == "TERMINATED") {
+          // read after the pass: a pod still there was there when the pass concluded (the cache
+          // may lag the server, never lead it)
+          EXPECT_FALSE(after) << "TERMINATED while a pod of the release was on the Node";
+          return true;
+        }
+        if (before && after &&
+            o.results.front().message.find("found through Argo's tracking") != std::string::npos)
+          counted = true;
+        return false;
+      },
+      30000));
+  EXPECT_TRUE(counted);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +18,7 @@
 #include "dpu_fixture.hpp"
 #include "kube/client.hpp"
 #include "reconcile/service_reconciler.hpp"
+#include "release_pods.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::reconcile {
@@ -45,6 +47,16 @@ class DpuReconcilerTest : public ::testing::Test {
     sim_->reset(2, 0);
     sim_->ctl("DELETE", "/faults");
     sim_->ctl("DELETE", "/pod-faults");
+    sim_->ctl("DELETE", "/charts");
+    if (const json props = chart(); !props.is_null()) {
+      if (props.contains("namespace"))
+        sim_->d("POST", "/api/v1/namespaces",
+                json{{"apiVersion", "v1"},
+                     {"kind", "Namespace"},
+                     {"metadata", {{"name", props["namespace"]}}}}
+                    .dump());
+      ASSERT_EQ(sim_->ctl("POST", "/charts", props).status, 200);
+    }
     kube::ClusterConfig m;
     m.server = sim_->mgmt;
     m.ca_file = sim_->ca_file;
@@ -86,6 +98,9 @@ class DpuReconcilerTest : public ::testing::Test {
     }
     return false;
   }
+
+  // What the chart does (POST /charts), set before the service is created; null: the contract.
+  virtual json chart() const { return nullptr; }
 
   static json device_labels(int i) {
     auto r = sim_->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" +
@@ -193,6 +208,101 @@ TEST_F(DpuReconcilerTest, AnUnreachableDpuClusterIsUnknownAndAClosedFenceSendsNo
   EXPECT_FALSE(device_labels(1).contains(core::placement_label_key(kId, kVersion)));
 }
 
+json release_pods_on(simtest::SimProcess& sim, int i) {
+  return testfixture::release_pods_on(sim, core::dpf_service_name(kId, kVersion), node(i));
+}
+
+// Issue 23, part 2: a chart that drops serviceDaemonSet.labels and .annotations. Its pods carry
+// neither the service label nor the revision annotation; they are found through the DaemonSet
+// Argo applied for the DPUService (tracking-id) and their ownerReferences. The service is PENDING
+// with the contract named, and a detach is TERMINATED only once every pod of the release left
+// the Node (the old code, which selected pods by the label, claimed it at once).
+class ContractBreakingChart : public DpuReconcilerTest {
+ protected:
+  json chart() const override {
+    return {{"chart", "demo-agent"}, {"ignores_labels", true}, {"ignores_annotations", true}};
+  }
+};
+
+// A chart that renders its DaemonSet into another namespace (labels kept).
+class ChartInAnotherNamespace : public DpuReconcilerTest {
+ protected:
+  json chart() const override { return {{"chart", "demo-agent"}, {"namespace", "tenant-space"}}; }
+};
+
+// Detaches DPU 0 while its pods take 4 s to go; every pass until TERMINATED checks that no pod of
+// the release is on the Node when TERMINATED is derived. Returns whether a pass counted a pod.
+void detach_never_claims_early(simtest::SimProcess& sim, const std::function<DpuOutcome()>& pass,
+                               const std::string& expect) {
+  sim.ctl("POST", "/delays", json{{"pod_termination_ms", 4000}});
+  DpuOutcome o;
+  bool terminated = false, counted = false;
+  simtest::wait_until(
+      [&] {
+        const bool before = !release_pods_on(sim, 0).empty();
+        o = pass();
+        const bool after = !release_pods_on(sim, 0).empty();
+        if (o.results.empty()) return false;
+        if (o.results.front().state == "TERMINATED") {
+          terminated = true;
+          // read after the pass: a pod still there was there when the pass concluded
+          EXPECT_FALSE(after) << "TERMINATED while a pod of the release was on the Node";
+          return true;
+        }
+        if (before && after && o.results.front().message.find(expect) != std::string::npos)
+          counted = true;
+        return false;
+      },
+      30000);
+  EXPECT_TRUE(terminated) << (o.results.empty() ? "" : o.results.front().message);
+  EXPECT_TRUE(counted) << "no pass counted the release's pod on the Node (" << expect << ")";
+}
+
+TEST_F(ContractBreakingChart, IsPendingWithTheContractAndADetachWaitsForItsPods) {
+  DpuOutcome o;
+  simtest::wait_until(
+      [&] {
+        DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+        o = rec.reconcile(work(0, true));
+        return !o.results.empty() &&
+               o.results.front().message.find("chart does not propagate") != std::string::npos;
+      },
+      20000);
+  ASSERT_EQ(o.results.size(), 1u);
+  EXPECT_EQ(o.results.front().state, "PENDING");
+  EXPECT_NE(o.results.front().message.find("chart does not propagate "
+                                           "serviceDaemonSet.labels/annotations: revision cannot "
+                                           "be proven"),
+            std::string::npos)
+      << o.results.front().message;
+  const json pods = release_pods_on(*sim_, 0);
+  ASSERT_EQ(pods.size(), 1u);
+  // no label of ours on it: only the owner path finds it
+  EXPECT_FALSE(pods[0]["metadata"]
+                   .value("labels", json::object())
+                   .contains(std::string(core::kOwnerIdLabel)));
+  detach_never_claims_early(
+      *sim_,
+      [&] {
+        DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+        return rec.reconcile(work(0, false));
+      },
+      "found through Argo's tracking");
+}
+
+TEST_F(ChartInAnotherNamespace, IsRunningAndItsPodsHoldTheDetach) {
+  EXPECT_EQ(pass_until(work(0, true), "RUNNING"), "RUNNING");
+  ASSERT_EQ(release_pods_on(*sim_, 0).size(), 1u);
+  EXPECT_EQ(release_pods_on(*sim_, 0)[0]["metadata"]["namespace"], "tenant-space");
+  detach_never_claims_early(
+      *sim_,
+      [&] {
+        DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+        return rec.reconcile(work(0, false));
+      },
+      "pod(s) of the service still on the Node");
+}
+
 // DPF v24.10 has no DPUDevice CRD: the GET answers 404 for the resource (not
 // for the object), and the DPU's rows name the minimum release instead of
 // "DPUDevice not found" (issues 9, 23).
@@ -241,6 +351,49 @@ TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTh
   EXPECT_NE(msg.find("spec.cluster"), std::string::npos) << msg;
   EXPECT_NE(msg.find("v25.7"), std::string::npos) << msg;
   EXPECT_NE(msg.find("v26.8"), std::string::npos) << msg;
+}
+
+// Issue 23, part 5: with the DPF API level read at the worker's start (v25.7: DPUDevice without
+// spec.cluster), a wanted item is ERROR with the one message and nothing at all is sent for it;
+// an item being removed is still observed.
+TEST(DpuReconcilerOldRelease, ADetectedOldReleaseSendsNoPatch) {
+  auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7", "--dpf-version", "v25.7"});
+  kube::ClusterConfig m;
+  m.server = sim->mgmt;
+  m.ca_file = sim->ca_file;
+  m.timeout_ms = 3000;
+  kube::ClusterConfig d = m;
+  d.server = sim->dpu;
+  kube::Client mgmt(m), dpu(d);
+  auto doc = [&](const std::string& gv) {
+    auto r = mgmt.get("/openapi/v3/apis/" + gv);
+    return r.ok() ? r.value().body : json();
+  };
+  const core::DpfApiLevel level = core::dpf_api_level(doc("svc.dpu.nvidia.com/v1alpha1"),
+                                                      doc("provisioning.dpu.nvidia.com/v1alpha1"));
+  ASSERT_EQ(level.missing_for_placement(), std::vector<std::string>{"DPUDevice.spec.cluster"});
+  const int before = sim->ctl("GET", "/counts").j().value("total", 0);
+  DpuReconciler rec(mgmt, &dpu, kNs);
+  rec.set_dpf_api(&level);
+  const DpuWork wanted = work(0, true);
+  const DpuOutcome o = rec.reconcile(wanted);
+  EXPECT_EQ(o.api_calls, 0);
+  EXPECT_EQ(sim->ctl("GET", "/counts").j().value("total", 0), before);  // nothing sent
+  ASSERT_EQ(o.results.size(), 1u);
+  EXPECT_EQ(o.results.front().state, "ERROR");
+  EXPECT_EQ(o.results.front().item, &wanted.items.front());
+  const std::string& msg = o.results.front().message;
+  EXPECT_NE(msg.find("DPUDevice.spec.cluster"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v26.8 or later"), std::string::npos) << msg;
+  // a removal is observed as usual (the pass reads; the key was never placed)
+  const DpuWork removal = work(0, false);
+  DpuReconciler rec2(mgmt, &dpu, kNs);
+  rec2.set_dpf_api(&level);
+  const DpuOutcome r = rec2.reconcile(removal);
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results.front().item, &removal.items.front());
+  EXPECT_GT(r.api_calls, 0);
+  EXPECT_NE(r.results.front().state, "ERROR");
 }
 
 }  // namespace
