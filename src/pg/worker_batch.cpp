@@ -176,9 +176,11 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
             ? controller::work_service(*g_runtime, work, fence, &state->dpf_seen)
             : controller::work_dpu(*g_runtime, *state->dpus, work, fence, gucs.retry_cap_s,
                                    dpu_key_policy());
-    if (!r.warning.empty())
+    if (!r.warning.empty()) {
       spdlog::warn("{} {}: {}", queue_name(queue), item.id, r.warning);
-    else if (!r.summary.empty())
+      const std::string e = std::string(queue_name(queue)) + " " + item.id + ": " + r.warning;
+      note_worker_error(slot, e.c_str());
+    } else if (!r.summary.empty())
       spdlog::debug("{}", r.summary);
     fenced = r.fenced;
     retry = r.retry;
@@ -201,6 +203,7 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   char* result = nullptr;
   char* error = nullptr;
   if (!queue_complete(cxt, queue, item, outcome, &result, &error)) {
+    note_worker_error(slot, error);
     ereport(WARNING, (errmsg("nico_extsvc: recording the outcome for %s %s failed: %s",
                              queue_name(queue), item.id, error)));
     return;
@@ -239,6 +242,7 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* con
                                       : queue_claim(cxt, queue, g_worker_name, gucs.batch_size,
                                                     lease_seconds(), &batch, &error);
   if (!claimed) {
+    note_worker_error(slot, error);
     ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
     return 0;
   }

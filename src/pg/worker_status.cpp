@@ -2,6 +2,7 @@
 // (extsvc.worker_status) and a resync on demand (extsvc.request_resync).
 #include "pg_prelude.hpp"
 
+#include "gucs.hpp"
 #include "site_state.hpp"
 #include "wake.hpp"
 
@@ -46,12 +47,17 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     SpinLockRelease(&site->lock);
     reason = static_cast<PauseReason>(pg_atomic_read_u32(&site->reason));
   }
+  // the workers start only once recovery finished: on a standby every configured slot is shown
+  // as waiting for that (issue 28)
+  const bool standby = RecoveryInProgress();
+  const int configured = Min(gucs.workers, kMaxWorkers);
   for (int i = 0; i < kMaxWorkers; ++i) {
     WorkerSlot& s = st->slots[i];
     const uint32 pid = pg_atomic_read_u32(&s.pid);
-    if (pid == 0 && pg_atomic_read_u64(&s.iterations) == 0) continue;
-    Datum values[21];
-    bool nulls[21] = {false};
+    const bool never_ran = pid == 0 && pg_atomic_read_u64(&s.iterations) == 0;
+    if (never_ran && !(standby && i < configured)) continue;
+    Datum values[26];
+    bool nulls[26] = {false};
     values[0] = Int32GetDatum(i);
     nulls[1] = pid == 0;
     values[1] = Int32GetDatum(static_cast<int32>(pid));
@@ -82,6 +88,29 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     values[19] = CStringGetTextDatum(detail);
     nulls[20] = settings_error[0] == '\0';
     values[20] = CStringGetTextDatum(settings_error);
+    // issue 28: what the worker does, in one word, and why; its settings' error; its last error
+    char state_reason[256], config_error[256], last_error[256];
+    TimestampTz last_error_at;
+    SpinLockAcquire(&s.text_lock);
+    strlcpy(state_reason, s.state_reason, sizeof state_reason);
+    strlcpy(config_error, s.config_error, sizeof config_error);
+    strlcpy(last_error, s.last_error, sizeof last_error);
+    last_error_at = s.last_error_at;
+    SpinLockRelease(&s.text_lock);
+    WorkerState state = static_cast<WorkerState>(pg_atomic_read_u32(&s.state));
+    if (standby && (never_ran || pid == 0)) {
+      state = WorkerState::kStandby;
+      strlcpy(state_reason, "the server is in recovery (a standby)", sizeof state_reason);
+    }
+    values[21] = CStringGetTextDatum(worker_state_name(state));
+    nulls[22] = state_reason[0] == '\0';
+    values[22] = CStringGetTextDatum(state_reason);
+    nulls[23] = config_error[0] == '\0';
+    values[23] = CStringGetTextDatum(config_error);
+    nulls[24] = last_error[0] == '\0';
+    values[24] = CStringGetTextDatum(last_error);
+    nulls[25] = last_error_at == 0;
+    values[25] = TimestampTzGetDatum(last_error_at);
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   }
   return (Datum)0;
