@@ -164,6 +164,7 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   char* outcome = nullptr;
   bool fenced = false, retry = false;
   const char* retry_reason = nullptr;  // static string of the reconciler
+  char last_error[256] = "";
   const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
   PendingError err;
   // a NULL work (never expected: extsvc.claim reads it after the lease) is an
@@ -176,12 +177,14 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
             ? controller::work_service(*g_runtime, work, fence, &state->dpf_seen)
             : controller::work_dpu(*g_runtime, *state->dpus, work, fence, gucs.retry_cap_s,
                                    dpu_key_policy());
-    if (!r.warning.empty()) {
+    if (!r.warning.empty())
       spdlog::warn("{} {}: {}", queue_name(queue), item.id, r.warning);
-      const std::string e = std::string(queue_name(queue)) + " " + item.id + ": " + r.warning;
-      note_worker_error(slot, e.c_str());
-    } else if (!r.summary.empty())
+    else if (!r.summary.empty())
       spdlog::debug("{}", r.summary);
+    // issue 28: a pass that ends in a retry is the worker's last error (worker_status())
+    if (r.retry || !r.warning.empty())
+      snprintf(last_error, sizeof last_error, "%s %s: %s", queue_name(queue), item.id,
+               (!r.warning.empty() ? r.warning : r.summary).c_str());
     fenced = r.fenced;
     retry = r.retry;
     retry_reason = r.retry_reason;
@@ -191,6 +194,7 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
   pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
   if (fenced) pg_atomic_fetch_add_u64(&slot->fenced, 1);
+  if (last_error[0] != '\0') note_worker_error(slot, last_error);
   if (err.sqlstate != 0) {
     // only an allocation failure gets here: the lease expires and the row is
     // claimed again

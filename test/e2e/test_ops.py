@@ -167,6 +167,12 @@ def test_the_runbook_covers_every_alert_and_check():
     assert len(alerts) >= 25 and len(checks) == 9, (alerts, checks)
     missing = [a for a in alerts + checks if a not in headings]
     assert not missing, f"no runbook entry for {missing}"
+    # and every metric family an alert could use is documented in docs/metrics.md
+    with open(os.path.join(root, "docs", "metrics.md")) as f:
+        doc = f.read()
+    undocumented = [r[0] for r in e().pg.sql("SELECT family FROM extsvc._metric_families()")
+                    if f"`{r[0]}`" not in doc]
+    assert not undocumented, f"families missing from docs/metrics.md: {undocumented}"
 
 
 # --- group 1: a healthy site, then one failure at a time --------------------------------------------
