@@ -8,8 +8,12 @@ those of a cluster whose settings are broken or that cannot be reached, with cur
 age that grows; the shared-memory initialisation time moves at a crash restart while the
 postmaster's start time does not. extsvc.health_check() is all ok on a healthy site and reports
 each injected failure in its row: a bad URL, an unreadable token file, 403 from the management
-cluster, an unreachable DPU cluster, watch streams not current, the Lease not held, no site id.
-Two groups, each with its own server and dpfsim.
+cluster, an unreachable DPU cluster, watch streams not current, the Lease not held, no site id,
+a FAILED service. The alert rules of docs/metrics.md (the file's own YAML) are fed to promtool
+with the series the server exported during each failure (one scrape a minute, the last held for
+the rule's `for`; an age that was growing keeps growing with the clock): each rule of issue 28
+fires on its failure and stays silent on a healthy site. Two groups, each with its own server
+and dpfsim.
 """
 import json
 import os
@@ -18,10 +22,13 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
-from extsvc_testkit.harness import Env, helm_data, run_tests, wait_until
+from extsvc_testkit.harness import Env, dpu_id, helm_data, host_id, lit, run_tests, wait_until
 
 ENV = None
+HOST = host_id("o1")
+DPU = dpu_id(1, "o")
 
 
 def e():
@@ -339,6 +346,54 @@ def test_an_unreachable_dpu_cluster_and_its_streams():
     wait_health("watch", "ok", timeout=60)
 
 
+def test_dpf_not_ready_and_a_platform_failure_fire_their_alerts():
+    # Argo cannot pull the chart: the service is READY (applied) while DPF says not Ready
+    e().sim.ctl("POST", "/chart-faults", {"chart": "broken-agent", "kind": "pull"})
+    try:
+        sid = e().create("ops-dpf", helm_data(chartName="broken-agent"))
+        e().wait_state(sid, "READY")
+        e().pg.sql(f"SELECT extsvc.register_dpu({lit(DPU)}, {lit(HOST)}, 'dpu-device-0000', "
+                   f"'host-0000-dpu-device-0000', true)")
+        iid = str(uuid.uuid4())
+        e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', {lit(HOST)})")
+        version = e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
+        e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', "
+                   f"{lit(json.dumps([{'service_id': sid, 'version': version}]))})")
+        e().pg.sql("SELECT extsvc.request_resync()")
+        wait_until(lambda: gauge(metrics(), "extsvc_dpf_not_ready") == 1, 40, interval=0.5,
+                   what="extsvc_dpf_not_ready 1")
+        scrapes = [scrape(), (time.sleep(1), scrape())[1]]
+        assert_fires("ExtsvcDpfNotReady", scrapes, hold_minutes=16)
+        assert_fires("ExtsvcServicesFailedPlatform", scrapes, fires=False)
+    finally:
+        e().sim.ctl("DELETE", "/chart-faults")
+    e().free_host(HOST)
+    # an object with the service's generated name that is not ours (made while the workers were
+    # off): the create finds it, FAILED ownership_conflict, a platform fault
+    set_conf(enabled="off")
+    try:
+        wait_state("disabled")
+        sid = e().create("ops-owned", helm_data(version="4.0.0"))
+        name = e().pg.one(f"SELECT dpf_service_name FROM extsvc.services WHERE service_id = '{sid}'")
+        code, body = e().sim.kube("POST", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices",
+                                  {"apiVersion": "svc.dpu.nvidia.com/v1alpha1", "kind": "DPUService",
+                                   "metadata": {"name": name, "namespace": "dpf-operator-system"},
+                                   "spec": {"helmChart": {"source": {"repoURL": "https://charts.example.com/other",
+                                                                     "chart": "other", "version": "1.0.0"}},
+                                            "security": {"privileged": False}}})
+        assert code == 201, (code, body)
+    finally:
+        set_conf(enabled=None)
+    e().wait_state(sid, "FAILED", timeout=40)
+    m = metrics()
+    assert gauge(m, "extsvc_services_failed", reason="platform") == 1, m
+    assert gauge(m, "extsvc_services_failed", reason="tenant") == 0, m
+    assert_fires("ExtsvcServicesFailedPlatform", [scrape()])
+    wait_health("stuck_rows", "warning", "services FAILED: 1")
+    e().sim.kube("DELETE", f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices/{name}")
+    e().delete(sid)
+
+
 def test_a_crash_restart_moves_the_shared_memory_time():
     m0 = metrics()
     scrapes = [scrape()]
@@ -397,6 +452,7 @@ def main():
             test_an_unreadable_token_file_names_the_os_error,
             test_403_from_the_management_cluster_is_seen,
             test_an_unreachable_dpu_cluster_and_its_streams,
+            test_dpf_not_ready_and_a_platform_failure_fire_their_alerts,
             test_a_crash_restart_moves_the_shared_memory_time,
         ], "# e2e: operating the workers (state, health check)")
     finally:
