@@ -54,14 +54,14 @@ std::string labels_json(const std::vector<std::pair<std::string, std::string>>& 
   return j.dump();
 }
 
-// Everything the function returns, built in C++ (no PostgreSQL call that can
-// raise in here: atomics and GUC variables only).
 // Seconds since the Unix epoch of a PostgreSQL timestamp (microseconds since 2000-01-01).
 double unix_seconds(int64_t ts) {
   return static_cast<double>(ts) / 1e6 +
          static_cast<double>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
 }
 
+// Everything the function returns, built in C++ (no PostgreSQL call that can
+// raise in here: atomics and GUC variables only).
 std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers, int64_t now,
                          const InformerSlot* informers, int ninformers, bool enabled,
                          int64_t watcher_started_at) {
