@@ -2,7 +2,7 @@
 """The main job, end to end against the embedded cluster simulator: create a
 DPF Helm-chart service, attach it to two instances with different DPU targets,
 show per-DPU status, update with a rolling revision, roll it back, detach,
-delete the instance and the services, and show the metrics; the worker makes
+delete the instance and the services, and show the metrics and the health check; the worker makes
 every Kubernetes call, while its server holds the site's Lease (the DPUServices
 carry the site label nico/site)."""
 import json
@@ -243,6 +243,12 @@ def main():
                    if line.startswith("extsvc_kube_requests_total{"))
         print(f"requests counted by the workers: {ours:.0f} (the simulator's total, {counts.get('total')}, "
               f"also counts the demo's own kubectl and harness calls)")
+
+        banner("11. one health check: extsvc.health_check() (docs/runbook.md has an entry per row)")
+        psql(env, "SELECT * FROM extsvc.health_check()")
+        bad = env.pg.sql("SELECT \"check\", status, detail FROM extsvc.health_check() WHERE status = 'error'")
+        if bad:
+            raise RuntimeError(f"health_check reports errors on the demo site: {bad}")
         ok = True
     finally:
         env.close(keep=not ok)

@@ -25,7 +25,7 @@ SELECT DISTINCT m.metric FROM extsvc.metrics() m
 SELECT family, type FROM extsvc._metric_families() WHERE (type = 'counter') <> (family LIKE '%\_total');
 -- the families of an empty database (gauges are always there, zeros included)
 SELECT metric, count(*) AS series, sum(value) AS total FROM extsvc.metrics()
- WHERE metric !~ '^extsvc_(worker|workers|lease|leases|wakes|kube|retries|resyncs|last_resync|orphans|dpus_rederived|watch)'
+ WHERE metric !~ '^extsvc_(worker|workers|lease|leases|wakes|kube|retries|resyncs|last_resync|orphans|dpus_rederived|watch|shmem|server)'
  GROUP BY metric ORDER BY metric;
 -- the preloaded worker part: one slot (extsvc.workers = 1), up, retry series zero
 SELECT metric, labels, value FROM extsvc.metrics()

@@ -36,11 +36,12 @@ CREATE FUNCTION extsvc.worker_status(
     OUT orphans_deleted bigint, OUT dpus_rederived bigint, OUT leases_released bigint,
     OUT watch_wakes bigint, OUT lease_held boolean, OUT lease_holder text,
     OUT lease_since timestamptz, OUT paused_reason text, OUT paused_detail text,
-    OUT settings_error text, OUT dpf_api_level text, OUT dpf_api_missing text)
+    OUT settings_error text, OUT dpf_api_level text, OUT dpf_api_missing text, OUT state text,
+    OUT state_reason text, OUT config_error text, OUT last_error text, OUT last_error_at timestamptz)
 RETURNS SETOF record
 LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_worker_status';
 COMMENT ON FUNCTION extsvc.worker_status() IS
-  'Operator: one row per worker slot with counters since server start, and the site''s writer state (issue 25): lease_held (this server holds the site Lease and writes), lease_holder (spec.holderIdentity as last seen), lease_since, paused_reason (NULL while writing; site_id, timing_settings, database_identity, lease, deposed, disabled, starting) with paused_detail, settings_error (a reload refused); dpf_api_level (issue 23: the DPF API the clusters serve, read from the CRDs'' OpenAPI at start and after every reconnect: v26.8+ or below v26.8; NULL before the first read) and dpf_api_missing (what a release below v26.8 lacks: DPUService.spec.security, DPUDevice (resource), DPUDevice.spec.cluster). Needs shared_preload_libraries.';
+  'Operator: one row per worker slot with counters since server start, and the site''s writer state (issue 25): lease_held (this server holds the site Lease and writes), lease_holder (spec.holderIdentity as last seen), lease_since, paused_reason (NULL while writing; site_id, timing_settings, database_identity, lease, deposed, disabled, starting) with paused_detail, settings_error (a reload refused); dpf_api_level (issue 23: the DPF API the clusters serve, read from the CRDs'' OpenAPI at start and after every reconnect: v26.8+ or below v26.8; NULL before the first read) and dpf_api_missing (what a release below v26.8 lacks: DPUService.spec.security, DPUDevice (resource), DPUDevice.spec.cluster); state (issue 28: working, disabled, unconfigured, config_error, standby, version_mismatch, paused, waiting_for_lease) with state_reason, config_error (the cluster settings'' error), last_error and last_error_at (the last error the worker met). Needs shared_preload_libraries.';
 
 CREATE FUNCTION extsvc.watch_status(
     OUT resource text, OUT cluster text, OUT watcher_pid integer, OUT synced boolean,

@@ -14,6 +14,26 @@
 -- This file is self-contained (functions, view, grants, comments) so that the
 -- 0.1.0 -> 0.2.0 upgrade script can include it as it is.
 
+-- The rows of both work queues as the gauges and extsvc.health_check() read them: since is when
+-- the row last made progress (service: its last success, else when its intent was last set;
+-- dpu: its last observation, else when the DPU was registered), the age of a retrying row.
+CREATE FUNCTION extsvc._queue_rows(OUT queue text, OUT next_due_at timestamptz,
+                                   OUT lease_expires_at timestamptz, OUT attempts integer,
+                                   OUT since timestamptz)
+RETURNS SETOF record
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT 'service'::text, r.next_due_at, r.lease_expires_at, r.attempts,
+         coalesce(r.last_success_at, s.updated_at)
+    FROM extsvc.dpf_extension_service_reconciliations r
+    JOIN extsvc.service_records s ON s.service_id = r.service_id
+  UNION ALL
+  SELECT 'dpu', d.next_due_at, d.lease_expires_at, d.attempts, coalesce(d.last_observed_at, p.registered_at)
+    FROM extsvc.dpu_reconciliations d
+    JOIN extsvc.dpus p ON p.machine_id = d.dpu_machine_id
+$fn$;
+COMMENT ON FUNCTION extsvc._queue_rows() IS
+  'Internal: the rows of both work queues (queue, next_due_at, lease_expires_at, attempts, since: when the row last made progress) for the gauges and extsvc.health_check().';
+
 -- Worker counters from shared memory (owner only; read through extsvc.metrics()).
 CREATE FUNCTION extsvc._worker_metrics(OUT metric text, OUT labels jsonb, OUT value double precision)
 RETURNS SETOF record
@@ -31,6 +51,10 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ('extsvc_queue_leased', 'gauge', 'Work rows under a live worker lease, by queue.'),
     ('extsvc_queue_retrying', 'gauge', 'Work rows whose last pass failed and that wait for a retry (attempts > 0), by queue.'),
     ('extsvc_queue_oldest_due_age_seconds', 'gauge', 'Seconds since the oldest due, unleased row became due (0 when none is due), by queue.'),
+    ('extsvc_queue_oldest_retrying_age_seconds', 'gauge', 'Seconds since the oldest retrying row (attempts > 0, due or in backoff) last made progress (service: last success, else its intent set; dpu: last observation, else registration); 0 when none retries, by queue.'),
+    ('extsvc_oldest_unfinished_age_seconds', 'gauge', 'Seconds since the oldest row in a non-final state got there (kind service: CREATING, UPDATING or DELETING since its last change; kind dpu_row: an active per-DPU row PENDING since it was attached); 0 when none.'),
+    ('extsvc_dpf_not_ready', 'gauge', 'Live DPF services whose DPUService DPF last reported not Ready (dpf_ready = false): applied (READY) is not running.'),
+    ('extsvc_services_failed', 'gauge', 'FAILED services by reason: tenant (the tenant''s chart or values were refused: unknown fields, invalid spec, chart not allowed) or platform (anything else).'),
     ('extsvc_placement_attachments', 'gauge', 'Per-DPU attachment rows by placement state and deployment state (UNKNOWN once the observation is older than extsvc.observation_max_age).'),
     ('extsvc_site_service_dpus', 'gauge', 'Per-DPU rows of ALL_DPUS services by deployment state (UNKNOWN once stale).'),
     ('extsvc_dpf_api_level', 'gauge', '1 for the DPF API level the workers detected from the served CRDs (level: v26.8+, below v26.8, unknown before the first read), 0 for the others.'),
@@ -46,6 +70,13 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ('extsvc_dpus_rederived_total', 'counter', 'DPUs made due by the resync so that their labels are derived again.'),
     ('extsvc_wakes_requested_total', 'counter', 'Commits that asked the workers to wake up.'),
     ('extsvc_workers_configured', 'gauge', 'Configured background workers (extsvc.workers); 0 without shared_preload_libraries.'),
+    ('extsvc_worker_state', 'gauge', '1 for the state the worker is in (working, disabled, unconfigured, config_error, standby, version_mismatch, paused, waiting_for_lease), 0 for the others; extsvc.worker_status().state.'),
+    ('extsvc_workers_enabled', 'gauge', 'extsvc.enabled as this server has it: 1 on, 0 off (the workers then write nothing).'),
+    ('extsvc_shmem_initialized_timestamp_seconds', 'gauge', 'Unix time when the shared memory of nico_extsvc was initialised: a server start or the crash restart after any backend died by a signal (a crash loop moves it).'),
+    ('extsvc_server_start_timestamp_seconds', 'gauge', 'Unix time of the postmaster''s start (pg_postmaster_start_time()); a crash restart does not move it.'),
+    ('extsvc_kube_last_code', 'gauge', 'HTTP status of the last answer of the cluster (0: no HTTP response: connection, TLS or timeout); absent before the first request.'),
+    ('extsvc_kube_last_response_age_seconds', 'gauge', 'Seconds since the cluster last answered (or failed to) a request.'),
+    ('extsvc_kube_last_success_age_seconds', 'gauge', 'Seconds since the cluster last answered 2xx; absent before the first.'),
     ('extsvc_worker_up', 'gauge', '1 while a worker process runs in the slot; a single unlabelled 0 without shared_preload_libraries.'),
     ('extsvc_worker_restarts_total', 'counter', 'Worker process starts in the slot after the first one since shared memory was initialised.'),
     ('extsvc_worker_last_iteration_age_seconds', 'gauge', 'Seconds since the worker last started a loop iteration (it sleeps at most 10 s when enabled and configured, 60 s otherwise).'),
@@ -64,7 +95,7 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ('extsvc_watch_lists_total', 'counter', 'Completed LISTs of the informer since the watcher started (the first, after 410 Gone, the resync''s).'),
     ('extsvc_watch_expired_total', 'counter', '410 Gone answers (an expired resourceVersion or continue token) since the watcher started.'),
     ('extsvc_watch_errors_total', 'counter', 'Failed LISTs and broken watch streams of the informer since the watcher started.'),
-    ('extsvc_watch_current_age_seconds', 'gauge', 'Seconds since the informer''s cache was last known current (0 while its stream is open).'),
+    ('extsvc_watch_current_age_seconds', 'gauge', 'Seconds since the informer''s cache was last known current (0 while its stream is open; since the watcher started when it never was current, e.g. its cluster is not configured).'),
     ('extsvc_lease_held', 'gauge', '1 while this server holds the site''s Lease (coordination.k8s.io/v1, nico-extsvc-<site_id>) and its workers may write; 0 otherwise.'),
     ('extsvc_lease_acquired_total', 'counter', 'Times this server acquired (or took over) the site''s Lease since shared memory was initialised.'),
     ('extsvc_writes_paused', 'gauge', '1 for the reason the workers write nothing now (site_id, timing_settings, database_identity, lease, deposed), 0 for the others; all 0 while writing.'),
@@ -87,12 +118,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
       FROM unnest(ARRAY['DPF_HELM_CHART', 'KUBERNETES_POD']) t(type)
      CROSS JOIN unnest(ARRAY['CREATING', 'READY', 'UPDATING', 'DELETING', 'DELETED', 'FAILED']) st(state)
       LEFT JOIN svc_n n ON n.service_type = t.type AND n.lifecycle_state = st.state),
-  q_rows AS (
-    SELECT 'service'::text AS queue, r.next_due_at, r.lease_expires_at, r.attempts
-      FROM extsvc.dpf_extension_service_reconciliations r
-    UNION ALL
-    SELECT 'dpu', d.next_due_at, d.lease_expires_at, d.attempts
-      FROM extsvc.dpu_reconciliations d),
+  q_rows AS (SELECT * FROM extsvc._queue_rows()),
   q_n AS (
     SELECT r.queue,
            count(*) FILTER (WHERE r.next_due_at <= now()
@@ -101,12 +127,14 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
            count(*) FILTER (WHERE r.attempts > 0) AS retrying,
            extract(epoch FROM now() - min(r.next_due_at) FILTER (
                      WHERE r.next_due_at <= now()
-                       AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())))::double precision AS oldest
+                       AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())))::double precision AS oldest,
+           extract(epoch FROM now() - min(r.since) FILTER (WHERE r.attempts > 0))::double precision AS oldest_retrying
       FROM q_rows r
      GROUP BY 1),
   q AS (
     SELECT n.queue, coalesce(x.due, 0)::double precision AS due, coalesce(x.leased, 0)::double precision AS leased,
-           coalesce(x.retrying, 0)::double precision AS retrying, coalesce(x.oldest, 0) AS oldest
+           coalesce(x.retrying, 0)::double precision AS retrying, coalesce(x.oldest, 0) AS oldest,
+           greatest(coalesce(x.oldest_retrying, 0), 0) AS oldest_retrying
       FROM unnest(ARRAY['service', 'dpu']) n(queue)
       LEFT JOIN q_n x ON x.queue = n.queue),
   att_n AS (
@@ -154,13 +182,43 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
            coalesce(n.n, 0)::double precision AS value
       FROM unnest(ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED', 'IDLE',
                         'DEREGISTERED']) st(s)
-      LEFT JOIN dpu_n n ON n.s = st.s)
+      LEFT JOIN dpu_n n ON n.s = st.s),
+  -- issue 28: what hurts without an error: work unfinished for long, DPF not Ready, FAILED by cause
+  unfinished AS (
+    SELECT 'service'::text AS kind,
+           coalesce(extract(epoch FROM now() - min(s.updated_at)), 0)::double precision AS age
+      FROM extsvc.service_records s WHERE s.lifecycle_state IN ('CREATING', 'UPDATING', 'DELETING')
+    UNION ALL
+    SELECT 'dpu_row', coalesce(extract(epoch FROM now() - min(a.created_at)), 0)::double precision
+      FROM extsvc.dpf_extension_service_attachments a
+     WHERE a.placement_state = 'ACTIVE'
+       AND extsvc._effective_deployment_state(a.deployment_state, a.observed_at) = 'PENDING'),
+  failed_n AS (
+    SELECT CASE WHEN h.reason = 'permanent_error' THEN 'tenant' ELSE 'platform' END AS cause, count(*) AS n
+      FROM extsvc.service_records s
+      LEFT JOIN LATERAL (SELECT x.reason FROM extsvc.service_state_history x
+                          WHERE x.service_id = s.service_id ORDER BY x.id DESC LIMIT 1) h ON true
+     WHERE s.lifecycle_state = 'FAILED'
+     GROUP BY 1),
+  failed AS (
+    SELECT 'extsvc_services_failed'::text AS metric, jsonb_build_object('reason', c.c) AS labels,
+           coalesce(n.n, 0)::double precision AS value
+      FROM unnest(ARRAY['tenant', 'platform']) c(c) LEFT JOIN failed_n n ON n.cause = c.c)
   SELECT * FROM (
     SELECT * FROM svc
     UNION ALL SELECT 'extsvc_queue_due', jsonb_build_object('queue', queue), due FROM q
     UNION ALL SELECT 'extsvc_queue_leased', jsonb_build_object('queue', queue), leased FROM q
     UNION ALL SELECT 'extsvc_queue_retrying', jsonb_build_object('queue', queue), retrying FROM q
     UNION ALL SELECT 'extsvc_queue_oldest_due_age_seconds', jsonb_build_object('queue', queue), oldest FROM q
+    UNION ALL SELECT 'extsvc_queue_oldest_retrying_age_seconds', jsonb_build_object('queue', queue), oldest_retrying FROM q
+    UNION ALL SELECT 'extsvc_oldest_unfinished_age_seconds', jsonb_build_object('kind', kind), greatest(age, 0) FROM unfinished
+    UNION ALL SELECT 'extsvc_dpf_not_ready', '{}'::jsonb,
+                     (SELECT count(*) FROM extsvc.dpf_extension_service_reconciliations r
+                        JOIN extsvc.service_records s ON s.service_id = r.service_id
+                       WHERE r.dpf_ready = false AND s.lifecycle_state IN ('READY', 'UPDATING'))::double precision
+    UNION ALL SELECT * FROM failed
+    UNION ALL SELECT 'extsvc_server_start_timestamp_seconds', '{}'::jsonb,
+                     extract(epoch FROM pg_postmaster_start_time())::double precision
     UNION ALL SELECT * FROM att
     UNION ALL SELECT * FROM site
     UNION ALL SELECT * FROM dpus
@@ -242,6 +300,7 @@ $fn$;
 COMMENT ON FUNCTION extsvc.metrics_prometheus() IS
   'Monitoring: extsvc.metrics() in the Prometheus text exposition format (version 0.0.4), for a scrape endpoint or a textfile collector.';
 
+REVOKE ALL ON FUNCTION extsvc._queue_rows() FROM PUBLIC;
 REVOKE ALL ON FUNCTION extsvc._worker_metrics(), extsvc._metric_families(),
                        extsvc._prometheus_line(text, jsonb, double precision), extsvc.metrics(),
                        extsvc.metrics_prometheus() FROM PUBLIC;

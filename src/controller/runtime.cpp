@@ -29,6 +29,7 @@ Runtime::Runtime(const Settings& s, const Hooks& hooks)
       wire(*dpu_, "dpu");
       spdlog::info("DPU cluster configured: {}", dcfg->server);
     } else {
+      dpu_config_error_ = config_error_;
       spdlog::warn("DPU cluster not usable ({}); DPU states will be UNKNOWN", config_error_);
     }
   } else {

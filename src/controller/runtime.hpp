@@ -60,6 +60,8 @@ class Runtime {
 
   bool configured() const { return management_ != nullptr; }
   const std::string& config_error() const { return config_error_; }
+  // Why the DPU cluster's settings are not usable ("" when they are, or none are set).
+  const std::string& dpu_config_error() const { return dpu_config_error_; }
   const std::string& ns() const { return ns_; }
   const std::string& site_id() const { return site_id_; }
 
@@ -94,6 +96,7 @@ class Runtime {
   std::string site_id_;
   int watch_timeout_s_ = 300;
   std::string config_error_;
+  std::string dpu_config_error_;
   std::unique_ptr<kube::Client> management_;
   std::unique_ptr<kube::Client> dpu_;
   std::unique_ptr<reconcile::ServiceReconciler> reconciler_;

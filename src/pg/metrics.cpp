@@ -30,6 +30,14 @@ class ShmemObserver final : public kube::RequestObserver {
  public:
   void on_request(const kube::RequestEvent& e) noexcept override {
     if (g_store != nullptr) g_store->record_request(e.cluster, e.verb, e.http_status, e.seconds);
+    SharedState* st = shared_state();
+    const int c = e.cluster == "management" ? 0 : e.cluster == "dpu" ? 1 : -1;
+    if (st == nullptr || c < 0) return;
+    const auto now = static_cast<uint64>(GetCurrentTimestamp());
+    pg_atomic_write_u32(&st->cluster_last_code[c], static_cast<uint32>(e.http_status));
+    pg_atomic_write_u64(&st->cluster_last_at[c], now);
+    if (e.http_status >= 200 && e.http_status < 300)
+      pg_atomic_write_u64(&st->cluster_last_ok_at[c], now);
   }
 };
 
@@ -47,10 +55,17 @@ std::string labels_json(const std::vector<std::pair<std::string, std::string>>& 
   return j.dump();
 }
 
+// Seconds since the Unix epoch of a PostgreSQL timestamp (microseconds since 2000-01-01).
+double unix_seconds(int64_t ts) {
+  return static_cast<double>(ts) / 1e6 +
+         static_cast<double>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
+}
+
 // Everything the function returns, built in C++ (no PostgreSQL call that can
 // raise in here: atomics and GUC variables only).
 std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers, int64_t now,
-                         const InformerSlot* informers, int ninformers) {
+                         const InformerSlot* informers, int ninformers, bool enabled,
+                         int64_t watcher_started_at) {
   std::vector<Row> rows;
   if (store == nullptr || st == nullptr) {
     rows.push_back({"extsvc_worker_up", "{}", 0});
@@ -71,6 +86,15 @@ std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers
       rows.push_back({name, l, static_cast<double>(v)});
     };
     rows.push_back({"extsvc_worker_up", l, pg_atomic_read_u32(&w.pid) != 0 ? 1.0 : 0.0});
+    // issue 28: one series per state, 1 for the one the worker is in (none before it ran)
+    const auto state = static_cast<WorkerState>(pg_atomic_read_u32(&w.state));
+    for (uint32 k = 1; k < kWorkerStates; ++k) {
+      const auto ks = static_cast<WorkerState>(k);
+      rows.push_back(
+          {"extsvc_worker_state",
+           labels_json({{"worker", std::to_string(i)}, {"state", worker_state_name(ks)}}),
+           state == ks ? 1.0 : 0.0});
+    }
     const uint64_t starts = store->worker_starts(i);
     counter("extsvc_worker_restarts_total", starts > 0 ? starts - 1 : 0);
     const uint64 last = pg_atomic_read_u64(&w.last_activity_us);
@@ -105,12 +129,36 @@ std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers
     put("extsvc_watch_lists_total", static_cast<double>(inf.lists));
     put("extsvc_watch_expired_total", static_cast<double>(inf.expired));
     put("extsvc_watch_errors_total", static_cast<double>(inf.errors));
-    if (inf.current_at != 0)
+    // never current: its age counts from when the watcher started (issue 28: the series is there
+    // for the alert to see)
+    const int64_t since = inf.current_at != 0 ? inf.current_at : watcher_started_at;
+    if (inf.current)
+      put("extsvc_watch_current_age_seconds", 0);
+    else if (since != 0)
       put("extsvc_watch_current_age_seconds",
-          static_cast<double>(std::max<int64_t>(0, now - inf.current_at)) / 1e6);
+          static_cast<double>(std::max<int64_t>(0, now - since)) / 1e6);
   }
   rows.push_back({"extsvc_orphans_deleted_total", "{}", static_cast<double>(orphans)});
   rows.push_back({"extsvc_dpus_rederived_total", "{}", static_cast<double>(rederived)});
+  // each cluster as last seen (issue 28): the last answer's code (0: none) and its age, and the
+  // age of the last 2xx
+  static const char* const kClusters[] = {"management", "dpu"};
+  for (int c = 0; c < 2; ++c) {
+    const auto at = static_cast<int64_t>(pg_atomic_read_u64(&st->cluster_last_at[c]));
+    if (at == 0) continue;
+    const std::string l = labels_json({{"cluster", kClusters[c]}});
+    rows.push_back({"extsvc_kube_last_code", l,
+                    static_cast<double>(pg_atomic_read_u32(&st->cluster_last_code[c]))});
+    rows.push_back({"extsvc_kube_last_response_age_seconds", l,
+                    static_cast<double>(std::max<int64_t>(0, now - at)) / 1e6});
+    const auto ok = static_cast<int64_t>(pg_atomic_read_u64(&st->cluster_last_ok_at[c]));
+    if (ok != 0)
+      rows.push_back({"extsvc_kube_last_success_age_seconds", l,
+                      static_cast<double>(std::max<int64_t>(0, now - ok)) / 1e6});
+  }
+  rows.push_back({"extsvc_workers_enabled", "{}", enabled ? 1.0 : 0.0});
+  rows.push_back(
+      {"extsvc_shmem_initialized_timestamp_seconds", "{}", unix_seconds(st->initialized_at)});
   rows.push_back({"extsvc_wakes_requested_total", "{}",
                   static_cast<double>(pg_atomic_read_u64(&st->wakes_requested))});
   return rows;
@@ -164,17 +212,19 @@ extern "C" Datum nico_extsvc_worker_metrics(PG_FUNCTION_ARGS) {
   const int workers = shared_state() != nullptr ? std::min(gucs.workers, kMaxWorkers) : 0;
   InformerSlot informers[kMaxInformers];
   int ninformers = 0;
+  int64_t watcher_started_at = 0;
   if (SharedState* st = shared_state()) {
     SpinLockAcquire(&st->informers_lock);
     ninformers = std::min<int>(st->informer_count, kMaxInformers);
     memcpy(informers, st->informers, sizeof informers);
+    watcher_started_at = st->watcher_started_at;
     SpinLockRelease(&st->informers_lock);
   }
   std::vector<Row>* rows = nullptr;
   PendingError err;
   cpp_call(err, [&] {
-    rows =
-        new std::vector<Row>(collect(g_store, shared_state(), workers, now, informers, ninformers));
+    rows = new std::vector<Row>(collect(g_store, shared_state(), workers, now, informers,
+                                        ninformers, gucs.enabled, watcher_started_at));
   });
   raise_if(err);
   // copy out (no C++ call can throw here), free, then hand to PostgreSQL

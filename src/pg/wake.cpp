@@ -76,9 +76,63 @@ void attach_shared_memory() {
       pg_atomic_init_u64(&s.watch_dpu_wakes, 0);
       pg_atomic_init_u64(&s.dpus_rederived, 0);
       pg_atomic_init_u64(&s.leases_released, 0);
+      pg_atomic_init_u32(&s.state, static_cast<uint32>(WorkerState::kStarting));
+      SpinLockInit(&s.text_lock);
+      s.state_reason[0] = s.config_error[0] = s.last_error[0] = '\0';
+      s.last_error_at = 0;
+    }
+    g_shared->initialized_at = GetCurrentTimestamp();
+    g_shared->watcher_started_at = 0;
+    for (int c = 0; c < 2; ++c) {
+      pg_atomic_init_u32(&g_shared->cluster_last_code[c], 0);
+      pg_atomic_init_u64(&g_shared->cluster_last_at[c], 0);
+      pg_atomic_init_u64(&g_shared->cluster_last_ok_at[c], 0);
     }
   }
   LWLockRelease(AddinShmemInitLock);
+}
+
+const char* worker_state_name(WorkerState s) {
+  switch (s) {
+    case WorkerState::kStarting:
+      return "starting";
+    case WorkerState::kWorking:
+      return "working";
+    case WorkerState::kDisabled:
+      return "disabled";
+    case WorkerState::kUnconfigured:
+      return "unconfigured";
+    case WorkerState::kConfigError:
+      return "config_error";
+    case WorkerState::kStandby:
+      return "standby";
+    case WorkerState::kVersionMismatch:
+      return "version_mismatch";
+    case WorkerState::kPaused:
+      return "paused";
+    case WorkerState::kWaitingForLease:
+      return "waiting_for_lease";
+  }
+  return "starting";
+}
+
+void publish_worker_state(WorkerSlot* slot, WorkerState state, const char* reason,
+                          const char* config_error) {
+  SpinLockAcquire(&slot->text_lock);
+  strlcpy(slot->state_reason, reason != nullptr ? reason : "", sizeof slot->state_reason);
+  strlcpy(slot->config_error, config_error != nullptr ? config_error : "",
+          sizeof slot->config_error);
+  SpinLockRelease(&slot->text_lock);
+  pg_atomic_write_u32(&slot->state, static_cast<uint32>(state));
+}
+
+void note_worker_error(WorkerSlot* slot, const char* message) {
+  if (slot == nullptr || message == nullptr) return;
+  const TimestampTz now = GetCurrentTimestamp();
+  SpinLockAcquire(&slot->text_lock);
+  strlcpy(slot->last_error, message, sizeof slot->last_error);
+  slot->last_error_at = now;
+  SpinLockRelease(&slot->text_lock);
 }
 
 void wake_workers_at_commit() {

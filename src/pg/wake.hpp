@@ -24,7 +24,30 @@ struct WorkerSlot {
   pg_atomic_uint64 dpus_rederived;    // DPUs marked for label re-derivation by the resync
   pg_atomic_uint64 leases_released;   // leases of this slot's previous process freed at start
   pg_atomic_uint64 watch_dpu_wakes;   // DPU rows made due by watch events (the watcher)
+  // What the worker is doing, as operators read it (extsvc.worker_status(), issue 28): a
+  // WorkerState, and under text_lock the words that go with it and the last error it met.
+  pg_atomic_uint32 state;
+  slock_t text_lock;
+  char state_reason[256];
+  char config_error[256];  // the cluster settings' error ("" when they are usable)
+  char last_error[256];
+  TimestampTz last_error_at;  // 0 = none since shared memory was initialised
 };
+
+// The states of extsvc.worker_status().state (worker_state_name gives the SQL word).
+enum class WorkerState : uint32 {
+  kStarting = 0,  // never published (the slot's process has not run an iteration)
+  kWorking,
+  kDisabled,
+  kUnconfigured,
+  kConfigError,
+  kStandby,
+  kVersionMismatch,
+  kPaused,
+  kWaitingForLease,
+};
+constexpr int kWorkerStates = 9;
+const char* worker_state_name(WorkerState s);
 
 // One informer of the watcher as operators see it (extsvc.watch_status()),
 // written by the watcher under informers_lock, counters since it started.
@@ -56,7 +79,23 @@ struct SharedState {
   InformerSlot informers[kMaxInformers];
   // issue 23, part 5: the DPF API the workers detected (core::DpfApiLevel::bits(); 0: not yet)
   pg_atomic_uint32 dpf_api;
+  // When this block was initialised (server start or crash restart: a crash loop shows as this
+  // time moving, issue 28) and when the running watcher started (the age of an informer that
+  // never was current).
+  TimestampTz initialized_at;
+  TimestampTz watcher_started_at;
+  // The last HTTP answer each cluster gave (0: management, 1: dpu; code 0: no response) and
+  // when, and when it last answered 2xx (TimestampTz; 0 = never): "reachable as last seen".
+  pg_atomic_uint32 cluster_last_code[2];
+  pg_atomic_uint64 cluster_last_at[2];
+  pg_atomic_uint64 cluster_last_ok_at[2];
 };
+
+// Publishes slot's state and reason (the worker, once per iteration).
+void publish_worker_state(WorkerSlot* slot, WorkerState state, const char* reason,
+                          const char* config_error);
+// Records the last error the worker met (its WARNINGs), with the time.
+void note_worker_error(WorkerSlot* slot, const char* message);
 
 // NULL unless the library was preloaded (shared memory exists only then).
 SharedState* shared_state();

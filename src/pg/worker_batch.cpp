@@ -164,6 +164,7 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   char* outcome = nullptr;
   bool fenced = false, retry = false;
   const char* retry_reason = nullptr;  // static string of the reconciler
+  char last_error[256] = "";
   const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
   PendingError err;
   // a NULL work (never expected: extsvc.claim reads it after the lease) is an
@@ -180,6 +181,10 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
       spdlog::warn("{} {}: {}", queue_name(queue), item.id, r.warning);
     else if (!r.summary.empty())
       spdlog::debug("{}", r.summary);
+    // issue 28: a pass that ends in a retry is the worker's last error (worker_status())
+    if (r.retry || !r.warning.empty())
+      snprintf(last_error, sizeof last_error, "%s %s: %s", queue_name(queue), item.id,
+               (!r.warning.empty() ? r.warning : r.summary).c_str());
     fenced = r.fenced;
     retry = r.retry;
     retry_reason = r.retry_reason;
@@ -189,6 +194,7 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   pg_atomic_fetch_add_u64(&slot->http_requests, g_runtime->requests() - before);
   pg_atomic_fetch_add_u64(&slot->http_errors, g_runtime->errors() - errors_before);
   if (fenced) pg_atomic_fetch_add_u64(&slot->fenced, 1);
+  if (last_error[0] != '\0') note_worker_error(slot, last_error);
   if (err.sqlstate != 0) {
     // only an allocation failure gets here: the lease expires and the row is
     // claimed again
@@ -201,6 +207,7 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   char* result = nullptr;
   char* error = nullptr;
   if (!queue_complete(cxt, queue, item, outcome, &result, &error)) {
+    note_worker_error(slot, error);
     ereport(WARNING, (errmsg("nico_extsvc: recording the outcome for %s %s failed: %s",
                              queue_name(queue), item.id, error)));
     return;
@@ -239,6 +246,7 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* con
                                       : queue_claim(cxt, queue, g_worker_name, gucs.batch_size,
                                                     lease_seconds(), &batch, &error);
   if (!claimed) {
+    note_worker_error(slot, error);
     ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
     return 0;
   }

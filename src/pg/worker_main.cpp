@@ -67,6 +67,8 @@ controller::Settings runtime_settings(const char* site_id, const char* user_agen
 namespace {
 
 ServerIdentity g_identity;
+// Why the last rebuild of the runtime failed ("" when it did not), for worker_status().
+char g_rebuild_error[256];
 
 // On failure g_runtime stays null: the loop then idles and tries again (a
 // null runtime is "not configured", never dereferenced).
@@ -90,7 +92,67 @@ void rebuild_runtime() {
     g_runtime = fresh.release();
   });
   flush_logs();
-  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
+  g_rebuild_error[0] = '\0';
+  if (err.sqlstate != 0) {
+    strlcpy(g_rebuild_error, err.message, sizeof g_rebuild_error);
+    if (g_slot >= 0) note_worker_error(&shared_state()->slots[g_slot], err.message);
+    ereport(WARNING, (errmsg_internal("%s", err.message)));
+  }
+}
+
+// Publishes what this worker does now (issue 28), with the settings' error of the runtime.
+void publish(WorkerSlot* slot, WorkerState state, const char* reason) {
+  char cfg[256] = "";
+  if (g_runtime == nullptr) {
+    strlcpy(cfg, g_rebuild_error, sizeof cfg);
+  } else {
+    PendingError err;
+    cpp_call(err, [&] {
+      std::string e = g_runtime->configured() ? std::string() : g_runtime->config_error();
+      const std::string& d = g_runtime->dpu_config_error();
+      if (!d.empty()) e += (e.empty() ? "" : "; ") + std::string("DPU cluster: ") + d;
+      strlcpy(cfg, e.c_str(), sizeof cfg);
+    });
+  }
+  publish_worker_state(slot, state, reason, cfg);
+}
+
+// The state of a worker that may not write now: why, from the lease process's last word.
+void publish_not_writing(WorkerSlot* slot) {
+  SiteShared* site = site_shared();
+  PauseReason r = PauseReason::kStarting;
+  char detail[512] = "";
+  if (site != nullptr) {
+    r = static_cast<PauseReason>(pg_atomic_read_u32(&site->reason));
+    SpinLockAcquire(&site->lock);
+    strlcpy(detail, site->detail, sizeof detail);
+    SpinLockRelease(&site->lock);
+  }
+  char reason[256];
+  if (r == PauseReason::kNone) {
+    publish(slot, WorkerState::kWaitingForLease,
+            "the site Lease's renewal is overdue: no call may start under it");
+    return;
+  }
+  snprintf(reason, sizeof reason, "%s: %s", pause_reason_name(r), detail);
+  switch (r) {
+    case PauseReason::kStarting:
+    case PauseReason::kLease:
+    case PauseReason::kDeposed:
+      publish(slot, WorkerState::kWaitingForLease, reason);
+      break;
+    case PauseReason::kDisabled:
+      publish(slot, WorkerState::kDisabled, reason);
+      break;
+    default:
+      publish(slot, WorkerState::kPaused, reason);
+      break;
+  }
+}
+
+bool cluster_settings_empty() {
+  auto blank = [](const char* v) { return v == nullptr || v[0] == '\0'; };
+  return blank(gucs.management.kubeconfig) && blank(gucs.management.server);
 }
 
 void on_exit_clear_slot(int, Datum) {
@@ -114,6 +176,7 @@ void run_resync(MemoryContext cxt, WorkerSlot* slot) {
   if (resynced) label_census(cxt);
   int marked = 0;
   if (!mark_dpus_due(cxt, &marked, &error)) {
+    note_worker_error(slot, error);
     ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
   } else {
     pg_atomic_fetch_add_u64(&slot->dpus_rederived, static_cast<uint64>(marked));
@@ -182,10 +245,28 @@ void worker_loop() {
     char* error = nullptr;
     if (g_runtime == nullptr) {
       rebuild_runtime();  // the last rebuild failed (logged): try again
+      if (g_runtime == nullptr)
+        publish(slot, WorkerState::kConfigError,
+                "the runtime could not be built from the settings");
       timeout_ms = 5000;
     } else if (!gucs.enabled || RecoveryInProgress() || !g_runtime->configured()) {
+      if (!gucs.enabled)
+        publish(slot, WorkerState::kDisabled, "extsvc.enabled is off");
+      else if (RecoveryInProgress())
+        publish(slot, WorkerState::kStandby, "the server is in recovery (a standby)");
+      else if (cluster_settings_empty())
+        publish(slot, WorkerState::kUnconfigured,
+                "no cluster configured (set extsvc.kubeconfig or extsvc.kube_server)");
+      else
+        publish(slot, WorkerState::kConfigError,
+                "the management cluster's settings are not usable");
       timeout_ms = 60000;  // waits for SIGHUP (or promotion) — the latch wakes us
     } else if (!installed_extension_version(iter_cxt, &installed, &error) || installed == nullptr) {
+      char why[256];
+      snprintf(why, sizeof why, "extension nico_extsvc is not installed in database \"%s\"",
+               gucs.database);
+      if (installed == nullptr && error != nullptr) note_worker_error(slot, error);
+      publish(slot, WorkerState::kUnconfigured, why);
       if (waiting != Waiting::missing)
         ereport(LOG, (errmsg("nico_extsvc: extension not installed in database \"%s\"; waiting",
                              gucs.database),
@@ -205,6 +286,10 @@ void worker_loop() {
                          "resume by themselves.",
                          gucs.database)));
       waiting = Waiting::version;
+      char why[256];
+      snprintf(why, sizeof why, "extension nico_extsvc is version %s, the library %s", installed,
+               kLibraryVersion);
+      publish(slot, WorkerState::kVersionMismatch, why);
       timeout_ms = 5000;
     } else {
       if (waiting == Waiting::version)
@@ -223,12 +308,17 @@ void worker_loop() {
             ereport(LOG, (errmsg("nico_extsvc: %s freed %d lease(s) of its previous process",
                                  g_worker_name, n)));
         } else {
+          note_worker_error(slot, error);
           ereport(WARNING, (errmsg("nico_extsvc: releasing old leases failed: %s", error)));
         }
       }
       // issue 25: nothing is written while this server does not hold the site Lease (or its
       // writes are paused); the watcher keeps its caches, the resync waits
       const bool writing = site_writes_allowed(call_budget_ms() * 1000000LL);
+      if (writing)
+        publish(slot, WorkerState::kWorking, "");
+      else
+        publish_not_writing(slot);
       watch_start();
       // issue 23, part 5: the DPF API the cluster serves, at the start and after a reconnect
       {

@@ -6,6 +6,7 @@
 
 #include "core/dpf_api_level.hpp"
 #include "guard.hpp"
+#include "gucs.hpp"
 #include "site_state.hpp"
 #include "wake.hpp"
 
@@ -64,12 +65,17 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     });
     raise_if(err);
   }
+  // the workers start only once recovery finished: on a standby every configured slot is shown
+  // as waiting for that (issue 28)
+  const bool standby = RecoveryInProgress();
+  const int configured = Min(gucs.workers, kMaxWorkers);
   for (int i = 0; i < kMaxWorkers; ++i) {
     WorkerSlot& s = st->slots[i];
     const uint32 pid = pg_atomic_read_u32(&s.pid);
-    if (pid == 0 && pg_atomic_read_u64(&s.iterations) == 0) continue;
-    Datum values[23];
-    bool nulls[23] = {false};
+    const bool never_ran = pid == 0 && pg_atomic_read_u64(&s.iterations) == 0;
+    if (never_ran && !(standby && i < configured)) continue;
+    Datum values[28];
+    bool nulls[28] = {false};
     values[0] = Int32GetDatum(i);
     nulls[1] = pid == 0;
     values[1] = Int32GetDatum(static_cast<int32>(pid));
@@ -105,6 +111,29 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     values[21] = CStringGetTextDatum(api_level);
     nulls[22] = api_missing[0] == '\0';
     values[22] = CStringGetTextDatum(api_missing);
+    // issue 28: what the worker does, in one word, and why; its settings' error; its last error
+    char state_reason[256], config_error[256], last_error[256];
+    TimestampTz last_error_at;
+    SpinLockAcquire(&s.text_lock);
+    strlcpy(state_reason, s.state_reason, sizeof state_reason);
+    strlcpy(config_error, s.config_error, sizeof config_error);
+    strlcpy(last_error, s.last_error, sizeof last_error);
+    last_error_at = s.last_error_at;
+    SpinLockRelease(&s.text_lock);
+    WorkerState state = static_cast<WorkerState>(pg_atomic_read_u32(&s.state));
+    if (standby && (never_ran || pid == 0)) {
+      state = WorkerState::kStandby;
+      strlcpy(state_reason, "the server is in recovery (a standby)", sizeof state_reason);
+    }
+    values[23] = CStringGetTextDatum(worker_state_name(state));
+    nulls[24] = state_reason[0] == '\0';
+    values[24] = CStringGetTextDatum(state_reason);
+    nulls[25] = config_error[0] == '\0';
+    values[25] = CStringGetTextDatum(config_error);
+    nulls[26] = last_error[0] == '\0';
+    values[26] = CStringGetTextDatum(last_error);
+    nulls[27] = last_error_at == 0;
+    values[27] = TimestampTzGetDatum(last_error_at);
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   }
   return (Datum)0;

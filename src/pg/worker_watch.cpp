@@ -244,6 +244,58 @@ void watch_wait(long timeout_ms) {
   watch_pump();
 }
 
+namespace {
+
+// Issue 28: every informer the watcher should run is reported, also one that never started
+// (unconfigured or misconfigured cluster, worker disabled): not current, with why. Returns the
+// new count.
+int add_missing_informers(InformerSlot* slots, int n) {
+  auto blank = [](const char* v) { return v == nullptr || v[0] == '\0'; };
+  struct Want {
+    const char* resource;
+    const char* cluster;
+  };
+  static const Want kWanted[] = {{"dpudevices", "management"},
+                                 {"dpuservices", "management"},
+                                 {"dpus", "management"},
+                                 {"nodes", "dpu"},
+                                 {"pods", "dpu"},
+                                 {"events", "dpu"},
+                                 {"daemonsets", "dpu"}};
+  const bool dpu_set = !blank(gucs.dpu.kubeconfig) || !blank(gucs.dpu.server);
+  std::string management_error, dpu_error;
+  PendingError err;
+  cpp_call(err, [&] {
+    if (g_runtime == nullptr) {
+      management_error = "the runtime could not be built from the settings";
+    } else {
+      if (!g_runtime->configured()) management_error = g_runtime->config_error();
+      dpu_error = g_runtime->dpu_config_error();
+    }
+  });
+  for (const Want& w : kWanted) {
+    if (n >= kMaxInformers) break;
+    const bool dpu = strcmp(w.cluster, "dpu") == 0;
+    if (dpu && !dpu_set) continue;  // no DPU cluster: its informers are not wanted
+    bool found = false;
+    for (int i = 0; i < n && !found; ++i)
+      found =
+          strcmp(slots[i].resource, w.resource) == 0 && strcmp(slots[i].cluster, w.cluster) == 0;
+    if (found) continue;
+    InformerSlot& s = slots[n++];
+    memset(&s, 0, sizeof s);
+    strlcpy(s.resource, w.resource, sizeof s.resource);
+    strlcpy(s.cluster, w.cluster, sizeof s.cluster);
+    const char* why = !management_error.empty()   ? management_error.c_str()
+                      : dpu && !dpu_error.empty() ? dpu_error.c_str()
+                                                  : "the worker does not run its informers now";
+    snprintf(s.last_error, sizeof s.last_error, "not started: %s", why);
+  }
+  return n;
+}
+
+}  // namespace
+
 void watch_report() {
   SharedState* st = shared_state();
   if (st == nullptr || !is_watcher()) return;  // only the watcher's informers are reported
@@ -277,10 +329,22 @@ void watch_report() {
     });
     if (err.sqlstate != 0) n = 0;
   }
+  n = add_missing_informers(slots, n);
+  static TimestampTz started_at = 0;  // this watcher process's start, for the informers' age
+  if (started_at == 0) started_at = GetCurrentTimestamp();
   SpinLockAcquire(&st->informers_lock);
+  // an informer of a rebuilt cache (a reload) that has not listed yet was last current when the
+  // previous one was: its age goes on from there
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < st->informer_count && slots[i].current_at == 0; ++j)
+      if (strcmp(st->informers[j].resource, slots[i].resource) == 0 &&
+          strcmp(st->informers[j].cluster, slots[i].cluster) == 0)
+        slots[i].current_at = st->informers[j].current_at;
+  }
   memcpy(st->informers, slots, sizeof slots);
   st->informer_count = n;
   st->watcher_pid = n > 0 ? MyProcPid : 0;
+  st->watcher_started_at = started_at;
   SpinLockRelease(&st->informers_lock);
 }
 

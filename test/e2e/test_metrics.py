@@ -306,7 +306,9 @@ def test_postgres_exporter_queries_give_the_same_names():
                     les, counts = row[name], row[name + "_bucket"]
                     assert len(les) == len(counts) == 12 and counts == sorted(counts), row
                     assert row[name + "_count"] >= counts[-1] and row[name + "_sum"] >= 0, row
-    assert covered == set(families), set(families) - covered
+    # the one family postgres_exporter's <key>_<column> naming cannot give (the file says why)
+    not_expressible = {"extsvc_worker_state"}
+    assert covered == set(families) - not_expressible, set(families) - covered
 
 
 def test_counters_survive_a_worker_restart_after_sigterm():

@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""End-to-end: operating the workers (issue 28) with dpfsim.
+
+worker_status().state and extsvc_worker_state follow what the worker does (working, disabled,
+config_error for a bad URL, unconfigured, paused without a site id, waiting_for_lease when the
+API refuses the Lease); last_error keeps the API's refusal; every informer is exported, also
+those of a cluster whose settings are broken or that cannot be reached, with current = 0 and an
+age that grows; the shared-memory initialisation time moves at a crash restart while the
+postmaster's start time does not. extsvc.health_check() is all ok on a healthy site and reports
+each injected failure in its row: a bad URL, an unreadable token file, 403 from the management
+cluster, an unreachable DPU cluster, watch streams not current, the Lease not held, no site id,
+a FAILED service. The alert rules of docs/metrics.md (the file's own YAML) are fed to promtool
+with the series the server exported during each failure (one scrape a minute, the last held for
+the rule's `for`; an age that was growing keeps growing with the clock): each rule of issue 28
+fires on its failure and stays silent on a healthy site. Two groups, each with its own server
+and dpfsim.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+from extsvc_testkit.harness import Env, dpu_id, helm_data, host_id, lit, run_tests, wait_until
+
+ENV = None
+HOST = host_id("o1")
+DPU = dpu_id(1, "o")
+
+
+def e():
+    return ENV
+
+
+def status():
+    rows = e().pg.sql("SELECT state, state_reason, config_error, last_error, last_error_at, "
+                      "extract(epoch FROM now() - last_error_at) FROM extsvc.worker_status() WHERE slot = 0")
+    if not rows:
+        return None
+    s, reason, cfg, err, at, age = rows[0]
+    return {"state": s, "reason": reason, "config_error": cfg, "last_error": err, "last_error_at": at,
+            "last_error_age": float(age) if age is not None else None}
+
+
+def wait_state(want, timeout=30):
+    try:
+        return wait_until(lambda: (s := status()) is not None and s["state"] == want and s, timeout,
+                          interval=0.2, what=f"worker state {want}")
+    except AssertionError:
+        print(status())
+        raise
+
+
+def metrics():
+    out = {}
+    for metric, labels, value in e().pg.sql("SELECT metric, labels::text, value FROM extsvc.metrics()"):
+        out[(metric, frozenset(json.loads(labels).items()))] = float(value)
+    return out
+
+
+def gauge(m, metric, **labels):
+    return m.get((metric, frozenset(labels.items())))
+
+
+def health():
+    return {r[0]: (r[1], r[2], r[3]) for r in e().pg.sql("SELECT * FROM extsvc.health_check()")}
+
+
+def wait_health(check, want_status, contains=None, timeout=40):
+    def ok():
+        h = health()[check]
+        return h if h[0] == want_status and (contains is None or contains in (h[1] or "")) else False
+    try:
+        return wait_until(ok, timeout, interval=0.3, what=f"health {check} {want_status} {contains!r}")
+    except AssertionError:
+        for k, v in health().items():
+            print("   ", k, v)
+        raise
+
+
+def set_conf(**kv):
+    for k, v in kv.items():
+        if v is None:
+            e().pg.sql(f"ALTER SYSTEM RESET extsvc.{k}")
+        else:
+            e().pg.sql(f"ALTER SYSTEM SET extsvc.{k} = '{v}'")
+    e().pg.sql("SELECT pg_reload_conf()")
+
+
+# --- alert rules: docs/metrics.md's rules, fed with what the server exported, through promtool ---
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$")
+
+
+def rules_file(workdir):
+    """The rules block of docs/metrics.md as a rules file (the documented rules are the tested ones)."""
+    with open(os.path.join(ROOT, "docs", "metrics.md")) as f:
+        text = f.read()
+    block = re.search(r"```yaml\n(groups:.*?)```", text, re.S).group(1)
+    path = os.path.join(workdir, "extsvc_rules.yml")
+    with open(path, "w") as f:
+        f.write(block)
+    return path
+
+
+def scrape():
+    """One scrape: {series text: value} of extsvc.metrics_prometheus(), as Prometheus would label it."""
+    out = {}
+    for line in e().pg.one("SELECT extsvc.metrics_prometheus()").splitlines():
+        m = SAMPLE.match(line)
+        if not m or line.startswith("#"):
+            continue
+        labels = (m.group(2) or "{}")[1:-1]
+        labels = 'instance="pg",job="extsvc"' + ("," + labels if labels else "")
+        out[f"{m.group(1)}{{{labels}}}"] = float(m.group(3).replace("Inf", "inf"))
+    return out
+
+
+def assert_fires(alert, scrapes, hold_minutes=0, fires=True):
+    """Feeds promtool the series of scrapes (one per minute), the last held for hold_minutes, and
+    checks that alert fires (or not) at the end: the rule as documented, the values as exported."""
+    series = sorted(set().union(*scrapes))
+    steps = len(scrapes) + hold_minutes
+    input_series = []
+    for name in series:
+        vals = [sc.get(name) for sc in scrapes]
+        last = vals[-1]
+        # held: an age that grew between the last two scrapes keeps growing with the clock (60 s a
+        # minute); every other value stays as last exported
+        growing = (name.split("{")[0].endswith("_age_seconds") and len(vals) > 1 and last is not None
+                   and vals[-2] is not None and last > vals[-2] and last > 0)
+        vals += [None if last is None else last + (60 * (i + 1) if growing else 0) for i in range(hold_minutes)]
+        input_series.append({"series": name,
+                             "values": " ".join("_" if v is None else repr(v) for v in vals)})
+    workdir = os.path.join(e().workdir, "promtool")
+    os.makedirs(workdir, exist_ok=True)
+    rules = rules_file(workdir)
+    test = {"rule_files": [rules], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": input_series,
+                       "alert_rule_test": [{"eval_time": f"{steps - 1}m", "alertname": alert,
+                                            "exp_alerts": []}]}]}
+    # first ask promtool with no expected alert: it prints what fired, and we read the labels
+    path = os.path.join(workdir, f"{alert}.yml")
+    with open(path, "w") as f:
+        json.dump(test, f)  # JSON is YAML
+    r = subprocess.run(["promtool", "test", "rules", path], capture_output=True, text=True)
+    # it fired when promtool got an alert where none was expected ("Labels:{alertname=...")
+    fired = r.returncode != 0 and f'alertname="{alert}"' in (r.stdout + r.stderr)
+    if r.returncode != 0 and not fired:
+        raise AssertionError(f"promtool failed: {r.stdout}{r.stderr}")
+    if fired != fires:
+        raise AssertionError(f"{alert}: fired={fired}, wanted {fires}\n{r.stdout}{r.stderr}")
+
+
+def all_ok():
+    h = health()
+    bad = {k: v for k, v in h.items() if v[0] != "ok"}
+    return h if not bad else False
+
+
+def test_the_runbook_covers_every_alert_and_check():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(root, "docs", "metrics.md")) as f:
+        alerts = re.findall(r"^  - alert: (\w+)", f.read(), re.M)
+    with open(os.path.join(root, "docs", "runbook.md")) as f:
+        headings = set()
+        for h in re.findall(r"^### (.+)$", f.read(), re.M):
+            headings.update(x.strip() for x in h.split(","))
+    checks = [r[0] for r in e().pg.sql('SELECT "check" FROM extsvc.health_check()')]
+    assert len(alerts) >= 25 and len(checks) == 9, (alerts, checks)
+    missing = [a for a in alerts + checks if a not in headings]
+    assert not missing, f"no runbook entry for {missing}"
+    # and every metric family an alert could use is documented in docs/metrics.md
+    with open(os.path.join(root, "docs", "metrics.md")) as f:
+        doc = f.read()
+    undocumented = [r[0] for r in e().pg.sql("SELECT family FROM extsvc._metric_families()")
+                    if f"`{r[0]}`" not in doc]
+    assert not undocumented, f"families missing from docs/metrics.md: {undocumented}"
+
+
+# --- group 1: a healthy site, then one failure at a time --------------------------------------------
+
+def test_a_healthy_site_is_working_and_all_ok():
+    wait_state("working")
+    sid = e().create("ops-ok", helm_data())
+    e().wait_state(sid, "READY")
+    try:
+        h = wait_until(all_ok, 40, interval=0.5, what="every health check ok")
+    except AssertionError:
+        for k, v in health().items():
+            print("   ", k, v)
+        raise
+    assert set(h) == {"library", "worker_state", "settings", "cluster_management", "cluster_dpu", "watch",
+                      "site_lease", "queue", "stuck_rows"}, h
+    assert "HTTP 2" in h["cluster_management"][1] and "HTTP 2" in h["cluster_dpu"][1], h
+    assert "held by this server" in h["site_lease"][1], h
+    m = metrics()
+    assert gauge(m, "extsvc_worker_state", state="working", worker="0") == 1
+    assert all(gauge(m, "extsvc_worker_state", state=s, worker="0") == 0
+               for s in ("disabled", "unconfigured", "config_error", "standby", "version_mismatch", "paused",
+                         "waiting_for_lease"))
+    assert gauge(m, "extsvc_workers_enabled") == 1
+    assert gauge(m, "extsvc_kube_last_code", cluster="management") // 100 == 2, m
+    started = gauge(m, "extsvc_shmem_initialized_timestamp_seconds")
+    assert abs(started - gauge(m, "extsvc_server_start_timestamp_seconds")) < 10, m
+    assert started <= time.time() + 1
+    # every informer current, age 0
+    for r in e().pg.sql("SELECT resource, cluster FROM extsvc.watch_status()"):
+        assert gauge(m, "extsvc_watch_current", cluster=r[1], resource=r[0]) == 1, r
+        assert gauge(m, "extsvc_watch_current_age_seconds", cluster=r[1], resource=r[0]) == 0, r
+    # the rules of issue 28 stay silent on a healthy site, however long it stays so
+    scrapes = [scrape(), (time.sleep(1), scrape())[1], (time.sleep(1), scrape())[1]]
+    for alert in ("ExtsvcWorkerNotWorking", "ExtsvcDisabled", "ExtsvcCrashRestart", "ExtsvcWorkRetryingLong",
+                  "ExtsvcWorkUnfinishedLong", "ExtsvcKubeAuthFailing", "ExtsvcClusterUnreachable",
+                  "ExtsvcWatchNotCurrent", "ExtsvcQueueBehind", "ExtsvcSiteHasNoWriter", "ExtsvcWritesPaused",
+                  "ExtsvcServicesFailedPlatform", "ExtsvcDpfNotReady"):
+        assert_fires(alert, scrapes, hold_minutes=65, fires=False)
+
+
+def test_disabled_is_its_own_state():
+    set_conf(enabled="off")
+    try:
+        s = wait_state("disabled")
+        assert "extsvc.enabled" in s["reason"], s
+        assert gauge(metrics(), "extsvc_workers_enabled") == 0
+        assert gauge(metrics(), "extsvc_worker_state", state="disabled", worker="0") == 1
+        wait_health("worker_state", "warning", "disabled")
+        # new intent waits while disabled: the queue and the unfinished service age
+        sid = e().create("ops-paused", helm_data(version="3.0.0"))
+        scrapes = [scrape(), (time.sleep(1.5), scrape())[1]]
+        assert_fires("ExtsvcDisabled", scrapes, hold_minutes=61)
+        assert_fires("ExtsvcQueueBehind", scrapes, hold_minutes=11)
+        assert_fires("ExtsvcWorkUnfinishedLong", scrapes, hold_minutes=36)
+        assert_fires("ExtsvcWorkerNotWorking", scrapes, hold_minutes=10, fires=False)
+    finally:
+        set_conf(enabled=None)
+    wait_state("working")
+    e().wait_state(sid, "READY")
+
+
+def test_a_bad_url_is_config_error_and_its_informers_stay_exported():
+    good = e().pg.one("SHOW extsvc.kube_server")
+    set_conf(kube_server="ftp://dpf.example")
+    try:
+        s = wait_state("config_error")
+        assert "https://" in (s["config_error"] or ""), s
+        wait_health("settings", "error", "extsvc.kube_server must start with https://")
+        wait_health("worker_state", "error", "config_error")
+        # the informers of the management cluster are still exported, not current, with why
+        rows = {(r[0], r[1]): r for r in e().pg.sql(
+            "SELECT resource, cluster, current, last_error FROM extsvc.watch_status()")}
+        for res in ("dpudevices", "dpuservices", "dpus"):
+            r = rows.get((res, "management"))
+            assert r is not None and r[2] == "f" and "not started" in (r[3] or ""), rows
+        m1 = metrics()
+        time.sleep(1.5)
+        m2 = metrics()
+        for res in ("dpudevices", "dpuservices", "dpus"):
+            assert gauge(m2, "extsvc_watch_current", cluster="management", resource=res) == 0
+            assert gauge(m2, "extsvc_watch_current_age_seconds", cluster="management", resource=res) > \
+                gauge(m1, "extsvc_watch_current_age_seconds", cluster="management", resource=res)
+        wait_health("watch", "error", "dpuservices@management")
+        scrapes = [scrape(), (time.sleep(1.5), scrape())[1]]
+        assert_fires("ExtsvcWorkerNotWorking", scrapes, hold_minutes=6)
+        assert_fires("ExtsvcWatchNotCurrent", scrapes, hold_minutes=8)
+    finally:
+        set_conf(kube_server=good)
+    wait_state("working")
+
+
+def test_no_cluster_is_unconfigured():
+    good = e().pg.one("SHOW extsvc.kube_server")
+    set_conf(kube_server="")
+    try:
+        s = wait_state("unconfigured")
+        assert "extsvc.kube_server" in s["reason"], s
+        wait_health("cluster_management", "error", "not configured")
+    finally:
+        set_conf(kube_server=good)
+    wait_state("working")
+
+
+def test_an_unreadable_token_file_names_the_os_error():
+    good = e().pg.one("SHOW extsvc.kube_token_file")
+    set_conf(kube_token_file="/nonexistent/extsvc-token")
+    try:
+        wait_health("settings", "error", "extsvc.kube_token_file")
+        detail = health()["settings"][1]
+        assert "No such file or directory" in detail, detail
+    finally:
+        set_conf(kube_token_file=good)
+    wait_health("settings", "ok")
+
+
+def test_403_from_the_management_cluster_is_seen():
+    wait_state("working")
+    before = scrape()
+    e().sim.fault(cluster="management", verb="*", status=403)
+    try:
+        sid = e().create("ops-403", helm_data(version="2.0.0"))
+        wait_health("cluster_management", "error", "HTTP 403")
+        s = wait_until(lambda: (x := status())["last_error"] and x, 30, what="last_error")
+        assert s["last_error_age"] is not None and s["last_error_age"] < 60, s
+        # the site Lease cannot be renewed either: the worker waits for it, and says so
+        wait_state("waiting_for_lease", timeout=60)
+        wait_health("site_lease", "warning", "not held")
+        assert gauge(metrics(), "extsvc_worker_state", state="waiting_for_lease", worker="0") == 1
+        scrapes = [before, scrape(), (time.sleep(1.5), scrape())[1]]
+        assert_fires("ExtsvcKubeAuthFailing", scrapes, hold_minutes=6)
+        assert_fires("ExtsvcSiteHasNoWriter", scrapes, hold_minutes=3)
+        assert_fires("ExtsvcWorkRetryingLong", scrapes, hold_minutes=66)
+    finally:
+        e().sim.clear_faults()
+    wait_state("working", timeout=60)
+    e().wait_state(sid, "READY", timeout=60)
+    wait_health("cluster_management", "ok")
+
+
+def test_an_unreachable_dpu_cluster_and_its_streams():
+    good = e().pg.one("SHOW extsvc.dpu_kube_server")
+    set_conf(dpu_kube_server="https://127.0.0.1:1")
+    try:
+        wait_health("cluster_dpu", "error", "unreachable", timeout=60)
+        wait_health("watch", "error", "@dpu")
+        m = metrics()
+        assert gauge(m, "extsvc_watch_current", cluster="dpu", resource="nodes") == 0, m
+        assert gauge(m, "extsvc_watch_current_age_seconds", cluster="dpu", resource="nodes") is not None
+        scrapes = [scrape(), (time.sleep(1.5), scrape())[1]]
+        assert_fires("ExtsvcClusterUnreachable", scrapes, hold_minutes=6)
+        assert_fires("ExtsvcWatchNotCurrent", scrapes, hold_minutes=8)
+        # a DPU cluster whose settings are refused: its informers are exported as not started
+        set_conf(dpu_kube_server="ftp://dpu.example")
+        wait_until(lambda: any(r[0] == "nodes" and "not started" in (r[1] or "") for r in e().pg.sql(
+            "SELECT resource, last_error FROM extsvc.watch_status() WHERE cluster = 'dpu'")), 30,
+            what="nodes@dpu exported as not started")
+        s = status()
+        assert "DPU cluster" in (s["config_error"] or ""), s
+        wait_health("settings", "error", "extsvc.dpu_kube_server must start with https://")
+    finally:
+        set_conf(dpu_kube_server=good)
+    wait_health("cluster_dpu", "ok", timeout=60)
+    wait_health("watch", "ok", timeout=60)
+
+
+def test_dpf_not_ready_and_a_platform_failure_fire_their_alerts():
+    # Argo cannot pull the chart: the service is READY (applied) while DPF says not Ready
+    e().sim.ctl("POST", "/chart-faults", {"chart": "broken-agent", "kind": "pull"})
+    try:
+        sid = e().create("ops-dpf", helm_data(chartName="broken-agent"))
+        e().wait_state(sid, "READY")
+        e().pg.sql(f"SELECT extsvc.register_dpu({lit(DPU)}, {lit(HOST)}, 'dpu-device-0000', "
+                   f"'host-0000-dpu-device-0000', true)")
+        iid = str(uuid.uuid4())
+        e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', {lit(HOST)})")
+        version = e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
+        e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', "
+                   f"{lit(json.dumps([{'service_id': sid, 'version': version}]))})")
+        e().pg.sql("SELECT extsvc.request_resync()")
+        wait_until(lambda: gauge(metrics(), "extsvc_dpf_not_ready") == 1, 40, interval=0.5,
+                   what="extsvc_dpf_not_ready 1")
+        scrapes = [scrape(), (time.sleep(1), scrape())[1]]
+        assert_fires("ExtsvcDpfNotReady", scrapes, hold_minutes=16)
+        assert_fires("ExtsvcServicesFailedPlatform", scrapes, fires=False)
+    finally:
+        e().sim.ctl("DELETE", "/chart-faults")
+    e().free_host(HOST)
+    # an object with the service's generated name that is not ours (made while the workers were
+    # off): the create finds it, FAILED ownership_conflict, a platform fault
+    set_conf(enabled="off")
+    try:
+        wait_state("disabled")
+        sid = e().create("ops-owned", helm_data(version="4.0.0"))
+        name = e().pg.one(f"SELECT dpf_service_name FROM extsvc.services WHERE service_id = '{sid}'")
+        code, body = e().sim.kube("POST", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices",
+                                  {"apiVersion": "svc.dpu.nvidia.com/v1alpha1", "kind": "DPUService",
+                                   "metadata": {"name": name, "namespace": "dpf-operator-system"},
+                                   "spec": {"helmChart": {"source": {"repoURL": "https://charts.example.com/other",
+                                                                     "chart": "other", "version": "1.0.0"}},
+                                            "security": {"privileged": False}}})
+        assert code == 201, (code, body)
+    finally:
+        set_conf(enabled=None)
+    e().wait_state(sid, "FAILED", timeout=40)
+    m = metrics()
+    assert gauge(m, "extsvc_services_failed", reason="platform") == 1, m
+    assert gauge(m, "extsvc_services_failed", reason="tenant") == 0, m
+    assert_fires("ExtsvcServicesFailedPlatform", [scrape()])
+    wait_health("stuck_rows", "warning", "services FAILED: 1")
+    e().sim.kube("DELETE", f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices/{name}")
+    e().delete(sid)
+
+
+def test_a_crash_restart_moves_the_shared_memory_time():
+    m0 = metrics()
+    scrapes = [scrape()]
+    pid = int(e().pg.one("SELECT pid FROM extsvc.worker_status() WHERE slot = 0"))
+    os.kill(pid, signal.SIGKILL)
+
+    def after():
+        rows = e().pg.sql("SELECT metric, labels::text, value FROM extsvc.metrics() "
+                          "WHERE metric LIKE 'extsvc_%timestamp_seconds'", check=False)
+        if isinstance(rows, str):
+            return False
+        m = {r[0]: float(r[2]) for r in rows}
+        return m if m.get("extsvc_shmem_initialized_timestamp_seconds", 0) > \
+            gauge(m0, "extsvc_shmem_initialized_timestamp_seconds") else False
+    m1 = wait_until(after, 60, interval=0.5, what="shared memory reinitialised")
+    assert m1["extsvc_server_start_timestamp_seconds"] == gauge(m0, "extsvc_server_start_timestamp_seconds")
+    assert m1["extsvc_shmem_initialized_timestamp_seconds"] > m1["extsvc_server_start_timestamp_seconds"]
+    wait_state("working", timeout=60)
+    scrapes.append(scrape())
+    assert_fires("ExtsvcCrashRestart", scrapes)
+    assert_fires("ExtsvcCrashLoop", scrapes, fires=False)
+    # two more: a crash loop
+    for _ in range(2):
+        m0 = {("extsvc_shmem_initialized_timestamp_seconds", frozenset()):
+              m1["extsvc_shmem_initialized_timestamp_seconds"]}
+        os.kill(int(e().pg.one("SELECT pid FROM extsvc.worker_status() WHERE slot = 0")), signal.SIGKILL)
+        m1 = wait_until(after, 60, interval=0.5, what="shared memory reinitialised")
+        wait_state("working", timeout=60)
+        scrapes.append(scrape())
+    assert_fires("ExtsvcCrashLoop", scrapes)
+
+
+# --- group 2: no site id ---------------------------------------------------------------------------
+
+def test_without_a_site_id_the_worker_is_paused():
+    s = wait_state("paused")
+    assert "site_id" in s["reason"], s
+    wait_health("site_lease", "error", "site_id")
+    wait_health("settings", "error", "extsvc.site_id is not set")
+    scrapes = [scrape(), (time.sleep(1), scrape())[1]]
+    assert_fires("ExtsvcWritesPaused", scrapes, hold_minutes=6)
+    assert_fires("ExtsvcWorkerNotWorking", scrapes, hold_minutes=6, fires=False)
+
+
+def main():
+    global ENV
+    ok = True
+    ENV = Env(dpus=1, workers=1)
+    try:
+        ok = run_tests([
+            test_the_runbook_covers_every_alert_and_check,
+            test_a_healthy_site_is_working_and_all_ok,
+            test_disabled_is_its_own_state,
+            test_a_bad_url_is_config_error_and_its_informers_stay_exported,
+            test_no_cluster_is_unconfigured,
+            test_an_unreadable_token_file_names_the_os_error,
+            test_403_from_the_management_cluster_is_seen,
+            test_an_unreachable_dpu_cluster_and_its_streams,
+            test_dpf_not_ready_and_a_platform_failure_fire_their_alerts,
+            test_a_crash_restart_moves_the_shared_memory_time,
+        ], "# e2e: operating the workers (state, health check)")
+    finally:
+        ENV.close(keep=not ok)
+    ENV = Env(dpus=1, workers=1, site_id=None)
+    try:
+        ok = run_tests([test_without_a_site_id_the_worker_is_paused],
+                       "# e2e: operating the workers without a site id") and ok
+    finally:
+        ENV.close(keep=not ok)
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
