@@ -21,6 +21,7 @@
 #include "kube/client.hpp"
 #include "reconcile/dpu_reconciler.hpp"
 #include "reconcile/service_reconciler.hpp"
+#include "shared_sim.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::controller {
@@ -45,10 +46,8 @@ reconcile::DpuWork work(int i, bool wanted) {
 
 class ClusterCacheTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sim_ = simtest::SimProcess::start({"--dpus", "3", "--seed", "9"});
-  }
-  static void TearDownTestSuite() { sim_.reset(); }
+  static void SetUpTestSuite() { sim_ = &testfixture::shared_reconcile_sim(); }
+  static void TearDownTestSuite() { sim_ = nullptr; }
 
   void SetUp() override {
     sim_->reset(3, 0);
@@ -115,12 +114,12 @@ class ClusterCacheTest : public ::testing::Test {
     ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
   }
 
-  static std::unique_ptr<simtest::SimProcess> sim_;
+  static simtest::SimProcess* sim_;
   std::unique_ptr<kube::Client> mgmt_, dpu_;
   std::unique_ptr<ClusterCache> cache_;
 };
 
-std::unique_ptr<simtest::SimProcess> ClusterCacheTest::sim_;
+simtest::SimProcess* ClusterCacheTest::sim_ = nullptr;
 
 TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
   start();
