@@ -7,6 +7,7 @@
 -- the call failed on the index dpus_one_primary_per_host).
 -- The SPEC 2.10 positional forms stay callable.
 BEGIN;
+\ir helpers.psql
 SELECT plan(30);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -26,19 +27,6 @@ SET LOCAL client_min_messages = warning;
 \set DX '''9d000000-0000-0000-0000-0000000000ff'''
 \set I1 '''91000000-0000-0000-0000-000000000001'''
 \set I2 '''91000000-0000-0000-0000-000000000002'''
-
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
 
 ------------------------------------------------------------------ signatures
 SELECT is(pg_get_function_arguments('extsvc.upsert_instance(uuid,text,uuid,uuid[],boolean)'::regprocedure),
