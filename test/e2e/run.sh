@@ -2,14 +2,14 @@
 # Runs every end-to-end suite (worker + dpfsim + PostgreSQL). Each prints
 # "N passed, N failed"; this script sums them into the same closing line.
 # One file by hand, from the repository root (the harness is the package
-# python/extsvc_testkit):  PYTHONPATH=python python3 test/e2e/test_workers.py
+# python/extsvc_testkit):  PYTHONPATH=python /usr/bin/python3 test/e2e/test_workers.py
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit
 cd "$(dirname "$0")"
 total_p=0; total_f=0
 for t in test_*.py; do
   out=$(mktemp)
-  python3 "$t" 2>&1 | tee "$out"
+  "$PY" "$t" 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   # a file may run several groups (each with its own cluster): count them all
   lines=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out")

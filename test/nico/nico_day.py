@@ -1,26 +1,26 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """A day of NICo's handlers against the SQL API (issue #14, client-side test).
 
 Plays NICo's database layer as a login role that is only a member of
-extsvc_api (so every call proves the grants suffice), over plain psql:
+extsvc_api (so every call proves the grants suffice), over one kept connection per role (extsvc_testkit.db):
 create, find by ids, list versions, update with credential rotation, attach
 to a batch of instances, readiness, detach, instance deletion until
 terminated, delete. No worker runs: where DPF would answer, a superuser
 session plays the worker's writes and says so. Every answer is checked.
 
-Connection: psql's PG* variables (a superuser). Creates and drops the
+Connection: libpq's PG* variables (a superuser). Creates and drops the
 database extsvc_nico_day and the role extsvc_nico_day. Exit status 0 when
 every check passed.
 """
 import json
-import os
-import subprocess
 import sys
 import uuid
 
+from extsvc_testkit import db as extsvc_db
+
 DB = "extsvc_nico_day"
 ROLE = "extsvc_nico_day"
-PSQL = os.path.join(os.environ["PGBIN"], "psql") if os.environ.get("PGBIN") else "psql"
+CONNS = extsvc_db.Conns()  # libpq's PG* variables; one kept connection per database and role
 TENANT = "tenant-day"
 CHART = json.dumps({"repoURL": "oci://registry.example.com/charts", "chartName": "telemetry",
                     "chartVersion": "1.2.3", "security": {"privileged": False}})
@@ -28,21 +28,14 @@ failures = 0
 
 
 def run(sql, db=DB, user=None):
-    """Runs sql; returns (rows as lists of fields, error 'SQLSTATE constraint' or None)."""
-    cmd = [PSQL, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose",
-           "-d", db, "-c", sql]
-    if user:
-        cmd[1:1] = ["-U", user]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        state, con = "?", "-"
-        for line in r.stderr.splitlines():
-            if line.startswith("ERROR:"):
-                state = line.split()[1].rstrip(":")
-            if line.startswith("CONSTRAINT NAME:"):
-                con = line.split(":", 1)[1].strip()
-        return None, f"{state} {con}"
-    return [line.split("\t") for line in r.stdout.splitlines() if line], None
+    """Runs sql on the kept connection to db as user (default: the superuser
+    of the PG* variables); returns (rows as lists of fields, error
+    'SQLSTATE constraint' or None)."""
+    try:
+        rows = CONNS.sql(sql, db, user)
+    except extsvc_db.SqlError as e:
+        return None, f"{e.sqlstate or '?'} {e.constraint or '-'}"
+    return [["" if v is None else v for v in r] for r in rows], None
 
 
 def nico(sql):

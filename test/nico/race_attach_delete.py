@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Two-session test of the attach/delete race (issue #14 P0-4).
 
 Two psql sessions driven step by step (test/nico/psql_sessions.py), pg_locks

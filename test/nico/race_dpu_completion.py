@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """psql sessions driven step by step (test/nico/psql_sessions.py) against the
 deadlock between API calls and the worker's DPU completion (issue 13;
 docs/reliability.md, "Lock order of placement changes").
@@ -475,7 +475,7 @@ def write_doc(ran, seconds):
         "| scenarios | checks | failed checks | answers refused with 40P01 | time |", "|---:|---:|---:|---:|---:|",
         f"| {len(ran)} | {checks} | {failures} | {deadlocks} | {seconds:.0f} s |", "",
         f"Scenarios: {', '.join(ran)}. Measured {rec['date']} on commit `{rec['commit']}` (PostgreSQL {pg}) by "
-        "`WRITE_DOC=1 PYTHONPATH=python PGBIN=… python3 test/nico/race_dpu_completion.py` in a cluster of "
+        "`WRITE_DOC=1 PYTHONPATH=python PGBIN=… /usr/bin/python3 test/nico/race_dpu_completion.py` in a cluster of "
         "scripts/lib/pgcluster.sh.",
         run_record("race-dpu", rec)]))
 
