@@ -14,6 +14,9 @@
 # flags: the flags that made the whole test command fastest when measured
 # (compile time against run time; docs/performance.md, "Build").
 option(EXTSVC_PCH "Precompile nlohmann/json and spdlog once for all targets" ON)
+# Fewer, larger translation units (CMake's unity build) for the targets that
+# use the precompiled header: EXTSVC_UNITY_BATCH sources per unit, 0 = off.
+set(EXTSVC_UNITY_BATCH 0 CACHE STRING "Sources per unity translation unit (0: no unity build)")
 set(EXTSVC_TEST_FLAGS "-O1 -g0" CACHE STRING
     "Optimisation and debug flags of dpfsim, the tests and the benchmark tools (not shipped)")
 separate_arguments(_extsvc_test_flags UNIX_COMMAND "${EXTSVC_TEST_FLAGS}")
@@ -37,6 +40,9 @@ endif()
 # extsvc_use_pch(TARGET): TARGET's sources start with cmake/pch.hpp, compiled once.
 function(extsvc_use_pch t)
   target_link_libraries(${t} PRIVATE extsvc_pch_deps)
+  if(EXTSVC_UNITY_BATCH GREATER 0)
+    set_target_properties(${t} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${EXTSVC_UNITY_BATCH})
+  endif()
   get_target_property(type ${t} TYPE)
   if(type STREQUAL "EXECUTABLE")
     # an executable's sources would be -fPIE: the precompiled header is -fPIC

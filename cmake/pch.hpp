@@ -3,11 +3,12 @@
 // Sources still include what they use; this only makes it cheap.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <spdlog/spdlog.h>
 #include <thread>
 #include <variant>

@@ -322,6 +322,9 @@ class Env:
             print(self.pg.tail_log(40))
             print(self.pg.sql(f"SELECT * FROM extsvc.reconciliation_queue WHERE service_id = {lit(sid)}::uuid"))
             raise
+        except db.SqlError:
+            print(self.pg.tail_log(40))  # the server went away: its last words
+            raise
 
     def version_of(self, sid):
         return self.pg.one(f"SELECT version FROM extsvc.services WHERE service_id = {lit(sid)}::uuid")
