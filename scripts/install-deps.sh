@@ -12,6 +12,7 @@ PACKAGES=(
   python3-psycopg  # the test kit's SQL connections (python/extsvc_testkit/db.py), for /usr/bin/python3
   clang libclang-rt-14-dev  # fuzz targets and sanitizer builds (scripts/fuzz.sh, sanitize-tests.sh)
   python3-matplotlib  # bench/plot_fleet.py draws the fleet curves into docs/
+  python3-kubernetes  # sim/tests/test_typed_client.py reads every kind dpfsim serves with the official client
 )
 
 SUDO=""

@@ -117,6 +117,9 @@ if pg_cluster_start sqltest "extsvc.workers = 1"; then
   suite reliability-doc "$PY" "$ROOT/tools/reliability_summary.py" --check
   # issue #14 P0-4: the attach/delete race, two sessions driven step by step
   suite race-attach-delete env PGBIN="$PGBIN" "$PY" "$ROOT/test/nico/race_attach_delete.py"
+  # issue 29: a refused call of one tenant never locks another tenant's services,
+  # three sessions driven step by step
+  suite race-tenant-lock env PGBIN="$PGBIN" "$PY" "$ROOT/test/nico/race_tenant_lock.py"
   # issue #13: API calls against the worker's DPU completion, two sessions driven
   # step by step; one lock order, no 40P01 deadlock (docs/reliability.md)
   suite race-dpu-completion env PGBIN="$PGBIN" "$PY" "$ROOT/test/nico/race_dpu_completion.py"

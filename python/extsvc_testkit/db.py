@@ -104,7 +104,7 @@ class Conn:
 
     def __init__(self, host=None, port=None, user=None, dbname=None, options=None):
         self.kw = connect_args(host, port, user, dbname)
-        if options:
+        if options is not None:  # "" too: it overrides PGOPTIONS
             self.kw["options"] = options
         self.dbname = self.kw["dbname"]
         self._c = None

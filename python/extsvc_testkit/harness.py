@@ -340,8 +340,12 @@ class Env:
         self.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i, tag)}', '{host}', '{device(i)}', '{node(i)}', "
                     f"{str(bool(primary)).lower()})")
 
-    def new_instance(self, host, network=(), tenant="tenant-a", tag="d"):
-        """A new instance on host with the DPUs numbered in network as its network DPUs."""
+    def new_instance(self, host, network=(), tenant="tenant-a", tag="d", free=True):
+        """A new instance on host with the DPUs numbered in network as its network
+        DPUs. A host holds one live instance (issue 29): with free, an earlier
+        test's instances of host are deleted first and waited for (free_host)."""
+        if free:
+            self.free_host(host)
         iid = str(uuid.uuid4())
         arr = "ARRAY[" + ",".join(f"'{dpu_id(i, tag)}'" for i in network) + "]::uuid[]"
         self.pg.sql(f"SELECT extsvc.upsert_instance('{iid}', {lit(tenant)}, '{host}', {arr})")
@@ -358,6 +362,19 @@ class Env:
         return {r[0]: (r[1], r[2], r[3]) for r in self.pg.sql(
             f"SELECT service_id, aggregate_state, removed, configs_synced "
             f"FROM extsvc.instance_extension_services_summary('{iid}')")}
+
+    def free_host(self, host, wait=True, timeout=60):
+        """A host holds at most one live instance (issue 29): deletes the live
+        instances of host (a new one may then take it at once, a hand-over) and,
+        with wait, waits until every instance of the host is gone (their
+        removals observed), so that tests do not overlap."""
+        for (iid,) in self.pg.sql(f"SELECT instance_id FROM extsvc.instances WHERE host_machine_id = {lit(host)}::uuid "
+                                  f"AND delete_requested_at IS NULL"):
+            self.pg.sql(f"SELECT extsvc.delete_instance({lit(iid)}::uuid)")
+        if wait:
+            wait_until(lambda: self.pg.one(f"SELECT count(*) FROM extsvc.instances "
+                                           f"WHERE host_machine_id = {lit(host)}::uuid") == "0",
+                       timeout, interval=0.1, what=f"the instances of host {host} gone")
 
     def history(self, sid):
         return [(r[0], r[1], r[2], r[3]) for r in self.pg.sql(

@@ -61,4 +61,41 @@ SELECT line FROM regexp_split_to_table(extsvc.metrics_prometheus(), E'\n') line
 SELECT * FROM extsvc.worker_status();
 SELECT extsvc.request_resync();
 
+-- Issue 29, item 6: a site rule cannot be switched off by a session. Without
+-- preloading, a new session has not loaded the library: a non-superuser's
+-- SET of an extsvc.* name makes a placeholder that PostgreSQL accepts. The
+-- SQL reads site rules only through a C function, whose call loads the
+-- library, which defines the real (superuser-only) settings; PostgreSQL then
+-- drops the unprivileged placeholder value with a WARNING. Before the fix
+-- the placeholder was read as the rule and the attach below succeeded.
+\set su :USER
+\set SHOW_CONTEXT never
+ALTER DATABASE :"DBNAME" SET extsvc.refuse_pod_services_on_dpf_hosts = on;
+CREATE ROLE extsvc_np_nico LOGIN IN ROLE extsvc_api;
+SELECT service_name FROM extsvc.create_service('tenant-np', 'np-pod', 'KUBERNETES_POD', 'kind: Pod',
+                                               service_id => '55555555-0000-0000-0000-000000000001');
+SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000009', 'tenant-np', '33333333-0000-0000-0000-000000000009');
+\c - extsvc_np_nico
+SELECT count(*) AS nico_extsvc_loaded FROM pg_settings WHERE name = 'extsvc.enabled';
+SET extsvc.refuse_pod_services_on_dpf_hosts = off;
+SET extsvc.enforce_chart_allowlist = off;
+SET extsvc.allow_privileged = on;
+SELECT extsvc.set_instance_extension_services('44444444-0000-0000-0000-000000000009',
+  (SELECT jsonb_build_array(jsonb_build_object('service_id', service_id, 'version', version))
+     FROM extsvc.services WHERE service_id = '55555555-0000-0000-0000-000000000001'));
+SHOW extsvc.refuse_pod_services_on_dpf_hosts;
+-- the allow-list holds too (nothing is allowed in this database)
+SELECT extsvc.create_service('tenant-np', 'np-chart', 'DPF_HELM_CHART',
+    '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}',
+    dpu_target => 'PRIMARY');
+SHOW extsvc.enforce_chart_allowlist;
+-- once loaded, a SET is refused outright
+SET extsvc.refuse_pod_services_on_dpf_hosts = off;
+SET extsvc.allow_privileged = off;
+\c - :su
+SELECT count(*) AS attached FROM extsvc.instance_extension_services WHERE instance_id = '44444444-0000-0000-0000-000000000009';
+ALTER DATABASE :"DBNAME" RESET extsvc.refuse_pod_services_on_dpf_hosts;
+DROP ROLE extsvc_np_nico;
+\set SHOW_CONTEXT errors
+
 DROP EXTENSION nico_extsvc;

@@ -4,7 +4,7 @@
 -- without parsing messages.
 BEGIN;
 \ir helpers.psql
-SELECT plan(19);
+SELECT plan(20);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -19,8 +19,11 @@ SET LOCAL client_min_messages = warning;
 SELECT extsvc.create_service('con-t', 'con-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 SELECT extsvc.create_service('con-t', 'con-pod', 'KUBERNETES_POD', 'kind: Pod', service_id => :P);
 SELECT extsvc.register_dpu('4d000000-0000-0000-0000-00000000000a', :H, 'con-dpu-a', 'con-node-a', true);
-SELECT extsvc.upsert_instance(:I1, 'con-t', :H, NULL, false);
+-- I1 on a host of its own (a host holds one live instance, issue 29)
+SELECT extsvc.upsert_instance(:I1, 'con-t', '4c000000-0000-0000-0000-000000000003', NULL, false);
 SELECT extsvc.upsert_instance('41000000-0000-0000-0000-000000000002', 'con-t', :H);
+SELECT is(pg_temp.con(format($$SELECT extsvc.upsert_instance(%L, 'con-t', %L)$$, '41000000-0000-0000-0000-0000000000f2', :H)),
+          '23505 instances_one_live_per_host', 'a second live instance on a host (issue 29)');
 
 SELECT is(pg_temp.con($$SELECT extsvc.create_service('con-t', 'CON-DPF', 'KUBERNETES_POD', 'x')$$),
           '23505 service_records_tenant_name_key', 'duplicate display name');
@@ -68,7 +71,7 @@ SELECT is(pg_temp.con(format($$SELECT extsvc.remove_terminated_services(%L, %L)$
 SELECT extsvc.delete_instance(:I1);
 SELECT is(pg_temp.con(format($$SELECT extsvc.set_instance_extension_services(%L, '[]')$$, :I1)),
           '55000 instance_deleting', 'configuring a deleting instance');
-SELECT is(pg_temp.con(format($$SELECT extsvc.upsert_instance(%L, 'con-t', %L)$$, :I1, :H)),
+SELECT is(pg_temp.con(format($$SELECT extsvc.upsert_instance(%L, 'con-t', %L)$$, :I1, '4c000000-0000-0000-0000-000000000003')),
           '55000 instance_deleting', 'upserting a deleting instance');
 SELECT extsvc.delete_service(:D);
 SELECT is(pg_temp.con(format($$SELECT extsvc.update_service(%L, description => 'x')$$, :D)),

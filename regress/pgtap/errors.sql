@@ -234,7 +234,7 @@ SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu(gen_random_uuid(), ge
 SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu(gen_random_uuid(), gen_random_uuid(), 'dev-x', %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
           '22023|t|f', 'a long dpu_node_name likewise');
 SELECT is(pg_temp.echo(format($$SELECT extsvc.update_service(gen_random_uuid(), description => 'd', tenant_organization_id => %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
-          '42501|t|f', 'a long tenant_organization_id in the tenant refusal likewise');
+          '22023|t|f', 'a long tenant_organization_id likewise (refused by the tenant id rule since issue 29)');
 SELECT extsvc.upsert_instance('e3100000-0000-0000-0000-000000000001', 'tenant-long', gen_random_uuid(), ARRAY[]::uuid[]);
 CREATE TEMP TABLE longsvc AS SELECT service_id FROM extsvc.create_service('tenant-long', 'long-pod', 'KUBERNETES_POD', 'kind: Pod');
 SELECT is(pg_temp.echo(format($$SELECT extsvc.set_instance_extension_services('e3100000-0000-0000-0000-000000000001', %L)$$,

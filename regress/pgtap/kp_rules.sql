@@ -31,19 +31,19 @@ $$;
 ------------------------------------------------------------------ grants
 SELECT function_privs_are('extsvc', 'remove_terminated_services', ARRAY['uuid', 'jsonb', 'text'], 'extsvc_api', ARRAY['EXECUTE'],
                           'extsvc_api may execute extsvc.remove_terminated_services');
-SELECT function_privs_are('extsvc', 'instance_extension_services_terminated', ARRAY['uuid'], 'extsvc_api', ARRAY['EXECUTE'],
+SELECT function_privs_are('extsvc', 'instance_extension_services_terminated', ARRAY['uuid', 'text'], 'extsvc_api', ARRAY['EXECUTE'],
                           'extsvc_api may execute extsvc.instance_extension_services_terminated');
 SELECT ok(NOT has_function_privilege('public', 'extsvc.remove_terminated_services(uuid,jsonb,text)', 'EXECUTE')
-          AND NOT has_function_privilege('public', 'extsvc.instance_extension_services_terminated(uuid)', 'EXECUTE'),
+          AND NOT has_function_privilege('public', 'extsvc.instance_extension_services_terminated(uuid,text)', 'EXECUTE'),
           'PUBLIC may execute neither');
 SELECT ok((SELECT bool_and(p.prosecdef AND obj_description(p.oid, 'pg_proc') IS NOT NULL) FROM pg_proc p
             WHERE p.oid IN ('extsvc.remove_terminated_services(uuid,jsonb,text)'::regprocedure,
-                            'extsvc.instance_extension_services_terminated(uuid)'::regprocedure)),
+                            'extsvc.instance_extension_services_terminated(uuid,text)'::regprocedure)),
           'both are SECURITY DEFINER and commented');
 
 ------------------------------------------------------------------ P0-5 credential rotation, P1-10 full spec
 SELECT extsvc.create_service('kp-t', 'kp', 'KUBERNETES_POD', 'kind: Pod', service_id => :P, has_credential => true,
-                             observability => '{"logs": true}');
+                             observability => '{"configs": [{"name": "logs", "config": {"Logging": {"path": "/var/log/agent.log"}}}]}');
 SELECT is((extsvc.update_service(:P, 'kind: Pod', has_credential => true)).version_ctr, 2,
           'same data with has_credential => true (a rotated credential): a new version, version_ctr 2');
 SELECT is((SELECT max(version_number) FROM extsvc.service_versions v WHERE v.service_id = :P), 2,
@@ -59,12 +59,12 @@ SELECT is((SELECT has_credential FROM extsvc.service_versions(:P) WHERE version_
 SELECT is((extsvc.update_service(:P, 'kind: Pod')).version_ctr, 4, 'the same full spec again is a no-op');
 SELECT is((extsvc.update_service(:P, 'kind: Pod', has_credential => false)).version_ctr, 4,
           'has_credential => false with the same spec is a no-op too');
-SELECT is((extsvc.update_service(:P, observability => '{"logs": false}')).version_ctr, 5,
+SELECT is((extsvc.update_service(:P, observability => '{"configs": []}')).version_ctr, 5,
           'observability alone: a new version carrying the data');
 SELECT is((SELECT row(data, observability)::text FROM extsvc.service_versions(:P) WHERE version_number = 5),
-          row('kind: Pod', '{"logs": false}'::jsonb)::text, 'the data is carried over');
+          row('kind: Pod', '{"configs": []}'::jsonb)::text, 'the data is carried over');
 SELECT is((SELECT row(has_credential, observability)::text FROM extsvc.services WHERE service_id = :P),
-          row(false, '{"logs": false}'::jsonb)::text, 'extsvc.services shows the latest version''s flags');
+          row(false, '{"configs": []}'::jsonb)::text, 'extsvc.services shows the latest version''s flags');
 SELECT matches((SELECT message FROM extsvc.service_history WHERE service_id = :P AND reason = 'new_version' ORDER BY id LIMIT 1),
                '^version V2-T[0-9]+ \(credential provided\)$', 'the history says a credential was provided');
 
@@ -139,8 +139,9 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %
           '55000 | instances: 51000000-0000-0000-0000-000000000009', 'delete_service_versions: a version in use -> 55000');
 
 ------------------------------------------------------------------ P1-13 configs_synced without rows
-SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000a', :H1, 'kp-dpu-a', 'kp-node-a', true);
-SELECT extsvc.upsert_instance(:I3, 'kp-t', :H1);
+-- (a host of its own: H1 keeps I1, and a host holds one live instance)
+SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000a', '5c000000-0000-0000-0000-000000000003', 'kp-dpu-a', 'kp-node-a', true);
+SELECT extsvc.upsert_instance(:I3, 'kp-t', '5c000000-0000-0000-0000-000000000003');
 SELECT extsvc.create_service('kp-t', 'kp-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id = :D;

@@ -57,9 +57,9 @@ SELECT is(ARRAY(SELECT fn FROM reads JOIN pg_proc p ON p.oid = format('extsvc.%I
 SELECT extsvc.register_dpu(:DA, :H, 'reads-dpu-a', 'reads-node-a', true);
 SELECT extsvc.register_dpu(:DB, :H, 'reads-dpu-b', 'reads-node-b', false);
 SELECT extsvc.create_service('reads-t', 'pod', 'KUBERNETES_POD', 'kind: Pod', service_id => :P,
-                             has_credential => true, observability => '{"x": 1}');
-SELECT extsvc.update_service(:P, 'kind: Pod2', has_credential => true, observability => '{"x": 1}');
-SELECT extsvc.update_service(:P, 'kind: Pod3', has_credential => true, observability => '{"x": 1}');
+                             has_credential => true, observability => '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}');
+SELECT extsvc.update_service(:P, 'kind: Pod2', has_credential => true, observability => '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}');
+SELECT extsvc.update_service(:P, 'kind: Pod3', has_credential => true, observability => '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}');
 SELECT extsvc.create_service('reads-t', 'dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 SELECT extsvc.update_service(:D, :'chart2');
 SELECT extsvc.create_service('reads-t', 'site', 'DPF_HELM_CHART', :'chart', deployment_scope => 'ALL_DPUS', service_id => :S);
@@ -70,7 +70,7 @@ SELECT extsvc.create_service('reads-t', 'pod2', 'KUBERNETES_POD', 'kind: Pod', s
 SELECT is(ARRAY(SELECT version_number FROM extsvc.service_versions(:P)), ARRAY[3, 2, 1], 'service_versions: newest first');
 SELECT is(ARRAY(SELECT data FROM extsvc.service_versions(:P)), ARRAY['kind: Pod3', 'kind: Pod2', 'kind: Pod'],
           'service_versions: a Pod version''s data as given');
-SELECT is((SELECT bool_and(has_credential AND observability = '{"x": 1}') FROM extsvc.service_versions(:P)), true,
+SELECT is((SELECT bool_and(has_credential AND observability = '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}') FROM extsvc.service_versions(:P)), true,
           'service_versions: has_credential and observability carried per version');
 SELECT extsvc.delete_service(:P, (SELECT version FROM extsvc.service_versions(:P) WHERE version_number = 2));
 SELECT is(ARRAY(SELECT version_number FROM extsvc.service_versions(:P)), ARRAY[3, 1], 'service_versions: a deleted version is hidden');
@@ -101,7 +101,7 @@ SELECT is(ARRAY(SELECT service_name FROM extsvc.service_snapshots(ARRAY[:D, :P, 
 SELECT is((SELECT active_versions FROM extsvc.service_snapshots(ARRAY[:P]::uuid[])),
           ARRAY(SELECT version FROM extsvc.service_versions(:P)), 'service_snapshots: active_versions newest first');
 SELECT is((SELECT row(latest_data, latest_has_credential, latest_observability)::text FROM extsvc.service_snapshots(ARRAY[:P]::uuid[])),
-          row('kind: Pod3', true, '{"x": 1}'::jsonb)::text, 'service_snapshots: the latest version''s data, has_credential, observability');
+          row('kind: Pod3', true, '{"configs": [{"name": "m", "config": {"Prometheus": {"endpoint": "agent:9090", "scrape_interval_seconds": 30}}}]}'::jsonb)::text, 'service_snapshots: the latest version''s data, has_credential, observability');
 SELECT is((SELECT latest_data::jsonb FROM extsvc.service_snapshots(ARRAY[:D]::uuid[])), extsvc.validate_dpf_helm_chart_data(:'chart2'),
           'service_snapshots: a DPF service''s latest data is the desired revision');
 SELECT is((SELECT row(lifecycle_state, version_ctr, desired_revision, state_reason, state_actor)::text
@@ -125,7 +125,8 @@ SELECT ok((SELECT delete_requested_at IS NOT NULL AND active_versions = '{}' FRO
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id IN (:D, :S);
 SELECT extsvc.upsert_instance(:I1, 'reads-t', :H, ARRAY[:DA]::uuid[], true);
-SELECT extsvc.upsert_instance(:I2, 'reads-t', :H, NULL, false);
+-- (I2 and the instance below on hosts of their own: a host holds one live instance, issue 29)
+SELECT extsvc.upsert_instance(:I2, 'reads-t', '8c000000-0000-0000-0000-000000000002', NULL, false);
 SELECT is((SELECT row(config_version, network_dpus, dpf_managed, delete_requested_at, services)::text FROM extsvc.get_instance(:I1)),
           row(1, ARRAY[:DA]::uuid[], true, NULL::timestamptz, '[]'::jsonb)::text, 'get_instance: a fresh instance');
 SELECT is(extsvc.set_instance_extension_services(:I1, jsonb_build_array(jsonb_build_object('service_id', :D, 'version',
@@ -165,7 +166,8 @@ SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::t
 SELECT matches((SELECT config_version_text FROM extsvc.get_instance(:I2)), '^V2-T[0-9]{16}$', 'and it follows each change');
 -- one call returns both (SPEC 6 keeps set_instance_extension_services'
 -- integer), and the agent feeds carry the string the agent echoes
-SELECT extsvc.upsert_instance('81000000-0000-0000-0000-0000000000f5', 'reads-t', :H, ARRAY[]::uuid[]);
+SELECT extsvc.register_dpu('8d000000-0000-0000-0000-0000000000f5', '8c000000-0000-0000-0000-000000000003', 'reads-dpu-f5', 'reads-node-f5', true);
+SELECT extsvc.upsert_instance('81000000-0000-0000-0000-0000000000f5', 'reads-t', '8c000000-0000-0000-0000-000000000003', ARRAY[]::uuid[]);
 CREATE TEMP TABLE cfg5 AS SELECT jsonb_build_array(jsonb_build_object('service_id', :P,
     'version', (SELECT version FROM extsvc.services WHERE service_id = :P))) AS c;
 CREATE TEMP TABLE vv AS SELECT * FROM extsvc.set_instance_extension_services_versioned(
@@ -185,14 +187,15 @@ SELECT ok((SELECT a = b AND a <> 'ok'
                           pg_temp.err(format('SELECT extsvc.set_instance_extension_services(%L, %L, 99)',
                                              '81000000-0000-0000-0000-0000000000f5', (SELECT c FROM cfg5))) AS b) e),
           'set_instance_extension_services_versioned: the errors of set_instance_extension_services (a stale if_config_version_match)');
-SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.dpu_agent_extension_services(:DA)
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.dpu_agent_extension_services('8d000000-0000-0000-0000-0000000000f5')
             WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
           ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
           'dpu_agent_extension_services rows carry config_version and its string');
-SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.host_agent_extension_services(:H)
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.host_agent_extension_services('8c000000-0000-0000-0000-000000000003')
             WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
           ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
           'host_agent_extension_services rows carry config_version and its string');
+SELECT extsvc.deregister_dpu('8d000000-0000-0000-0000-0000000000f5');  -- (out of the site status below)
 -- the writes and feeds NICo calls besides the reads above
 SELECT function_privs_are('extsvc', fn, args, r, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
                           format('%s: EXECUTE on extsvc.%s is %s', r, fn, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN 'refused' ELSE 'granted' END))

@@ -5,7 +5,7 @@
 -- runs: this session plays it.
 BEGIN;
 \ir helpers.psql
-SELECT plan(208);
+SELECT plan(218);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 -- set_instance_extension_services reuses a temp table within a transaction
@@ -31,6 +31,8 @@ SET LOCAL client_min_messages = warning;
 \set I2 '''71000000-0000-0000-0000-000000000002'''
 \set I3 '''71000000-0000-0000-0000-000000000003'''
 \set I4 '''71000000-0000-0000-0000-000000000004'''
+\set I5 '''71000000-0000-0000-0000-000000000005'''
+\set DE '''7d000000-0000-0000-0000-00000000000e'''
 
 CREATE FUNCTION pg_temp.cfg(VARIADIC ids uuid[]) RETURNS jsonb LANGUAGE sql AS $$
   SELECT coalesce(jsonb_agg(jsonb_build_object('service_id', s.service_id, 'version', s.version) ORDER BY o), '[]')
@@ -140,10 +142,12 @@ SELECT throws_ok($$SELECT extsvc.deregister_dpu('7d000000-0000-0000-0000-0000000
 ------------------------------------------------------------------ upsert_instance
 SELECT lives_ok(format($$
   SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[]);
-  SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[]);
   SELECT extsvc.upsert_instance(%L, 'place-a', %L);
   SELECT extsvc.upsert_instance(%L, 'place-a', %L, dpf_managed => false);
-$$, :I1, :H1, :DA, :I2, :H1, :DA, :I3, :H4, :I4, :H3), 'fixture: instances');
+$$, :I1, :H1, :DA, :I3, :H4, :I4, :H3), 'fixture: instances');
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L)$$, :I2, :H1)),
+          '23505 | host_machine_id: 7c000000-0000-0000-0000-000000000001, instance_id: 71000000-0000-0000-0000-000000000002',
+          'upsert_instance: a second live instance on a host is refused (issue 29)');
 SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-b', %L)$$, :I1, :H1), '42501',
                  'instance_id is not available to this tenant', 'upsert_instance: tenant change refused');
 SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, '', %L)$$, :I1, :H1), '22023', NULL,
@@ -358,18 +362,24 @@ SELECT throws_ok($$SELECT extsvc.instance_extension_services_ready('71000000-000
                  'ready of an unknown instance');
 
 ------------------------------------------------------------------ config change: every DPU observed again
--- I2 (same host) attaches svc-all; once converged it adds svc-primary, whose
--- row is only on place-a, yet place-b must be observed for the new
--- config_version too (configs_synced), so it is woken as well
+-- I2, on H2 (a host holds one live instance, issue 29: H1 has I1), with a
+-- second DPU place-e there, attaches svc-all; once converged it adds
+-- svc-primary, whose row is only on place-c (H2's primary), yet place-e must
+-- be observed for the new config_version too (configs_synced), so it is
+-- woken as well
+SELECT lives_ok(format($$
+  SELECT extsvc.register_dpu(%L, %L, 'place-e', 'place-node-e');
+  SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[]);
+$$, :DE, :H2, :I2, :H2, :DC), 'fixture: place-e on H2, and I2 on H2');
 SELECT is(extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A)), 2, 'I2 attaches svc-all');
 SELECT is(pg_temp.pass(), 2, 'both DPUs observed');
 SELECT is(extsvc.instance_extension_services_ready(:I2), true, 'I2 ready');
-SELECT ok((SELECT bool_and(next_due_at IS NULL) FROM extsvc.dpu_reconciliations WHERE dpu_machine_id IN (:DA, :DB)), 'converged');
+SELECT ok((SELECT bool_and(next_due_at IS NULL) FROM extsvc.dpu_reconciliations WHERE dpu_machine_id IN (:DC, :DE)), 'converged');
 SELECT is(extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A, :P)), 3, 'I2 adds svc-primary');
 SELECT is((SELECT array_agg(aggregate_state || '/' || configs_synced ORDER BY service_name) FROM extsvc.instance_extension_services_summary(:I2)),
           ARRAY['RUNNING/false', 'PENDING/false'], 'configs_synced false until observed for config_version 3');
 SELECT is(extsvc.instance_extension_services_ready(:I2), false, 'not ready until the new configuration is observed');
-SELECT ok((SELECT bool_and(coalesce(next_due_at <= now(), false)) FROM extsvc.dpu_reconciliations WHERE dpu_machine_id IN (:DA, :DB)),
+SELECT ok((SELECT bool_and(coalesce(next_due_at <= now(), false)) FROM extsvc.dpu_reconciliations WHERE dpu_machine_id IN (:DC, :DE)),
           'every DPU of the instance is due after a configuration change, also the one whose rows did not change');
 SELECT is(pg_temp.pass(), 2, 'both DPUs observed');
 SELECT is(extsvc.instance_extension_services_ready(:I2), true, 'ready for config_version 3');
@@ -377,7 +387,7 @@ SELECT is(extsvc.set_instance_extension_services(:I2, '[]'), 4, 'I2 detaches eve
 SELECT is(pg_temp.pass(), 2, 'both DPUs observed');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments WHERE instance_id = :I2)
           AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services WHERE instance_id = :I2),
-          'I2''s rows (released: I1 keeps the labels, or TERMINATED) and tombstones are gone');
+          'I2''s rows (observed TERMINATED) and tombstones are gone');
 SELECT is(extsvc.set_instance_extension_services(:I1, pg_temp.cfg(:A, :N)), 3, 'I1 detaches svc-primary: config_version 3');
 SELECT is(extsvc.instance_extension_services_ready(:I1), false, 'I1 not ready until the removal is observed');
 
@@ -447,36 +457,50 @@ SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/PENDING', '1/place-
           'a REMOVING row targeted again is ACTIVE (PENDING)');
 SELECT is(pg_temp.pass(), 1, 'place-a observed');
 
------------------------------------------------------------------- primary change
-SELECT is(extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:N)), 5, 'I2 attaches svc-active (network place-a)');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[])$$, :I2, :H1, :DB),
-                'I2''s network moves to place-b');
+------------------------------------------------------------------ a second host's network change
+SELECT is(extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:N)), 5, 'I2 attaches svc-active (network place-c)');
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[])$$, :I2, :H2, :DE),
+                'I2''s network moves to place-e');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING',
-                                '2/place-a/svc-active/REMOVING/UNKNOWN', '2/place-b/svc-active/ACTIVE/PENDING'],
+                                '2/place-c/svc-active/REMOVING/UNKNOWN', '2/place-e/svc-active/ACTIVE/PENDING'],
           'I2''s rows follow its network');
 
------------------------------------------------------------------- reference counting
-SELECT is((SELECT count(*)::integer FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = :DB AND service_id = :N), 2,
-          'two reasons for svc-active on place-b');
-SELECT is((SELECT count(DISTINCT label_key)::integer FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = :DB AND service_id = :N), 1,
-          'one label key');
-SELECT is(extsvc.set_instance_extension_services(:I1, pg_temp.cfg(:A)), 6, 'I1 detaches svc-active');
-SELECT ok('place-b/svc-active' = ANY (pg_temp.labels()), 'still wanted on place-b because of I2');
-SELECT ok(NOT ('place-a/svc-active' = ANY (pg_temp.labels())), 'no longer wanted on place-a');
--- the worker still sees the pod on place-b (the label stays): the REMOVING
--- row there is released, the one on place-a waits for TERMINATED
+------------------------------------------------------------------ reference counting: a hand-over
+-- A host holds one live instance (issue 29); once the old one is being
+-- deleted the next takes the host, and a label both want stays: the old
+-- instance's REMOVING row is released to the new ACTIVE one.
+SELECT lives_ok(format('SELECT extsvc.delete_instance(%L)', :I2), 'I2 is deleted: the hand-over starts');
+SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-a/svc-all/ACTIVE/RUNNING',
+                                '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING',
+                                '2/place-c/svc-active/REMOVING/UNKNOWN', '2/place-e/svc-active/REMOVING/UNKNOWN'],
+          'its rows go REMOVING on every DPU of the host');
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[])$$, :I5, :H2, :DE),
+                'the next instance (I5) takes the host while I2 is being deleted');
+SELECT is(extsvc.set_instance_extension_services(:I5, pg_temp.cfg(:N)), 2, 'I5 attaches svc-active (network place-e)');
+SELECT is((SELECT count(*)::integer FROM extsvc.dpf_extension_service_attachments WHERE dpu_machine_id = :DE AND service_id = :N), 2,
+          'two rows for svc-active on place-e: I2''s REMOVING, I5''s ACTIVE');
+SELECT is((SELECT count(DISTINCT label_key)::integer FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = :DE AND service_id = :N), 1,
+          'one label key, wanted because of I5');
+SELECT ok(NOT ('place-c/svc-active' = ANY (pg_temp.labels())), 'no longer wanted on place-c');
+-- the worker still sees the pod on place-e (the label stays): the REMOVING
+-- row there is released, the one on place-c waits for TERMINATED
 SELECT is(pg_temp.pass(p_unwanted => 'TERMINATING'), 2, 'a pass: removals not yet complete');
-SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/TERMINATING', '1/place-a/svc-all/ACTIVE/RUNNING',
-                                '1/place-b/svc-all/ACTIVE/RUNNING', '2/place-a/svc-active/REMOVING/TERMINATING',
-                                '2/place-b/svc-active/ACTIVE/RUNNING'],
-          'the row kept by another reason is released; the others wait');
-SELECT is((SELECT aggregate_state FROM extsvc.instance_extension_services_summary(:I1) WHERE service_id = :N), 'TERMINATING',
-          'the removed entry aggregates TERMINATING');
-UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :DA;
-SELECT is(pg_temp.pass(), 1, 'place-a observed clean');
-SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-all/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING',
-                                '2/place-b/svc-active/ACTIVE/RUNNING'], 'TERMINATED rows are deleted');
+SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-a/svc-all/ACTIVE/RUNNING',
+                                '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING',
+                                '2/place-c/svc-active/REMOVING/TERMINATING', '5/place-e/svc-active/ACTIVE/RUNNING'],
+          'the row kept by another reason is released; the other waits');
+SELECT is((SELECT aggregate_state FROM extsvc.instance_extension_services_summary(:I2) WHERE service_id = :N), 'TERMINATING',
+          'the old instance''s removed entry aggregates TERMINATING');
+UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :DC;
+SELECT is(pg_temp.pass(), 1, 'place-c observed clean');
+SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I2), 'the old instance is gone once its DPUs are clean');
+SELECT is(extsvc.set_instance_extension_services(:I5, '[]'), 3, 'I5 detaches');
+SELECT is(pg_temp.pass(), 2, 'place-c and place-e observed clean');
+SELECT is(extsvc.set_instance_extension_services(:I1, pg_temp.cfg(:A)), 6, 'I1 detaches svc-active');
+SELECT is(pg_temp.pass(), 2, 'place-a and place-b observed clean');
+SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-all/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING'],
+          'TERMINATED rows are deleted');
 
 ------------------------------------------------------------------ dpu_agent_extension_services
 SELECT is(extsvc.set_instance_extension_services(:I4, pg_temp.cfg(:K)), 2, 'a KUBERNETES_POD service on the non-DPF host');
@@ -497,12 +521,12 @@ UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL WHERE dpu_machine_id IN
 SELECT pg_temp.make_ready(:W);
 SELECT is((SELECT array_agg(d.dpu_device_name ORDER BY d.dpu_device_name) FROM extsvc.dpu_desired_labels w JOIN extsvc.dpus d ON d.machine_id = w.dpu_machine_id
             WHERE w.service_id = :W AND d.dpu_device_name LIKE 'place-%'),
-          ARRAY['place-a', 'place-b', 'place-c', 'place-d'], 'READY: wanted on every registered DPU');
+          ARRAY['place-a', 'place-b', 'place-c', 'place-d', 'place-e'], 'READY: wanted on every registered DPU');
 SELECT ok((SELECT bool_and(coalesce(next_due_at <= now(), false)) FROM extsvc.dpu_reconciliations
             WHERE dpu_machine_id IN (SELECT machine_id FROM extsvc.dpus WHERE dpu_device_name LIKE 'place-%')),
           'READY made every DPU due');
-SELECT is(pg_temp.pass(), 4, 'every DPU observed');
-SELECT is((SELECT array_agg(deployment_state::text) FROM extsvc.site_service_dpu_status WHERE service_id = :W), ARRAY['RUNNING', 'RUNNING', 'RUNNING', 'RUNNING'],
+SELECT is(pg_temp.pass(), 5, 'every DPU observed');
+SELECT is((SELECT array_agg(deployment_state::text) FROM extsvc.site_service_dpu_status WHERE service_id = :W), ARRAY['RUNNING', 'RUNNING', 'RUNNING', 'RUNNING', 'RUNNING'],
           'per-DPU site statuses recorded');
 SELECT lives_ok($$SELECT extsvc.deregister_dpu('7d000000-0000-0000-0000-00000000000d')$$, 'deregister place-d');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = '7d000000-0000-0000-0000-00000000000d'),
@@ -526,7 +550,7 @@ UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, leas
        attempts = 7
  WHERE service_id = :W;
 SELECT is(pg_temp.pass(ARRAY[:DA, :DB]::uuid[]), 2, 'place-a and place-b report TERMINATED');
-SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared while place-c has not reported');
+SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared while place-c and place-e have not reported');
 SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :W),
           'a TERMINATED report makes the deleting service due');
 -- issue 13 (kill-point sweep): every report used to add a poll to attempts,
@@ -536,7 +560,7 @@ SELECT is((SELECT attempts FROM extsvc.dpf_extension_service_reconciliations WHE
 -- a pass in flight when the last DPU reports must not overwrite that wake
 CREATE TEMP TABLE kw AS SELECT * FROM extsvc.claim('service', 'tap', 1000) WHERE id = :W;
 SELECT is((SELECT (work->>'placement_clear')::boolean FROM kw), false, 'a pass claims the service before place-c reports');
-SELECT is(pg_temp.pass(), 2, 'place-c reports TERMINATED (and place-d, woken by the delete, again)');
+SELECT is(pg_temp.pass(), 3, 'place-c and place-e report TERMINATED (and place-d, woken by the delete, again)');
 SELECT is(extsvc.complete('service', (SELECT id FROM kw), (SELECT state_version FROM kw), (SELECT lease_token FROM kw),
             '{"outcome": "poll"}'),
           'stale', 'the poll that pass decided before the report is stale');
@@ -548,8 +572,7 @@ SELECT is((SELECT (work->>'placement_clear')::boolean FROM extsvc.claim('service
 
 ------------------------------------------------------------------ deregister_dpu
 SELECT lives_ok(format($$SELECT extsvc.deregister_dpu(%L)$$, :DB), 'deregister place-b');
-SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-all/ACTIVE/RUNNING', '1/place-b/svc-all/REMOVING/UNKNOWN',
-                                '2/place-b/svc-active/REMOVING/UNKNOWN'],
+SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-all/ACTIVE/RUNNING', '1/place-b/svc-all/REMOVING/UNKNOWN'],
           'its attachments go REMOVING, never dropped');
 SELECT ok((SELECT deregistered_at IS NOT NULL AND NOT is_primary FROM extsvc.dpus WHERE machine_id = :DB), 'the DPU row stays, deregistered');
 SELECT is(pg_temp.pass(), 1, 'a pass over place-b');
@@ -579,9 +602,10 @@ SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I4), 'th
 
 ------------------------------------------------------------------ privileges
 CREATE ROLE extsvc_tap_place LOGIN IN ROLE extsvc_api;
-SELECT is(pg_temp.as_user('extsvc_tap_place', format($$SELECT extsvc.set_instance_extension_services(%L, %L)$$, :I2, '[]')),
+SELECT is(extsvc.set_instance_extension_services(:I5, pg_temp.cfg(:N)), 4, 'fixture: I5 attaches svc-active again');
+SELECT is(pg_temp.as_user('extsvc_tap_place', format($$SELECT extsvc.set_instance_extension_services(%L, %L)$$, :I5, '[]')),
           'ok', 'an extsvc_api member sets an instance''s services');
-SELECT ok((SELECT bool_and(placement_state = 'REMOVING') FROM extsvc.dpf_extension_service_attachments WHERE instance_id = :I2),
+SELECT ok((SELECT bool_and(placement_state = 'REMOVING') FROM extsvc.dpf_extension_service_attachments WHERE instance_id = :I5),
           'and its rows go REMOVING');
 SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.claim(text,text,integer,integer)', 'EXECUTE')
           AND NOT has_function_privilege('extsvc_api',

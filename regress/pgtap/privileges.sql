@@ -19,7 +19,7 @@ INSERT INTO api VALUES
   ('update_service', ARRAY['uuid', 'text', 'text', 'text', 'integer', 'boolean', 'jsonb', 'text']),
   ('delete_service', ARRAY['uuid', 'text', 'text']),
   ('validate_dpf_helm_chart_data', ARRAY['text']),
-  ('render_dpuservice', ARRAY['uuid']),
+  ('render_dpuservice', ARRAY['uuid', 'text']),
   ('dpf_service_name', ARRAY['uuid', 'text']),
   ('placement_label_key', ARRAY['uuid', 'text']),
   ('allow_chart', ARRAY['text', 'text']),
@@ -59,7 +59,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  ORDER BY 1),
           ARRAY['extsvc.delete_instance(uuid,text)', 'extsvc.delete_service(uuid,text,text)',
                 'extsvc.instance_extension_service_status(uuid,text)', 'extsvc.instance_extension_services_ready(uuid,text)',
-                'extsvc.instance_extension_services_summary(uuid,text)',
+                'extsvc.instance_extension_services_summary(uuid,text)', 'extsvc.render_dpuservice(uuid,text)',
                 'extsvc.set_instance_extension_services(uuid,jsonb,integer,text)',
                 'extsvc.update_service(uuid,text,text,text,integer,boolean,jsonb,text)'],
           'the mutating and status functions take an optional trailing tenant_organization_id');
@@ -76,10 +76,11 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
 SELECT is((SELECT count(*)::int FROM pg_proc p
             WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname ~ '_as_admin$' AND p.prosecdef
               AND has_function_privilege('extsvc_admin', p.oid, 'EXECUTE')),
-          6, 'extsvc_admin may execute the six SECURITY DEFINER admin gates');
+          7, 'extsvc_admin may execute the seven SECURITY DEFINER admin gates (rollback_service''s since issue 29)');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'extsvc'::regnamespace
-                   AND p.proname IN ('_create_service', '_update_service', '_delete_service', '_allow_chart', '_disallow_chart')
+                   AND p.proname IN ('_create_service', '_update_service', '_delete_service', '_allow_chart', '_disallow_chart',
+                                     '_retry_service', '_rollback_service', '_mark_rollback', '_revision_data')
                    AND (p.prosecdef OR has_function_privilege('extsvc_admin', p.oid, 'EXECUTE')
                         OR has_function_privilege('extsvc_api', p.oid, 'EXECUTE'))
                  ORDER BY 1),

@@ -127,20 +127,25 @@ END $$;
 \set C '''5e000000-0000-0000-0000-0000000000e5'''
 \set X '''5e000000-0000-0000-0000-0000000000f6'''
 \set W '''5e000000-0000-0000-0000-000000000007'''
--- hosts: H1 (DPF, two DPUs), H2 (DPF, one DPU), H3 (not DPF-managed), H4 (no DPU registered)
+-- hosts: H1 (DPF, two DPUs), H2 (DPF, one DPU), H3 (not DPF-managed), H4 (no DPU registered),
+-- H5 (DPF, two DPUs: a host holds one live instance, issue 29, so I2 is not on H1)
 \set H1 '''c0000000-0000-0000-0000-000000000001'''
 \set H2 '''c0000000-0000-0000-0000-000000000002'''
 \set H3 '''c0000000-0000-0000-0000-000000000003'''
 \set H4 '''c0000000-0000-0000-0000-000000000004'''
+\set H5 '''c0000000-0000-0000-0000-000000000005'''
 \set DA '''d0000000-0000-0000-0000-00000000000a'''
 \set DB '''d0000000-0000-0000-0000-00000000000b'''
 \set DC '''d0000000-0000-0000-0000-00000000000c'''
 \set DD '''d0000000-0000-0000-0000-00000000000d'''
+\set DE '''d0000000-0000-0000-0000-00000000000e'''
+\set DF '''d0000000-0000-0000-0000-00000000000f'''
 -- instances
 \set I1 '''10000000-0000-0000-0000-000000000001'''
 \set I2 '''10000000-0000-0000-0000-000000000002'''
 \set I3 '''10000000-0000-0000-0000-000000000003'''
 \set I4 '''10000000-0000-0000-0000-000000000004'''
+\set I6 '''10000000-0000-0000-0000-000000000006'''
 
 SELECT service_name, service_type, deployment_scope, dpu_target, lifecycle_state FROM extsvc.create_service('tenant-a', 'svc-all', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :A)
 UNION ALL
@@ -181,7 +186,8 @@ SELECT * FROM pg_temp.labels();
 
 ------------------------------------------------------------------ upsert_instance
 SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA]::uuid[]);
-SELECT extsvc.upsert_instance(:I2, 'tenant-a', :H1, ARRAY[:DA]::uuid[]);
+-- a host holds one live instance (issue 29): a second one on H1 is refused
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000002', 'tenant-a', 'c0000000-0000-0000-0000-000000000001')$$);
 SELECT extsvc.upsert_instance(:I3, 'tenant-a', :H4);
 SELECT extsvc.upsert_instance(:I4, 'tenant-a', :H3, dpf_managed => false);
 SELECT right(instance_id::text, 2) AS instance, tenant_organization_id, cardinality(network_dpus) AS network_dpus,
@@ -378,66 +384,77 @@ SELECT * FROM pg_temp.pass();
 SELECT * FROM pg_temp.rows(:I1);
 SELECT extsvc.instance_extension_services_ready(:I1) AS ready;
 
------------------------------------------------------------------- reference counting
--- I2 (same host, during a hand-over) attaches svc-all too: one label per DPU, two reasons
+------------------------------------------------------------------ reference counting: a hand-over
+-- A host holds one live instance (issue 29). I2 (on H5) attaches svc-all;
+-- I2 is deleted and I6 takes H5 at once (a hand-over) and attaches svc-all
+-- too: one label per DPU, two rows; the old instance's REMOVING rows are
+-- released to the new ACTIVE ones at the next observation, never TERMINATED
+SELECT extsvc.register_dpu(:DE, :H5, 'dpu-e', 'node-e', true);
+SELECT extsvc.register_dpu(:DF, :H5, 'dpu-f', 'node-f');
+SELECT extsvc.upsert_instance(:I2, 'tenant-a', :H5, ARRAY[:DE]::uuid[]);
 SELECT extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A)) AS config_version;
-SELECT * FROM pg_temp.labels();
 SELECT * FROM pg_temp.pass();
--- I1 detaches svc-all: a tombstone and REMOVING rows; the label is still
--- wanted because of I2
+SELECT extsvc.delete_instance(:I2);
+SELECT extsvc.upsert_instance(:I6, 'tenant-a', :H5, ARRAY[:DE]::uuid[]);
+SELECT extsvc.set_instance_extension_services(:I6, pg_temp.cfg(:A)) AS config_version;
+SELECT * FROM pg_temp.rows(:I2);
+SELECT * FROM pg_temp.rows(:I6);
+SELECT * FROM pg_temp.labels();
+SELECT * FROM pg_temp.pass(p_unwanted => 'RUNNING');
+SELECT * FROM pg_temp.rows(:I2);
+SELECT count(*) AS i2_left FROM extsvc.instances WHERE instance_id = :I2;
+-- I1 detaches svc-all: a tombstone and REMOVING rows on every DPU of H1;
+-- observed TERMINATED, they and the tombstone go
 SELECT extsvc.set_instance_extension_services(:I1, pg_temp.cfg(:N, :P)) AS config_version;
 SELECT * FROM pg_temp.entries(:I1);
 SELECT * FROM pg_temp.rows(:I1);
-SELECT * FROM pg_temp.labels();
 SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I1);
 SELECT extsvc.instance_extension_services_ready(:I1) AS ready;
--- the label stays (I2), so the rows never see TERMINATED: they are released
--- at the next observation of their DPU, and the tombstone goes
-SELECT * FROM pg_temp.pass(p_unwanted => 'RUNNING');
+SELECT * FROM pg_temp.pass();
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.entries(:I1);
 SELECT extsvc.instance_extension_services_ready(:I1) AS ready;
 
 ------------------------------------------------------------------ detach
--- I2 attaches svc-primary (dpu-a only) then detaches it: REMOVING rows on
--- every DPU of the host
-SELECT extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A, :P)) AS config_version;
+-- I6 attaches svc-primary (dpu-e only, H5's primary) then detaches it:
+-- REMOVING rows on every DPU of the host
+SELECT extsvc.set_instance_extension_services(:I6, pg_temp.cfg(:A, :P)) AS config_version;
 SELECT * FROM pg_temp.pass();
-SELECT extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A)) AS config_version;
-SELECT * FROM pg_temp.rows(:I2);
+SELECT extsvc.set_instance_extension_services(:I6, pg_temp.cfg(:A)) AS config_version;
+SELECT * FROM pg_temp.rows(:I6);
 SELECT * FROM pg_temp.labels();
-SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I2);
+SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I6);
 -- re-adding before the removal was observed brings the tombstone back to life
-SELECT extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A, :P)) AS config_version;
-SELECT * FROM pg_temp.entries(:I2);
-SELECT * FROM pg_temp.rows(:I2);
+SELECT extsvc.set_instance_extension_services(:I6, pg_temp.cfg(:A, :P)) AS config_version;
+SELECT * FROM pg_temp.entries(:I6);
+SELECT * FROM pg_temp.rows(:I6);
 SELECT * FROM pg_temp.pass();
-SELECT * FROM pg_temp.rows(:I2);
-SELECT extsvc.instance_extension_services_ready(:I2) AS ready;
+SELECT * FROM pg_temp.rows(:I6);
+SELECT extsvc.instance_extension_services_ready(:I6) AS ready;
 -- and detach again
-SELECT extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A)) AS config_version;
-SELECT extsvc.instance_extension_services_ready(:I2) AS ready;
--- svc-primary cannot be deleted while I1 uses it and I2's tombstone exists
+SELECT extsvc.set_instance_extension_services(:I6, pg_temp.cfg(:A)) AS config_version;
+SELECT extsvc.instance_extension_services_ready(:I6) AS ready;
+-- svc-primary cannot be deleted while I1 uses it and I6's tombstone exists
 SELECT extsvc.set_instance_extension_services(:I1, pg_temp.cfg(:N)) AS config_version;
 SELECT * FROM pg_temp.try($$SELECT extsvc.delete_service('5e000000-0000-0000-0000-0000000000b2')$$);
--- dpu-a observed clean; dpu-b's removal not yet observed: the tombstones stay
+-- dpu-a observed clean; dpu-b, dpu-e and dpu-f not yet: the tombstones stay
 SELECT * FROM pg_temp.pass(ARRAY['dpu-a']);
 SELECT * FROM pg_temp.rows();
 SELECT * FROM pg_temp.try($$SELECT extsvc.delete_service('5e000000-0000-0000-0000-0000000000b2')$$);
-SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I2);
--- dpu-b observed clean: rows and tombstones gone, the delete is allowed
+SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I6);
+-- the others observed clean: rows and tombstones gone, the delete is allowed
 SELECT * FROM pg_temp.pass();
 SELECT * FROM pg_temp.rows();
 SELECT * FROM pg_temp.entries(:I1);
-SELECT * FROM pg_temp.entries(:I2);
-SELECT extsvc.instance_extension_services_ready(:I2) AS ready;
+SELECT * FROM pg_temp.entries(:I6);
+SELECT extsvc.instance_extension_services_ready(:I6) AS ready;
 SELECT lifecycle_state FROM extsvc.delete_service(:P);
 
 ------------------------------------------------------------------ attachments of a service being updated
 -- svc-all is UPDATING: the existing attachment stays allowed, a new one is not
 SELECT lifecycle_state FROM extsvc.update_service(:A, :'chart2');
 SELECT * FROM pg_temp.q();
-SELECT extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A, :N)) AS config_version;
+SELECT extsvc.set_instance_extension_services(:I6, pg_temp.cfg(:A, :N)) AS config_version;
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000001', pg_temp.cfg('5e000000-0000-0000-0000-0000000000c3', '5e000000-0000-0000-0000-0000000000a1'))$$);
 SELECT pg_temp.make_ready(:A);
 SELECT * FROM pg_temp.pass();
@@ -510,8 +527,7 @@ SELECT extsvc.register_dpu(:DB, :H1, 'dpu-b', 'node-b');
 SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA, :DB]::uuid[]);
 SELECT * FROM pg_temp.rows();
 SELECT * FROM pg_temp.pass();
--- deleting I1: every attachment goes REMOVING on every DPU of the host; on
--- dpu-a the label stays for I2, so that row is released at once
+-- deleting I1: every attachment goes REMOVING on every DPU of the host
 SELECT extsvc.delete_instance(:I1);
 SELECT * FROM pg_temp.rows();
 SELECT * FROM pg_temp.entries(:I1);
@@ -531,8 +547,8 @@ SELECT * FROM pg_temp.try($$SELECT extsvc.delete_instance('10000000-0000-0000-00
 SELECT extsvc.delete_instance(:I4);
 SELECT extsvc.delete_instance(:I3);
 SELECT right(instance_id::text, 2) AS instance FROM extsvc.instances ORDER BY 1;
--- I2 waits for its DPUs
-SELECT extsvc.delete_instance(:I2);
+-- I6 waits for its DPUs
+SELECT extsvc.delete_instance(:I6);
 SELECT * FROM pg_temp.rows();
 SELECT * FROM pg_temp.try($$SELECT extsvc.delete_service('5e000000-0000-0000-0000-0000000000a1')$$);
 SELECT * FROM pg_temp.pass();

@@ -82,6 +82,7 @@ KubeApiServer::Target KubeApiServer::classify(const std::string& path) const {
   std::vector<std::string> rest(segs.begin() + static_cast<long>(i), segs.end());
   if (rest.size() >= 3 && rest[0] == "namespaces") {
     const ResourceInfo* ri = find_resource(cluster_, group, version, rest[2]);
+    if (ri && !served(*ri)) ri = nullptr;
     if (ri && ri->namespaced) {
       if (rest.size() > 5) return t;
       t.ri = ri;
@@ -93,7 +94,7 @@ KubeApiServer::Target KubeApiServer::classify(const std::string& path) const {
   if (!t.ri) {
     if (rest.empty() || rest.size() > 3) return t;
     const ResourceInfo* ri = find_resource(cluster_, group, version, rest[0]);
-    if (!ri) return t;
+    if (!ri || !served(*ri)) return t;
     if (ri->namespaced && rest.size() > 1) return t;
     t.ri = ri;
     if (rest.size() >= 2) t.name = rest[1];

@@ -136,7 +136,7 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   std::string verb = req.method;
   if (t.kind == Target::Resource && req.method == "GET") {
     std::string w = req.get_param_value("watch");
-    verb = t.collection() ? ((w == "true" || w == "1") ? "WATCH" : "LIST") : "GET";
+    verb = t.collection() ? (query_bool(w) ? "WATCH" : "LIST") : "GET";
   }
   ctx_.reqlog.count(cname, verb + " " + t.resource_label());
 

@@ -86,7 +86,7 @@ void KubeApiServer::serve_watch(const httplib::Request& req, httplib::Response& 
                             "\": invalid syntax");
   }
   std::string bm = req.get_param_value("allowWatchBookmarks");
-  bool bookmarks = bm == "true" || bm == "1";
+  bool bookmarks = query_bool(bm);
   // handlers/get.go: timeoutSeconds, or minRequestTimeout (1800 s) * (1 + rand) when unset or 0.
   long tsec = std::atol(req.get_param_value("timeoutSeconds").c_str());
   auto now = SteadyClock::now();

@@ -5,6 +5,9 @@
 
 #include <map>
 #include <memory>
+#include <regex>
+#include <utility>
+#include <vector>
 
 #include "controllers/controller_manager.h"
 #include "profile.h"
@@ -48,19 +51,33 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
   // curl -XPOST without -d sends no Content-Length, which httplib rejects before routing; serve
   // such body-less POSTs from a pre-routing handler instead.
   auto bodiless = std::make_shared<std::map<std::string, httplib::Server::Handler>>();
-  auto post = [&s, bodiless](const std::string& path, httplib::Server::Handler h) {
+  // Paths with a regex group are matched whole (their handlers read the path themselves).
+  auto bodiless_re =
+      std::make_shared<std::vector<std::pair<std::regex, httplib::Server::Handler>>>();
+  auto post = [&s, bodiless, bodiless_re](const std::string& path, httplib::Server::Handler h) {
     s.Post(path, h);
-    (*bodiless)[path] = h;
+    if (path.find('(') != std::string::npos)
+      bodiless_re->emplace_back(std::regex(path), h);
+    else
+      (*bodiless)[path] = h;
   };
-  s.set_pre_routing_handler([bodiless](const httplib::Request& req, httplib::Response& res) {
-    if (req.method != "POST" || req.has_header("Content-Length") ||
-        req.has_header("Transfer-Encoding"))
-      return httplib::Server::HandlerResponse::Unhandled;
-    auto it = bodiless->find(req.path);
-    if (it == bodiless->end()) return httplib::Server::HandlerResponse::Unhandled;
-    it->second(req, res);
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  s.set_pre_routing_handler(
+      [bodiless, bodiless_re](const httplib::Request& req, httplib::Response& res) {
+        if (req.method != "POST" || req.has_header("Content-Length") ||
+            req.has_header("Transfer-Encoding"))
+          return httplib::Server::HandlerResponse::Unhandled;
+        auto it = bodiless->find(req.path);
+        if (it != bodiless->end()) {
+          it->second(req, res);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        for (const auto& [re, h] : *bodiless_re)
+          if (std::regex_match(req.path, re)) {
+            h(req, res);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
   s.new_task_queue = [] { return new httplib::ThreadPool(8); };
   s.set_keep_alive_max_count(100000);
 
@@ -84,6 +101,10 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                    "GET|POST|DELETE /chart-faults",
                    "GET|POST|DELETE /charts",
                    "GET /profile",
+                   "GET|POST /dpuset",
+                   "POST /nodes/<name>/not-ready",
+                   "POST /nodes/<name>/ready",
+                   "GET /nodes-not-reporting",
                    "GET|POST|DELETE /kill-points",
                    "DELETE /kill-points/<id>",
                    "GET|POST /watch-config",
@@ -350,6 +371,73 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
              ctx_.poke_controllers();
              reply(res, 200, knobs_json()["charts"]);
            }));
+  // The one simulated DPUSet's template: its cluster.nodeLabels are merged with every
+  // DPUDevice's (a differing value is ClusterMetadataConflict) and applyOnLabelChange puts a DPU
+  // through "Node Effect" on a label change.
+  s.Get("/dpuset", guarded([this](const httplib::Request&, httplib::Response& res) {
+          std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+          json ready = ctx_.knobs.dpuset_status.empty()
+                           ? json{{"type", "Ready"}, {"status", "True"}, {"reason", "Success"}}
+                           : ctx_.knobs.dpuset_status;
+          reply(res, 200, {{"dpuTemplate", ctx_.knobs.dpuset}, {"conditions", {ready}}});
+        }));
+  post("/dpuset", guarded([this](const httplib::Request& req, httplib::Response& res) {
+         json b = parse_or_empty(req);
+         if (!b.is_object()) throw std::invalid_argument("a JSON object is required");
+         json next = Knobs::default_dpuset();
+         for (auto& [k, v] : b.items()) {
+           if (k == "nodeLabels") {
+             if (!v.is_object()) throw std::invalid_argument("nodeLabels must be an object");
+             for (auto& [lk, lv] : v.items())
+               if (!lv.is_string())
+                 throw std::invalid_argument("nodeLabels." + lk + " must be a string");
+             next["nodeLabels"] = v;
+           } else if (k == "applyOnLabelChange") {
+             if (!v.is_boolean())
+               throw std::invalid_argument("applyOnLabelChange must be a boolean");
+             next["applyOnLabelChange"] = v;
+           } else {
+             throw std::invalid_argument("unknown field " + k);
+           }
+         }
+         {
+           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+           ctx_.knobs.dpuset = next;
+         }
+         ++ctx_.knobs.seq;
+         ctx_.poke_controllers();
+         reply(res, 200, {{"dpuTemplate", next}});
+       }));
+  // A Node's kubelet stops (or resumes) posting status: after node_grace_ms the Node is
+  // Ready=Unknown and its pods not Ready; its pods' deletions hang until it reports again.
+  auto reporting = [this](const std::string& node, bool on) {
+    {
+      std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+      if (on)
+        ctx_.knobs.silent_nodes.erase(node);
+      else
+        ctx_.knobs.silent_nodes.emplace(node,
+                                        std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+    }
+    ++ctx_.knobs.seq;
+    ctx_.poke_controllers();
+  };
+  for (bool on : {false, true})
+    post(on ? R"(/nodes/([^/]+)/ready)" : R"(/nodes/([^/]+)/not-ready)",
+         guarded([reporting, on](const httplib::Request& req, httplib::Response& res) {
+           // /nodes/<name>/...: the name is the second path segment
+           const std::string node = split(req.path, '/').at(2);
+           reporting(node, on);
+           reply(res, 200, {{"ok", true}, {"node", node}, {"reporting", on}});
+         }));
+  s.Get("/nodes-not-reporting", guarded([this](const httplib::Request&, httplib::Response& res) {
+          std::lock_guard<std::mutex> l(ctx_.knobs.mu);
+          json out = json::object();
+          for (const auto& [n, t] : ctx_.knobs.silent_nodes) out[n] = t;
+          reply(res, 200, out);
+        }));
   s.Get("/profile", guarded([](const httplib::Request&, httplib::Response& res) {
           reply(res, 200, {{"dpf_version", profile().name}, {"profiles", profile_names()}});
         }));

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "profile.h"
 #include "util.h"
 
 namespace dpfsim {
@@ -15,7 +16,7 @@ ojson resource_list(ClusterId c, const std::string& group, const std::string& ve
   out["groupVersion"] = group.empty() ? version : group + "/" + version;
   ojson arr = ojson::array();
   for (const auto& r : all_resources()) {
-    if (r.cluster != c || r.group != group || r.version != version) continue;
+    if (r.cluster != c || r.group != group || r.version != version || !served(r)) continue;
     ojson e;
     e["name"] = r.plural;
     e["singularName"] = r.singular;

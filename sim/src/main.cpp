@@ -53,7 +53,7 @@ Optional:
   --delay NAME=MS             set one delay (label_propagation_ms, node_provisioning_ms, dpuservice_sync_ms,
                               pod_ready_ms, pod_termination_ms, dpuservice_ready_ms, finalizer_ms,
                               argo_refresh_ms)
-  --dpf-version vYY.MM        DPF release profile: v24.10 or v26.10 (default, newest)
+  --dpf-version vYY.MM        DPF release profile: v24.10, v25.7 or v26.10 (default, newest)
   --tick-ms MS                controller tick (default 20)
   --kubeconfig-dir DIR        write management.kubeconfig and dpu.kubeconfig into DIR
   --help                      this text

@@ -165,6 +165,17 @@ json dpuservice_newest() {
   return root;
 }
 
+// DPUService between v25.1 and v26.8: the same CRD file @6acfda03 has serviceDaemonSet.resources
+// and configPorts, but no spec.security, dpuClusterSelector or status.serviceID (the release it
+// shipped in is not pinned; v26.8's notes are the first to name spec.security).
+json dpuservice_v257() {
+  json root = dpuservice_newest();
+  root["properties"]["spec"]["properties"].erase("security");
+  root["properties"]["spec"]["properties"].erase("dpuClusterSelector");
+  root["properties"]["status"]["properties"].erase("serviceID");
+  return root;
+}
+
 // DPUDevice spec/status fields:
 // config/provisioning/crd/bases/provisioning.dpu.nvidia.com_dpudevices.yaml
 // @7b3d9367; spec.cluster (ClusterSpec nodeLabels/nodeAnnotations) as in the same CRD @03c4432d.
@@ -202,7 +213,17 @@ std::map<std::string, Profile> build_profiles() {
   old.name_length_cel = false;
   old.privileged_cel = false;
   old.config_ports_condition = false;
+  old.serves_dpudevices = false;
   m[old.name] = old;
+  // v25.7: DPUDevice auto-discovery (release notes v25.7.0), the DPUDevice CRD without
+  // spec.cluster (@7b3d9367), the DPUService CRD without spec.security (@6acfda03).
+  Profile mid;
+  mid.name = "v25.7";
+  mid.dpuservice_schema = dpuservice_v257();
+  mid.dpudevice_schema = dpudevice_schema(false);
+  mid.status_service_id = false;
+  mid.privileged_cel = false;
+  m[mid.name] = mid;
   Profile neu;
   neu.name = "v26.10";
   neu.dpuservice_schema = dpuservice_newest();
@@ -221,19 +242,24 @@ const Profile* g_active = nullptr;
 }  // namespace
 
 std::vector<std::string> profile_names() {
-  return {"v24.10", "v26.10"};
+  return {"v24.10", "v25.7", "v26.10"};
 }
 
 void set_profile(const std::string& name) {
   auto it = profiles().find(name);
   if (it == profiles().end())
-    throw std::invalid_argument("unknown --dpf-version " + name + " (known: v24.10, v26.10)");
+    throw std::invalid_argument("unknown --dpf-version " + name +
+                                " (known: v24.10, v25.7, v26.10)");
   g_active = &it->second;
 }
 
 const Profile& profile() {
   if (!g_active) set_profile("v26.10");
   return *g_active;
+}
+
+bool served(const ResourceInfo& ri) {
+  return ri.kind != "DPUDevice" || profile().serves_dpudevices;
 }
 
 const json* schema_for(const ResourceInfo& ri) {
@@ -366,7 +392,7 @@ std::string openapi_v2(ClusterId c) {
               {"paths", json::object()},
               {"definitions", json::object()}};
   for (const auto& ri : all_resources()) {
-    if (ri.cluster != c) continue;
+    if (ri.cluster != c || !served(ri)) continue;
     doc["definitions"][def_name(ri)] = schema_with_gvk(ri);
     json paths = paths_for(ri, false);
     for (auto& [k, v] : paths.items()) doc["paths"][k] = v;
@@ -377,7 +403,7 @@ std::string openapi_v2(ClusterId c) {
 std::string openapi_v3_root(ClusterId c) {
   json paths = json::object();
   for (const auto& ri : all_resources()) {
-    if (ri.cluster != c) continue;
+    if (ri.cluster != c || !served(ri)) continue;
     std::string p = gv_path(ri);
     paths[p] = {{"serverRelativeURL",
                  "/openapi/v3/" + p + "?hash=" + sha256_hex(profile().name + p).substr(0, 16)}};
@@ -392,7 +418,7 @@ std::string openapi_v3_group_version(ClusterId c, const std::string& path) {
               {"components", {{"schemas", json::object()}}}};
   bool any = false;
   for (const auto& ri : all_resources()) {
-    if (ri.cluster != c || gv_path(ri) != path) continue;
+    if (ri.cluster != c || !served(ri) || gv_path(ri) != path) continue;
     any = true;
     doc["components"]["schemas"][def_name(ri)] = schema_with_gvk(ri);
     json paths = paths_for(ri, true);

@@ -12,7 +12,7 @@
 namespace dpfsim {
 
 struct Profile {
-  std::string name;        // "v24.10", "v26.10"
+  std::string name;        // "v24.10", "v25.7", "v26.10"
   json dpuservice_schema;  // openAPIV3Schema of the DPUService CRD
   json dpudevice_schema;   // openAPIV3Schema of the DPUDevice CRD
   // v24.10: svc.dpu.nvidia.com/service is injected into the values only when spec.serviceID is set.
@@ -24,6 +24,8 @@ struct Profile {
   bool name_length_cel = true;         // CEL self.metadata.name.size() <= 63
   bool privileged_cel = true;          // security.privileged CEL rules
   bool config_ports_condition = true;  // ConditionPortsReconciled condition
+  // The DPUDevice CRD exists (v24.10 has none: its DPUSets select Nodes, DPUs come from them).
+  bool serves_dpudevices = true;
 };
 
 // The names of all profiles, newest last; the default is the newest.
@@ -32,6 +34,11 @@ std::vector<std::string> profile_names();
 // serving.
 void set_profile(const std::string& name);
 const Profile& profile();
+
+// Whether the active profile's cluster serves the resource at all (discovery, OpenAPI, the API
+// paths, seeding). A resource it does not serve answers 404 for the resource, as a real API
+// server without that CRD does.
+bool served(const ResourceInfo& ri);
 
 // The schema the active profile has for a resource (nullptr: no structural schema; nothing is
 // pruned).

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "profile.h"
 #include "resources.h"
 
 namespace dpfsim {
@@ -20,6 +21,19 @@ std::string pad4(int i) {
 
 const ResourceInfo& res(ClusterId c, const char* plural) {
   return *find_resource_by_plural(c, plural);
+}
+
+// A UUID-shaped id derived from a name (stable across restarts of the simulator).
+std::string uuid_of(const std::string& seed) {
+  std::string h = sha256_hex(seed);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20, 12);
+}
+
+json node_condition(const char* type, const char* status, const char* reason, const char* message,
+                    const std::string& now) {
+  return {{"type", type},       {"status", status},         {"reason", reason},
+          {"message", message}, {"lastHeartbeatTime", now}, {"lastTransitionTime", now}};
 }
 
 }  // namespace
@@ -111,7 +125,7 @@ json make_dpu(const std::string& ns, const json& device, const json& user_labels
                {{"phase", "Ready"},
                 {"conditions", json::array({{{"type", "Ready"},
                                              {"status", "True"},
-                                             {"reason", "DPUNodeReady"},
+                                             {"reason", "DPUReady"},
                                              {"message", ""},
                                              {"lastTransitionTime", now}}})}}}};
 }
@@ -130,32 +144,54 @@ json make_node(const json& dpu, int index) {
   std::string now = rfc3339_now();
   int a = (index / 250) % 250, b = index % 250 + 1;
   std::string ip = "10.0." + std::to_string(a) + "." + std::to_string(b);
-  return json{{"apiVersion", "v1"},
-              {"kind", "Node"},
-              {"metadata",
-               {{"name", name},
-                {"labels", labels},
-                {"annotations", {{names::kLastAppliedLabels, desired.dump()}}}}},
-              {"spec", {{"podCIDR", "10.244." + std::to_string(index % 256) + ".0/24"}}},
-              {"status",
-               {{"conditions", json::array({{{"type", "Ready"},
-                                             {"status", "True"},
-                                             {"reason", "KubeletReady"},
-                                             {"message", "kubelet is posting ready status"},
-                                             {"lastHeartbeatTime", now},
-                                             {"lastTransitionTime", now}}})},
-                {"addresses", json::array({{{"type", "InternalIP"}, {"address", ip}},
-                                           {{"type", "Hostname"}, {"address", name}}})},
-                {"capacity", {{"cpu", "16"}, {"memory", "32Gi"}, {"pods", "110"}}},
-                {"allocatable", {{"cpu", "16"}, {"memory", "31Gi"}, {"pods", "110"}}},
-                {"nodeInfo",
-                 {{"architecture", "arm64"},
-                  {"operatingSystem", "linux"},
-                  {"osImage", "Ubuntu 22.04.5 LTS"},
-                  {"kernelVersion", "5.15.0-1060-bluefield"},
-                  {"containerRuntimeVersion", "containerd://1.7.22"},
-                  {"kubeletVersion", "v1.32.0"},
-                  {"kubeProxyVersion", "v1.32.0"}}}}}};
+  return json{
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name},
+        {"labels", labels},
+        {"annotations", {{names::kLastAppliedLabels, desired.dump()}}}}},
+      {"spec",
+       {{"podCIDR", "10.244." + std::to_string(index % 256) + ".0/24"},
+        {"podCIDRs", json::array({"10.244." + std::to_string(index % 256) + ".0/24"})}}},
+      {"status",
+       {{"conditions",
+         json::array({node_condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                                     "kubelet has sufficient memory available", now),
+                      node_condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                                     "kubelet has no disk pressure", now),
+                      node_condition("PIDPressure", "False", "KubeletHasSufficientPID",
+                                     "kubelet has sufficient PID available", now),
+                      node_condition("Ready", "True", "KubeletReady",
+                                     "kubelet is posting ready status", now)})},
+        {"addresses", json::array({{{"type", "InternalIP"}, {"address", ip}},
+                                   {{"type", "Hostname"}, {"address", name}}})},
+        {"capacity",
+         {{"cpu", "16"},
+          {"memory", "32Gi"},
+          {"pods", "110"},
+          {"ephemeral-storage", "123Gi"},
+          {"hugepages-2Mi", "0"}}},
+        {"allocatable",
+         {{"cpu", "16"},
+          {"memory", "31Gi"},
+          {"pods", "110"},
+          {"ephemeral-storage", "113Gi"},
+          {"hugepages-2Mi", "0"}}},
+        {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
+        // every field of NodeSystemInfo is required in the API (a typed client refuses a
+        // Node without them); the ids are stable per Node name, as a machine's are
+        {"nodeInfo",
+         {{"machineID", sha256_hex("machine/" + name).substr(0, 32)},
+          {"systemUUID", uuid_of("system/" + name)},
+          {"bootID", uuid_of("boot/" + name)},
+          {"architecture", "arm64"},
+          {"operatingSystem", "linux"},
+          {"osImage", "Ubuntu 22.04.5 LTS"},
+          {"kernelVersion", "5.15.0-1060-bluefield"},
+          {"containerRuntimeVersion", "containerd://1.7.22"},
+          {"kubeletVersion", "v1.32.0"},
+          {"kubeProxyVersion", "v1.32.0"}}}}}};
 }
 
 json make_namespace(const std::string& name) {
@@ -182,8 +218,12 @@ void seed_dpus_l(Store& store, int n) {
   for (int i = 0; i < n; ++i) {
     std::string dev_name = "dpu-device-" + pad4(i);
     std::string dpu_node = "host-" + pad4(i);
-    ObjPtr dev = store.find_l(dev_ri, ns, dev_name);
-    if (!dev) dev = store.create_l(dev_ri, make_dpudevice(ns, dev_name, dpu_node, i));
+    // v24.10 has no DPUDevice CRD: its DPUs come from DPUSets selecting Nodes
+    ObjPtr dev = served(dev_ri) ? store.find_l(dev_ri, ns, dev_name) : nullptr;
+    if (!dev) {
+      json d = make_dpudevice(ns, dev_name, dpu_node, i);
+      dev = served(dev_ri) ? store.create_l(dev_ri, d) : std::make_shared<const json>(d);
+    }
     std::string dpu_name = dpu_object_name(dpu_node, dev_name);
     ObjPtr dpu = store.find_l(dpu_ri, ns, dpu_name);
     if (!dpu) dpu = store.create_l(dpu_ri, make_dpu(ns, *dev, json::object()));
@@ -210,7 +250,8 @@ void seed_from_json_l(Store& store, const json& spec) {
       if (cl == "management" || cl.empty())
         ri = find_resource_by_kind(ClusterId::Management, api, kind);
       if (!ri && (cl == "dpu" || cl.empty())) ri = find_resource_by_kind(ClusterId::Dpu, api, kind);
-      if (!ri) throw std::invalid_argument("unknown object kind " + api + "/" + kind);
+      if (!ri || !served(*ri))
+        throw std::invalid_argument("unknown object kind " + api + "/" + kind);
       obj.erase("cluster");
       if (ri->namespaced && jstr(obj, {"metadata", "namespace"}).empty())
         obj["metadata"]["namespace"] = "default";

@@ -20,6 +20,8 @@ const DelayField kFields[] = {
     {"dpuservice_ready_ms", &Delays::dpuservice_ready_ms},
     {"finalizer_ms", &Delays::finalizer_ms},
     {"argo_refresh_ms", &Delays::argo_refresh_ms},
+    {"node_effect_ms", &Delays::node_effect_ms},
+    {"node_grace_ms", &Delays::node_grace_ms},
 };
 }  // namespace
 

@@ -32,7 +32,11 @@ struct Delays {
   std::atomic<int> dpuservice_ready_ms{200};  // DaemonSet healthy -> DPUService Ready=True
   std::atomic<int> finalizer_ms{300};  // DPU-cluster objects gone -> DPUService finalizer removed
   std::atomic<int> argo_refresh_ms{300};  // Application spec change -> Argo renders and syncs
-  std::atomic<uint64_t> seq{0};           // bumped on every change (pending timers re-checked)
+  std::atomic<int> node_effect_ms{500};   // DPU phase "Node Effect" (applyOnLabelChange) lasts
+  // A Node whose kubelet stopped reporting turns Ready=Unknown after this long: the node-lifecycle
+  // controller's --node-monitor-grace-period (50 s since Kubernetes v1.32).
+  std::atomic<int> node_grace_ms{50000};
+  std::atomic<uint64_t> seq{0};  // bumped on every change (pending timers re-checked)
 
   json to_json() const;
   // Applies the given keys; throws std::invalid_argument for unknown keys or bad values.
@@ -47,7 +51,17 @@ struct Knobs {
   std::map<std::string, json> chart_faults;       // chart -> {"kind":"pull"|"sync","message":...}
   std::map<std::string, json> charts;             // chart -> {"needs_privileged":bool}
   std::map<std::string, std::string> pod_faults;  // node -> waiting reason
+  // The one simulated DPUSet's dpuTemplate: {"nodeLabels":{…},"applyOnLabelChange":bool}.
+  json dpuset = default_dpuset();
+  // Written by the placement controller: the DPUSet's Ready condition (ClusterMetadataConflict).
+  json dpuset_status = json::object();
+  // Nodes whose kubelet stopped posting status (POST /nodes/<name>/not-ready), with when (Unix
+  // milliseconds, wall clock).
+  std::map<std::string, int64_t> silent_nodes;
   std::atomic<uint64_t> seq{0};
+  static json default_dpuset() {
+    return json{{"nodeLabels", json::object()}, {"applyOnLabelChange", false}};
+  }
   void clear_charts() {
     std::lock_guard<std::mutex> l(mu);
     charts.clear();
@@ -58,6 +72,9 @@ struct Knobs {
     chart_faults.clear();
     charts.clear();
     pod_faults.clear();
+    dpuset = default_dpuset();
+    dpuset_status = json::object();
+    silent_nodes.clear();
     ++seq;
   }
 };

@@ -173,6 +173,10 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+bool query_bool(const std::string& v) {
+  return v == "1" || v == "t" || v == "T" || v == "TRUE" || v == "true" || v == "True";
+}
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;

@@ -50,6 +50,9 @@ bool base64url_decode(const std::string& in, std::string& out);
 std::string trim(const std::string& s);
 std::vector<std::string> split(const std::string& s, char sep);
 bool starts_with(const std::string& s, const std::string& prefix);
+// A boolean query parameter as the apiserver reads it (Go's strconv.ParseBool: 1, t, T, TRUE,
+// true, True); anything else is false.
+bool query_bool(const std::string& v);
 
 // JSON helpers.
 const json* jptr(const json& j, std::initializer_list<const char*> path);

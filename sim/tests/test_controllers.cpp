@@ -80,8 +80,12 @@ TEST_F(Controllers, SeedingNames) {
   EXPECT_EQ(dpu["spec"]["dpuDeviceName"], "dpu-device-0000");
   EXPECT_EQ(dpu["spec"]["dpuNodeName"], "host-0000");
   json n = node(0);
-  EXPECT_EQ(n["status"]["conditions"][0]["type"], "Ready");
-  EXPECT_EQ(n["status"]["conditions"][0]["status"], "True");
+  // the kubelet's conditions, Ready last (as a kubelet posts them)
+  ASSERT_EQ(n["status"]["conditions"].size(), 4u);
+  EXPECT_EQ(n["status"]["conditions"][3]["type"], "Ready");
+  EXPECT_EQ(n["status"]["conditions"][3]["status"], "True");
+  EXPECT_EQ(n["status"]["conditions"][0]["type"], "MemoryPressure");
+  EXPECT_EQ(n["status"]["conditions"][0]["status"], "False");
   EXPECT_EQ(sim.d("GET", "/api/v1/nodes").j()["items"].size(), 4u);
 }
 

@@ -429,12 +429,26 @@ TEST(Profiles, V2410PrunesNewerFieldsAndInjectsOnlyWithServiceID) {
   r = sim->m("POST", dpuservice_path(), s.dump());
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_FALSE(r.j()["spec"].contains("security"));
-  // DPUDevice has no spec.cluster in this profile: placement labels are pruned.
-  r = sim->m("PATCH", kDevPath + "dpu-device-0000",
-             R"({"spec":{"cluster":{"nodeLabels":{"t":"x"}}}})", "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200);
-  EXPECT_FALSE(r.j()["spec"].contains("cluster"));
-  EXPECT_NE(r.header("Warning").find("spec.cluster"), std::string::npos);
+  // v24.10 has no DPUDevice CRD: 404 for the resource (not for an object), not in discovery;
+  // the DPUs and Nodes exist (DPUSets select Nodes), and the DPUSet template's labels are added.
+  r = sim->m("GET", kDevPath + "dpu-device-0000");
+  ASSERT_EQ(r.status, 404);
+  EXPECT_EQ(r.j()["message"], "the server could not find the requested resource");
+  EXPECT_EQ(sim->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/dpudevices").status, 404);
+  json disco = sim->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1").j();
+  for (const auto& res : disco["resources"]) EXPECT_NE(res["name"], "dpudevices");
+  EXPECT_EQ(sim->m("GET",
+                   "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/"
+                   "dpf-operator-system/dpus/host-0000-dpu-device-0000")
+                .status,
+            200);
+  std::string oa = sim->m("GET", "/openapi/v3/apis/provisioning.dpu.nvidia.com/v1alpha1").body;
+  EXPECT_EQ(oa.find("DPUDevice"), std::string::npos);
+  sim->ctl("POST", "/dpuset", json{{"nodeLabels", {{"zone", "z"}}}});
+  ASSERT_TRUE(wait_until([&] {
+    json n = sim->d("GET", "/api/v1/nodes/host-0001-dpu-device-0001").j();
+    return n["metadata"]["labels"].value("zone", "") == "z";
+  }));
   ASSERT_TRUE(wait_until([&] {
     json j = sim->m("GET", dpuservice_path("old")).j();
     return j.contains("status") && j["status"].value("observedGeneration", 0) == 1;
@@ -453,4 +467,30 @@ TEST(Profiles, V2410PrunesNewerFieldsAndInjectsOnlyWithServiceID) {
   EXPECT_EQ(app["spec"]["source"]["helm"]["valuesObject"]["serviceDaemonSet"]["labels"]
                ["svc.dpu.nvidia.com/service"],
             "my-id");
+}
+
+// v25.7: DPUDevice without spec.cluster (@7b3d9367), DPUService without spec.security (@6acfda03)
+// but with serviceDaemonSet.resources.
+TEST(Profiles, V257HasDpuDevicesWithoutSpecClusterAndNoSecurity) {
+  auto sim = SimProcess::start({"--dpus", "1", "--dpf-version", "v25.7"});
+  sim->reset(1, 0);
+  EXPECT_EQ(sim->ctl("GET", "/profile").j()["dpf_version"], "v25.7");
+  json s = make_dpuservice("mid", {{"serviceDaemonSet", {{"resources", {{"cpu", "1"}}}}}});
+  Resp r = sim->m("POST", dpuservice_path() + "?fieldValidation=Strict", s.dump());
+  ASSERT_EQ(r.status, 400);
+  const std::string msg = r.j()["message"].get<std::string>();
+  EXPECT_NE(msg.find("unknown field \"spec.security\""), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("resources"), std::string::npos) << msg;
+  r = sim->m("GET", kDevPath + "dpu-device-0000");
+  ASSERT_EQ(r.status, 200);
+  r = sim->m("PATCH", kDevPath + "dpu-device-0000?fieldValidation=Strict",
+             R"({"spec":{"cluster":{"nodeLabels":{"t":"x"}}}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 400);
+  EXPECT_NE(r.j()["message"].get<std::string>().find("unknown field \"spec.cluster\""),
+            std::string::npos);
+  r = sim->m("PATCH", kDevPath + "dpu-device-0000",
+             R"({"spec":{"cluster":{"nodeLabels":{"t":"x"}}}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_FALSE(r.j()["spec"].contains("cluster"));
+  EXPECT_NE(r.header("Warning").find("spec.cluster"), std::string::npos);
 }

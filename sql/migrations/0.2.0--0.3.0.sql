@@ -7,3 +7,86 @@
 -- Every change here must leave exactly the schema a fresh 0.3.0 install
 -- creates (the suite `upgrade` compares pg_dump -s of both) and keep every
 -- row. Statements run in ALTER EXTENSION's one transaction.
+
+-- Issue 29, item 7: service names are stored in Unicode NFC without
+-- invisible, control or look-alike space characters (extsvc._service_name
+-- refuses them in new names). Names stored before are brought to that form
+-- here: NFC; controls, line and paragraph separators and look-alike spaces
+-- become a blank, format characters (zero-width, bidirectional, ...),
+-- fillers and variation selectors go; the ends are trimmed. The classes
+-- are extsvc._service_name's. A live service keeps a name that other
+-- services of its tenant could be confused with only if none could: when
+-- two live names of one tenant become equal (case-insensitively, the rule
+-- of service_records_tenant_name_key), or a name becomes empty, the upgrade
+-- stops and changes nothing, naming them; rename one of each pair with
+-- extsvc.update_service(service_id, service_name => ...) (still 0.2.0) and
+-- run ALTER EXTENSION nico_extsvc UPDATE again. Names of DELETED services
+-- are history and stay as they were. Nothing happens in a database whose
+-- encoding is not UTF-8 (it cannot hold these characters).
+DO $names$
+DECLARE
+  -- becomes a blank: controls, line and paragraph separators, look-alike spaces
+  v_blank text := '[\u0001-\u001F\u007F-\u009F\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]';
+  -- goes: format characters, fillers, the grapheme joiner, variation selectors
+  v_gone text := '[\u00AD\u034F\u0600-\u0605\u061C\u06DD\u070F\u0890\u0891\u08E2\u115F\u1160\u180E\u200B-\u200F'
+                 '\u202A-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF9-\uFFFB\U000110BD\U000110CD'
+                 '\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0001'
+                 '\U000E0020-\U000E007F\U000E0100-\U000E01EF]';
+  v_clash text;
+BEGIN
+  IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
+    RETURN;
+  END IF;
+  SELECT pg_catalog.string_agg(pg_catalog.format('tenant %s: %s', x.tenant_organization_id, x.ids), '; ')
+    INTO v_clash
+    FROM (SELECT m.tenant_organization_id,
+                 pg_catalog.string_agg(m.service_id::text, ' and ' ORDER BY m.service_id) AS ids
+            FROM (SELECT s.service_id, s.tenant_organization_id,
+                         pg_catalog.btrim(pg_catalog.regexp_replace(pg_catalog.regexp_replace(
+                           pg_catalog.normalize(s.service_name, 'NFC'), v_blank, ' ', 'g'), v_gone, '', 'g')) AS canon
+                    FROM extsvc.service_records s
+                   WHERE s.lifecycle_state <> 'DELETED') m
+           GROUP BY m.tenant_organization_id, pg_catalog.lower(m.canon)
+          HAVING pg_catalog.count(*) > 1 OR pg_catalog.lower(m.canon) = '') x;
+  IF v_clash IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '23505', CONSTRAINT = 'service_records_tenant_name_key',
+      MESSAGE = 'service names that differ only by Unicode normalization or invisible characters',
+      DETAIL = pg_catalog.format('services whose names become equal (or empty) in their normalized form: %s', v_clash),
+      HINT = 'Rename one service of each group with extsvc.update_service(service_id, service_name => ...), then run ALTER EXTENSION nico_extsvc UPDATE again.';
+  END IF;
+  UPDATE extsvc.service_records s
+     SET service_name = m.canon
+    FROM (SELECT x.service_id,
+                 pg_catalog.btrim(pg_catalog.regexp_replace(pg_catalog.regexp_replace(
+                   pg_catalog.normalize(x.service_name, 'NFC'), v_blank, ' ', 'g'), v_gone, '', 'g')) AS canon
+            FROM extsvc.service_records x
+           WHERE x.lifecycle_state <> 'DELETED') m
+   WHERE s.service_id = m.service_id AND s.service_name <> m.canon;
+END
+$names$;
+
+-- Issue 29, item 8: a host holds at most one live instance (one not being
+-- deleted); 0.2.0 allowed several, of any tenants, so one tenant's service
+-- could land on a DPU of another tenant's host. Existing data that breaks
+-- the rule stops the upgrade, naming the hosts and their live instances:
+-- which instance keeps a host is NICo's to say (delete the others with
+-- extsvc.delete_instance, still 0.2.0, then update again).
+DO $hosts$
+DECLARE
+  v_hosts text;
+BEGIN
+  SELECT pg_catalog.string_agg(pg_catalog.format('host %s: %s', x.host_machine_id, x.ids), '; ' ORDER BY x.host_machine_id)
+    INTO v_hosts
+    FROM (SELECT i.host_machine_id, pg_catalog.string_agg(i.instance_id::text, ', ' ORDER BY i.instance_id) AS ids
+            FROM extsvc.instances i WHERE i.delete_requested_at IS NULL
+           GROUP BY i.host_machine_id HAVING pg_catalog.count(*) > 1) x;
+  IF v_hosts IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '23505', CONSTRAINT = 'instances_one_live_per_host',
+      MESSAGE = 'hosts with more than one live instance',
+      DETAIL = pg_catalog.format('a host holds at most one live instance from 0.3.0 on; %s', v_hosts),
+      HINT = 'Delete all but one live instance of each host with extsvc.delete_instance(instance_id), then run ALTER EXTENSION nico_extsvc UPDATE again.';
+  END IF;
+END
+$hosts$;
+CREATE UNIQUE INDEX instances_one_live_per_host ON extsvc.instances (host_machine_id)
+  WHERE delete_requested_at IS NULL;

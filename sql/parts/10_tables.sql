@@ -203,6 +203,15 @@ CREATE TABLE extsvc.instances (
   config_version_text    text
 );
 
+-- A host holds at most one live instance (issue 29): NICo allocates a
+-- machine to one instance at a time, and a second one (of another tenant,
+-- above all) would put its services on the DPUs of the first. Live = not
+-- being deleted: once delete_instance ran (delete_requested_at set) the
+-- host may take the next instance while the old one's attachments are
+-- still observed away (a hand-over).
+CREATE UNIQUE INDEX instances_one_live_per_host ON extsvc.instances (host_machine_id)
+  WHERE delete_requested_at IS NULL;
+
 -- An instance's extension-service configuration, with tombstones.
 CREATE TABLE extsvc.instance_extension_services (
   instance_id    uuid NOT NULL REFERENCES extsvc.instances ON DELETE CASCADE,

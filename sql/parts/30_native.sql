@@ -34,10 +34,21 @@ COMMENT ON FUNCTION extsvc.dpuservice_identity_mismatch(jsonb, uuid, text, text)
 CREATE FUNCTION extsvc._wake() RETURNS void
   LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_wake';
 
+-- The SQL reads extsvc.* settings only through this C function, never with
+-- current_setting() (issue 29): its call loads the library in the session,
+-- and loading defines the settings, so a placeholder a session SET before
+-- the library was loaded (a non-superuser may make one) is re-checked
+-- against the role that set it and dropped; the value read is the site's.
+-- As current_setting() shows it (units included).
+CREATE FUNCTION extsvc._setting(name text) RETURNS text
+  LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'nico_extsvc_setting';
+COMMENT ON FUNCTION extsvc._setting(text) IS
+  'Internal: an extsvc.* setting as the loaded library defines it (never a session''s placeholder); the only way the SQL reads one. No grants.';
+
 -- The namespace of the DPUService objects (GUC extsvc.namespace).
 CREATE FUNCTION extsvc._namespace() RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT coalesce(nullif(current_setting('extsvc.namespace', true), ''), 'dpf-operator-system')
+  SELECT coalesce(nullif(extsvc._setting('extsvc.namespace'), ''), 'dpf-operator-system')
 $fn$;
 
 -- A caller's value as quoted in an error's DETAIL (issue #10): at most 64
@@ -50,6 +61,19 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
 $fn$;
 COMMENT ON FUNCTION extsvc._token(text) IS
   'Internal: a caller''s value for an error DETAIL, cut to 48 characters plus its length when longer than 64. No grants.';
+
+-- A list of caller values for a DETAIL (issue 29): the first five, each
+-- through _token (unless p_quote is false: items already made of bounded
+-- parts), then how many more; NULL for an empty list.
+CREATE FUNCTION extsvc._token_list(p_values text[], p_quote boolean DEFAULT true) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT nullif(concat_ws(', ',
+           (SELECT string_agg(CASE WHEN p_quote THEN extsvc._token(v.x) ELSE v.x END, ', ' ORDER BY v.o)
+              FROM unnest(p_values) WITH ORDINALITY v(x, o) WHERE v.o <= 5),
+           CASE WHEN cardinality(p_values) > 5 THEN format('... and %s more', cardinality(p_values) - 5) END), '')
+$fn$;
+COMMENT ON FUNCTION extsvc._token_list(text[], boolean) IS
+  'Internal: caller values for an error DETAIL: the first five through extsvc._token, then how many more. No grants.';
 
 -- Raises an error with SQLSTATE, one-line message, DETAIL and HINT.
 CREATE FUNCTION extsvc._raise(p_sqlstate text, p_message text, p_detail text, p_hint text)
@@ -98,11 +122,33 @@ BEGIN
 END
 $fn$;
 
+-- One rule for tenant ids wherever one is passed (issue 29): NICo's
+-- TenantOrganizationId (ASCII letters, digits, '_' and '-'; nothing trimmed)
+-- and at most 256 characters, the column's limit. p_required: NULL is
+-- refused too (create_service, upsert_instance); otherwise NULL means "no
+-- tenant given".
+CREATE FUNCTION extsvc._check_tenant_id(p_tenant text, p_required boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF p_tenant IS NULL AND NOT p_required THEN
+    RETURN;
+  END IF;
+  IF p_tenant IS NULL OR length(p_tenant) > 256 OR p_tenant !~ '^[A-Za-z0-9_-]+$' THEN
+    PERFORM extsvc._raise('22023', 'tenant_organization_id must be 1 to 256 letters, digits, ''_'' or ''-''',
+      format('field: tenant_organization_id = %s', extsvc._token(p_tenant)),
+      'Pass NICo''s tenant organization id as it is (ASCII letters, digits, ''_'' and ''-'', at most 256).');
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._check_tenant_id(text, boolean) IS
+  'Internal: 22023 unless the tenant id is 1 to 256 ASCII letters, digits, _ or - (NICo''s TenantOrganizationId); NULL passes unless required. No grants.';
+
 -- Raises the tenant refusal when a tenant is given and the service is not one
 -- of its services (unknown or another tenant's).
 CREATE FUNCTION extsvc._check_service_tenant(p_service_id uuid, p_tenant text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
+  PERFORM extsvc._check_tenant_id(p_tenant, false);
   IF p_tenant IS NOT NULL AND NOT EXISTS (
        SELECT FROM extsvc.service_records s
         WHERE s.service_id = p_service_id AND s.tenant_organization_id = p_tenant) THEN
@@ -115,6 +161,7 @@ $fn$;
 CREATE FUNCTION extsvc._check_instance_tenant(p_instance_id uuid, p_tenant text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
+  PERFORM extsvc._check_tenant_id(p_tenant, false);
   IF p_tenant IS NOT NULL AND NOT EXISTS (
        SELECT FROM extsvc.instances i
         WHERE i.instance_id = p_instance_id AND i.tenant_organization_id = p_tenant) THEN

@@ -1,12 +1,15 @@
 -- The operator's rendering of a service's DPUService, and the chart
 -- allow-list (SPEC 2.2).
 
-CREATE FUNCTION extsvc.render_dpuservice(service_id uuid) RETURNS jsonb
+-- tenant_organization_id (issue 29): as in every other read, another
+-- tenant's service and an unknown one get the same 42501.
+CREATE FUNCTION extsvc.render_dpuservice(service_id uuid, tenant_organization_id text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s extsvc.service_records;
   v_data jsonb;
 BEGIN
+  PERFORM extsvc._check_service_tenant(render_dpuservice.service_id, render_dpuservice.tenant_organization_id);
   SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = render_dpuservice.service_id;
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'service not found', format('service_id: %s', render_dpuservice.service_id),
@@ -22,8 +25,8 @@ BEGIN
                                    extsvc._namespace());
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.render_dpuservice(uuid) IS
-  'The DPUService object of the desired revision, as the worker sends it to the management cluster.';
+COMMENT ON FUNCTION extsvc.render_dpuservice(uuid, text) IS
+  'The DPUService object of the desired revision, as the worker sends it to the management cluster. With tenant_organization_id, another tenant''s service is refused (42501) exactly like an unknown one.';
 
 -- The body of allow_chart: reached only through its admin gate.
 CREATE FUNCTION extsvc._allow_chart(repo_url text, chart_name text) RETURNS void
@@ -72,7 +75,9 @@ BEGIN
      AND a.chart_name = coalesce(_disallow_chart.chart_name, '');
   IF NOT FOUND THEN
     PERFORM extsvc._raise('P0002', 'allow-list entry not found',
-                          format('repo_url: %s, chart_name: %s', _disallow_chart.repo_url, coalesce(_disallow_chart.chart_name, '(any)')),
+                          format('repo_url: %s, chart_name: %s', extsvc._token(_disallow_chart.repo_url),
+                                 CASE WHEN _disallow_chart.chart_name IS NULL THEN '(any)'
+                                      ELSE extsvc._token(_disallow_chart.chart_name) END),
                           'List entries with SELECT * FROM extsvc.chart_allowlist.');
   END IF;
 END

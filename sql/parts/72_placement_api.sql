@@ -128,10 +128,7 @@ BEGIN
     PERFORM extsvc._raise('22023', 'instance_id and host_machine_id are required', 'field: instance_id',
                           'Pass the instance id and its host''s machine id.');
   END IF;
-  IF upsert_instance.tenant_organization_id IS NULL OR btrim(upsert_instance.tenant_organization_id) = '' THEN
-    PERFORM extsvc._raise('22023', 'tenant_organization_id must not be empty', 'field: tenant_organization_id',
-                          'Pass the tenant organization id of the instance.');
-  END IF;
+  PERFORM extsvc._check_tenant_id(upsert_instance.tenant_organization_id, true);
   -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows (old and new
   -- host) before the instance
   PERFORM extsvc._lock_dpu_work(ARRAY[upsert_instance.host_machine_id], ARRAY[upsert_instance.instance_id]);
@@ -146,17 +143,17 @@ BEGIN
       -- an instance never changes its tenant; the answer names nothing of the row
       PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
                             format('instance_id: %s, tenant_organization_id: %s', old.instance_id,
-                                   upsert_instance.tenant_organization_id),
+                                   extsvc._token(upsert_instance.tenant_organization_id)),
                             'An instance keeps the tenant it was registered with; use another instance_id.');
     END IF;
   END IF;
   -- network_dpus must be registered DPUs of this host (issue #12: otherwise
   -- the placement silently froze on the old DPU, which still read ready)
-  SELECT string_agg(format('%s (%s)', n.id,
+  SELECT extsvc._token_list(array_agg(format('%s (%s)', n.id,
                            CASE WHEN d.machine_id IS NULL THEN 'not registered'
                                 WHEN d.host_machine_id <> upsert_instance.host_machine_id
                                   THEN format('registered to host %s', d.host_machine_id)
-                                ELSE 'deregistered' END), ', ' ORDER BY n.o)
+                                ELSE 'deregistered' END) ORDER BY n.o), false)
     INTO v_bad
     FROM unnest(upsert_instance.network_dpus) WITH ORDINALITY n(id, o)
     LEFT JOIN extsvc.dpus d ON d.machine_id = n.id
@@ -182,19 +179,39 @@ BEGIN
                             'Detach its DPF services and wait until their DPUs report TERMINATED, then retry.');
     END IF;
   END IF;
-  INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
-  VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
-          coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
-  ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
-    SET host_machine_id = EXCLUDED.host_machine_id,
-        network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
-        -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
-        dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
+  -- a host holds at most one live instance (issue 29; the unique index
+  -- instances_one_live_per_host): the answer names only what was passed
+  IF EXISTS (SELECT FROM extsvc.instances x
+              WHERE x.host_machine_id = upsert_instance.host_machine_id AND x.delete_requested_at IS NULL
+                AND x.instance_id <> upsert_instance.instance_id) THEN
+    PERFORM extsvc._raise_c('instances_one_live_per_host', '23505', 'the host already has a live instance',
+      format('host_machine_id: %s, instance_id: %s', upsert_instance.host_machine_id, upsert_instance.instance_id),
+      'Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.');
+  END IF;
+  BEGIN
+    INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
+    VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
+            coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
+    ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
+      SET host_machine_id = EXCLUDED.host_machine_id,
+          network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
+          -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
+          dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
+  EXCEPTION WHEN unique_violation THEN
+    -- a concurrent call put another live instance on the host first
+    GET STACKED DIAGNOSTICS v_bad = CONSTRAINT_NAME;
+    IF v_bad IS DISTINCT FROM 'instances_one_live_per_host' THEN
+      RAISE;
+    END IF;
+    PERFORM extsvc._raise_c('instances_one_live_per_host', '23505', 'the host already has a live instance',
+      format('host_machine_id: %s, instance_id: %s', upsert_instance.host_machine_id, upsert_instance.instance_id),
+      'Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.');
+  END;
   PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
-  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501).';
+  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501). A host holds at most one live (not deleting) instance (23505 instances_one_live_per_host).';
 
 CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
                                                        if_config_version_match integer DEFAULT NULL,
@@ -213,17 +230,36 @@ DECLARE
   v_seen uuid[] := '{}';   -- requested service ids, in order
   v_vers text[] := '{}';   -- their versions
   v_changed boolean := false;
+  v_tenant text;
 BEGIN
   PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
                                         set_instance_extension_services.tenant_organization_id);
-  -- Lock the referenced services FOR SHARE, in id order, before checking
-  -- them (issue #14 P0-4): a concurrent delete_service (FOR NO KEY UPDATE)
-  -- either waits for this transaction and then sees its entries, or commits
-  -- first and this call sees DELETING. test/nico/race_attach_delete.py proves
-  -- it. They come first (issue 13): a service call holds its service row
-  -- while its lifecycle trigger locks the work rows of the service's DPUs.
+  -- at most 64 entries, refused before anything is locked (issue 29)
+  IF jsonb_typeof(services) = 'array' AND jsonb_array_length(services) > 64 THEN
+    PERFORM extsvc._raise('22023', 'services lists more than 64 entries',
+                          format('JSON path: $ (%s entries)', jsonb_array_length(services)),
+                          'An instance has at most 64 extension services; list each once.');
+  END IF;
+  -- The instance's tenant, read without a lock: it never changes
+  -- (upsert_instance refuses another tenant), and NULL (an unknown
+  -- instance) locks nothing below.
+  SELECT x.tenant_organization_id INTO v_tenant FROM extsvc.instances x
+   WHERE x.instance_id = set_instance_extension_services.instance_id;
+  -- Lock the referenced services of that tenant FOR SHARE, in id order,
+  -- before checking them (issue #14 P0-4): a concurrent delete_service (FOR
+  -- NO KEY UPDATE) either waits for this transaction and then sees its
+  -- entries, or commits first and this call sees DELETING.
+  -- test/nico/race_attach_delete.py proves it. They come first (issue 13): a
+  -- service call holds its service row while its lifecycle trigger locks the
+  -- work rows of the service's DPUs. Another tenant's service is never
+  -- locked (issue 29): the call refuses it below, and while this call waited
+  -- for the instance (the next locks) that tenant's own update_service
+  -- waited behind it (test/nico/race_tenant_lock.py). Lock order of this
+  -- call: these service rows (service_id order), the DPUs' work rows
+  -- (dpu_machine_id order), the instance row.
   PERFORM FROM extsvc.service_records r
-   WHERE r.service_id IN (
+   WHERE r.tenant_organization_id = v_tenant
+     AND r.service_id IN (
            SELECT (x->>'service_id')::uuid
              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(services) = 'array' THEN services END) x
             WHERE jsonb_typeof(x) = 'object' AND jsonb_typeof(x->'service_id') = 'string'
@@ -277,7 +313,7 @@ BEGIN
       -- with a tenant given: one answer for unknown and foreign services
       PERFORM extsvc._raise('42501', 'service is not accessible to this tenant',
         format('JSON path: $[%s].service_id = %s, tenant_organization_id: %s', n, v_sid,
-               set_instance_extension_services.tenant_organization_id),
+               extsvc._token(set_instance_extension_services.tenant_organization_id)),
         'Pass the id of one of this tenant''s services; an unknown id and another tenant''s id get this same answer.');
     END IF;
     IF NOT FOUND THEN
@@ -305,7 +341,7 @@ BEGIN
     -- NICo's rule (issue #14 P1-14), opt-in: DPF-managed hosts run tenant
     -- workloads through DPF only; entries already attached stay allowed
     IF s.service_type = 'KUBERNETES_POD' AND i.dpf_managed
-       AND coalesce(nullif(current_setting('extsvc.refuse_pod_services_on_dpf_hosts', true), ''), 'off')::boolean
+       AND extsvc._setting('extsvc.refuse_pod_services_on_dpf_hosts')::boolean
        AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
                         WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
                           AND c.removed_at IS NULL) THEN
@@ -315,11 +351,17 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
                     WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
-                      AND c.removed_at IS NULL)
-       AND s.lifecycle_state <> 'READY' THEN
-      PERFORM extsvc._raise_c('service_not_ready', '55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
-                            format('JSON path: $[%s].service_id = %s', n, v_sid),
-                            'Wait until the service is READY.');
+                      AND c.removed_at IS NULL) THEN
+      IF s.lifecycle_state <> 'READY' THEN
+        PERFORM extsvc._raise_c('service_not_ready', '55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
+                              format('JSON path: $[%s].service_id = %s', n, v_sid),
+                              'Wait until the service is READY.');
+      END IF;
+      -- a new attachment puts the chart on more DPUs: the allow-list of
+      -- today applies (issue 29); entries attached before stay
+      IF s.service_type = 'DPF_HELM_CHART' THEN
+        PERFORM extsvc._check_service_chart_allowed(v_sid, format('JSON path: $[%s].service_id = %s', n, v_sid));
+      END IF;
     END IF;
     v_types := v_types || s.service_type;
     v_vers := v_vers || v_ver;
@@ -366,7 +408,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, integer, text) IS
-  'Sets an instance''s extension services; removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one.';
+  'Sets an instance''s extension services (at most 64 entries); removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one. Locks only the instance tenant''s services.';
 
 CREATE FUNCTION extsvc.delete_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -533,3 +575,28 @@ SELECT d.machine_id AS dpu_machine_id, d.host_machine_id, d.dpu_device_name, d.d
   LEFT JOIN extsvc.dpu_reconciliations q ON q.dpu_machine_id = d.machine_id;
 COMMENT ON VIEW extsvc.dpu_placement IS
   'Per DPU: desired NICo labels, placement work (due, lease, attempts, last error) and the last observation.';
+
+-- Services whose chart is not (or no longer) on the allow-list (issue 29).
+-- Removing an entry stops new uses of the chart (create, update, rollback,
+-- retry, new attachments) but tears nothing down: a service already running
+-- from it keeps running where it is, attachments follow their instance's
+-- DPUs, an ALL_DPUS service stays on every DPU. This view lists them for the
+-- operator, who detaches or deletes them (or allows the chart again). Live
+-- services only; one being deleted is on its way out. Independent of
+-- extsvc.enforce_chart_allowlist.
+CREATE VIEW extsvc.services_outside_allowlist AS
+SELECT s.service_id, s.tenant_organization_id, s.service_name, s.deployment_scope, s.lifecycle_state,
+       d.data->>'repoURL' AS repo_url, d.data->>'chartName' AS chart_name, d.data->>'chartVersion' AS chart_version,
+       s.desired_revision, extsvc._chart_allowed(d.data) AS desired_allowed,
+       s.applied_revision, CASE WHEN a.data IS NOT NULL THEN extsvc._chart_allowed(a.data) END AS applied_allowed,
+       (SELECT count(DISTINCT c.instance_id)::int FROM extsvc.instance_extension_services c
+         WHERE c.service_id = s.service_id AND c.removed_at IS NULL) AS instances,
+       (SELECT count(DISTINCT w.dpu_machine_id)::int FROM extsvc.dpu_desired_labels w
+         WHERE w.service_id = s.service_id) AS dpus
+  FROM extsvc.service_records s
+  JOIN extsvc.helm_revisions d ON d.service_id = s.service_id AND d.revision = s.desired_revision
+  LEFT JOIN extsvc.helm_revisions a ON a.service_id = s.service_id AND a.revision = s.applied_revision
+ WHERE s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state <> 'DELETED' AND s.delete_requested_at IS NULL
+   AND (NOT extsvc._chart_allowed(d.data) OR (a.data IS NOT NULL AND NOT extsvc._chart_allowed(a.data)));
+COMMENT ON VIEW extsvc.services_outside_allowlist IS
+  'Operators: live DPF services whose desired or applied chart no extsvc.chart_allowlist entry admits (left running after disallow_chart), with the instances that list them and the DPUs that should carry them.';

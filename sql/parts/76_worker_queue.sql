@@ -16,8 +16,8 @@
 CREATE FUNCTION extsvc._backoff(p_attempts integer, p_retry_after_s double precision DEFAULT NULL)
 RETURNS interval LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
   WITH cfg AS (
-    SELECT coalesce(nullif(current_setting('extsvc.retry_base', true), ''), '500ms')::interval AS base,
-           coalesce(nullif(current_setting('extsvc.retry_cap', true), ''), '300s')::interval AS cap)
+    SELECT coalesce(nullif(extsvc._setting('extsvc.retry_base'), ''), '500ms')::interval AS base,
+           coalesce(nullif(extsvc._setting('extsvc.retry_cap'), ''), '300s')::interval AS cap)
   SELECT greatest(
            least(cfg.cap, cfg.base * power(2, least(greatest(p_attempts, 1) - 1, 30)))
              * (1 + 0.2 * random()),

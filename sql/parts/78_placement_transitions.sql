@@ -57,7 +57,7 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
     ('{deployment}', '{RUNNING,TERMINATING,TERMINATED,ERROR,UNKNOWN}', 'PENDING', 'api', 'reattached',
      'a REMOVING row becomes ACTIVE again: RUNNING must be observed anew'),
     ('{deployment,site_deployment}', '{NEW,PENDING,TERMINATING,TERMINATED,ERROR,UNKNOWN}', 'RUNNING', 'worker', 'running_observed',
-     'wanted; in one pass: the DPUDevice and the Node carry the label, and a pod on that Node carries the service label (nico/extension-service-id) and the revision annotation equal to the applied revision, phase Running, Ready=True, no deletionTimestamp (DPF''s Ready is context, never proof)'),
+     'wanted; in one pass: the DPUDevice, DPF''s DPU object (when one exists) and the Node carry the label, the Node is not Ready=Unknown, and a pod on that Node carries the service label (nico/extension-service-id) and the revision annotation equal to the applied revision, phase Running, Ready=True, no deletionTimestamp (DPF''s Ready is context, never proof)'),
     ('{deployment,site_deployment}', '{NEW,RUNNING,TERMINATING,TERMINATED,ERROR,UNKNOWN}', 'PENDING', 'worker', 'not_running_observed',
      'wanted, but some RUNNING evidence is missing; status_message says which (label, no pod, pod of the previous revision, container waiting such as ImagePullBackOff or CrashLoopBackOff); also when a new revision is applied, since a pod of the previous one proves nothing'),
     ('{deployment}', '{PENDING,TERMINATING,TERMINATED,ERROR,UNKNOWN}', 'RUNNING', 'worker', 'label_held_by_other',
@@ -65,15 +65,15 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
     ('{deployment}', '{RUNNING,TERMINATING,TERMINATED,ERROR,UNKNOWN}', 'PENDING', 'worker', 'label_held_by_other',
      'not wanted for this row, but another active reason keeps the same label on this DPU, whose pod is not yet Ready; the row is released at cleanup'),
     ('{deployment,site_deployment}', '{NEW,PENDING,RUNNING,TERMINATED,ERROR,UNKNOWN}', 'TERMINATING', 'worker', 'remnant_observed',
-     'not wanted, but the label (DPUDevice or Node) or any pod carrying the service label (terminating included) remains on the Node'),
+     'not wanted, but the label (DPUDevice, DPU object or Node) or any pod carrying the service label (terminating included) remains on the Node'),
     ('{deployment,site_deployment}', '{NEW,PENDING,RUNNING,TERMINATING,ERROR,UNKNOWN}', 'TERMINATED', 'worker', 'absence_observed',
-     'not wanted; in one pass: the label absent on the DPUDevice and the Node and no pod carrying the service label on the Node, terminating ones included (a jump from RUNNING is legal: the pod may be gone before the detach is first observed)'),
+     'not wanted; in one pass: the label absent on the DPUDevice, the DPU object and the Node (a key still on the DPU object reaches the Node later), no pod carrying the service label on the Node, terminating ones included, and the Node not Ready=Unknown (a jump from RUNNING is legal: the pod may be gone before the detach is first observed)'),
     ('{deployment,site_deployment}', '{NEW,PENDING,RUNNING,TERMINATING,ERROR,UNKNOWN}', 'TERMINATED', 'worker', 'dpu_gone',
      'wanted, but the DPU itself is gone (DPUDevice and Node both answer 404), recorded as such; never counts as RUNNING'),
     ('{deployment,site_deployment}', '{NEW,PENDING,RUNNING,TERMINATING,TERMINATED,UNKNOWN}', 'ERROR', 'worker', 'non_transient_failure',
      'a non-transient failure (DPUDevice missing, label patch refused): needs a person'),
     ('{deployment,site_deployment}', '{NEW,PENDING,RUNNING,TERMINATING,TERMINATED,ERROR}', 'UNKNOWN', 'worker', 'not_observable',
-     'the pass could not observe: DPU cluster unreachable or not configured, Node unmapped, revisions unreadable; never counts as RUNNING or TERMINATED'),
+     'the pass could not observe: DPU cluster unreachable or not configured, Node unmapped or stopped reporting (Ready=Unknown), revisions unreadable; never counts as RUNNING or TERMINATED'),
     ('{deployment,site_deployment}', '{PENDING,RUNNING,TERMINATING,TERMINATED}', 'UNKNOWN', 'worker', 'observation_stale',
      'the last observation is older than extsvc.observation_max_age (default 15min): readers already see UNKNOWN, the resync persists it'),
     ('{deployment,site_deployment}', '{PENDING,RUNNING,TERMINATING,TERMINATED}', 'UNKNOWN', 'api', 'observation_stale',
@@ -99,14 +99,14 @@ $fn$;
 COMMENT ON FUNCTION extsvc._transition_actor() IS
   'Actor of a per-DPU state change: worker inside the worker''s entry points (nico_extsvc.actor), api otherwise.';
 
--- Staleness bound (SPEC 2.8): extsvc.observation_max_age, 15 min when the
--- library is not loaded (missing_ok gives NULL), but never less than twice
+-- Staleness bound (SPEC 2.8): extsvc.observation_max_age (15 min by
+-- default; read through extsvc._setting, issue 29), but never less than twice
 -- extsvc.resync_interval: a converged DPU is observed again only at the
 -- resync, so a smaller bound would turn healthy rows UNKNOWN between passes.
 CREATE FUNCTION extsvc._observation_max_age() RETURNS interval
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT greatest(coalesce(nullif(current_setting('extsvc.observation_max_age', true), '')::interval, interval '15 min'),
-                  2 * coalesce(nullif(current_setting('extsvc.resync_interval', true), '')::interval, interval '5 min'))
+  SELECT greatest(coalesce(nullif(extsvc._setting('extsvc.observation_max_age'), '')::interval, interval '15 min'),
+                  2 * coalesce(nullif(extsvc._setting('extsvc.resync_interval'), '')::interval, interval '5 min'))
 $fn$;
 COMMENT ON FUNCTION extsvc._observation_max_age() IS
   'The staleness bound of per-DPU observations: extsvc.observation_max_age (default 15min), at least twice extsvc.resync_interval.';

@@ -84,6 +84,7 @@ RETURNS TABLE (service_id uuid, tenant_organization_id text, service_name text, 
                last_error text, last_error_at timestamptz, next_due_at timestamptz,
                state_since timestamptz, attempts integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._check_tenant_id(service_snapshots.tenant_organization_id, false);
   SELECT s.service_id, s.tenant_organization_id, s.service_name, s.description, s.service_type,
          s.deployment_scope, s.dpu_target, s.lifecycle_state, s.version, s.version_ctr,
          s.desired_revision, s.applied_revision, s.dpf_service_name, s.placement_label_key,
@@ -171,7 +172,7 @@ BEGIN
   IF p_version IS NOT NULL AND NOT EXISTS (
        SELECT FROM extsvc.service_versions v WHERE v.service_id = p_service_id AND v.version = p_version) THEN
     PERFORM extsvc._raise('P0002', 'service version not found',
-                          format('service_id: %s, version: %s', p_service_id, p_version),
+                          format('service_id: %s, version: %s', p_service_id, extsvc._token(p_version)),
                           'List the versions with extsvc.service_versions(service_id).');
   END IF;
 END

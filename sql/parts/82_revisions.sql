@@ -30,10 +30,10 @@ $fn$;
 COMMENT ON FUNCTION extsvc.service_revisions(uuid, text) IS
   'The Helm revisions of a DPF service, newest first: revision, normalized data, is_desired, is_applied, created_at/by, applied_at, superseded_at, rollback_of. P0002 for an unknown service, 22023 for a KUBERNETES_POD one; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
--- rollback_service, step 1 (SECURITY DEFINER): the definition of an old
--- revision, after the tenant and existence checks.
+-- rollback_service, step 1: the definition of an old revision, after the
+-- tenant and existence checks.
 CREATE FUNCTION extsvc._revision_data(p_service_id uuid, p_revision integer, p_tenant text) RETURNS text
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s extsvc.service_records;
   v_data text;
@@ -55,13 +55,14 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._revision_data(uuid, integer, text) IS
-  'Internal step of extsvc.rollback_service: the normalized data of a revision (tenant check, P0002/22023).';
+  'Internal step of extsvc.rollback_service: the normalized data of a revision (tenant check, P0002/22023). No grants.';
 
--- rollback_service, step 3 (SECURITY DEFINER): marks the revision that this
--- transaction's update created as a rollback of p_revision. Only a revision
--- created now, newer than p_revision and with its data, is marked.
+-- rollback_service, step 3: marks the revision that this transaction's
+-- update created as a rollback of p_revision. Only a revision created now,
+-- newer than p_revision and with its data, is marked. Reached only through
+-- the gates below (issue 29: it was executable by extsvc_api).
 CREATE FUNCTION extsvc._mark_rollback(p_service_id uuid, p_revision integer) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   UPDATE extsvc.helm_revisions r
      SET rollback_of = p_revision
@@ -78,29 +79,63 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._mark_rollback(uuid, integer) IS
-  'Internal step of extsvc.rollback_service: records rollback_of on the revision the update just created.';
+  'Internal step of extsvc.rollback_service: records rollback_of on the revision the update just created. No grants.';
+
+-- The body of rollback_service; p_admin comes from the gate that called it.
+-- The update runs through update_service's body with the caller's rights
+-- (allow-list, extsvc.allow_privileged, version_ctr guard, supersede rules,
+-- ALL_DPUS for extsvc_admin only).
+CREATE FUNCTION extsvc._rollback_service(p_service_id uuid, p_revision integer, p_if_version_ctr_match integer,
+                                         p_tenant text, p_admin boolean)
+RETURNS extsvc.services
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v_data text;
+  r extsvc.services;
+BEGIN
+  v_data := extsvc._revision_data(p_service_id, p_revision, p_tenant);
+  r := extsvc._update_service(p_service_id, v_data, NULL, NULL, p_if_version_ctr_match, NULL, NULL, p_tenant, p_admin);
+  PERFORM extsvc._mark_rollback(p_service_id, p_revision);
+  RETURN extsvc._service_row(p_service_id);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._rollback_service(uuid, integer, integer, text, boolean) IS
+  'Internal: body of extsvc.rollback_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
+
+CREATE FUNCTION extsvc._rollback_service_as_admin(service_id uuid, revision integer, if_version_ctr_match integer,
+                                                  tenant_organization_id text)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._rollback_service($1, $2, $3, $4, true)
+$fn$;
+COMMENT ON FUNCTION extsvc._rollback_service_as_admin(uuid, integer, integer, text) IS
+  'Internal gate of extsvc.rollback_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
+
+CREATE FUNCTION extsvc._rollback_service_as_api(service_id uuid, revision integer, if_version_ctr_match integer,
+                                                tenant_organization_id text)
+RETURNS extsvc.services
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._rollback_service($1, $2, $3, $4, false)
+$fn$;
+COMMENT ON FUNCTION extsvc._rollback_service_as_api(uuid, integer, integer, text) IS
+  'Internal gate of extsvc.rollback_service for callers without extsvc_admin rights.';
 
 CREATE FUNCTION extsvc.rollback_service(service_id uuid, revision integer, if_version_ctr_match integer DEFAULT NULL,
                                         tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.services
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  v_data text;
-  r extsvc.services;
 BEGIN
-  -- SECURITY INVOKER: the update below runs through update_service's own
-  -- role gates (ALL_DPUS needs extsvc_admin rights of the calling role)
-  v_data := extsvc._revision_data(rollback_service.service_id, rollback_service.revision,
-                                  rollback_service.tenant_organization_id);
-  r := extsvc.update_service(rollback_service.service_id, v_data, NULL, NULL, rollback_service.if_version_ctr_match,
-                             NULL, NULL, rollback_service.tenant_organization_id);
-  PERFORM extsvc._mark_rollback(rollback_service.service_id, rollback_service.revision);
-  SELECT * INTO r FROM extsvc.services s WHERE s.service_id = rollback_service.service_id;
-  RETURN r;
+  -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
+  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+    RETURN extsvc._rollback_service_as_admin(rollback_service.service_id, rollback_service.revision,
+                                             rollback_service.if_version_ctr_match, rollback_service.tenant_organization_id);
+  END IF;
+  RETURN extsvc._rollback_service_as_api(rollback_service.service_id, rollback_service.revision,
+                                         rollback_service.if_version_ctr_match, rollback_service.tenant_organization_id);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.rollback_service(uuid, integer, integer, text) IS
-  'Rolls a DPF service back to an older revision: a new revision with that revision''s definition, through the normal update path (allow-list, version_ctr guard, supersede rules, ALL_DPUS for extsvc_admin only); rollback_of records the origin. Rolling back to the current desired definition is a no-op. P0002 unknown service or revision, 22023 KUBERNETES_POD, 55000 DELETING/DELETED or version_ctr mismatch.';
+  'Rolls a DPF service back to an older revision: a new revision with that revision''s definition, through the normal update path (allow-list, extsvc.allow_privileged, version_ctr guard, supersede rules, ALL_DPUS for extsvc_admin only; SECURITY INVOKER in front of two gates, like update_service); rollback_of records the origin. Rolling back to the current desired definition is a no-op. P0002 unknown service or revision, 22023 KUBERNETES_POD, 55000 DELETING/DELETED or version_ctr mismatch.';
 
 -- retry_service -----------------------------------------------------------------
 
@@ -125,6 +160,14 @@ BEGIN
   IF s.lifecycle_state <> 'FAILED' THEN
     PERFORM extsvc._raise_c('service_lifecycle_state', '55000', 'only FAILED services can be retried',
                           format('lifecycle_state: %s', s.lifecycle_state), 'Use extsvc.reconcile_now for other states.');
+  END IF;
+  -- a retried create or update asks DPF to run the definition again: the
+  -- site's rules of today apply (issue 29); a retried delete only removes
+  IF s.delete_requested_at IS NULL THEN
+    PERFORM extsvc._check_service_chart_allowed(s.service_id, format('service_id: %s', s.service_id));
+    PERFORM extsvc._check_privileged_allowed(h.data, p_admin,
+              format('service_id: %s, revision: %s, JSON path: $.security.privileged', s.service_id, h.revision))
+       FROM extsvc.helm_revisions h WHERE h.service_id = s.service_id AND h.revision = s.desired_revision;
   END IF;
   -- a failed delete is requested again; otherwise the newest definition
   -- is created or applied again
@@ -310,6 +353,9 @@ REVOKE ALL ON FUNCTION
   extsvc.service_revisions(uuid, text),
   extsvc._revision_data(uuid, integer, text),
   extsvc._mark_rollback(uuid, integer),
+  extsvc._rollback_service(uuid, integer, integer, text, boolean),
+  extsvc._rollback_service_as_admin(uuid, integer, integer, text),
+  extsvc._rollback_service_as_api(uuid, integer, integer, text),
   extsvc.rollback_service(uuid, integer, integer, text),
   extsvc._retry_service(uuid, text, boolean),
   extsvc._retry_service_as_admin(uuid, text),
@@ -320,14 +366,14 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
   extsvc.service_revisions(uuid, text),
-  extsvc._revision_data(uuid, integer, text),
-  extsvc._mark_rollback(uuid, integer),
+  extsvc._rollback_service_as_api(uuid, integer, integer, text),
   extsvc.rollback_service(uuid, integer, integer, text),
   extsvc._retry_service_as_api(uuid, text),
   extsvc.retry_service(uuid, text)
 TO extsvc_api, extsvc_admin;
 GRANT EXECUTE ON FUNCTION
   extsvc._retry_service_as_admin(uuid, text),
+  extsvc._rollback_service_as_admin(uuid, integer, integer, text),
   extsvc.purge_deleted(interval),
   extsvc.abandon_service(uuid)
 TO extsvc_admin;

@@ -33,12 +33,13 @@ BEGIN
   END LOOP;
   -- only removed KUBERNETES_POD entries may go: an active one, or a DPF
   -- one (whose removal the worker observes), is refused
-  SELECT string_agg(format('%s/%s (%s)', w.sid, w.ver,
+  SELECT extsvc._token_list(array_agg(format('%s/%s (%s)', w.sid, extsvc._token(w.ver),
                            CASE WHEN c.instance_id IS NULL THEN 'not configured'
                                 WHEN sr.service_type <> 'KUBERNETES_POD' THEN 'DPF_HELM_CHART: removed by the worker'
-                                ELSE 'still active' END), ', ')
+                                ELSE 'still active' END) ORDER BY w.o), false)
     INTO v_bad
-    FROM (SELECT (x->>'service_id')::uuid AS sid, x->>'version' AS ver FROM jsonb_array_elements(services) x) w
+    FROM (SELECT (x->>'service_id')::uuid AS sid, x->>'version' AS ver, o
+            FROM jsonb_array_elements(services) WITH ORDINALITY e(x, o)) w
     LEFT JOIN extsvc.instance_extension_services c
       ON c.instance_id = i.instance_id AND c.service_id = w.sid AND c.version = w.ver
     LEFT JOIN extsvc.service_records sr ON sr.service_id = c.service_id
@@ -60,13 +61,23 @@ $fn$;
 COMMENT ON FUNCTION extsvc.remove_terminated_services(uuid, jsonb, text) IS
   'NICo confirms that removed KUBERNETES_POD entries [{service_id, version}] terminated on the DPU: their tombstones go (no config_version bump), and an instance being deleted disappears once nothing remains. Returns the number removed. 22023 bad shape, 55000 for an active, unknown or DPF entry, P0002 unknown instance; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
-CREATE FUNCTION extsvc.instance_extension_services_terminated(instance_id uuid) RETURNS boolean
+-- tenant_organization_id (issue 29): another tenant's instance answers like
+-- an unknown one. The probe's answer for an unknown id is true (the
+-- deletion finished and the row is gone), not the 42501 of the other reads:
+-- a finished deletion must keep answering true, and the tenant of a
+-- removed instance is no longer known. So with the argument, false means
+-- "this tenant's instance still exists" and nothing else.
+CREATE FUNCTION extsvc.instance_extension_services_terminated(instance_id uuid, tenant_organization_id text DEFAULT NULL)
+RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._check_tenant_id(instance_extension_services_terminated.tenant_organization_id, false);
   SELECT NOT EXISTS (SELECT FROM extsvc.instances i
-                      WHERE i.instance_id = instance_extension_services_terminated.instance_id)
+                      WHERE i.instance_id = instance_extension_services_terminated.instance_id
+                        AND (instance_extension_services_terminated.tenant_organization_id IS NULL
+                             OR i.tenant_organization_id = instance_extension_services_terminated.tenant_organization_id))
 $fn$;
-COMMENT ON FUNCTION extsvc.instance_extension_services_terminated(uuid) IS
-  'Instance deletion probe: true once the instance is gone (its deletion finished: every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while it exists. An id that never existed also answers true; there is no tenant argument, since false would confirm another tenant''s instance.';
+COMMENT ON FUNCTION extsvc.instance_extension_services_terminated(uuid, text) IS
+  'Instance deletion probe: true once the instance is gone (its deletion finished: every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while it exists. An id that never existed also answers true; with tenant_organization_id, another tenant''s instance answers true like an unknown one (false only for this tenant''s existing instance).';
 
 -- Several KUBERNETES_POD versions at once (issue #14 P1-11), all or none:
 -- NICo learns which versions had credentials so it can clean Vault after
@@ -79,6 +90,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s extsvc.service_records;
   v_missing text;
+  v_before text[];
   v text;
 BEGIN
   s := extsvc._require_service(delete_service_versions.service_id, delete_service_versions.tenant_organization_id);
@@ -91,7 +103,17 @@ BEGIN
     PERFORM extsvc._raise('22023', 'versions must name at least one version', 'field: versions',
                           'Pass the version strings to delete, or use extsvc.delete_service(service_id) for all.');
   END IF;
-  SELECT string_agg(w.v, ', ' ORDER BY w.o) INTO v_missing
+  -- a NULL element reached delete_service as "no version" and deleted every
+  -- version (issue 29): NULL and empty elements are refused, by position
+  SELECT format('field: versions[%s] is %s', w.o, CASE WHEN w.v IS NULL THEN 'NULL' ELSE 'empty' END) INTO v_missing
+    FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
+   WHERE w.v IS NULL OR btrim(w.v) = ''
+   ORDER BY w.o LIMIT 1;
+  IF v_missing IS NOT NULL THEN
+    PERFORM extsvc._raise('22023', 'versions must not contain NULL or empty elements', v_missing,
+                          'Pass each version string as extsvc.service_versions(service_id) lists it.');
+  END IF;
+  SELECT extsvc._token_list(array_agg(w.v ORDER BY w.o)) INTO v_missing
     FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
    WHERE NOT EXISTS (SELECT FROM extsvc.service_versions x
                       WHERE x.service_id = s.service_id AND x.version = w.v AND x.deleted_at IS NULL);
@@ -100,6 +122,9 @@ BEGIN
                           format('service_id: %s, versions: %s', s.service_id, v_missing),
                           'List the versions with extsvc.service_versions(service_id).');
   END IF;
+  -- what is active now: the result is every version this call deletes
+  v_before := ARRAY(SELECT x.version FROM extsvc.service_versions x
+                     WHERE x.service_id = s.service_id AND x.deleted_at IS NULL);
   -- one version at a time through delete_service's body: the in-use rule,
   -- the history event, DELETED when the last one goes (a raise undoes all)
   FOR v IN SELECT DISTINCT u.v FROM unnest(delete_service_versions.versions) u(v) ORDER BY 1 LOOP
@@ -107,12 +132,12 @@ BEGIN
   END LOOP;
   RETURN QUERY
   SELECT x.version, x.version_number, x.has_credential FROM extsvc.service_versions x
-   WHERE x.service_id = s.service_id AND x.version = ANY (delete_service_versions.versions)
+   WHERE x.service_id = s.service_id AND x.version = ANY (v_before) AND x.deleted_at IS NOT NULL
    ORDER BY x.version_number;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.delete_service_versions(uuid, text[], text) IS
-  'Deletes several KUBERNETES_POD versions in one call, all or none, and returns them with had_credential so NICo can clean its secrets after the commit; the service is DELETED when no version is left, otherwise updated_at moves. P0002 unknown service or versions (named), 22023 DPF service or empty list, 55000 (service_in_use) when any is in use; with tenant_organization_id, 42501 for unknown and foreign alike.';
+  'Deletes several KUBERNETES_POD versions in one call, all or none, and returns them with had_credential so NICo can clean its secrets after the commit; the service is DELETED when no version is left, otherwise updated_at moves. P0002 unknown service or versions (named), 22023 DPF service, empty list, or a NULL or empty element (named by position), 55000 (service_in_use) when any is in use; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
 -- The DPU agent's feed keyed by host (issue #14 P1-9): hosts that are not
 -- DPF-managed need no DPUDevice / Node names, so NICo never invents them.
@@ -137,11 +162,11 @@ REVOKE ALL ON FUNCTION
   extsvc.delete_service_versions(uuid, text[], text),
   extsvc.host_agent_extension_services(uuid),
   extsvc.remove_terminated_services(uuid, jsonb, text),
-  extsvc.instance_extension_services_terminated(uuid)
+  extsvc.instance_extension_services_terminated(uuid, text)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
   extsvc.delete_service_versions(uuid, text[], text),
   extsvc.host_agent_extension_services(uuid),
   extsvc.remove_terminated_services(uuid, jsonb, text),
-  extsvc.instance_extension_services_terminated(uuid)
+  extsvc.instance_extension_services_terminated(uuid, text)
 TO extsvc_api, extsvc_admin;

@@ -6,7 +6,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA extsvc FROM PUBLIC;
 GRANT SELECT ON extsvc.services TO extsvc_api, extsvc_admin;
 GRANT SELECT ON extsvc.reconciliation_queue, extsvc.service_history, extsvc.lifecycle_transitions,
                 extsvc.placement_transitions, extsvc.dpu_state_history,
-                extsvc.chart_allowlist, extsvc.dpu_placement, extsvc.dpu_desired_labels
+                extsvc.chart_allowlist, extsvc.dpu_placement, extsvc.dpu_desired_labels,
+                extsvc.services_outside_allowlist
   TO extsvc_admin;
 
 GRANT EXECUTE ON FUNCTION
@@ -14,7 +15,7 @@ GRANT EXECUTE ON FUNCTION
   extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb, text),
   extsvc.delete_service(uuid, text, text),
   extsvc.validate_dpf_helm_chart_data(text),
-  extsvc.render_dpuservice(uuid),
+  extsvc.render_dpuservice(uuid, text),
   extsvc.dpf_service_name(uuid, text),
   extsvc.placement_label_key(uuid, text),
   extsvc.allow_chart(text, text),

@@ -33,8 +33,6 @@ COMMENT ON FUNCTION extsvc._backoff IS
   'Internal: the retry delay after a failed attempt (exponential from extsvc.retry_base up to extsvc.retry_cap, never shorter than a clamped Retry-After).';
 COMMENT ON FUNCTION extsvc._blocking_instances IS
   'Internal: instances whose configuration or attachments still reference a service.';
-COMMENT ON FUNCTION extsvc._check_chart_allowed IS
-  'Internal: refuses a chart that is not on the allow-list while enforcement is on.';
 COMMENT ON FUNCTION extsvc._check_instance_tenant IS
   'Internal: refuses (42501, without revealing existence) an instance of another tenant when a tenant is given.';
 COMMENT ON FUNCTION extsvc._check_lifecycle_transition IS

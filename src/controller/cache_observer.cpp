@@ -20,6 +20,11 @@ double unix_seconds(std::chrono::system_clock::time_point t) {
 
 reconcile::DeviceRead CacheObserver::device(const std::string& name) {
   reconcile::DeviceRead r;
+  if (cache_.dpudevices_not_served()) {
+    r.state = reconcile::DeviceRead::State::kMissing;
+    r.resource_missing = true;
+    return r;
+  }
   if (!cache_.management_synced()) {
     const std::string err = cache_.management_error();
     r.why = "the watch cache of the management cluster has not listed yet" +
@@ -51,6 +56,23 @@ reconcile::NodeRead CacheObserver::node(const std::string& name) {
   }
   r.state = reconcile::NodeRead::State::kFound;
   r.labels = to_json(f->labels);
+  r.facts = *f;
+  return r;
+}
+
+reconcile::DpuObjectRead CacheObserver::dpu_object(const std::string& name) {
+  reconcile::DpuObjectRead r;
+  if (!cache_.management_synced()) {
+    r.why = "the watch cache of the management cluster has not listed yet";
+    return r;
+  }
+  const core::DpuObjectFacts* f = cache_.dpu_object(name);
+  if (f == nullptr) {
+    r.state = reconcile::DpuObjectRead::State::kMissing;
+    return r;
+  }
+  r.state = reconcile::DpuObjectRead::State::kFound;
+  r.facts = *f;
   return r;
 }
 

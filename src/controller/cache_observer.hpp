@@ -23,6 +23,7 @@ class CacheObserver : public reconcile::DpuObserver {
   void device_patched(const std::string& name, const nlohmann::json& response) override {
     cache_.device_patched(name, response);
   }
+  reconcile::DpuObjectRead dpu_object(const std::string& name) override;
   bool dpu_cluster() const override { return cache_.dpu_configured(); }
   reconcile::NodeRead node(const std::string& name) override;
   reconcile::PodsRead pods(const std::string& node) override;

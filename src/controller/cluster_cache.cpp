@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <charconv>
 
+#include "controller/cache_store.hpp"
+#include "controller/dpu_object_store.hpp"
 #include "core/drift_key.hpp"
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
+#include "reconcile/dpu_observer.hpp"
 
 namespace extsvc::controller {
 
@@ -19,33 +22,6 @@ constexpr auto& at = core::json_at;
 
 constexpr auto& str = core::json_text;
 
-NicoLabels nico_labels(const json& labels) {
-  NicoLabels out;
-  if (!labels.is_object()) return out;
-  for (auto it = labels.begin(); it != labels.end(); ++it)
-    if (it.key().rfind("nico/extsvc-", 0) == 0)
-      out.emplace(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
-  return out;
-}
-
-std::string key_of(const json& obj) {
-  const std::string ns = str(at(obj, {"metadata", "namespace"}));
-  const std::string name = str(at(obj, {"metadata", "name"}));
-  return ns.empty() ? name : ns + "/" + name;
-}
-
-// resourceVersions are opaque, but etcd's are integers: an older one never replaces a newer
-// one that a PATCH response already put into the cache.
-bool older(const std::string& candidate, const std::string& current) {
-  uint64_t a = 0, b = 0;
-  auto ra = std::from_chars(candidate.data(), candidate.data() + candidate.size(), a);
-  auto rb = std::from_chars(current.data(), current.data() + current.size(), b);
-  if (ra.ec != std::errc() || rb.ec != std::errc()) return false;
-  if (ra.ptr != candidate.data() + candidate.size() || rb.ptr != current.data() + current.size())
-    return false;
-  return a < b;
-}
-
 constexpr size_t kMaxEvents = 10000;
 
 }  // namespace
@@ -55,43 +31,6 @@ std::chrono::system_clock::time_point to_wall(std::chrono::steady_clock::time_po
   const auto now_wall = std::chrono::system_clock::now();
   return now_wall - std::chrono::duration_cast<std::chrono::system_clock::duration>(now_steady - t);
 }
-
-// One cache: a reflector's handler with a list of what a (re-)list delivered, so that objects
-// gone meanwhile are dropped at its end.
-class ClusterCache::Store : public kube::ReflectorHandler {
- public:
-  Store(Dirty& dirty, std::string name) : dirty_(dirty), name_(std::move(name)) {}
-  const std::string& name() const { return name_; }
-  virtual size_t size() const = 0;
-
-  void on_list_begin() override { seen_.clear(); }
-  void on_list_item(const json& obj) override {
-    seen_.insert(key_of(obj));
-    apply(obj);
-  }
-  void on_list_end() override {
-    for (const auto& key : keys())
-      if (!seen_.count(key)) remove(key);
-    seen_.clear();
-  }
-  void on_event(kube::WatchEventType type, const json& obj) override {
-    if (type == kube::WatchEventType::kDeleted)
-      remove(key_of(obj));
-    else
-      apply(obj);
-  }
-
- protected:
-  virtual void apply(const json& obj) = 0;
-  virtual void remove(const std::string& key) = 0;
-  virtual std::vector<std::string> keys() const = 0;
-
-  Dirty& dirty_;
-
- private:
-  std::string name_;
-  std::set<std::string> seen_;
-};
 
 namespace {
 
@@ -117,14 +56,14 @@ class DeviceStore : public ClusterCache::Store {
     const std::string name = str(at(obj, {"metadata", "name"}));
     DeviceFacts f;
     f.resource_version = str(at(obj, {"metadata", "resourceVersion"}));
-    f.labels = nico_labels(at(obj, {"spec", "cluster", "nodeLabels"}));
+    f.labels = core::nico_labels_of(at(obj, {"spec", "cluster", "nodeLabels"}));
     auto it = map_.find(name);
     if (it == map_.end()) {
       dirty_.devices.insert(name);
       map_.emplace(name, std::move(f));
       return;
     }
-    if (older(f.resource_version, it->second.resource_version)) return;
+    if (older_version(f.resource_version, it->second.resource_version)) return;
     if (it->second.labels != f.labels) dirty_.devices.insert(name);
     it->second = std::move(f);
   }
@@ -159,13 +98,14 @@ class NodeStore : public ClusterCache::Store {
  protected:
   void apply(const json& obj) override {
     const std::string name = str(at(obj, {"metadata", "name"}));
-    NodeFacts f;
-    f.labels = nico_labels(at(obj, {"metadata", "labels"}));
+    // NICo's labels and the Ready condition (a Node that stops reporting): other changes, such
+    // as heartbeats, wake nothing
+    NodeFacts f = core::node_facts(obj);
     auto it = map_.find(name);
     if (it == map_.end()) {
       dirty_.nodes.insert(name);
       map_.emplace(name, std::move(f));
-    } else if (it->second.labels != f.labels) {
+    } else if (it->second != f) {
       dirty_.nodes.insert(name);
       it->second = std::move(f);
     }
@@ -198,7 +138,7 @@ class PodStore : public ClusterCache::Store {
 
  protected:
   void apply(const json& obj) override {
-    const std::string key = key_of(obj);
+    const std::string key = cache_key_of(obj);
     core::PodFacts f = core::pod_facts(obj);
     auto it = map_.find(key);
     if (it != map_.end()) {
@@ -326,7 +266,7 @@ class EventStore : public ClusterCache::Store {
 
  protected:
   void apply(const json& obj) override {
-    const std::string key = key_of(obj);
+    const std::string key = cache_key_of(obj);
     if (map_.size() >= kMaxEvents && !map_.count(key)) return;  // context only: bounded
     const std::string ds = str(at(obj, {"involvedObject", "name"}));
     const std::string message = str(at(obj, {"message"})).substr(0, 300);
@@ -359,7 +299,7 @@ class EventStore : public ClusterCache::Store {
   const ServiceStore* services_ = nullptr;
 };
 
-enum Index { kDevices = 0, kServices = 1, kNodes = 2, kPods = 3, kEvents = 4 };
+enum Index { kDevices = 0, kServices = 1, kNodes = 2, kPods = 3, kEvents = 4, kDpus = 5 };
 
 }  // namespace
 
@@ -377,6 +317,7 @@ ClusterCache::ClusterCache(kube::Client& management, kube::Client* dpu,
   auto events = std::make_unique<EventStore>(dirty_, "events");
   events->services_ = static_cast<const ServiceStore*>(stores_[kServices].get());
   stores_.push_back(std::move(events));
+  stores_.push_back(std::make_unique<DpuObjectStore>(dirty_, "dpus"));
   auto spec = [&](const char* name, const char* cluster, std::string path) {
     kube::ReflectorSpec s;
     s.name = name;
@@ -394,6 +335,10 @@ ClusterCache::ClusterCache(kube::Client& management, kube::Client* dpu,
   s.label_selector = owner;
   reflectors_.push_back(
       std::make_unique<kube::Reflector>(management, *multi_, s, *stores_[kServices]));
+  // DPF's DPU objects: the middle hop of the label path (every DPU of the namespace; a CRD
+  // offers no field selector on spec.dpuDeviceName)
+  s = spec("dpus", "management", kube::dpus_path(settings.ns));
+  reflectors_.push_back(std::make_unique<kube::Reflector>(management, *multi_, s, *stores_[kDpus]));
   if (dpu != nullptr) {
     s = spec("nodes", "dpu", kube::nodes_path());
     reflectors_.push_back(std::make_unique<kube::Reflector>(*dpu, *multi_, s, *stores_[kNodes]));
@@ -418,6 +363,7 @@ void ClusterCache::pump() {
 
 namespace {
 bool is_management(const kube::Reflector& r);
+bool not_served(const kube::Reflector& r);
 bool is_dpu_evidence(const kube::Reflector& r);
 }  // namespace
 
@@ -522,8 +468,15 @@ std::optional<std::chrono::system_clock::time_point> current_of(
   return to_wall(*oldest);
 }
 
+// Never listed, and the last LIST answered 404 for the resource (a DPF release without that CRD).
+// Once DPF serves it, the next LIST succeeds and the informer counts again.
+bool not_served(const kube::Reflector& r) {
+  return !r.synced() && reconcile::resource_not_served(r.last_error());
+}
+
 bool is_management(const kube::Reflector& r) {
-  return r.spec().cluster == "management";
+  // an informer of a resource the API does not serve holds nothing and waits for nothing
+  return r.spec().cluster == "management" && !not_served(r);
 }
 bool is_dpu_evidence(const kube::Reflector& r) {
   return r.spec().cluster == "dpu" && r.spec().name != "events";  // events are context only
@@ -579,8 +532,18 @@ std::string ClusterCache::dpu_error() const {
   return {};
 }
 
+bool ClusterCache::dpudevices_not_served() const {
+  for (const auto& r : reflectors_)
+    if (r->spec().name == "dpudevices") return not_served(*r);
+  return false;
+}
+
 const DeviceFacts* ClusterCache::device(const std::string& name) const {
   return static_cast<const DeviceStore&>(*stores_[kDevices]).find(name);
+}
+
+const core::DpuObjectFacts* ClusterCache::dpu_object(const std::string& name) const {
+  return static_cast<const DpuObjectStore&>(*stores_[kDpus]).find(name);
 }
 
 const NodeFacts* ClusterCache::node(const std::string& name) const {

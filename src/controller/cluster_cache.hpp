@@ -1,7 +1,8 @@
 // The worker's informers (issue 11): LIST+WATCH caches of what the placement passes and the
 // drift check observe, so that a steady state costs no API call and a change wakes exactly the
 // rows it concerns.
-//   management cluster: our DPUServices (label nico/extension-service-id), DPUDevices
+//   management cluster: our DPUServices (label nico/extension-service-id), DPUDevices, DPF's DPU
+//     objects (the label path's middle hop)
 //   DPU cluster: Nodes, our pods (label nico/extension-service-id), DaemonSet FailedCreate events
 // Each cache keeps only what is read later (labels under nico/extsvc-, pod facts, a drift key and
 // DPF's status per DPUService), so a site of 10,000 DPUs fits in a few MiB. Everything runs on
@@ -20,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dpf_objects.hpp"
 #include "core/dpf_status.hpp"
 #include "core/pod_status.hpp"
 #include "kube/client.hpp"
@@ -29,15 +31,13 @@
 namespace extsvc::controller {
 
 // Only the keys NICo owns (nico/extsvc-*): other labels never wake anything.
-using NicoLabels = std::map<std::string, std::string>;
+using NicoLabels = core::NicoLabels;
+// NICo's keys and the Ready condition of a Node.
+using NodeFacts = core::NodeFacts;
 
 struct DeviceFacts {
   std::string resource_version;
   NicoLabels labels;  // spec.cluster.nodeLabels, NICo's keys
-};
-
-struct NodeFacts {
-  NicoLabels labels;  // metadata.labels, NICo's keys
 };
 
 // One of our DPUServices, as small as the drift check allows (a site has thousands of them; the
@@ -113,7 +113,11 @@ class ClusterCache {
   std::string dpu_error() const;
 
   const DeviceFacts* device(const std::string& name) const;
+  // The API serves no DPUDevice resource (its LIST answered 404 for the resource: DPF v24.10).
+  bool dpudevices_not_served() const;
   const NodeFacts* node(const std::string& name) const;
+  // DPF's DPU object by name (= its Node's name).
+  const core::DpuObjectFacts* dpu_object(const std::string& name) const;
   std::vector<const core::PodFacts*> pods_on(const std::string& node) const;
   // DPF's status of a service while it explains something (not Ready, or paused), else null.
   const core::DpfStatus* dpf_context(const std::string& service_id) const;
@@ -144,7 +148,7 @@ class ClusterCache {
   std::unique_ptr<kube::Multi> multi_;
   kube::Client* dpu_ = nullptr;
   Dirty dirty_;
-  std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events
+  std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events, dpus
   std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
   std::vector<Clock::time_point> relist_tickets_;  // per reflector: the list that answers
   // When a cluster's watches stopped being current (nullopt: current). Back from an outage

@@ -54,12 +54,19 @@ DeploymentState derive_deployment_state(const DpuObservation& obs) {
   if (obs.dpu_gone) return obs.wanted ? DeploymentState::kError : DeploymentState::kTerminated;
   if (!obs.observed) return DeploymentState::kUnknown;
   if (obs.wanted) {
-    const bool running =
-        obs.device_has_label && obs.node_has_label && obs.ready_pods_applied_revision >= 1;
+    // A Node that stopped reporting: what its pods do is not observed (their Ready is the
+    // lifecycle controller's guess), so neither RUNNING nor "not running" is a fact.
+    if (obs.node_unreachable) return DeploymentState::kUnknown;
+    const bool running = obs.device_has_label && (obs.dpu_has_label || obs.dpu_missing) &&
+                         obs.node_has_label && obs.ready_pods_applied_revision >= 1;
     return running ? DeploymentState::kRunning : DeploymentState::kPending;
   }
-  const bool gone = !obs.device_has_label && !obs.node_has_label && obs.pods_on_node == 0;
-  return gone ? DeploymentState::kTerminated : DeploymentState::kTerminating;
+  // Termination needs the key gone from all three objects of the label path: one still on the
+  // DPU object reaches the Node later.
+  const bool gone =
+      !obs.device_has_label && !obs.dpu_has_label && !obs.node_has_label && obs.pods_on_node == 0;
+  if (!gone) return DeploymentState::kTerminating;
+  return obs.node_unreachable ? DeploymentState::kUnknown : DeploymentState::kTerminated;
 }
 
 }  // namespace extsvc::core

@@ -29,6 +29,11 @@ struct DpuObservation {
   int pods_on_node;                 // every pod of the service on the Node, terminating included
   bool error;                       // non-transient failure (patch refused, DPUDevice missing)
   bool dpu_gone = false;            // DPUDevice and Node both answered 404
+  // The DPU object's spec.cluster.nodeLabels carries the key (the middle hop). dpu_missing: no
+  // DPU object exists (nothing can carry a key to the Node then).
+  bool dpu_has_label = false;
+  bool dpu_missing = false;
+  bool node_unreachable = false;  // the Node is Ready=Unknown (its kubelet stopped reporting)
 };
 
 DeploymentState derive_deployment_state(const DpuObservation& obs);

@@ -78,10 +78,14 @@ namespace {
 // release that added each one is not established, so only what was read is said.
 const char* release_note(std::string_view field) {
   static constexpr std::pair<std::string_view, const char*> kKnown[] = {
-      {"spec.security", "not in DPF v24.10's DPUService CRD; in v26.10's"},
-      {"spec.security.spiffe", "not in DPF v24.10's DPUService CRD; in v26.10's"},
+      {"spec.security",
+       "not in DPF v24.10's or v25.7's DPUService CRD; first in DPF v26.8, the minimum release"},
+      {"spec.security.spiffe",
+       "not in DPF v24.10's or v25.7's DPUService CRD; first in DPF v26.8, the minimum release"},
       {"spec.serviceDaemonSet.resources", "not in DPF v24.10's DPUService CRD; in v26.10's"},
-      {"spec.cluster", "DPF v24.10 has no DPUDevice CRD, so no spec.cluster; in v26.10's"},
+      {"spec.cluster",
+       "DPF v24.10 has no DPUDevice CRD and v25.7's has no spec.cluster; DPF v26.8 is the "
+       "minimum release"},
   };
   for (const auto& [name, note] : kKnown)
     if (field == name || (field.size() > name.size() && field.substr(0, name.size()) == name &&
@@ -100,6 +104,12 @@ std::string annotated(const std::vector<std::string>& fields) {
 }
 
 }  // namespace
+
+std::string no_dpudevice_resource_message() {
+  return "the DPF API serves no DPUDevice resource (404 for the resource, as DPF v24.10, which "
+         "has no DPUDevice CRD): NICo places services with labels in DPUDevice "
+         "spec.cluster.nodeLabels, which needs DPF v26.8 or later: upgrade DPF";
+}
 
 std::string unknown_device_fields_message(const std::vector<std::string>& fields) {
   return "the DPF API refused DPUDevice field(s) its CRD does not define: " + annotated(fields) +

@@ -34,6 +34,10 @@ std::string unknown_fields_message(const std::vector<std::string>& fields);
 
 // The same for a DPUDevice label patch (spec.cluster.nodeLabels): the DPF
 // release cannot place NICo's labels through its DPUDevices.
+// The DPF API serves no DPUDevice resource at all (a 404 for the resource, not for the object:
+// DPF v24.10 has no DPUDevice CRD): the per-DPU message naming the minimum release.
+std::string no_dpudevice_resource_message();
+
 std::string unknown_device_fields_message(const std::vector<std::string>& fields);
 
 // JSON paths of the NICo-owned mutable fields present in `sent` but missing

@@ -167,6 +167,7 @@ class AsyncGet {
 // paths only).
 std::string dpuservices_path(const std::string& ns, const std::string& name = "");
 std::string dpudevices_path(const std::string& ns, const std::string& name = "");
+std::string dpus_path(const std::string& ns, const std::string& name = "");
 std::string nodes_path(const std::string& name = "");
 std::string pods_path(const std::string& ns = "");
 std::string daemonsets_path(const std::string& ns, const std::string& name = "");

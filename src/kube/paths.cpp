@@ -57,6 +57,10 @@ std::string dpudevices_path(const std::string& ns, const std::string& name) {
   return resource_path(kProvisioningGroup, ns, "dpudevices", name);
 }
 
+std::string dpus_path(const std::string& ns, const std::string& name) {
+  return resource_path(kProvisioningGroup, ns, "dpus", name);
+}
+
 std::string nodes_path(const std::string& name) {
   return resource_path(kCoreGroup, "", "nodes", name);
 }

@@ -99,6 +99,10 @@ void define_gucs() {
   define_bool("extsvc.refuse_pod_services_on_dpf_hosts",
               "Refuse new KUBERNETES_POD attachments on DPF-managed instances (NICo's rule).",
               &gucs.refuse_pod_services_on_dpf_hosts, false, PGC_SUSET);
+  define_bool(
+      "extsvc.allow_privileged",
+      "Accept security.privileged: true from tenants (callers without extsvc_admin rights).",
+      &gucs.allow_privileged, true, PGC_SUSET);
   define_bool("extsvc.enforce_chart_allowlist",
               "Refuse Helm chart repositories that are not on extsvc.chart_allowlist.",
               &gucs.enforce_chart_allowlist, true, PGC_SUSET);
@@ -135,3 +139,29 @@ void define_gucs() {
 }
 
 }  // namespace extsvc::pg
+
+extern "C" {
+PG_FUNCTION_INFO_V1(nico_extsvc_setting);
+}
+
+// extsvc._setting(name text) -> text: the SQL's only way to read an extsvc.*
+// setting (issue 29). Being a C function of this library, its first call in
+// a session loads the library, and loading defines the settings: PostgreSQL
+// then re-applies any placeholder value a session set before with the
+// privileges of the role that set it (a non-superuser's SET of a
+// superuser-only rule is dropped with a WARNING), and MarkGUCPrefixReserved
+// refuses new placeholders. current_setting() in SQL, called before anything
+// loaded the library, would have read the placeholder instead.
+extern "C" Datum nico_extsvc_setting(PG_FUNCTION_ARGS) {
+  const char* name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  if (strncmp(name, "extsvc.", 7) != 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("extsvc._setting reads extsvc.* settings only"),
+                    errdetail("name: %.64s", name)));
+  // as current_setting() shows it (units included), for the SQL's casts
+  const char* value = GetConfigOptionByName(name, nullptr, true);
+  if (value == nullptr)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("unrecognized configuration parameter \"%.64s\"", name)));
+  PG_RETURN_TEXT_P(cstring_to_text(value));
+}

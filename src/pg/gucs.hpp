@@ -30,7 +30,8 @@ struct Gucs {
   int http_timeout_ms;
   int log_level;  // spdlog::level::level_enum value
   bool enforce_chart_allowlist;
-  bool refuse_pod_services_on_dpf_hosts;  // read by SQL through current_setting()
+  bool refuse_pod_services_on_dpf_hosts;  // read by SQL through extsvc._setting()
+  bool allow_privileged;                  // extsvc.allow_privileged, read by SQL the same way
   int observation_max_age_s;
   int kube_max_response_kb;         // extsvc.kube_max_response_size
   int kube_max_list_kb;             // extsvc.kube_max_list_size

@@ -36,9 +36,14 @@ Statement s_release{"SELECT extsvc.release_leases($1)", 1, {TEXTOID}, nullptr};
 Statement s_next_due{"SELECT extsvc.next_due_in()", 0, {}, nullptr};
 Statement s_next_due_service{"SELECT extsvc.next_due_in('service')", 0, {}, nullptr};  // (text)
 Statement s_snapshot{"SELECT service_id, work FROM extsvc.resync_snapshot()", 0, {}, nullptr};
+// Operators qualified (issue 29): the worker pins search_path at connect
+// (worker_main.cpp), and a kept plan must not depend on it either; an
+// unqualified <> on the lifecycle_state domain found a public.<> defined on
+// that domain before pg_catalog's text operator, and ran it as superuser.
 Statement s_known{
     "SELECT dpf_service_name FROM extsvc.service_records "
-    "WHERE service_type = 'DPF_HELM_CHART' AND lifecycle_state <> 'DELETED'",
+    "WHERE service_type OPERATOR(pg_catalog.=) 'DPF_HELM_CHART'::pg_catalog.text "
+    "AND lifecycle_state OPERATOR(pg_catalog.<>) 'DELETED'::pg_catalog.text",
     0,
     {},
     nullptr};
@@ -63,7 +68,11 @@ Statement s_claim_ids{
 Statement s_snapshot_of{
     "SELECT service_id, work FROM extsvc.resync_snapshot_of($1)", 1, {UUIDARRAYOID}, nullptr};
 Statement s_version{
-    "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nico_extsvc'", 0, {}, nullptr};
+    "SELECT extversion FROM pg_catalog.pg_extension "
+    "WHERE extname OPERATOR(pg_catalog.=) 'nico_extsvc'::pg_catalog.name",
+    0,
+    {},
+    nullptr};
 
 // Runs st with the arguments (a null pointer in nulls means none is NULL);
 // returns the number of rows.

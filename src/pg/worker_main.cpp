@@ -286,6 +286,14 @@ extern "C" void nico_extsvc_worker_main(Datum arg) {
   SharedState* st = shared_state();
   if (st == nullptr) ereport(FATAL, (errmsg("nico_extsvc shared memory is missing")));
   BackgroundWorkerInitializeConnection(gucs.database, nullptr, 0);
+  // The workers run as the bootstrap superuser: the search_path of the
+  // database or role (say "$user", public, with public writable by others)
+  // must never resolve a name in their statements (issue 29). The same
+  // always-safe path PostgreSQL's own background processes use, as an
+  // override: a reload of postgresql.conf, ALTER DATABASE/ROLE ... SET or a
+  // RESET cannot bring another one back; a function's own SET search_path
+  // still applies inside it.
+  SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
   pgstat_report_appname(g_worker_name);
   st->slots[g_slot].latch = MyLatch;
   pg_atomic_write_u32(&st->slots[g_slot].pid, static_cast<uint32>(MyProcPid));

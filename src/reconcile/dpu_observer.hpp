@@ -1,7 +1,8 @@
-// Where a placement pass gets its evidence: from the API (a GET of the DPUDevice and the Node and
-// a LIST of the service pods on it, per pass: the polling mode) or from the worker's watch caches
-// (src/controller/cluster_cache.hpp: no read call at all). The pass itself (dpu_reconciler.cpp)
-// is the same code for both, so both modes derive states by the same rules.
+// Where a placement pass gets its evidence: from the API (a GET of the DPUDevice, of DPF's DPU
+// object and of the Node and a LIST of the service pods on it, per pass: the polling mode) or from
+// the worker's watch caches (src/controller/cluster_cache.hpp: no read call at all). The pass
+// itself (dpu_reconciler.cpp) is the same code for both, so both modes derive states by the same
+// rules.
 #pragma once
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dpf_objects.hpp"
 #include "core/dpf_status.hpp"
 #include "core/pod_status.hpp"
 #include "kube/client.hpp"
@@ -24,12 +26,30 @@ struct DeviceRead {
   std::string resource_version;      // for the patch's precondition
   std::optional<kube::Error> error;  // kUnavailable from the API
   std::string why;                   // kUnavailable from a cache
+  // kMissing because the API serves no DPUDevice resource at all (404 for the resource, as DPF
+  // v24.10), not because this object is absent.
+  bool resource_missing = false;
 };
+
+// A 404 that says the resource is not served (the API server's "page not found"), not that an
+// object is absent: a DPF release without that CRD.
+inline bool resource_not_served(const std::string& error_text) {
+  return error_text.find("the server could not find the requested resource") != std::string::npos;
+}
 
 struct NodeRead {
   enum class State { kFound, kMissing, kUnavailable } state = State::kUnavailable;
   nlohmann::json labels;  // metadata.labels (object or null)
+  core::NodeFacts facts;  // its Ready condition
   std::string why;        // kUnavailable: what could not be observed
+};
+
+// DPF's DPU object (named like the Node): the middle hop of the label path.
+struct DpuObjectRead {
+  enum class State { kFound, kMissing, kUnavailable } state = State::kUnavailable;
+  core::DpuObjectFacts facts;
+  std::optional<kube::Error> error;  // kUnavailable from the API
+  std::string why;                   // kUnavailable from a cache
 };
 
 struct PodsRead {
@@ -46,6 +66,8 @@ class DpuObserver {
   virtual DeviceRead device(const std::string& name) = 0;
   // The PATCH response (the newest DPUDevice): a cache takes it.
   virtual void device_patched(const std::string& name, const nlohmann::json& response) = 0;
+  // DPF's DPU object of this DPU (its name is the Node's: DPF's GenerateNodeName).
+  virtual DpuObjectRead dpu_object(const std::string& name) = 0;
   // False: no DPU cluster is configured, nothing of it can be observed.
   virtual bool dpu_cluster() const = 0;
   virtual NodeRead node(const std::string& name) = 0;
@@ -79,6 +101,7 @@ class ApiObserver : public DpuObserver {
   bool reads_call_api() const override { return true; }
   DeviceRead device(const std::string& name) override;
   void device_patched(const std::string&, const nlohmann::json&) override {}
+  DpuObjectRead dpu_object(const std::string& name) override;
   bool dpu_cluster() const override { return dpu_ != nullptr; }
   NodeRead node(const std::string& name) override;
   PodsRead pods(const std::string& node) override;

@@ -74,6 +74,7 @@ DeviceRead ApiObserver::device(const std::string& name) {
   if (!got.ok()) {
     if (got.kind() == kube::ErrorKind::kNotFound) {
       r.state = DeviceRead::State::kMissing;
+      r.resource_missing = resource_not_served(got.error().message);
     } else {
       r.state = DeviceRead::State::kUnavailable;
       r.error = got.error();
@@ -103,6 +104,25 @@ NodeRead ApiObserver::node(const std::string& name) {
   }
   r.state = NodeRead::State::kFound;
   r.labels = at(node.value().body, {"metadata", "labels"});
+  r.facts = core::node_facts(node.value().body);
+  return r;
+}
+
+DpuObjectRead ApiObserver::dpu_object(const std::string& name) {
+  DpuObjectRead r;
+  ++calls_;
+  auto got = mgmt_.get(kube::dpus_path(ns_, name));
+  if (!got.ok()) {
+    if (got.kind() == kube::ErrorKind::kNotFound) {
+      r.state = DpuObjectRead::State::kMissing;
+    } else {
+      r.state = DpuObjectRead::State::kUnavailable;
+      r.error = got.error();
+    }
+    return r;
+  }
+  r.state = DpuObjectRead::State::kFound;
+  r.facts = core::dpu_object_facts(got.value().body);
   return r;
 }
 
@@ -187,6 +207,10 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     out.api_calls = calls();
     return out;
   }
+  // a DPF release without the DPUDevice CRD: no label can be placed, whatever the object
+  const std::string missing_why = device.resource_missing
+                                      ? core::no_dpudevice_resource_message()
+                                      : "DPUDevice " + w.device_name + " not found";
   if (device.state == DeviceRead::State::kMissing) {
     device_missing = true;  // whether the whole DPU is gone is decided by the Node
   } else {
@@ -227,6 +251,31 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   }
   out.observation["dpudevice"] = device_missing ? json("not found") : nico_labels(device_labels);
   out.observation["patched"] = out.patched;
+
+  // 1b. DPF's DPU object: the label's middle hop (DPUSet controller -> DPU -> DPU controller ->
+  // Node), which can hold a key the DPUDevice no longer has.
+  if (remote && fenced(w)) return lost(std::move(out), "before reading the DPU object", calls());
+  DpuObjectRead dpu_obj = obs.dpu_object(w.node_name);
+  if (dpu_obj.state == DpuObjectRead::State::kUnavailable) {
+    if (dpu_obj.error) {
+      fail_retry(out, *dpu_obj.error, "reading DPU " + w.node_name);
+    } else {
+      out.retry = true;
+      out.retry_reason = "not_synced";
+      out.message = "DPU " + w.node_name + ": " + dpu_obj.why;
+    }
+    out.api_calls = calls();
+    return out;
+  }
+  const bool dpu_missing = dpu_obj.state == DpuObjectRead::State::kMissing;
+  const core::DpuObjectFacts& dpu = dpu_obj.facts;
+  if (dpu_missing) {
+    out.observation["dpu"] = "not found";
+  } else {
+    json labels = json::object();
+    for (const auto& [k, v] : dpu.labels) labels[k] = v;
+    out.observation["dpu"] = {{"labels", labels}, {"phase", dpu.phase}};
+  }
   out.observed_at = obs.observed_at();
 
   // 2. Observation of the DPU cluster: the Node and the service pods on it.
@@ -236,7 +285,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
       for (auto& r : out.results)
         if (r.item->wanted) {
           r.state = "ERROR";
-          r.message = "DPUDevice " + w.device_name + " not found";
+          r.message = missing_why;
         }
     out.observation["dpu_cluster"] = why;
     out.api_calls = calls();
@@ -247,7 +296,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   NodeRead node = obs.node(w.node_name);
   if (node.state != NodeRead::State::kFound) {
     if (node.state == NodeRead::State::kUnavailable) return unknown(node.why);
-    if (!device_missing)
+    if (!device_missing || device.resource_missing)
       return unknown("Node " + w.node_name + " not found in the DPU cluster (unmapped)");
     // Both answered 404: the DPU itself is gone, nothing of ours can run there.
     const std::string why =
@@ -269,6 +318,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   }
   const json& node_labels = node.labels;
   out.observation["node"] = nico_labels(node_labels);
+  if (core::unreachable(node.facts)) out.observation["node_ready"] = node.facts.ready;
   if (remote && fenced(w)) return lost(std::move(out), "before listing the pods", calls());
   PodsRead pods = obs.pods(w.node_name);
   if (!pods.ok) return unknown(pods.why);
@@ -286,6 +336,12 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     o.observed = true;
     o.device_has_label = !device_missing && has_label(device_labels, item.label_key, item.wanted);
     o.node_has_label = has_label(node_labels, item.label_key, item.wanted);
+    o.dpu_missing = dpu_missing;
+    if (!dpu_missing) {
+      auto it = dpu.labels.find(item.label_key);
+      o.dpu_has_label = it != dpu.labels.end() && (!item.wanted || it->second == "enabled");
+    }
+    o.node_unreachable = core::unreachable(node.facts);
     std::vector<core::PodVerdict> verdicts;
     if (auto it = by_service.find(item.service_id); it != by_service.end())
       for (const core::PodFacts* pod : it->second) {
@@ -311,8 +367,18 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
       case core::DeploymentState::kPending: {
         if (!o.device_has_label) {
           msg = "waiting for the DPUDevice label";
+        } else if (!o.dpu_has_label && !o.dpu_missing) {
+          // the DPUSet controller's hop (it stops for the whole DPUSet on a
+          // ClusterMetadataConflict, and for a DPUDevice no DPUSet selects)
+          msg = "waiting for DPF to copy the label to the DPU object (" + core::describe_dpu(dpu) +
+                ")";
         } else if (!o.node_has_label) {
-          msg = "waiting for DPF to copy the label to the Node";
+          // the DPU controller's hop: its phase says where it is (DPU Cluster Config waits for
+          // the Node to be Ready)
+          msg = "waiting for DPF to copy the label to the Node: " +
+                (dpu_missing ? "no DPU object " + w.node_name : core::describe_dpu(dpu));
+          if (node.facts.ready != "True")
+            msg += "; " + core::describe_node_readiness(w.node_name, node.facts);
         } else if (item.applied_revision == 0) {
           msg = "waiting for DPF to accept the service's first revision";
         } else {
@@ -332,16 +398,32 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
         }
         break;
       }
-      case core::DeploymentState::kTerminating:
-        msg = (o.device_has_label || o.node_has_label)
-                  ? "label still present"
-                  : std::to_string(o.pods_on_node) + " pod(s) of the service still on the Node";
+      case core::DeploymentState::kTerminating: {
+        std::vector<std::string> left;
+        if (o.device_has_label) left.push_back("label still on the DPUDevice");
+        if (o.dpu_has_label) left.push_back("label still on " + core::describe_dpu(dpu));
+        if (o.node_has_label) left.push_back("label still on the Node");
+        if (o.pods_on_node > 0)
+          left.push_back(std::to_string(o.pods_on_node) +
+                         " pod(s) of the service still on the Node");
+        if (node.facts.ready != "True")
+          left.push_back(core::describe_node_readiness(w.node_name, node.facts));
+        for (const auto& part : left) msg += (msg.empty() ? "" : "; ") + part;
         break;
+      }
       case core::DeploymentState::kTerminated:
-        msg = "label absent on DPUDevice and Node; no pod of the service on the Node";
+        msg =
+            "label absent on the DPUDevice, the DPU object and the Node; no pod of the service on "
+            "the Node";
+        break;
+      case core::DeploymentState::kUnknown:
+        // only a Node that stopped reporting leads here
+        msg = core::describe_node_readiness(w.node_name, node.facts) +
+              ": what runs on it is not observed" +
+              (item.wanted ? "" : "; removal not confirmed (pod deletions wait for the Node)");
         break;
       case core::DeploymentState::kError:
-        msg = "DPUDevice " + w.device_name + " not found";
+        msg = missing_why;
         break;
       default:
         break;

@@ -2,12 +2,14 @@
 """End-to-end: attach, detach and per-DPU status (issue 5). Placement labels
 on DPUDevices, propagation to DPU-cluster Nodes, DaemonSet pods, and the
 status that gates instance readiness, all through the worker and dpfsim."""
+import json
 import os
 import signal
 import sys
 import time
+import uuid
 
-from extsvc_testkit.harness import Env, helm_data, run_tests, wait_until, device, node, dpu_id
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id
 
 ENV = None
 NS = "dpf-operator-system"
@@ -111,17 +113,29 @@ def test_detach_terminates_then_tombstone_goes_and_delete_is_allowed():
 
 
 def test_hand_over_keeps_the_label_until_the_last_reason_is_gone():
+    """A host holds one live instance (issue 29): a hand-over is the old
+    instance being deleted while the next one, live, takes the host."""
     sid = e().ready_service("hand-over", target="PRIMARY")
-    old, new = e().new_instance(HOST_A), e().new_instance(HOST_A)
+    old = e().new_instance(HOST_A)
     e().attach(old, sid)
-    e().attach(new, sid)
     wait_summary(old, sid, "RUNNING")
-    wait_summary(new, sid, "RUNNING")
     key = label_key(sid)
-    e().attach(old)  # the old instance lets go
-    wait_until(lambda: sid not in e().summary_rows(old), timeout=40, what="old tombstone released")
+    new = str(uuid.uuid4())
+    services = json.dumps([{"service_id": sid, "version": e().version_of(sid)}])
+    # one transaction: the old instance goes, the new one takes the host and
+    # attaches the same service (a second live instance would be refused)
+    e().pg.sql(f"SELECT extsvc.delete_instance('{old}'); "
+               f"SELECT extsvc.upsert_instance('{new}', 'tenant-a', '{HOST_A}', ARRAY[]::uuid[]); "
+               f"SELECT extsvc.set_instance_extension_services('{new}', {lit(services)})")
+    labelled = []
+
+    def old_gone():
+        labelled.append(e().sim.device_labels(0).get(key) == "enabled")
+        return e().pg.one(f"SELECT count(*) FROM extsvc.instances WHERE instance_id = '{old}'") == "0"
+    wait_until(old_gone, timeout=40, interval=0.1, what="the old instance released and gone")
+    assert all(labelled), "the label left the DPU during the hand-over"
+    wait_summary(new, sid, "RUNNING")
     assert e().sim.device_labels(0).get(key) == "enabled"  # the new instance still needs it
-    assert e().summary_rows(new)[sid][0] == "RUNNING"
     e().attach(new)
     wait_until(lambda: sid not in e().summary_rows(new), timeout=40, what="new tombstone gone")
     assert key not in e().sim.device_labels(0) and key not in e().sim.node_labels(0)
@@ -314,7 +328,7 @@ def test_mixed_types_and_cross_tenant_are_refused():
     iid = e().new_instance(HOST_C)
     err = e().attach(iid, sid, pod, check=False)
     assert "cannot be mixed" in err, err
-    other = e().new_instance(HOST_C, tenant="tenant-b")
+    other = e().new_instance("00000000-0000-0000-0000-0000000000c2", tenant="tenant-b")  # a host of its own
     err = e().attach(other, sid, check=False)
     assert "another tenant" in err, err
     assert e().summary_rows(iid) == {} and e().summary_rows(other) == {}

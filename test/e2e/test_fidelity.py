@@ -287,22 +287,26 @@ def test_every_dpuservice_write_asks_for_strict_field_validation():
 
 
 def test_old_dpf_release_fails_naming_the_field_never_ready():
-    env = Env(dpus=1, workers=1, sim_args=["--dpf-version", "v24.10"])
-    try:
-        states = set()
-        sid = env.create("old-dpf", helm_data())
+    # v24.10 (no DPUDevice CRD, no spec.security) and v25.7 (DPUDevice without spec.cluster, no
+    # spec.security): the create is refused under Strict and FAILED names the field and v26.8
+    for release in ("v24.10", "v25.7"):
+        env = Env(dpus=1, workers=1, sim_args=["--dpf-version", release])
+        try:
+            states = set()
+            sid = env.create("old-dpf", helm_data())
 
-        def failed():
-            s = env.state(sid)
-            states.add(s[0])
-            return s if s[0] == "FAILED" else False
-        s = wait_until(failed, timeout=30, interval=0.05, what="FAILED on v24.10")
-        assert "READY" not in states, states
-        assert "spec.security (not in DPF v24.10" in (s[4] or ""), s
-        assert env.pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}' "
-                          f"AND reason = 'unknown_fields'") == "1"
-    finally:
-        env.close()
+            def failed():
+                s = env.state(sid)
+                states.add(s[0])
+                return s if s[0] == "FAILED" else False
+            s = wait_until(failed, timeout=30, interval=0.05, what=f"FAILED on {release}")
+            assert "READY" not in states, states
+            assert "spec.security (not in DPF v24.10's or v25.7's" in (s[4] or ""), s
+            assert "DPF v26.8, the minimum release" in (s[4] or ""), s
+            assert env.pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}' "
+                              f"AND reason = 'unknown_fields'") == "1"
+        finally:
+            env.close()
 
 
 def test_missing_namespace_fails_naming_the_setting():

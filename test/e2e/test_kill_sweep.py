@@ -125,6 +125,7 @@ def history(sid):
 
 
 def new_instance(host):
+    ENV.free_host(HOST[host])  # one live instance per host (issue 29): an earlier point's goes first
     iid = str(uuid.uuid4())
     pg().sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST[host]}', ARRAY[]::uuid[])")
     return iid

@@ -183,12 +183,12 @@ def test_exposition_parses_and_shows_the_worker():
         assert fams[fam]["type"] == typ, (fam, fams.get(fam))
     up = [(labels, v) for _, labels, v in fams["extsvc_worker_up"]["samples"]]
     assert up == [({"worker": "0"}, 1.0)], up
-    # the watcher's five informers, listed and streaming (only the watcher reports them)
+    # the watcher's six informers, listed and streaming (only the watcher reports them)
     def watched():
         f = exposition().get("extsvc_watch_current", {"samples": []})
         return sorted(l["resource"] for _, l, v in f["samples"] if v == 1.0)
-    wait_until(lambda: watched() == ["dpudevices", "dpuservices", "events", "nodes", "pods"], timeout=20,
-               what="five informers current")
+    wait_until(lambda: watched() == ["dpudevices", "dpus", "dpuservices", "events", "nodes", "pods"], timeout=20,
+               what="six informers current")
 
 
 def test_requests_and_histogram_grow_with_work():

@@ -101,7 +101,9 @@ class Sequence:
         deletable = [s for s in live if s not in self.busy and not self.attached_anywhere(s)]
         if deletable:
             choices.append(("delete", 2))
-        choices.append(("upsert_instance", 2 if len(inst) < 4 else 0))
+        # a host holds one live instance (issue 29): a new one goes to a free host
+        free = [h for h in sorted(HOSTS) if not any(self.instances[i]["host"] == h for i in inst)]
+        choices.append(("upsert_instance", 2 if len(inst) < 4 and free else 0))
         if inst and settled_ready:
             choices.append(("attach", 5))
         if any(self.instances[i]["entries"] for i in inst):
@@ -143,7 +145,7 @@ class Sequence:
             self.call(f"delete_service({sid[:8]})", f"SELECT lifecycle_state FROM extsvc.delete_service('{sid}')")
             self.services[sid]["live"] = False
         elif kind == "upsert_instance":
-            host = r.choice(sorted(HOSTS))
+            host = r.choice(free)
             iid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"model-worker/{self.seed}/i{len(self.instances)}"))
             self.call(f"upsert_instance({iid[:8]}, host {host})",
                       f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOSTS[host]}', ARRAY[]::uuid[])")

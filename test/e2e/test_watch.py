@@ -56,7 +56,7 @@ def watcher_cpu_s():
 
 def all_watched():
     s = watch_status()
-    return len(s) == 5 and all(v["synced"] and v["current"] for v in s.values())
+    return len(s) == 6 and all(v["synced"] and v["current"] for v in s.values())
 
 
 # --- group 1: the product defaults for resync and staleness ------------------------------------
@@ -135,6 +135,14 @@ def test_events_for_objects_nico_does_not_own_wake_nothing():
     wait_until(all_watched, timeout=30, what="watching")
     # the earlier tests' pods are gone (their DELETED events are not part of this test)
     wait_until(lambda: watch_status()["pods"]["objects"] == 0, timeout=30, what="no pod of ours left")
+    # and their work is done: no row leased or due within the next 10 s (a removal still polled,
+    # a keep_polling look or a 60 s safety-net look of an earlier attach would be counted below as
+    # a pass this test caused)
+    wait_until(lambda: e().pg.one(
+        "SELECT count(*) FROM (SELECT lease_token, next_due_at FROM extsvc.dpu_reconciliations UNION ALL "
+        "SELECT lease_token, next_due_at FROM extsvc.dpf_extension_service_reconciliations) q "
+        "WHERE q.lease_token IS NOT NULL OR q.next_due_at < now() + interval '10 s'") == "0",
+        timeout=90, interval=0.2, what="no work leased or due within 10 s")
     time.sleep(0.5)
     w0, s0, cpu0 = watcher(), watch_status(), watcher_cpu_s()
     for k in range(200):

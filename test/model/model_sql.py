@@ -18,7 +18,9 @@ SPEC 2.4-2.10 and docs/sql-api.md / docs/lifecycle.md / docs/placement.md
 (not from the SQL): what each call returns, or which SQLSTATE and constraint
 name it raises; the lifecycle state, version_ctr, desired/applied revision of
 every service; the Helm revisions (data, rollback_of, applied, superseded);
-DPUs, instances (config_version, network DPUs, dpf_managed, deletion), the
+DPUs, instances (config_version, network DPUs, dpf_managed, deletion; a host
+holds one live instance, issue 29: a second is refused with 23505, and the
+placement-focused sequences hand a host over by deleting its instance), the
 configured entries with tombstones, the attachment rows (placement,
 deployment state, observed config_version), the per-entry summary
 (aggregate state, configs_synced), the readiness gate, and the histories:
@@ -478,6 +480,9 @@ class Model:
         if (old is not None and old["dpf"] and a["dpf"] is False
                 and (any(k[0] == a["iid"] for k in self.entries) or self.rows_of(iid=a["iid"]))):
             raise Refused("55000", "instance_dpf_attachments")
+        # a host holds at most one live (not deleting) instance (issue 29)
+        if any(i != a["iid"] and x["host"] == a["host"] and not x["deleting"] for i, x in self.instances.items()):
+            raise Refused("23505", "instances_one_live_per_host")
         if old is None:
             self.instances[a["iid"]] = {"tenant": a["tenant"], "host": a["host"], "net": list(a["net"] or []),
                                         "dpf": True if a["dpf"] is None else a["dpf"], "cv": 1, "deleting": False}
@@ -827,11 +832,19 @@ def build_step(rng, m):
         n = rng.choice([k for k, d in enumerate(DPUS) if d not in live])
         return {"op": "register_dpu", "args": {"dpu": DPUS[n], "host": HOSTS[0], "dev": DEV_NAMES[n],
                                                "node": NODE_NAMES[n], "primary": not live}}
-    insts = [i for i, x in m.instances.items() if not x["deleting"] and x["dpf"]]
-    if len(insts) < 2:
+    # a host holds one live instance (issue 29): the host's instance, and now
+    # and then a hand-over (it is deleted while attached, the next one takes
+    # the host and attaches the same services)
+    insts = [i for i, x in m.instances.items() if not x["deleting"] and x["dpf"] and x["host"] == HOSTS[0]]
+    if not insts and not any(not x["deleting"] and x["host"] == HOSTS[0] for x in m.instances.values()):
         iid = rng.choice([i for i in INSTANCES if i not in m.instances] or INSTANCES)
         return {"op": "upsert_instance", "args": {"iid": iid, "tenant": TENANTS[0], "host": HOSTS[0],
                                                   "net": rng.sample(live, rng.randint(1, len(live))), "dpf": True}}
+    if not insts:
+        return None
+    if (rng.random() < 0.15 and any(k[0] == insts[0] and not e["removed"] for k, e in m.entries.items())
+            and not any(x["deleting"] for x in m.instances.values())):
+        return {"op": "delete_instance", "args": {"iid": insts[0], "tenant": None}}
     svcs = [x for x, s in m.services.items() if s["tenant"] == TENANTS[0] and s["state"] != "DELETED"]
     if not svcs:
         free = [x for x in SERVICES if x not in m.services]
@@ -979,6 +992,11 @@ def gen(rng, m):
         old = m.instances.get(iid)
         tenant = old["tenant"] if old and rng.random() < 0.9 else rng.choices(TENANTS, [30, 1] if focus else [4, 1])[0]
         host = old["host"] if old and rng.random() < 0.85 else rng.choices(HOSTS, [12, 1] if focus else [3, 1])[0]
+        # a host holds one live instance (issue 29): a new instance mostly
+        # goes to a free host; the others exercise the refusal
+        free = [h for h in HOSTS if not any(not x["deleting"] and x["host"] == h for x in m.instances.values())]
+        if old is None and free and rng.random() < 0.8:
+            host = rng.choice(free)
         x = rng.random()
         if x < 0.3:
             net = None

@@ -70,7 +70,8 @@ def q(s):
 
 
 def day():
-    host_dpf, host_pod = str(uuid.uuid4()), str(uuid.uuid4())
+    host_dpf = str(uuid.uuid4())
+    host_pods = [str(uuid.uuid4()) for _ in range(3)]  # a machine holds one instance (issue 29)
     dpus = [str(uuid.uuid4()) for _ in range(2)]
 
     # machine ingestion: the DPF host's DPUs; instances of a batch
@@ -80,8 +81,11 @@ def day():
     check(admin(f"SELECT is_primary FROM extsvc.dpus WHERE machine_id = '{dpus[0]}'") == [["t"]],
           "re-registering a DPU without is_primary keeps it primary")
     batch = [str(uuid.uuid4()) for _ in range(3)]
-    for i in batch:
-        nico(f"SELECT extsvc.upsert_instance('{i}', '{TENANT}', '{host_pod}', NULL, false)")
+    for i, h in zip(batch, host_pods):
+        nico(f"SELECT extsvc.upsert_instance('{i}', '{TENANT}', '{h}', NULL, false)")
+    check(nico_err(f"SELECT extsvc.upsert_instance('{uuid.uuid4()}', 'tenant-other', '{host_pods[0]}', NULL, false)")
+          == "23505 instances_one_live_per_host",
+          "a second live instance on a machine (another tenant's) is refused: 23505 instances_one_live_per_host")
     dpf_inst = str(uuid.uuid4())
     nico(f"SELECT extsvc.upsert_instance('{dpf_inst}', '{TENANT}', '{host_dpf}', ARRAY['{dpus[1]}']::uuid[])")
     check(nico_err(f"SELECT extsvc.upsert_instance('{dpf_inst}', '{TENANT}', '{host_dpf}', ARRAY['{uuid.uuid4()}']::uuid[])")
@@ -126,8 +130,8 @@ def day():
           f"get_instance: config_version and its V<n>-T<micros> string ({inst[:2]})")
     users = nico(f"SELECT count(*) FROM extsvc.service_instances('{pod_id}', tenant_organization_id => {q(TENANT)})")
     check(users == [["3"]], "FindInstancesByDpuExtensionService: the batch")
-    feed = nico(f"SELECT count(*) FROM extsvc.host_agent_extension_services('{host_pod}')")
-    check(feed == [["3"]], "the agent feed of the Pod host (no DPUs registered there)")
+    feed = [nico(f"SELECT count(*) FROM extsvc.host_agent_extension_services('{h}')")[0][0] for h in host_pods]
+    check(feed == ["1", "1", "1"], "the agent feed of each Pod host (no DPUs registered there): its instance's entry")
     check(nico(f"SELECT extsvc.instance_extension_services_ready('{batch[0]}', {q(TENANT)})") == [["t"]],
           "readiness: no DPF service on the instance, ready")
 
@@ -169,6 +173,8 @@ def day():
     nico(f"SELECT extsvc.delete_instance('{batch[2]}', {q(TENANT)})")
     check(nico(f"SELECT delete_requested_at IS NOT NULL FROM extsvc.get_instance('{batch[2]}', {q(TENANT)})")
           == [["t"]], "get_instance of a deleting instance: delete_requested_at set")
+    check(nico(f"SELECT extsvc.instance_extension_services_terminated('{batch[2]}', 'tenant-other')") == [["t"]],
+          "the deletion probe with another tenant answers like an unknown id: true (issue 29)")
     check(nico(f"SELECT extsvc.instance_extension_services_terminated('{batch[2]}')") == [["f"]],
           "a deleting instance with a Pod tombstone is not terminated")
     nico(f"SELECT extsvc.remove_terminated_services('{batch[2]}', {q(entry)}, {q(TENANT)})")

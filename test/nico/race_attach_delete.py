@@ -16,7 +16,7 @@ Permutations (DPF_HELM_CHART and KUBERNETES_POD services):
 Without the FOR SHARE lock in set_instance_extension_services, attach-first
 lets both commit and leaves a DELETING service attached.
 
-Connection: psql's PG* variables (a superuser). Creates and drops the
+Connection: libpq's PG* variables (a superuser). Creates and drops the
 database extsvc_race. Exit status 0 when every check passed.
 """
 import sys

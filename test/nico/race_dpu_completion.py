@@ -33,7 +33,7 @@ service_pass: worker against worker, the service pass of another worker
 recording an ALL_DPUS update applied while W completes (40P01 while
 _complete_service locked the service FOR UPDATE).
 
-Connection: psql's PG* variables (a superuser). Creates and drops the
+Connection: libpq's PG* variables (a superuser). Creates and drops the
 database extsvc_race_dpu. Exit status 0 when every check passed. With
 WRITE_DOC=1 and PYTHONPATH=python (every scenario run) the figures and the run's record
 (<!-- race-dpu-run {json} -->) go into docs/reliability.md.

@@ -173,10 +173,10 @@ TEST_F(DpuReconcilerTest, AnUnreachableDpuClusterIsUnknownAndAClosedFenceSendsNo
   EXPECT_FALSE(device_labels(1).contains(core::placement_label_key(kId, kVersion)));
 }
 
-// DPF v24.10 has no DPUDevice CRD, so no spec.cluster.nodeLabels: the label
-// patch is refused under fieldValidation=Strict, and the DPU's rows say which
-// field and which release instead of only the API's text (issue 9).
-TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTheRelease) {
+// DPF v24.10 has no DPUDevice CRD: the GET answers 404 for the resource (not
+// for the object), and the DPU's rows name the minimum release instead of
+// "DPUDevice not found" (issues 9, 23).
+TEST(DpuReconcilerOldRelease, NoDpuDeviceResourceNamesTheMinimumRelease) {
   auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7", "--dpf-version", "v24.10"});
   kube::ClusterConfig m;
   m.server = sim->mgmt;
@@ -196,6 +196,31 @@ TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTh
   EXPECT_NE(msg.find("spec.cluster"), std::string::npos) << msg;
   EXPECT_NE(msg.find("v24.10"), std::string::npos) << msg;
   EXPECT_NE(msg.find("upgrade DPF"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v26.8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("serves no DPUDevice resource"), std::string::npos) << msg;
+}
+
+// DPF v25.7's DPUDevice CRD has no spec.cluster: the Strict patch is refused, and the rows name
+// the field and the minimum release.
+TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTheRelease) {
+  auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7", "--dpf-version", "v25.7"});
+  kube::ClusterConfig m;
+  m.server = sim->mgmt;
+  m.ca_file = sim->ca_file;
+  m.timeout_ms = 3000;
+  kube::ClusterConfig d = m;
+  d.server = sim->dpu;
+  kube::Client mgmt(m), dpu(d);
+  DpuReconciler rec(mgmt, &dpu, kNs);
+  const DpuOutcome o = rec.reconcile(work(0, true));
+  EXPECT_FALSE(o.retry);
+  EXPECT_FALSE(o.patched);
+  ASSERT_EQ(o.results.size(), 1u);
+  EXPECT_EQ(o.results.front().state, "ERROR");
+  const std::string& msg = o.results.front().message;
+  EXPECT_NE(msg.find("spec.cluster"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v25.7"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v26.8"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -108,6 +108,7 @@ class Stream:
         self.hosts, self.stable, self.updatable = hosts, stable, updatable
         self.deletable = []       # services created by the stream
         self.attached = {}        # instance -> service
+        self.live = {}            # host -> its live instance (a host holds one, issue 29)
         self.n = 0
         self.results = {}
 
@@ -130,7 +131,14 @@ class Stream:
             sid = self.rng.choice(self.stable)
             iid = f"00000000-0000-0000-0002-{self.n:012x}"
             host = self.rng.choice(self.hosts)
+            if host in self.live:
+                # the host's instance goes first and the new one takes the host
+                # (a hand-over, as a machine is reallocated)
+                old = self.live.pop(host)
+                s.run(f"SELECT extsvc.delete_instance('{old}')")
+                self.attached.pop(old, None)
             s.run(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::uuid[])")
+            self.live[host] = iid
             v = s.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
             sid = s.one(f"SELECT extsvc.set_instance_extension_services('{iid}', "
                         + lit(json.dumps([{"service_id": sid, "version": v}])) + ")")
@@ -147,6 +155,7 @@ class Stream:
             kind = "delete_instance"
             sid = s.one(f"SELECT extsvc.delete_instance('{iid}')")
             self.attached.pop(iid, None)
+            self.live = {h: i for h, i in self.live.items() if i != iid}
         elif self.deletable:
             sid = self.deletable.pop(self.rng.randrange(len(self.deletable)))
             kind = "delete_service"

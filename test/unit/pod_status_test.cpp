@@ -114,7 +114,8 @@ TEST(StrictUnknownFields, ParsesTheApiServersMessage) {
   // each known field names the releases read; an unknown one is listed bare
   const std::string m =
       unknown_fields_message({"spec.security.spiffe", "spec.serviceDaemonSet.resources", "spec.x"});
-  EXPECT_NE(m.find("spec.security.spiffe (not in DPF v24.10's DPUService CRD; in v26.10's)"),
+  EXPECT_NE(m.find("spec.security.spiffe (not in DPF v24.10's or v25.7's DPUService CRD; first in "
+                   "DPF v26.8, the minimum release)"),
             std::string::npos)
       << m;
   EXPECT_NE(m.find("spec.serviceDaemonSet.resources (not in DPF v24.10's"), std::string::npos) << m;

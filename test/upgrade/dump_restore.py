@@ -52,7 +52,6 @@ def fill(c):
                    f"{str(n == 0).lower()});")
     sql += [
         f"SELECT extsvc.register_dpu('{uuid.uuid4()}', '{uuid.uuid4()}', 'dump-dpu-spare', 'dump-node-spare');",
-        f"SELECT extsvc.upsert_instance('{inst[0]}', {q(T1)}, '{host_a}', ARRAY['{dpus[1]}', '{dpus[2]}']::uuid[]);",
         f"SELECT extsvc.upsert_instance('{inst[1]}', {q(T1)}, '{host_a}', ARRAY['{dpus[0]}']::uuid[]);",
         f"SELECT extsvc.upsert_instance('{inst[2]}', {q(T2)}, '{host_b}', NULL, false);",
         # KUBERNETES_POD: created, a new version, attached and detached (tombstone)
@@ -68,9 +67,13 @@ def fill(c):
         f"dpu_target => 'ALL_ACTIVE', service_id => '{dpf}');",
         f"UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', "
         f"state_reason = 'dpuservice_created', applied_revision = desired_revision WHERE service_id = '{dpf}';",
-        attach(inst[0], dpf),
         attach(inst[1], dpf),
         f"SELECT extsvc.set_instance_extension_services('{inst[1]}', '[]');",
+        # a host holds one live instance (issue 29): inst[1] goes (deleting,
+        # its REMOVING rows wait) and inst[0] takes the host (a hand-over)
+        f"SELECT extsvc.delete_instance('{inst[1]}');",
+        f"SELECT extsvc.upsert_instance('{inst[0]}', {q(T1)}, '{host_a}', ARRAY['{dpus[1]}', '{dpus[2]}']::uuid[]);",
+        attach(inst[0], dpf),
         f"SELECT extsvc.update_service('{dpf}', {chart(chartVersion='1.2.4')});",
         f"SELECT extsvc.update_service('{dpf}', {chart(chartVersion='1.2.5', values={'a': 1})});",
         f"SELECT extsvc.rollback_service('{dpf}', 1);",
@@ -85,8 +88,7 @@ def fill(c):
         f"SELECT extsvc.create_service({q(T2)}, 'dump-gone', 'KUBERNETES_POD', 'kind: Pod', service_id => '{gone}');",
         f"SELECT extsvc.delete_service('{gone}');",
         "SELECT count(*) FROM extsvc.purge_deleted(interval '0 seconds');",
-        # an instance being deleted, and leases of the old server's worker
-        f"SELECT extsvc.delete_instance('{inst[1]}');",
+        # leases of the old server's worker (inst[1] is being deleted, above)
         f"SELECT count(*) FROM extsvc.claim('service', {q(OLD_WORKER)}, 2, 600);",
         f"SELECT count(*) FROM extsvc.claim('dpu', {q(OLD_WORKER)}, 2, 600);",
     ]

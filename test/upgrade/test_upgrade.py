@@ -25,6 +25,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import json
 import os
 import re
+import subprocess
 import time
 import uuid
 
@@ -36,6 +37,7 @@ from pgq import Conn, chart, q, unified  # noqa: E402
 pgq.PGBIN = pgq.PGBIN or harness.PGBIN
 
 WORKER_DB, OLD, OLD2, FRESH = "extsvc_upg", "extsvc_upg_data", "extsvc_upg_data_020", "extsvc_upg_fresh"
+NAMES = "extsvc_upg_names"
 CURRENT = re.search(r"^default_version\s*=\s*'([^']+)'",
                     open(os.path.join(harness.ROOT, "nico_extsvc.control")).read(), re.M).group(1)
 T1, T2 = "tenant-upg-a", "tenant-upg-b"
@@ -81,6 +83,9 @@ def fill_010(c, db):
         f"SELECT extsvc.update_service('{dpf}', {chart(chartVersion='1.2.4')});",      # UPDATING, revision 2
         f"SELECT extsvc.create_service({q(T1)}, 'upg-creating', 'DPF_HELM_CHART', {chart(chartName='other')}, "
         f"dpu_target => 'PRIMARY', service_id => '{creating}');",
+        # 0.3.0 keeps one live instance per host (issue 29): the second one
+        # of host_a is being deleted, its REMOVING rows wait (a hand-over)
+        f"SELECT extsvc.delete_instance('{inst[1]}');",
     ]
     c.script(db, "\n".join(sql))
     return {"pod": str(pod), "dpf": str(dpf), "creating": str(creating), "inst": [str(i) for i in inst],
@@ -188,6 +193,78 @@ def api_checks(c, ids):
     c.check(cv == "4", f"{CURRENT} attach on an upgraded instance: config_version {cv}")
 
 
+def name_checks(c):
+    """Issue 29, item 7: 0.2.0 stored names as given; 0.3.0 stores them in NFC
+    without invisible characters. The upgrade brings live names to that form,
+    and stops, naming them, where two live names of one tenant would become
+    equal; renamed with the 0.2.0 API, the upgrade goes through."""
+    c.recreate(NAMES)
+    c.sql(NAMES, "CREATE EXTENSION nico_extsvc VERSION '0.2.0'")
+    ids = {k: str(uuid.uuid4()) for k in ("nfc", "nfd", "zw", "plain", "nbsp", "nfd_only", "other", "gone")}
+    names = {"nfc": "'caf' || chr(233)", "nfd": "'cafe' || chr(769)", "zw": "'agent' || chr(8203)",
+             "plain": "'AGENT'", "nbsp": "'solo' || chr(160) || 'name'", "nfd_only": "'man' || chr(771) || 'ana'",
+             "other": "'cafe' || chr(769)", "gone": "'agent'"}
+    for k, expr in names.items():
+        tenant = T2 if k == "other" else T1
+        c.sql(NAMES, f"SELECT extsvc.create_service({q(tenant)}, {expr}, 'KUBERNETES_POD', 'kind: Pod', "
+                     f"service_id => '{ids[k]}')" if k != "gone" else
+              f"SELECT extsvc.create_service({q(tenant)}, {expr} || ' old', 'KUBERNETES_POD', 'kind: Pod', "
+              f"service_id => '{ids[k]}')")
+    # two live instances of two tenants on one host (0.2.0 allowed it)
+    host, inst_a, inst_b = (str(uuid.uuid4()) for _ in range(3))
+    c.sql(NAMES, f"SELECT extsvc.upsert_instance('{inst_a}', {q(T1)}, '{host}', NULL, false);"
+                 f"SELECT extsvc.upsert_instance('{inst_b}', {q(T2)}, '{host}', NULL, false)")
+    # a DELETED service keeps its name (history)
+    c.sql(NAMES, f"SELECT extsvc.delete_service('{ids['gone']}');"
+                 f"UPDATE extsvc.service_records SET service_name = 'agent' || chr(8203) WHERE service_id = '{ids['gone']}'")
+    c.check(c.one(NAMES, "SELECT count(*) FROM extsvc.services WHERE lifecycle_state <> 'DELETED'") == "7",
+            "0.2.0 accepted look-alike names in one tenant (cafe in two spellings, agent with a zero-width space)")
+    before = c.sql(NAMES, "SELECT service_id, service_name FROM extsvc.service_records ORDER BY service_id")
+    args = [tool_psql(), "-X", "-q", "-v", "ON_ERROR_STOP=1", *c.args, "-d", NAMES, "-c", "ALTER EXTENSION nico_extsvc UPDATE"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    c.check(r.returncode != 0 and "service names that differ only by Unicode normalization or invisible characters" in r.stderr
+            and sorted([ids["nfc"], ids["nfd"]])[0] in r.stderr and ids["zw"] in r.stderr and ids["plain"] in r.stderr
+            and ids["other"] not in r.stderr and "extsvc.update_service" in r.stderr,
+            "the upgrade stops at look-alike live names of one tenant and names both groups: "
+            + " | ".join(ln.strip() for ln in r.stderr.splitlines() if ln.startswith(("ERROR", "DETAIL"))))
+    c.check(c.one(NAMES, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == "0.2.0"
+            and c.sql(NAMES, "SELECT service_id, service_name FROM extsvc.service_records ORDER BY service_id") == before,
+            "... and changes nothing (still 0.2.0, names as they were)")
+    c.sql(NAMES, f"SELECT extsvc.update_service('{ids['nfd']}', service_name => 'cafe two');"
+                 f"SELECT extsvc.update_service('{ids['plain']}', service_name => 'agent two')")
+    r = subprocess.run(args, capture_output=True, text=True)
+    c.check(r.returncode != 0 and "hosts with more than one live instance" in r.stderr and host in r.stderr
+            and inst_a in r.stderr and inst_b in r.stderr and "extsvc.delete_instance" in r.stderr,
+            "after renaming one of each pair with the 0.2.0 API, the upgrade stops at the host with two live "
+            "instances (issue 29, item 8) and names them: "
+            + " | ".join(ln.strip() for ln in r.stderr.splitlines() if ln.startswith(("ERROR", "DETAIL"))))
+    c.check(c.one(NAMES, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == "0.2.0",
+            "... and changes nothing")
+    c.sql(NAMES, f"SELECT extsvc.delete_instance('{inst_b}')")
+    c.sql(NAMES, "ALTER EXTENSION nico_extsvc UPDATE")
+    c.check(c.one(NAMES, "SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'") == CURRENT,
+            f"after deleting one of the two instances with the 0.2.0 API the upgrade to {CURRENT} goes through")
+    err = c.sql(NAMES, f"SELECT extsvc.upsert_instance('{uuid.uuid4()}', {q(T2)}, '{host}', NULL, false)", check=False)
+    c.check(isinstance(err, str) and err.startswith("23505"),
+            f"{CURRENT}: a second live instance on the host is refused: {err}")
+    got = dict(c.sql(NAMES, "SELECT service_id, service_name = CASE service_id "
+                            f"WHEN '{ids['nfc']}' THEN 'caf' || chr(233) WHEN '{ids['zw']}' THEN 'agent' "
+                            f"WHEN '{ids['nbsp']}' THEN 'solo name' WHEN '{ids['nfd_only']}' THEN 'ma' || chr(241) || 'ana' "
+                            f"WHEN '{ids['other']}' THEN 'caf' || chr(233) WHEN '{ids['gone']}' THEN 'agent' || chr(8203) "
+                            "ELSE service_name END FROM extsvc.service_records"))
+    c.check(set(got.values()) == {"t"},
+            "live names are stored in NFC without invisible characters (zero-width space dropped, no-break space a "
+            f"blank), another tenant's too; a DELETED service keeps its name: {got}")
+    err = c.sql(NAMES, f"SELECT extsvc.create_service({q(T1)}, 'CAFE' || chr(769), 'KUBERNETES_POD', 'kind: Pod')", check=False)
+    c.check(isinstance(err, str) and err.startswith("23505"), f"{CURRENT}: another spelling of an upgraded name is taken: {err}")
+    err = c.sql(NAMES, f"SELECT extsvc.create_service({q(T1)}, 'x' || chr(8203), 'KUBERNETES_POD', 'kind: Pod')", check=False)
+    c.check(isinstance(err, str) and err.startswith("22023"), f"{CURRENT}: a zero-width space is refused: {err}")
+
+
+def tool_psql():
+    return pgq.tool("psql")
+
+
 def worker_checks(c, env, dpf_name, sid):
     log = env.pg.logfile
 
@@ -270,6 +347,9 @@ def main():
                 f"0.2.0 updated to {CURRENT} in {time.time() - t0:.2f} s")
         schema_checks(c, OLD2, "0.2.0")
         data_checks(c, before2, ids2, OLD2, "0.2.0")
+
+        print(f"-- 0.2.0 -> {CURRENT}: service names (issue 29)")
+        name_checks(c)
 
         print("-- the worker across the update")
         worker_checks(c, env, dpf_name, sid)

@@ -486,9 +486,11 @@ class DaemonSetController : public Controller {
         a && a->is_object() && !a->empty())
       md["annotations"] = *a;
     std::string now = rfc3339_now();
+    const std::string host_ip = node_internal_ip(node);
     json status{{"phase", "Pending"},
                 {"qosClass", "BestEffort"},
-                {"hostIP", node_internal_ip(node)},
+                {"hostIP", host_ip},
+                {"hostIPs", json::array({{{"ip", host_ip}}})},
                 {"conditions", json::array({{{"type", "PodScheduled"},
                                              {"status", "True"},
                                              {"lastProbeTime", nullptr},
@@ -729,7 +731,10 @@ class DaemonSetController : public Controller {
                                   {"count", 1},
                                   {"firstTimestamp", now},
                                   {"lastTimestamp", now},
-                                  {"source", {{"component", "daemonset-controller"}}}});
+                                  {"source", {{"component", "daemonset-controller"}}},
+                                  {"reportingComponent", "daemonset-controller"},
+                                  {"reportingInstance", ""},
+                                  {"eventTime", nullptr}});
       } else if (jstr(*ev, {"message"}) != denied) {
         json next = *ev;
         next["message"] = denied;

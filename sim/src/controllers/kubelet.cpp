@@ -1,9 +1,18 @@
 // Simulated kubelet: scheduled Pods become Running/Ready after pod_ready_ms; Pods with a
 // deletionTimestamp (phase unchanged, Ready=False) disappear after pod_termination_ms. Pod faults
 // (POST /pod-faults) keep the pods of a node unready with a container waiting reason.
+//
+// Also the node-lifecycle controller's part for a Node whose kubelet stopped posting status (POST
+// /nodes/<name>/not-ready; kubernetes pkg/controller/nodelifecycle, tryUpdateNodeHealth and
+// MarkPodsNotReady): after node_grace_ms (--node-monitor-grace-period) every Node condition turns
+// Unknown (NodeStatusUnknown, "Kubelet stopped posting node status."), the Node is tainted
+// node.kubernetes.io/unreachable (NoSchedule, NoExecute) and its pods' Ready condition turns False.
+// Nothing of the kubelet runs there meanwhile: pods neither start nor finish terminating, so a
+// deletion hangs until the Node reports again.
 #include <cstring>
 #include <map>
 
+#include "conditions.h"
 #include "controller_manager.h"
 #include "resources.h"
 
@@ -65,12 +74,18 @@ class Kubelet : public Controller {
                 const std::string& key, const ObjPtr&, const ObjPtr&) override {
     if (&ri == pod_ri_) {
       cm.enqueue(ControllerManager::kKubelet, key);
+    } else if (&ri == node_ri_ && std::strcmp(type, "ADDED") == 0) {
+      cm.enqueue(ControllerManager::kKubelet, "node:" + key);
+      pods_on(cm, key);
     } else if (&ri == node_ri_ && std::strcmp(type, "MODIFIED") != 0) {
       pods_on(cm, key);  // a node appeared or went away: its pods' kubelet
     }
   }
 
-  void on_clear() override { faults_.clear(); }
+  void on_clear() override {
+    faults_.clear();
+    silent_.clear();
+  }
 
   void enqueue_all(ControllerManager& cm) override {
     for (const ObjPtr& p : cm.store().list_l(*pod_ri_))
@@ -89,14 +104,30 @@ class Kubelet : public Controller {
     for (const auto& [n, r] : faults_)
       if (!now.count(n)) pods_on(cm, n);
     faults_ = std::move(now);
+    std::map<std::string, int64_t> silent;
+    {
+      std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
+      silent = cm.ctx().knobs.silent_nodes;
+    }
+    for (const auto& [n, t] : silent)
+      if (!silent_.count(n)) cm.enqueue(ControllerManager::kKubelet, "node:" + n);
+    for (const auto& [n, t] : silent_)
+      if (!silent.count(n)) {
+        cm.enqueue(ControllerManager::kKubelet, "node:" + n);
+        pods_on(cm, n);
+      }
+    silent_ = std::move(silent);
   }
 
   void reconcile(ControllerManager& cm, const std::string& key) override {
+    if (starts_with(key, "node:")) return node_health(cm, key.substr(5));
     Store& st = cm.store();
     const Delays& d = cm.ctx().delays;
     ObjPtr pod = st.find_key_l(*pod_ri_, key);
     if (!pod) return;
     std::string uid = jstr(*pod, {"metadata", "uid"});
+    // the Node's kubelet is silent: nothing it does happens (a deletion hangs)
+    if (silent_.count(jstr(*pod, {"spec", "nodeName"}))) return;
     if (is_terminating(*pod)) {
       std::string tkey = "pod-terminate/" + uid;
       if (!cm.due(tkey, d.pod_termination_ms)) return;
@@ -119,7 +150,8 @@ class Kubelet : public Controller {
     const json* cs0 = jptr(*pod, {"status", "containerStatuses"});
     if (cs0 && cs0->is_array() && !cs0->empty())
       cur_fault = jstr((*cs0)[0], {"state", "waiting", "reason"});
-    bool is_ready_running = jstr(*pod, {"status", "phase"}) == "Running" && cur_fault.empty();
+    bool is_ready_running = jstr(*pod, {"status", "phase"}) == "Running" && cur_fault.empty() &&
+                            condition_status(*pod, "Ready") == "True";
     if (fault.empty() && is_ready_running) return;
     std::string tkey = "pod-ready/" + uid;
     if (!cm.due(tkey, d.pod_ready_ms)) return;
@@ -140,7 +172,7 @@ class Kubelet : public Controller {
     json& status = next["status"];
     bool running = fault.empty() || fault == "CrashLoopBackOff";
     status["phase"] = running ? "Running" : "Pending";
-    if (running && !status.contains("startTime")) status["startTime"] = now;
+    if (!status.contains("startTime")) status["startTime"] = now;  // the kubelet accepted it
     if (running && !status.contains("podIP")) {
       status["podIP"] = cm.next_pod_ip();
       status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
@@ -176,6 +208,88 @@ class Kubelet : public Controller {
   }
 
  private:
+  // The node-lifecycle controller (grace period) and the kubelet's own status of a Node.
+  void node_health(ControllerManager& cm, const std::string& name) {
+    Store& st = cm.store();
+    ObjPtr node = st.find_l(*node_ri_, "", name);
+    if (!node) return;
+    const bool silent = silent_.count(name) > 0;
+    const std::string ready = condition_status(*node, "Ready");
+    if (silent) {
+      if (ready == "Unknown") return;
+      if (!cm.due("node-grace/" + name, cm.ctx().delays.node_grace_ms)) return;
+      cm.clear("node-grace/" + name);
+      json next = *node;
+      for (auto& c : next["status"]["conditions"]) {
+        if (c.value("status", "") != "Unknown") c["lastTransitionTime"] = rfc3339_now();
+        c["status"] = "Unknown";
+        c["reason"] = "NodeStatusUnknown";
+        c["message"] = "Kubelet stopped posting node status.";
+      }
+      json taints = json::array();
+      if (const json* t = jptr(*node, {"spec", "taints"}); t && t->is_array())
+        for (const auto& x : *t)
+          if (x.value("key", "") != kUnreachable) taints.push_back(x);
+      taints.push_back({{"key", kUnreachable}, {"effect", "NoSchedule"}});
+      taints.push_back(
+          {{"key", kUnreachable}, {"effect", "NoExecute"}, {"timeAdded", rfc3339_now()}});
+      next["spec"]["taints"] = taints;
+      st.commit_l(*node_ri_, std::move(next));
+      // MarkPodsNotReady
+      if (const auto* keys = st.pods_on_node_l(name))
+        for (const auto& k : std::vector<std::string>(keys->begin(), keys->end())) {
+          ObjPtr pod = st.find_key_l(*pod_ri_, k);
+          if (!pod || condition_status(*pod, "Ready") == "False") continue;
+          json p = *pod;
+          for (auto& c : p["status"]["conditions"])
+            if (c.value("type", "") == "Ready") {
+              c["status"] = "False";
+              c["lastTransitionTime"] = rfc3339_now();
+            }
+          st.commit_l(*pod_ri_, std::move(p));
+        }
+      return;
+    }
+    // (a grace timer of an earlier silence is dropped by not consulting it)
+    if (ready != "Unknown") return;
+    // the kubelet posts status again; the lifecycle controller lifts its taints
+    json next = *node;
+    const std::string now = rfc3339_now();
+    for (auto& c : next["status"]["conditions"]) {
+      const std::string type = c.value("type", "");
+      const bool is_ready = type == "Ready";
+      const std::string status = is_ready ? "True" : "False";
+      if (c.value("status", "") != status) c["lastTransitionTime"] = now;
+      c["status"] = status;
+      c["lastHeartbeatTime"] = now;
+      if (is_ready) {
+        c["reason"] = "KubeletReady";
+        c["message"] = "kubelet is posting ready status";
+      } else if (type == "MemoryPressure") {
+        c["reason"] = "KubeletHasSufficientMemory";
+        c["message"] = "kubelet has sufficient memory available";
+      } else if (type == "DiskPressure") {
+        c["reason"] = "KubeletHasNoDiskPressure";
+        c["message"] = "kubelet has no disk pressure";
+      } else if (type == "PIDPressure") {
+        c["reason"] = "KubeletHasSufficientPID";
+        c["message"] = "kubelet has sufficient PID available";
+      }
+    }
+    json taints = json::array();
+    if (const json* t = jptr(*node, {"spec", "taints"}); t && t->is_array())
+      for (const auto& x : *t)
+        if (x.value("key", "") != kUnreachable) taints.push_back(x);
+    if (taints.empty())
+      next["spec"].erase("taints");
+    else
+      next["spec"]["taints"] = taints;
+    st.commit_l(*node_ri_, std::move(next));
+    pods_on(cm, name);
+  }
+
+  static constexpr const char* kUnreachable = "node.kubernetes.io/unreachable";
+
   void pods_on(ControllerManager& cm, const std::string& node) {
     if (const auto* keys = cm.store().pods_on_node_l(node))
       for (const auto& k : *keys) cm.enqueue(ControllerManager::kKubelet, k);
@@ -184,6 +298,7 @@ class Kubelet : public Controller {
   const ResourceInfo* pod_ri_ = find_resource_by_plural(ClusterId::Dpu, "pods");
   const ResourceInfo* node_ri_ = find_resource_by_plural(ClusterId::Dpu, "nodes");
   std::map<std::string, std::string> faults_;  // pod faults as last seen
+  std::map<std::string, int64_t> silent_;      // Nodes whose kubelet is silent, as last seen
 };
 
 }  // namespace

@@ -1,0 +1,79 @@
+#include "core/dpf_objects.hpp"
+
+#include "core/json_access.hpp"
+
+namespace extsvc::core {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr auto& at = json_at;
+constexpr auto& str = json_text;
+
+}  // namespace
+
+NicoLabels nico_labels_of(const json& labels) {
+  NicoLabels out;
+  if (!labels.is_object()) return out;
+  for (auto it = labels.begin(); it != labels.end(); ++it)
+    if (it.key().rfind("nico/extsvc-", 0) == 0)
+      out.emplace(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+  return out;
+}
+
+DpuObjectFacts dpu_object_facts(const json& dpu) {
+  DpuObjectFacts f;
+  f.name = str(at(dpu, {"metadata", "name"}));
+  f.device = str(at(dpu, {"spec", "dpuDeviceName"}));
+  f.labels = nico_labels_of(at(dpu, {"spec", "cluster", "nodeLabels"}));
+  f.phase = str(at(dpu, {"status", "phase"}));
+  const json& conds = at(dpu, {"status", "conditions"});
+  if (conds.is_array())
+    for (const char* type : {"Ready", "DPUClusterReady", "NodeEffectReady", "NodeEffectRemoved"})
+      for (const auto& c : conds) {
+        if (str(at(c, {"type"})) != type) continue;
+        const std::string status = str(at(c, {"status"}));
+        if (status == "True" || !f.condition.empty()) break;
+        f.condition = std::string(type) + "=" + status;
+        if (const std::string reason = str(at(c, {"reason"})); !reason.empty())
+          f.condition += " " + reason;
+        if (const std::string message = str(at(c, {"message"})); !message.empty())
+          f.condition += ": " + message.substr(0, 200);
+        break;
+      }
+  return f;
+}
+
+std::string describe_dpu(const DpuObjectFacts& dpu) {
+  std::string out = "DPU " + dpu.name + ": phase " + (dpu.phase.empty() ? "(none)" : dpu.phase);
+  if (!dpu.condition.empty()) out += " (" + dpu.condition + ")";
+  return out;
+}
+
+NodeFacts node_facts(const json& node) {
+  NodeFacts f;
+  f.labels = nico_labels_of(at(node, {"metadata", "labels"}));
+  const json& conds = at(node, {"status", "conditions"});
+  if (conds.is_array())
+    for (const auto& c : conds) {
+      if (str(at(c, {"type"})) != "Ready") continue;
+      f.ready = str(at(c, {"status"}));
+      const std::string reason = str(at(c, {"reason"}));
+      const std::string message = str(at(c, {"message"}));
+      f.ready_why = reason + (message.empty() ? "" : (reason.empty() ? "" : ": ") + message);
+      f.ready_why = f.ready_why.substr(0, 200);
+      f.ready_since = str(at(c, {"lastTransitionTime"}));
+      break;
+    }
+  return f;
+}
+
+std::string describe_node_readiness(const std::string& name, const NodeFacts& node) {
+  std::string out = "Node " + name + " is Ready=" + (node.ready.empty() ? "(none)" : node.ready);
+  if (!node.ready_since.empty()) out += " since " + node.ready_since;
+  if (!node.ready_why.empty()) out += " (" + node.ready_why + ")";
+  return out;
+}
+
+}  // namespace extsvc::core
