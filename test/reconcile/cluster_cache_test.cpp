@@ -135,13 +135,20 @@ TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
                     "application/merge-patch+json")
                 .status,
             200);
+  // DPF's three hops: DPUDevice -> DPU -> Node, and the DPU walks back through its phases to
+  // Ready, every condition True, after the Node was labelled (each phase or condition change of a
+  // DPU carrying a NICo key wakes its device: the PENDING message names the phase). The quiet part
+  // below starts once DPF is done.
   Dirty woke;
   ASSERT_TRUE(pump_until([&] {
     Dirty d = cache_->take_dirty();
     woke.devices.merge(d.devices);
     woke.nodes.merge(d.nodes);
     const NodeFacts* n = cache_->node(node(1));
-    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key);
+    const core::DpuObjectFacts* dpu = cache_->dpu_object(node(1));
+    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key) &&
+           dpu != nullptr && dpu->labels.count(key) && dpu->phase == "Ready" &&
+           dpu->condition.empty();
   }));
   EXPECT_EQ(woke.devices, std::set<std::string>{device(1)});
   EXPECT_TRUE(woke.nodes.count(node(1)));
