@@ -3,7 +3,8 @@
 DPF Helm-chart service, attach it to two instances with different DPU targets,
 show per-DPU status, update with a rolling revision, roll it back, detach,
 delete the instance and the services, and show the metrics; the worker makes
-every Kubernetes call."""
+every Kubernetes call, while its server holds the site's Lease (the DPUServices
+carry the site label nico/site)."""
 import json
 import os
 import shutil
@@ -126,12 +127,20 @@ def first_status_table():
 
 def main():
     banner("starting dpfsim (TLS + bearer token) and PostgreSQL with the nico_extsvc worker")
-    env = Env(dpus=4, workers=2)
+    env = Env(dpus=4, workers=2, site_id="demo-site")
     env.write_kubeconfig()
     ok = False
     try:
         print(f"management API {env.sim.management}, DPU cluster {env.sim.dpu}")
         psql(env, "SELECT slot, pid, iterations FROM extsvc.worker_status()")
+
+        banner("one writer per site: extsvc.site_id = 'demo-site', and the site's Lease in DPF's namespace")
+        env.holder_identity()
+        psql(env, "SELECT slot, lease_held, lease_holder, lease_since, paused_reason FROM extsvc.worker_status()")
+        kubectl(env, "get", "leases")
+        lease = env.site_lease()
+        print("the Lease's spec:", json.dumps(lease["spec"]))
+        psql(env, "SELECT matches, current_identity FROM extsvc.database_identity_status()")
 
         banner("0. NICo registers hosts, DPUs and instances")
         for i, host, primary in ((0, HOST_A, True), (1, HOST_A, False), (2, HOST_B, True), (3, HOST_B, False)):
@@ -152,7 +161,7 @@ def main():
         psql(env, STATUS)
         first_status_table()
         psql(env, f"SELECT jsonb_pretty(extsvc.render_dpuservice('{sid}') -> 'spec')")
-        kubectl(env, "get", "dpuservices", "-L", "nico/extension-service-id")
+        kubectl(env, "get", "dpuservices", "-L", "nico/extension-service-id,nico/site")
 
         banner("2. bad input is refused with SQLSTATE, the JSON path and a hint; nothing is written")
         psql(env, "SELECT extsvc.validate_dpf_helm_chart_data("
@@ -241,9 +250,11 @@ def main():
         text = env.pg.one("SELECT extsvc.metrics_prometheus()")
         wanted = ("# TYPE extsvc_kube_requests_total", "extsvc_kube_requests_total{",
                   "extsvc_kube_request_duration_seconds_count", "extsvc_services{",
-                  "extsvc_queue_oldest_due_age_seconds", "extsvc_worker_up", "extsvc_last_resync_age_seconds")
+                  "extsvc_queue_oldest_due_age_seconds", "extsvc_worker_up", "extsvc_last_resync_age_seconds",
+                  "extsvc_lease_held", "extsvc_writes_paused", "extsvc_placement_keys_registered")
         for line in text.splitlines():
-            if line.startswith(wanted) and (" 0" != line[-2:] or line.startswith("extsvc_worker_up")):
+            if line.startswith(wanted) and (" 0" != line[-2:] or line.startswith(("extsvc_worker_up",
+                                                                                   "extsvc_writes_paused"))):
                 print("  " + line)
         ours = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith("extsvc_kube_requests_total{"))

@@ -5,7 +5,8 @@ in") from the machine-readable records the suites embed in their result
 blocks, <!-- SUITE-run {json} --> (scripts/fuzz.sh long,
 scripts/sanitize-tests.sh, test/e2e/test_kill_sweep.py,
 test/e2e/test_failover.py, test/soak/soak.py, test/model/model_sql.py,
-test/e2e/test_model_worker.py, test/nico/race_dpu_completion.py). Only the
+test/e2e/test_model_worker.py, test/nico/race_dpu_completion.py,
+test/e2e/test_site.py). Only the
 records are read, never the human tables, and the verdicts are computed here
 from the raw figures against the targets of issue 13, not taken from the
 runs.
@@ -216,13 +217,70 @@ def row_race(runs):
             measured([r]))
 
 
+def row_two_sites(runs):
+    r = runs[-1]
+    problems = [f"{r['cross_writes']} writes to the other site's objects"] if r["cross_writes"] else []
+    return ("Two sites on one management cluster",
+            f"2 sites, {r['services_per_site']} services and {r['resyncs_per_site']} resyncs each, one dpfsim",
+            verdict(problems) + ("" if problems else ": neither touched the other's objects or labels"),
+            f"writes site-a {r['writes_a']}, site-b {r['writes_b']}; {r['cross_writes']} to the other site",
+            measured([r]))
+
+
+def row_half_restored(runs):
+    r = runs[-1]
+    problems = []
+    if r["deletes"]:
+        problems.append(f"{r['deletes']} DPUServices deleted")
+    if r["label_patches"]:
+        problems.append(f"{r['label_patches']} label patches")
+    if r["restarted_pods"]:
+        problems.append(f"{r['restarted_pods']} pods restarted")
+    return ("Half-restored database (0 services) on the site's cluster",
+            f"{r['dpuservices']} DPUServices of the site, its keys on {r['dpus']} DPUs, 2 resyncs",
+            verdict(problems) + ("" if problems else ": deleted nothing, stripped nothing"),
+            f"deletes {r['deletes']}, label patches {r['label_patches']}; pointed back: "
+            f"{r['restarted_pods']} of {r['pods']} pods restarted",
+            measured([r]))
+
+
+def row_restored_copy(runs):
+    r = runs[-1]
+    problems = [f"{r['copy_writes']} writes by the copy"] if r["copy_writes"] else []
+    return ("Restored copy, same site id, while the primary holds the Lease",
+            f"`pg_dump`/`pg_restore` into a third server, identity confirmed, {r['window_s']:.0f} s window",
+            verdict(problems) + ("" if problems else ": 0 writes"),
+            f"{r['copy_writes']} writes by the copy (paused on its identity first)",
+            measured([r]))
+
+
+def row_takeover(runs):
+    r = runs[-1]
+    d = r["lease_duration_s"]
+    # client-go's bound: the candidate counts from the last change it saw (up to one retry period
+    # before the holder died) and retries every period (jittered by up to 20 %)
+    problems = []
+    if r["takeover_s"] < d - 2.5:
+        problems.append(f"taken over after {r['takeover_s']:.1f} s, before the Lease could expire")
+    if r["takeover_s"] > d + 5:
+        problems.append(f"taken over after {r['takeover_s']:.1f} s, over duration + 5 s")
+    return ("Takeover of an expired Lease",
+            f"holder stopped `-m immediate` (no release), lease_duration {d} s, retry 2 s",
+            verdict(problems) + ("" if problems else f": within [{d} - 2.5, {d} + 5] s"),
+            f"the copy took the Lease {r['takeover_s']:.1f} s after the holder died",
+            measured([r]))
+
+
 # One row per suite, in this order: (the record's suite name, its row).
 ROWS = [("fuzz", row_fuzz), ("sanitize", row_sanitize), ("kill-sweep", row_kill), ("failover", row_failover),
         ("soak", row_soak), ("model", row_model_sql), ("model-worker", row_model_worker),
-        ("race-dpu", row_race)]
+        ("race-dpu", row_race), ("site-two-sites", row_two_sites), ("site-half-restored", row_half_restored),
+        ("site-restored-copy", row_restored_copy), ("site-restored-copy", row_takeover)]
 NAMES = {"fuzz": "Fuzzing", "sanitize": "Sanitizers", "kill-sweep": "Kill-point sweep",
          "failover": "Standby promotion", "soak": "Fault soak", "model": "Model-based SQL",
-         "model-worker": "Model-based with the worker", "race-dpu": "Deadlock race"}
+         "model-worker": "Model-based with the worker", "race-dpu": "Deadlock race",
+         "site-two-sites": "Two sites on one management cluster",
+         "site-half-restored": "Half-restored database", "site-restored-copy": "Restored copy / Lease takeover"}
 
 
 def table(doc):

@@ -55,7 +55,7 @@ def node(i):
 class Sim:
     """A dpfsim process with TLS and a bearer token."""
 
-    def __init__(self, workdir, dpus=4, tls=True, args=()):
+    def __init__(self, workdir, dpus=4, tls=True, args=(), request_log=False):
         self.dir = os.path.join(workdir, "sim")
         os.makedirs(self.dir, exist_ok=True)
         os.chmod(self.dir, 0o755)
@@ -63,6 +63,10 @@ class Sim:
         self.write_token("e2e-token-1")
         cmd = [DPFSIM, "--listen", "127.0.0.1:0", "--dpu-listen", "127.0.0.1:0",
                "--control-listen", "127.0.0.1:0", "--dpus", str(dpus), "--seed", "7"]
+        # every request as a JSON line (dpfsim --request-log): who wrote what, over any window
+        self.request_log = os.path.join(self.dir, "requests.jsonl") if request_log else None
+        if self.request_log:
+            cmd += ["--request-log", self.request_log]
         extra = list(args)
         args = cmd
         if tls:
@@ -130,6 +134,15 @@ class Sim:
     def counts(self):
         return self.ctl("GET", "/counts")
 
+    def work_requests(self):
+        """Every request counted so far except the site Leases' reads and writes (issue 25: each
+        server's lease process makes one GET and one PUT every extsvc.lease_retry_period, whatever
+        the workers do)."""
+        cnt = self.counts()
+        leases = sum(v for cl in ("management", "dpu") for k, v in (cnt.get(cl) or {}).items()
+                     if k.endswith(" leases"))
+        return cnt["total"] - leases
+
     def watch_config(self, **knobs):
         """The watch window and timing knobs (docs/dpfsim.md, "Watch"): with no argument the
         current ones, else sets the given ones (window_events, window_ms, bookmark_ms,
@@ -153,6 +166,11 @@ class Sim:
 
     def requests(self, limit=200):
         return self.ctl("GET", f"/requests?limit={limit}")
+
+    def logged_requests(self):
+        """Every request so far, from the --request-log file (request_log=True)."""
+        with open(self.request_log) as f:
+            return [json.loads(line) for line in f if line.strip()]
 
     # --- Kubernetes API (as an operator's client would) ---
     def kube(self, method, path, body=None, content_type="application/json", base=None):
@@ -238,13 +256,24 @@ class Postgres(Cluster):
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]
 
 
-class Env:
-    """dpfsim + PostgreSQL wired together; the worker talks TLS with a token."""
+SITE_ID = "e2e-site"  # extsvc.site_id of an Env unless told otherwise (issue 25)
 
-    def __init__(self, dpus=4, workers=2, extra=None, sim_args=()):
+
+class Env:
+    """dpfsim + PostgreSQL wired together; the worker talks TLS with a token.
+
+    site_id: the server's extsvc.site_id (None: unset, the worker writes nothing). sim: an
+    existing Sim to share (two sites, or a copy of a database, on one management cluster); it is
+    then not stopped by close()."""
+
+    def __init__(self, dpus=4, workers=2, extra=None, sim_args=(), sim=None, site_id=SITE_ID,
+                 request_log=False):
         self.workdir = tempfile.mkdtemp(prefix="nico-extsvc-e2e.")
         os.chmod(self.workdir, 0o755)
-        self.sim = Sim(self.workdir, dpus=dpus, args=sim_args)
+        self.own_sim = sim is None
+        self.sim = sim if sim is not None else Sim(self.workdir, dpus=dpus, args=sim_args,
+                                                   request_log=request_log)
+        self.site_id = site_id
         settings = {
             "extsvc.workers": str(workers),
             "extsvc.kube_server": f"'{self.sim.management}'",
@@ -257,12 +286,28 @@ class Env:
             "extsvc.lease_time": "'10s'", "extsvc.resync_interval": "'300s'",
             "extsvc.http_timeout": "'3s'", "extsvc.log_level": "'debug'",
         }
+        if site_id is not None:
+            settings["extsvc.site_id"] = f"'{site_id}'"
         settings.update(extra or {})
         try:
             self.pg = Postgres(self.workdir, settings)
         except Exception:
-            self.sim.stop()
+            if self.own_sim:
+                self.sim.stop()
             raise
+
+    def holder_identity(self, timeout=30):
+        """This server's holderIdentity (issue 25), once its lease process has started: every
+        request of its workers carries it in the User-Agent."""
+        return wait_until(lambda: self.pg.one("SELECT coalesce(max(lease_holder) FILTER (WHERE lease_held), '') "
+                                              "FROM extsvc.worker_status()") or None,
+                          timeout, what="this server to hold the site Lease")
+
+    def site_lease(self, site_id=None):
+        """The site's Lease object in dpfsim, or None."""
+        code, body = self.sim.kube("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/"
+                                          f"nico-extsvc-{site_id or self.site_id}")
+        return body if code == 200 else None
 
     def write_kubeconfig(self):
         """A kubeconfig for the management cluster (the sim's CA and token
@@ -282,7 +327,8 @@ class Env:
 
     def close(self, keep=False):
         self.pg.stop()
-        self.sim.stop()
+        if self.own_sim:
+            self.sim.stop()
         if keep or os.environ.get("KEEP_E2E"):
             print(f"    kept {self.workdir}")
         else:

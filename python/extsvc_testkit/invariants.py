@@ -6,6 +6,7 @@ import os
 
 NS = "dpf-operator-system"
 OWNER_LABEL = "nico/extension-service-id"
+SITE_LABEL = "nico/site"
 REVISION_ANNOTATION = "nico/extension-service-revision"
 PLACEMENT_PREFIX = "nico/extsvc-"
 
@@ -45,7 +46,7 @@ def _field_diffs(live, want, path="spec"):
     return [] if live == want else [path]
 
 
-def _dpuservices(pg, sim):
+def _dpuservices(pg, sim, site_id=None):
     """Every live service has exactly its DPUService with the applied spec;
     no DPUService of ours without a live service. The applied spec is what
     extsvc.render_dpuservice renders (the desired revision: compared only
@@ -61,7 +62,9 @@ def _dpuservices(pg, sim):
     ours = {}
     for obj in sim.dpuservices():
         meta = obj.get("metadata", {})
-        if OWNER_LABEL in (meta.get("labels") or {}):
+        labels = meta.get("labels") or {}
+        # issue 25: with a site id, only this site's objects (another site shares the cluster)
+        if OWNER_LABEL in labels and (site_id is None or labels.get(SITE_LABEL) == site_id):
             ours[meta["name"]] = obj
     compare = {}
     for name, (sid, rev, desired) in live.items():
@@ -152,7 +155,8 @@ def _attachments(pg):
 
 
 def violations(env, attachments_settled=True):
-    bad = _intent_done(env.pg) + _dpuservices(env.pg, env.sim) + _labels(env.pg, env.sim) + _history(env.pg)
+    bad = (_intent_done(env.pg) + _dpuservices(env.pg, env.sim, getattr(env, "site_id", None))
+           + _labels(env.pg, env.sim) + _history(env.pg))
     if attachments_settled:
         bad += _attachments(env.pg)
     return bad

@@ -51,7 +51,7 @@ SELECT lifecycle_state FROM extsvc.delete_service('11111111-0000-0000-0000-00000
 -- metrics work without the worker (issue 12): the table gauges are there,
 -- and the worker part is just extsvc_worker_up 0 and extsvc_workers_configured 0
 SELECT metric, labels, value FROM extsvc.metrics()
- WHERE metric !~ '^extsvc_(services|queue_|placement_attachments|site_service_dpus|dpu_states)' ORDER BY 1, 2;
+ WHERE metric !~ '^extsvc_(services|queue_|placement_attachments|site_service_dpus|dpu_states|pending_orphans|placement_keys)' ORDER BY 1, 2;
 SELECT metric, labels, value FROM extsvc.metrics()
  WHERE metric IN ('extsvc_services', 'extsvc_queue_due', 'extsvc_dpu_states') AND value <> 0 ORDER BY 1, 2;
 SELECT line FROM regexp_split_to_table(extsvc.metrics_prometheus(), E'\n') line

@@ -149,6 +149,8 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   rec.resource = t.resource_label();
   rec.path = req.path;
   rec.remote_port = req.remote_port;
+  rec.user_agent = req.get_header_value("User-Agent");
+  rec.at = std::chrono::system_clock::now();
   auto q = req.target.find('?');
   if (q != std::string::npos) rec.query = req.target.substr(q + 1);
   rec.content_type = req.get_header_value("Content-Type");

@@ -23,6 +23,7 @@
 #include "control_api.h"
 #include "controllers/controller_manager.h"
 #include "profile.h"
+#include "request_log_file.h"
 #include "seeding.h"
 #include "sim_context.h"
 #include "tls_certs.h"
@@ -56,6 +57,9 @@ Optional:
   --dpf-version vYY.MM        DPF release profile: v24.10, v25.7 or v26.10 (default, newest)
   --tick-ms MS                controller tick (default 20)
   --kubeconfig-dir DIR        write management.kubeconfig and dpu.kubeconfig into DIR
+  --request-log FILE          append every request to FILE as one JSON line (seq, time with
+                              microseconds, cluster, method, verb, resource, path, query, status,
+                              user_agent), flushed as it is answered
   --help                      this text
 )";
 
@@ -92,7 +96,7 @@ void write_kubeconfig(const std::string& path, const std::string& name, const st
 
 int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0", dpu_listen = "127.0.0.1:0", control_listen = "127.0.0.1:0";
-  std::string tls_dir, token_file, seed_file, log_level = "info", kubeconfig_dir;
+  std::string tls_dir, token_file, seed_file, log_level = "info", kubeconfig_dir, request_log;
   int dpus = 0, tick_ms = 20;
   uint64_t seed = 1;
   json delay_overrides = json::object();
@@ -135,6 +139,8 @@ int main(int argc, char** argv) {
         set_profile(need("--dpf-version"));
       else if (a == "--kubeconfig-dir")
         kubeconfig_dir = need("--kubeconfig-dir");
+      else if (a == "--request-log")
+        request_log = need("--request-log");
       else if (a == "--delay") {
         std::string kv = need("--delay");
         auto eq = kv.find('=');
@@ -168,6 +174,15 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   SimContext ctx(seed);
+  if (!request_log.empty()) {
+    auto file = std::make_unique<RequestLogFile>();
+    std::string error;
+    if (!file->open(request_log, &error)) {
+      std::cerr << "dpfsim: cannot open --request-log " << error << "\n";
+      return 2;
+    }
+    ctx.reqlog.set_file(std::move(file));
+  }
   try {
     ctx.delays.apply(delay_overrides);
   } catch (const std::exception& e) {

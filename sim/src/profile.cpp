@@ -1,5 +1,7 @@
 #include "profile.h"
 
+#include "lease.h"
+
 // GCC reports a false maybe-uninitialized inside nlohmann::json iterators for the nested
 // initializer lists below.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -265,6 +267,7 @@ bool served(const ResourceInfo& ri) {
 const json* schema_for(const ResourceInfo& ri) {
   if (ri.kind == "DPUService") return &profile().dpuservice_schema;
   if (ri.kind == "DPUDevice") return &profile().dpudevice_schema;
+  if (ri.kind == "Lease") return &lease_schema();
   return nullptr;
 }
 

@@ -1,6 +1,16 @@
 #include "request_log.h"
 
+#include "request_log_file.h"
+
 namespace dpfsim {
+
+RequestLog::RequestLog(size_t capacity) : capacity_(capacity) {}
+RequestLog::~RequestLog() = default;
+
+void RequestLog::set_file(std::unique_ptr<RequestLogFile> file) {
+  std::lock_guard<std::mutex> l(mu_);
+  file_ = std::move(file);
+}
 
 void RequestLog::count(const std::string& cluster, const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
@@ -15,6 +25,7 @@ uint64_t RequestLog::next_seq() {
 
 void RequestLog::record(RequestRecord r) {
   std::lock_guard<std::mutex> l(mu_);
+  if (file_) file_->append(r);
   recent_.push_back(std::move(r));
   while (recent_.size() > capacity_) recent_.pop_front();
 }
@@ -52,7 +63,8 @@ json RequestLog::recent(size_t limit) const {
            {"query", r.query},
            {"content_type", r.content_type},
            {"status", r.status},
-           {"remote_port", r.remote_port}};
+           {"remote_port", r.remote_port},
+           {"user_agent", r.user_agent}};
     if (!r.body.empty() || r.method != "GET") j["body"] = r.body;
     if (!r.fault.empty()) j["fault"] = r.fault;
     arr.push_back(j);

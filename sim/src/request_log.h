@@ -1,8 +1,10 @@
 // Per-verb/resource request counters and a ring buffer of recent requests (for tests).
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -23,12 +25,19 @@ struct RequestRecord {
   std::string body;  // writes only
   int status = 0;    // 0 when the connection was dropped
   std::string fault;
-  int remote_port = 0;  // the client's source port: which connection it came on
+  int remote_port = 0;     // the client's source port: which connection it came on
+  std::string user_agent;  // the client's User-Agent header
+  std::chrono::system_clock::time_point at{};  // when the request arrived
 };
+
+class RequestLogFile;
 
 class RequestLog {
  public:
-  explicit RequestLog(size_t capacity = 2000) : capacity_(capacity) {}
+  explicit RequestLog(size_t capacity = 2000);
+  ~RequestLog();
+  // --request-log FILE: every recorded request is also appended there (request_log_file.h).
+  void set_file(std::unique_ptr<RequestLogFile> file);
   void count(const std::string& cluster, const std::string& key);
   void record(RequestRecord r);
   json counts() const;
@@ -44,6 +53,7 @@ class RequestLog {
   std::deque<RequestRecord> recent_;
   size_t capacity_;
   uint64_t seq_ = 0;
+  std::unique_ptr<RequestLogFile> file_;
 };
 
 }  // namespace dpfsim

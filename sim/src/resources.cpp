@@ -39,6 +39,13 @@ static std::vector<ResourceInfo> build() {
   add(M, "argoproj.io", "v1alpha1", "applications", "application", "Application", true, false, true,
       true, {"app", "apps"}, {"argo"});
   add(M, "", "v1", "namespaces", "namespace", "Namespace", false, true, false, false, {"ns"}, {});
+  // coordination.k8s.io/v1 Lease (issue 25: the site's writer lease): native, no status, no
+  // generation; pkg/registry/coordination/lease/strategy.go: AllowUnconditionalUpdate false,
+  // AllowCreateOnUpdate true.
+  add(M, "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, false, false, {},
+      {});
+  v.back().allow_unconditional_update = false;
+  v.back().allow_create_on_update = true;
   add(D, "", "v1", "nodes", "node", "Node", false, true, false, false, {"no"}, {});
   add(D, "", "v1", "pods", "pod", "Pod", true, true, false, false, {"po"}, {"all"});
   add(D, "", "v1", "namespaces", "namespace", "Namespace", false, true, false, false, {"ns"}, {});

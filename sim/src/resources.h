@@ -21,6 +21,11 @@ struct ResourceInfo {
   bool has_status = true;       // status subresource
   bool custom = false;          // CustomResource semantics (strict PUT, no strategic merge)
   bool has_generation = false;  // metadata.generation maintained
+  // The registry strategy's AllowUnconditionalUpdate / AllowCreateOnUpdate (kube-apiserver): a
+  // PUT without metadata.resourceVersion is refused (422) when unconditional updates are not
+  // allowed; a PUT of a missing object creates it when create-on-update is allowed (Lease).
+  bool allow_unconditional_update = true;
+  bool allow_create_on_update = false;
   std::vector<std::string> short_names;
   std::vector<std::string> categories;
 

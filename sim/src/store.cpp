@@ -562,7 +562,7 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
   // Optimistic concurrency precondition.
   std::string brv = jstr(inmd, {"resourceVersion"});
   if (brv.empty()) {
-    if (is_put && ri.custom)
+    if (is_put && (ri.custom || !ri.allow_unconditional_update))
       throw err_invalid(ri, name,
                         {cause_invalid("metadata.resourceVersion", json{{"$raw", "0x0"}},
                                        "must be specified for an update")});
@@ -635,6 +635,17 @@ WriteResult Store::update(const ResourceInfo& ri, const std::string& ns, const s
                           json body, bool status_sub) {
   std::lock_guard<std::mutex> l(mu_);
   ObjPtr old = find_l(ri, ns, name);
+  if (!old && ri.allow_create_on_update && !status_sub && body.is_object() &&
+      jstr(body, {"metadata", "resourceVersion"}).empty()) {
+    // AllowCreateOnUpdate: a PUT of a missing object without a resourceVersion creates it
+    const std::string bname = jstr(body, {"metadata", "name"});
+    if (!bname.empty() && bname != name)
+      throw err_bad_request("the name of the object (" + bname +
+                            ") does not match the name on the URL (" + name + ")");
+    body["metadata"]["name"] = name;
+    if (ri.namespaced) body["metadata"]["namespace"] = ns;
+    return WriteResult{201, create_l(ri, std::move(body), true), ""};
+  }
   if (!old) throw err_not_found(ri, name);
   return update_l(ri, old, std::move(body), status_sub, true);
 }

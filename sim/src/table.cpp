@@ -213,6 +213,12 @@ void columns_and_cells(const ResourceInfo& ri, std::vector<Column>& cols,
       row.push_back(age_of(x));
       rows.push_back(row);
     }
+  } else if (k == "leases") {
+    // kube-apiserver's printer for Lease (pkg/printers/internalversion): Name, Holder, Age
+    cols.insert(cols.end(), {{"Holder", "string", "", 0}, {"Age", "string", "", 0}});
+    for (const auto& o : items)
+      rows.push_back(json::array(
+          {jstr(*o, {"metadata", "name"}), jstr(*o, {"spec", "holderIdentity"}), age_of(*o)}));
   } else if (k == "applications") {
     // Argo CD's CRD printer columns.
     cols.insert(cols.end(), {{"Sync Status", "string", "", 0},

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <regex>
 
+#include "lease.h"
 #include "profile.h"
 
 namespace dpfsim {
@@ -423,6 +424,7 @@ void validate_or_throw(const ResourceInfo& ri, const json& obj, const json* old)
   std::vector<FieldCause> causes;
   validate_object_meta(ri, obj, old == nullptr, causes);
   if (ri.kind == "DPUService") validate_dpuservice(obj, old, causes);
+  if (ri.kind == "Lease") validate_lease(obj, causes);
   if (!causes.empty()) throw err_invalid(ri, jstr(obj, {"metadata", "name"}), causes);
 }
 

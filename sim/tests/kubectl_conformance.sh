@@ -133,6 +133,17 @@ check "strategic patch rejected for CR" "UnsupportedMediaType|unsupported|not su
   "${KM[@]}" -n $NS patch dpuservice demo --type=strategic -p '{"metadata":{"labels":{"x":"y"}}}'
 check "invalid dpuservice rejected" "is invalid|Invalid value" "${KM[@]}" -n $NS patch dpuservice demo --type=merge \
   -p '{"spec":{"helmChart":{"source":{"repoURL":"ftp://nope"}}}}'
+# coordination.k8s.io/v1 Lease (issue 25): kubectl finds it through discovery, prints its Holder
+cat >"$WORK/lease.yaml" <<YAML
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: nico-extsvc-conformance, namespace: $NS}
+spec: {holderIdentity: "1.1/nico/2026-01-05T10:00:00.000000Z/db:5432", leaseDurationSeconds: 15}
+YAML
+check "create lease" "created" "${KM[@]}" create -f "$WORK/lease.yaml"
+check "get leases" "nico-extsvc-conformance +1\.1/nico/2026-01-05T10:00:00.000000Z/db:5432" "${KM[@]}" -n $NS get leases
+check "create existing lease -> AlreadyExists" "AlreadyExists|already exists" "${KM[@]}" create -f "$WORK/lease.yaml"
+check "delete lease" "deleted" "${KM[@]}" -n $NS delete lease nico-extsvc-conformance
 check "get missing -> NotFound" "NotFound|not found" "${KM[@]}" -n $NS get dpuservice missing
 check "delete pod" "deleted" "${KD[@]}" -n $NS delete pod -l app.kubernetes.io/instance=dpu-cplane-tenant1-demo --wait=true
 retry "pod replaced" "demo-[a-z0-9]{5} +1/1 +Running" "${KD[@]}" -n $NS get pods

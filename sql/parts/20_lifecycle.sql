@@ -16,6 +16,7 @@ INSERT INTO extsvc.lifecycle_transitions (from_state, to_state, actor, reason, d
   ('READY',    'READY',    'api',    'version_deleted',     'KUBERNETES_POD version deleted'),
   ('READY',    'READY',    'worker', 'drift_recreated',     'the DPUService was missing and was re-created'),
   ('READY',    'READY',    'worker', 'drift_patched',       'the DPUService spec had drifted and was patched back'),
+  ('READY',    'READY',    'worker', 'site_label_adopted',  'the DPUService, made before 0.3.0, got this site''s nico/site label on its metadata (no spec change, no pod restart)'),
   ('READY',    'FAILED',   'worker', 'ownership_conflict',  'the object with the generated name no longer carries our identity'),
   ('READY',    'FAILED',   'worker', 'permanent_error',     'a drift repair was refused by the API'),
   ('READY',    'FAILED',   'worker', 'unknown_fields',      'a drift repair was refused or pruned: the DPF CRD no longer defines a field (DPF downgraded)'),

@@ -10,8 +10,9 @@ CREATE FUNCTION extsvc._dpf_service_name(service_id uuid, version text) RETURNS 
 CREATE FUNCTION extsvc._placement_label_key(service_id uuid, version text) RETURNS text
   LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_placement_label_key';
 
+-- site_id (issue 25): nico/site on the metadata ('' renders as 0.2.0 did, without it)
 CREATE FUNCTION extsvc._render_dpuservice(service_id uuid, version text, revision integer, data jsonb,
-                                          namespace text)
+                                          namespace text, site_id text DEFAULT '')
   RETURNS jsonb
   LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'nico_extsvc_render_dpuservice';
 
@@ -44,6 +45,14 @@ CREATE FUNCTION extsvc._setting(name text) RETURNS text
   LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'nico_extsvc_setting';
 COMMENT ON FUNCTION extsvc._setting(text) IS
   'Internal: an extsvc.* setting as the loaded library defines it (never a session''s placeholder); the only way the SQL reads one. No grants.';
+
+-- The site id in force for SQL (GUC extsvc.site_id; '' when unset).
+CREATE FUNCTION extsvc._site_id() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT coalesce(extsvc._setting('extsvc.site_id'), '')
+$fn$;
+COMMENT ON FUNCTION extsvc._site_id() IS
+  'Internal: extsvc.site_id (the nico/site label of this site''s DPUServices), '''' when unset.';
 
 -- The namespace of the DPUService objects (GUC extsvc.namespace).
 CREATE FUNCTION extsvc._namespace() RETURNS text

@@ -22,7 +22,7 @@ BEGIN
   SELECT r.data INTO v_data FROM extsvc.helm_revisions r
    WHERE r.service_id = s.service_id AND r.revision = s.desired_revision;
   RETURN extsvc._render_dpuservice(s.service_id, s.attachable_version, s.desired_revision, v_data,
-                                   extsvc._namespace());
+                                   extsvc._namespace(), extsvc._site_id());
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.render_dpuservice(uuid, text) IS

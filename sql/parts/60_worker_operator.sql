@@ -34,11 +34,13 @@ CREATE FUNCTION extsvc.worker_status(
     OUT completed bigint, OUT stale bigint, OUT http_requests bigint, OUT http_errors bigint,
     OUT last_activity timestamptz, OUT fenced bigint, OUT lease_renewals bigint,
     OUT orphans_deleted bigint, OUT dpus_rederived bigint, OUT leases_released bigint,
-    OUT watch_wakes bigint)
+    OUT watch_wakes bigint, OUT lease_held boolean, OUT lease_holder text,
+    OUT lease_since timestamptz, OUT paused_reason text, OUT paused_detail text,
+    OUT settings_error text)
 RETURNS SETOF record
 LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'nico_extsvc_worker_status';
 COMMENT ON FUNCTION extsvc.worker_status() IS
-  'Operator: one row per worker slot with counters since server start (needs shared_preload_libraries).';
+  'Operator: one row per worker slot with counters since server start, and the site''s writer state (issue 25): lease_held (this server holds the site Lease and writes), lease_holder (spec.holderIdentity as last seen), lease_since, paused_reason (NULL while writing; site_id, timing_settings, database_identity, lease, deposed, disabled, starting) with paused_detail, settings_error (a reload refused). Needs shared_preload_libraries.';
 
 CREATE FUNCTION extsvc.watch_status(
     OUT resource text, OUT cluster text, OUT watcher_pid integer, OUT synced boolean,

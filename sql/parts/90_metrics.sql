@@ -62,7 +62,13 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ('extsvc_watch_lists_total', 'counter', 'Completed LISTs of the informer since the watcher started (the first, after 410 Gone, the resync''s).'),
     ('extsvc_watch_expired_total', 'counter', '410 Gone answers (an expired resourceVersion or continue token) since the watcher started.'),
     ('extsvc_watch_errors_total', 'counter', 'Failed LISTs and broken watch streams of the informer since the watcher started.'),
-    ('extsvc_watch_current_age_seconds', 'gauge', 'Seconds since the informer''s cache was last known current (0 while its stream is open).')
+    ('extsvc_watch_current_age_seconds', 'gauge', 'Seconds since the informer''s cache was last known current (0 while its stream is open).'),
+    ('extsvc_lease_held', 'gauge', '1 while this server holds the site''s Lease (coordination.k8s.io/v1, nico-extsvc-<site_id>) and its workers may write; 0 otherwise.'),
+    ('extsvc_lease_acquired_total', 'counter', 'Times this server acquired (or took over) the site''s Lease since shared memory was initialised.'),
+    ('extsvc_writes_paused', 'gauge', '1 for the reason the workers write nothing now (site_id, timing_settings, database_identity, lease, deposed), 0 for the others; all 0 while writing.'),
+    ('extsvc_foreign_objects', 'gauge', 'Objects the last resync found that are not this site''s and were left alone: DPUServices of another site or without the site label (kind dpuservice), nico/extsvc-* keys this database never wrote on its DPUs (kind placement_key).'),
+    ('extsvc_pending_orphans', 'gauge', 'Deletions (kind dpuservice) and label removals (kind placement_labels) the orphan guard holds back until extsvc.confirm_orphan_cleanup().'),
+    ('extsvc_placement_keys_registered', 'gauge', 'Placement keys in the registry (every key this database wrote and may still find on a DPU).')
 $fn$;
 COMMENT ON FUNCTION extsvc._metric_families() IS
   'Internal: name, Prometheus type and help text of every metric family of extsvc.metrics().';
@@ -157,6 +163,12 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
     UNION ALL SELECT * FROM site
     UNION ALL SELECT * FROM dpus
     UNION ALL SELECT w.metric, w.labels, w.value FROM extsvc._worker_metrics() w
+    UNION ALL SELECT x.metric, x.labels, x.value FROM extsvc._site_metrics() x
+    UNION ALL SELECT 'extsvc_pending_orphans', jsonb_build_object('kind', k.kind),
+                     (SELECT count(*) FROM extsvc.pending_orphans p WHERE p.kind = k.kind)::double precision
+                FROM unnest(ARRAY['dpuservice', 'placement_labels']) k(kind)
+    UNION ALL SELECT 'extsvc_placement_keys_registered', '{}'::jsonb,
+                     (SELECT count(*) FROM extsvc.placement_keys)::double precision
   ) m
   ORDER BY 1, 2
 $fn$;

@@ -10,6 +10,7 @@
 #include "core/drift_key.hpp"
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
+#include "core/site.hpp"
 #include "reconcile/dpu_observer.hpp"
 
 namespace extsvc::controller {
@@ -192,6 +193,9 @@ class ServiceStore : public ClusterCache::Store {
     ServiceFacts f;
     f.uid = str(at(obj, {"metadata", "uid"}));
     f.service_id = str(at(obj, {"metadata", "labels", core::kOwnerIdLabel}));
+    const json& site = at(obj, {"metadata", "labels", core::kSiteLabel});
+    f.has_site = !site.is_null();
+    f.site = site.is_string() ? site.get<std::string>() : std::string();
     f.being_deleted = !at(obj, {"metadata", "deletionTimestamp"}).is_null();
     const std::string key = core::dpuservice_drift_key(obj);
     std::copy_n(key.begin(), std::min(key.size(), f.drift_key.size()), f.drift_key.begin());

@@ -46,6 +46,8 @@ struct DeviceFacts {
 struct ServiceFacts {
   std::string uid;
   std::string service_id;  // the ownership label
+  std::string site;        // the nico/site label (issue 25); has_site false: none
+  bool has_site = false;
   bool being_deleted = false;
   std::array<char, 32> drift_key{};  // core::dpuservice_drift_key (its 32 bytes)
   uint64_t dpf_digest = 0;           // of DPF's Ready condition, reason, message, paused

@@ -22,9 +22,14 @@ struct ResyncResult {
   bool listed = false;  // false: the LIST failed and nothing was concluded
   std::vector<std::pair<std::string, std::string>> drifted;  // service_id, what differs
   std::string dpf_statuses;  // for extsvc.record_dpf_status, or empty
-  // listed objects with our ownership label and no live service name, not
+  // listed objects with our ownership label and this site's label and no live service name, not
   // already being deleted
   std::vector<reconcile::OrphanCandidate> orphans;
+  // issue 25: listed objects of this site (the orphan guard's base), and those left alone as not
+  // this site's (another site's label, or none and no live service of this database)
+  size_t site_objects = 0;
+  size_t other_site = 0, unlabelled = 0;
+  std::vector<std::string> foreign_names;  // the first few, for the log
 };
 
 // A row whose work does not decode or render is left out of the comparison

@@ -9,7 +9,7 @@
 namespace extsvc::controller {
 
 Runtime::Runtime(const Settings& s, const Hooks& hooks)
-    : ns_(s.ns), watch_timeout_s_(s.watch_timeout_s) {
+    : ns_(s.ns), site_id_(s.site_id), watch_timeout_s_(s.watch_timeout_s) {
   auto wire = [&](kube::Client& c, const char* cluster) {
     c.interrupted = hooks.interrupted;
     if (hooks.observer != nullptr) c.set_observer(hooks.observer, cluster);
@@ -17,7 +17,7 @@ Runtime::Runtime(const Settings& s, const Hooks& hooks)
   if (auto cfg = cluster_config(s, s.management)) {
     management_ = std::make_unique<kube::Client>(*cfg);
     wire(*management_, "management");
-    reconciler_ = std::make_unique<reconcile::ServiceReconciler>(*management_, ns_);
+    reconciler_ = std::make_unique<reconcile::ServiceReconciler>(*management_, ns_, site_id_);
     spdlog::info("management cluster configured: {}", cfg->server);
   }
   const std::string management_error = config_error_;
@@ -91,6 +91,7 @@ std::optional<kube::ClusterConfig> Runtime::cluster_config(const Settings& s,
   cfg.max_response_bytes = s.max_response_bytes;
   cfg.max_list_bytes = s.max_list_bytes;
   cfg.allow_insecure_http = s.allow_insecure_http;
+  if (!s.user_agent.empty()) cfg.user_agent = s.user_agent;
   if (auto err = kube::validate(cfg)) {
     config_error_ = *err;
     return std::nullopt;

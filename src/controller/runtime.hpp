@@ -38,6 +38,11 @@ struct Settings {
   size_t max_list_bytes = kube::ClusterConfig{}.max_list_bytes;
   bool allow_insecure_http = false;
   int watch_timeout_s = 300;  // each watch asks for [this, 2 x this) seconds
+  // issue 25: the site this database writes for (nico/site on every DPUService it renders; empty:
+  // the worker writes nothing) and the User-Agent of every request,
+  // "nico_extsvc/<version> (<holderIdentity>)"
+  std::string site_id;
+  std::string user_agent;
 };
 
 // What the host process lends the clients: a request observer (metrics) and
@@ -54,6 +59,7 @@ class Runtime {
   bool configured() const { return management_ != nullptr; }
   const std::string& config_error() const { return config_error_; }
   const std::string& ns() const { return ns_; }
+  const std::string& site_id() const { return site_id_; }
 
   kube::Client& management() { return *management_; }
   reconcile::ServiceReconciler& services() { return *reconciler_; }
@@ -77,6 +83,7 @@ class Runtime {
   std::optional<kube::ClusterConfig> cluster_config(const Settings& s, const ClusterSettings& c);
 
   std::string ns_;
+  std::string site_id_;
   int watch_timeout_s_ = 300;
   std::string config_error_;
   std::unique_ptr<kube::Client> management_;

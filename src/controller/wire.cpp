@@ -126,11 +126,11 @@ ServiceItem decode_service_work(std::string_view work_json) {
   return item;
 }
 
-void render_desired(ServiceItem& item) {
+void render_desired(ServiceItem& item, const std::string& site_id) {
   if (!item.helm_data) throw std::invalid_argument("no Helm data is stored for the revision");
   const auto& w = item.work;
-  item.work.desired = core::render_dpuservice(w.service_id, w.attachable_version,
-                                              w.desired_revision, *item.helm_data, item.ns);
+  item.work.desired = core::render_dpuservice(
+      w.service_id, w.attachable_version, w.desired_revision, *item.helm_data, item.ns, site_id);
 }
 
 json encode_service_outcome(const reconcile::Outcome& o) {

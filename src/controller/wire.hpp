@@ -42,7 +42,7 @@ ServiceItem decode_service_work(std::string_view work_json);
 
 // Renders item.work.desired from the Helm data (core::render_dpuservice, the
 // function extsvc.render_dpuservice calls too). Throws what rendering throws.
-void render_desired(ServiceItem& item);
+void render_desired(ServiceItem& item, const std::string& site_id = "");
 
 // {outcome: transition|event|done|retry|poll, new_state, reason, message,
 //  observed_resource_version: strings; applied_revision, http_status,

@@ -43,7 +43,7 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
   }
   reconcile::ServiceWork& w = item.work;
   try {
-    render_desired(item);
+    render_desired(item, rt.site_id());
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
@@ -84,7 +84,8 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
 }
 
 ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view work_json,
-                    const std::function<bool()>& lease_ok, double undecodable_backoff_s) {
+                    const std::function<bool()>& lease_ok, double undecodable_backoff_s,
+                    const DpuKeyPolicy& keys) {
   ItemResult r;
   r.retry = true;  // until a pass says otherwise
   r.retry_reason = "internal";
@@ -98,8 +99,13 @@ ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view
   }
   try {
     w.lease_ok = lease_ok;
+    w.registered_keys = keys.registered;
+    w.derived_removal_ok = keys.derived_removal_ok;
     const FenceScope fence_scope(rt, w.lease_ok);
     const reconcile::DpuOutcome o = rec.reconcile(w);
+    if (!o.held_keys.empty())
+      spdlog::warn("DPU {}: the orphan guard holds back removing {} label key(s) no item names",
+                   w.device_name, o.held_keys.size());
     if (o.lost) {
       r.fenced = true;
       spdlog::warn("DPU {}: {}", w.device_name, o.message);

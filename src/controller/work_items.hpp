@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,10 +32,17 @@ using DpfSeen = std::vector<std::pair<std::string, core::DpfStatus>>;
 ItemResult work_service(Runtime& rt, std::string_view work_json,
                         const std::function<bool()>& lease_ok, DpfSeen* dpf_seen);
 
+// Issue 25: which present placement keys a DPU pass may remove (reconcile::DpuWork).
+struct DpuKeyPolicy {
+  const std::set<std::string>* registered = nullptr;  // the site's registry; null: all are ours
+  std::function<bool()> derived_removal_ok;           // the orphan guard; empty: allowed
+};
+
 // A claimed DPU, with the batch's reconciler. A DPU has no FAILED state and
 // its work is rebuilt from the tables at every claim: one that cannot be
 // decoded backs off for undecodable_backoff_s with the reason as its error.
 ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view work_json,
-                    const std::function<bool()>& lease_ok, double undecodable_backoff_s);
+                    const std::function<bool()>& lease_ok, double undecodable_backoff_s,
+                    const DpuKeyPolicy& keys = {});
 
 }  // namespace extsvc::controller

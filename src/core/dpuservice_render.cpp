@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/identity.hpp"
+#include "core/site.hpp"
 
 namespace extsvc::core {
 namespace {
@@ -45,7 +46,7 @@ json placement_node_selector(std::string_view label_key) {
 }
 
 json render_dpuservice(std::string_view uuid, std::string_view version, int revision,
-                       const json& normalized_data, std::string_view ns) {
+                       const json& normalized_data, std::string_view ns, std::string_view site_id) {
   const std::string id = require_uuid(uuid);
   if (revision < 1) throw std::invalid_argument("revision must be at least 1");
   const std::string name = dpf_service_name(id, version);
@@ -73,14 +74,12 @@ json render_dpuservice(std::string_view uuid, std::string_view version, int revi
   daemon_set["annotations"][std::string(kRevisionAnnotation)] = std::to_string(revision);
   daemon_set["nodeSelector"] = placement_node_selector(placement_label_key(id, version));
 
+  json labels = {{std::string(kOwnerIdLabel), id},
+                 {std::string(kOwnerVersionLabel), std::string(version)}};
+  if (!site_id.empty()) labels[std::string(kSiteLabel)] = std::string(site_id);
   return {{"apiVersion", std::string(kDpuServiceApiVersion)},
           {"kind", std::string(kDpuServiceKind)},
-          {"metadata",
-           {{"name", name},
-            {"namespace", std::string(ns)},
-            {"labels",
-             {{std::string(kOwnerIdLabel), id},
-              {std::string(kOwnerVersionLabel), std::string(version)}}}}},
+          {"metadata", {{"name", name}, {"namespace", std::string(ns)}, {"labels", labels}}},
           {"spec",
            {{"deployInCluster", false},
             {"helmChart", std::move(helm_chart)},
@@ -89,7 +88,8 @@ json render_dpuservice(std::string_view uuid, std::string_view version, int revi
 }
 
 std::optional<std::string> identity_mismatch(const json& live, std::string_view uuid,
-                                             std::string_view version, std::string_view ns) {
+                                             std::string_view version, std::string_view ns,
+                                             std::string_view site_id) {
   const std::string id = require_uuid(uuid);
   const std::string name = dpf_service_name(id, version);
 
@@ -97,6 +97,8 @@ std::optional<std::string> identity_mismatch(const json& live, std::string_view 
   // ours with a strange field.
   if (!string_equals(lookup(live, {"metadata", "labels", kOwnerIdLabel}), id))
     return "metadata.labels[\"nico/extension-service-id\"]";
+  if (!site_id.empty() && !string_equals(lookup(live, {"metadata", "labels", kSiteLabel}), site_id))
+    return std::string(kSiteLabelPath);
   if (!string_equals(lookup(live, {"metadata", "labels", kOwnerVersionLabel}), version))
     return "metadata.labels[\"nico/extension-service-version\"]";
   if (!string_equals(lookup(live, {"metadata", "name"}), name)) return "metadata.name";

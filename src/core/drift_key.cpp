@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/identity.hpp"
+#include "core/site.hpp"
 
 namespace extsvc::core {
 
@@ -58,6 +59,7 @@ json dpuservice_drift_projection(const json& obj) {
   };
   copy("owner", {"metadata", "labels", kOwnerIdLabel.data()});
   copy("version", {"metadata", "labels", kOwnerVersionLabel.data()});
+  copy("site", {"metadata", "labels", kSiteLabel.data()});
   copy("name", {"metadata", "name"});
   copy("namespace", {"metadata", "namespace"});
   copy("deployInCluster", {"spec", "deployInCluster"});

@@ -13,14 +13,14 @@ const struct config_enum_entry kLogLevels[] = {
     {"error", 4, false}, {"off", 6, false},  {nullptr, 0, false},
 };
 
-void define_string(const char* name, const char* desc, char** var, const char* def,
-                   GucContext ctx) {
-  DefineCustomStringVariable(name, desc, nullptr, var, def, ctx, 0, nullptr, nullptr, nullptr);
+void define_string(const char* name, const char* desc, char** var, const char* def, GucContext ctx,
+                   GucStringCheckHook check = nullptr) {
+  DefineCustomStringVariable(name, desc, nullptr, var, def, ctx, 0, check, nullptr, nullptr);
 }
 
 void define_int(const char* name, const char* desc, int* var, int def, int min, int max,
-                GucContext ctx, int flags = 0) {
-  DefineCustomIntVariable(name, desc, nullptr, var, def, min, max, ctx, flags, nullptr, nullptr,
+                GucContext ctx, int flags = 0, GucIntCheckHook check = nullptr) {
+  DefineCustomIntVariable(name, desc, nullptr, var, def, min, max, ctx, flags, check, nullptr,
                           nullptr);
 }
 
@@ -81,7 +81,7 @@ void define_gucs() {
   define_int("extsvc.retry_cap", "Upper bound of the exponential retry delay.", &gucs.retry_cap_s,
              300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S);
   define_int("extsvc.lease_time", "How long a claimed work row stays leased to one worker.",
-             &gucs.lease_time_s, 60, 5, 3600, PGC_SIGHUP, GUC_UNIT_S);
+             &gucs.lease_time_s, 60, 5, 3600, PGC_SIGHUP, GUC_UNIT_S, check_lease_time);
   define_int("extsvc.batch_size", "Work rows claimed per worker iteration.", &gucs.batch_size, 32,
              1, 1000, PGC_SIGHUP);
   DefineCustomRealVariable(
@@ -92,7 +92,7 @@ void define_gucs() {
   define_int("extsvc.connect_timeout", "TCP/TLS connect timeout of Kubernetes calls.",
              &gucs.connect_timeout_ms, 5000, 100, 600000, PGC_SIGHUP, GUC_UNIT_MS);
   define_int("extsvc.http_timeout", "Total timeout of one Kubernetes call.", &gucs.http_timeout_ms,
-             30000, 100, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
+             10000, 100, 3600000, PGC_SIGHUP, GUC_UNIT_MS, check_http_timeout);
   DefineCustomEnumVariable("extsvc.log_level", "Verbosity of the worker's log lines.", nullptr,
                            &gucs.log_level, 2, kLogLevels, PGC_SIGHUP, 0, nullptr, nullptr,
                            nullptr);
@@ -121,7 +121,7 @@ void define_gucs() {
   define_int("extsvc.lease_margin",
              "Safety added to http_timeout: a Kubernetes call starts only while that much of the "
              "claim's lease remains.",
-             &gucs.lease_margin_ms, 2000, 0, 600000, PGC_SIGHUP, GUC_UNIT_MS);
+             &gucs.lease_margin_ms, 2000, 0, 600000, PGC_SIGHUP, GUC_UNIT_MS, check_lease_margin);
   define_int("extsvc.worker_lock_timeout",
              "lock_timeout of the workers' own transactions (0 = none).",
              &gucs.worker_lock_timeout_ms, 5000, 0, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
@@ -135,6 +135,28 @@ void define_gucs() {
   define_int("extsvc.watch_timeout",
              "timeoutSeconds of a watch request (each asks for between this and twice this).",
              &gucs.watch_timeout_s, 300, 5, 3600, PGC_SIGHUP, GUC_UNIT_S);
+  // issue 25: one writer per site (docs/worker.md, docs/operator-guide.md "High availability")
+  define_string("extsvc.site_id",
+                "This site's id: the nico/site label of its DPUServices and the name of its Lease "
+                "nico-extsvc-<site_id>; the worker writes nothing while it is unset.",
+                &gucs.site_id, "", PGC_SIGHUP, check_site_id);
+  define_int("extsvc.lease_duration",
+             "How long a candidate waits for the site Lease's holder to renew before taking it.",
+             &gucs.lease_duration_ms, 15000, 1000, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
+             check_lease_duration);
+  define_int("extsvc.lease_renew_deadline",
+             "How long the site Lease's holder keeps writing without a successful renewal.",
+             &gucs.lease_renew_deadline_ms, 10000, 500, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
+             check_lease_renew_deadline);
+  define_int("extsvc.lease_retry_period",
+             "Interval of the site Lease's acquire and renew attempts.",
+             &gucs.lease_retry_period_ms, 2000, 100, 3600000, PGC_SIGHUP, GUC_UNIT_MS,
+             check_lease_retry_period);
+  define_int("extsvc.orphan_cleanup_max",
+             "Most orphaned DPUServices one resync deletes, and most DPUs whose labels it may "
+             "strip, without an admin's confirmation (-1: 10, or 10 % of what the site owns).",
+             &gucs.orphan_cleanup_max, -1, -1, 1000000, PGC_SIGHUP);
+  gucs_defined();
   MarkGUCPrefixReserved("extsvc");
 }
 

@@ -41,11 +41,32 @@ struct Gucs {
   int worker_statement_timeout_ms;  // extsvc.worker_statement_timeout
   bool watch;                       // extsvc.watch: observe through LIST+WATCH caches
   int watch_timeout_s;              // extsvc.watch_timeout
+  // issue 25: one writer per site
+  char* site_id;                // extsvc.site_id ('' = unset: the worker writes nothing)
+  int lease_duration_ms;        // extsvc.lease_duration
+  int lease_renew_deadline_ms;  // extsvc.lease_renew_deadline
+  int lease_retry_period_ms;    // extsvc.lease_retry_period
+  int orphan_cleanup_max;       // extsvc.orphan_cleanup_max (-1: 10 or 10 %)
 };
 
 extern Gucs gucs;
 
 // Defines every GUC; called once from _PG_init.
 void define_gucs();
+
+// The check hooks of issue 25 (gucs_site.cpp): extsvc.site_id must be usable, and the timing
+// settings must work together (core/site_timing.hpp). The cross check runs where a value is set
+// by a statement (ALTER SYSTEM, SET): there the other settings are the ones in force. A reload
+// sets the file's values one at a time, so the check there is the processes' own
+// (site_timing_in_force()): a set that does not work together is refused as a whole.
+bool check_site_id(char** newval, void** extra, GucSource source);
+bool check_http_timeout(int* newval, void** extra, GucSource source);
+bool check_lease_margin(int* newval, void** extra, GucSource source);
+bool check_lease_time(int* newval, void** extra, GucSource source);
+bool check_lease_duration(int* newval, void** extra, GucSource source);
+bool check_lease_renew_deadline(int* newval, void** extra, GucSource source);
+bool check_lease_retry_period(int* newval, void** extra, GucSource source);
+// Set once every GUC is defined (the cross checks read the others).
+void gucs_defined();
 
 }  // namespace extsvc::pg

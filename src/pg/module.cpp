@@ -3,6 +3,7 @@
 
 #include "gucs.hpp"
 #include "metrics.hpp"
+#include "site_state.hpp"
 #include "wake.hpp"
 #include "worker.hpp"
 
@@ -20,12 +21,14 @@ void on_shmem_request() {
   if (prev_shmem_request_hook) prev_shmem_request_hook();
   extsvc::pg::request_shared_memory();
   extsvc::pg::request_metrics_memory();
+  extsvc::pg::request_site_memory();
 }
 
 void on_shmem_startup() {
   if (prev_shmem_startup_hook) prev_shmem_startup_hook();
   extsvc::pg::attach_shared_memory();
   extsvc::pg::attach_metrics_memory();
+  extsvc::pg::attach_site_memory();
 }
 
 }  // namespace

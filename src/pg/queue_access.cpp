@@ -388,4 +388,9 @@ bool installed_extension_version(MemoryContext cxt, char** version, char** error
   });
 }
 
+bool worker_transaction(const char* activity, MemoryContext cxt, char** error, void (*body)(void*),
+                        void* arg) {
+  return in_transaction(activity, cxt, error, [&] { body(arg); });
+}
+
 }  // namespace extsvc::pg

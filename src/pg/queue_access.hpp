@@ -86,4 +86,10 @@ bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, Resync
 // not installed in this database.
 bool installed_extension_version(MemoryContext cxt, char** version, char** error);
 
+// body(arg) in one worker transaction like every call above (timeouts, SPI connected, a
+// snapshot, errors caught into *error): for the statements of other files (site_access.cpp).
+// body runs PostgreSQL code only.
+bool worker_transaction(const char* activity, MemoryContext cxt, char** error, void (*body)(void*),
+                        void* arg);
+
 }  // namespace extsvc::pg

@@ -71,7 +71,8 @@ struct RenderArgs {
   int revision;
   const char* data;
   std::string_view ns;
-  bool v010;  // called through the 0.1.0 declaration (four arguments)
+  bool v010;                 // called through the 0.1.0 declaration (four arguments)
+  std::string_view site_id;  // 0.3.0 (six arguments): nico/site on the metadata
 };
 struct MismatchArgs {
   const char* live;
@@ -102,7 +103,9 @@ EXTSVC_SQL_FUNCTION(
     emit_text)
 
 // (service_id uuid, version text, revision integer, normalized data jsonb,
-//  namespace text) -> jsonb
+//  namespace text[, site_id text]) -> jsonb
+// 0.3.0 declares it with the site id (issue 25: nico/site on the metadata); the 0.2.0 install
+// script with five arguments, rendering as 0.2.0 did (no site label).
 // The 0.1.0 install script declares the same symbol with four arguments
 // (service_id, version, data, namespace) and no revision; a database still at
 // 0.1.0 (before ALTER EXTENSION UPDATE) calls it that way and gets the 0.1.0
@@ -112,15 +115,18 @@ EXTSVC_SQL_FUNCTION(
     [](FunctionCallInfo fcinfo) {
       const bool v010 = PG_NARGS() == 4;
       const int a = v010 ? -1 : 0;  // argument offset after the version
-      return RenderArgs{
-          uuid_to_string(PG_GETARG_UUID_P(0)), text_view(PG_GETARG_TEXT_PP(1)),
-          v010 ? 1 : PG_GETARG_INT32(2),       jsonb_to_cstring(PG_GETARG_JSONB_P(3 + a)),
-          text_view(PG_GETARG_TEXT_PP(4 + a)), v010};
+      return RenderArgs{uuid_to_string(PG_GETARG_UUID_P(0)),
+                        text_view(PG_GETARG_TEXT_PP(1)),
+                        v010 ? 1 : PG_GETARG_INT32(2),
+                        jsonb_to_cstring(PG_GETARG_JSONB_P(3 + a)),
+                        text_view(PG_GETARG_TEXT_PP(4 + a)),
+                        v010,
+                        PG_NARGS() >= 6 ? text_view(PG_GETARG_TEXT_PP(5)) : std::string_view()};
     },
     [](const RenderArgs& in) {
       const auto parsed = nlohmann::json::parse(in.data);
-      auto doc =
-          extsvc::core::render_dpuservice(in.uuid.view(), in.version, in.revision, parsed, in.ns);
+      auto doc = extsvc::core::render_dpuservice(in.uuid.view(), in.version, in.revision, parsed,
+                                                 in.ns, in.site_id);
       if (in.v010) {
         // 0.1.0 rendered neither; keep a tenant's own (possibly empty) maps.
         auto& ds = doc["spec"]["serviceDaemonSet"];

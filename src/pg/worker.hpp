@@ -4,7 +4,8 @@
 
 namespace extsvc::pg {
 
-// Registers extsvc.workers static background workers (from _PG_init).
+// Registers extsvc.workers static background workers and, with at least one, the lease process
+// (issue 25: it holds the site Lease for them) (from _PG_init).
 void register_workers();
 
 }  // namespace extsvc::pg
@@ -12,4 +13,6 @@ void register_workers();
 extern "C" {
 // Entry point of one worker; the Datum is its slot index.
 PGDLLEXPORT void nico_extsvc_worker_main(Datum arg);
+// Entry point of the lease process (lease_worker.cpp).
+PGDLLEXPORT void nico_extsvc_lease_main(Datum arg);
 }

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -17,6 +19,9 @@
 #include "gucs.hpp"
 #include "log_sink.hpp"
 #include "metrics.hpp"
+#include "site_access.hpp"
+#include "site_state.hpp"
+#include "timing_in_force.hpp"
 #include "worker_internal.hpp"
 
 namespace extsvc::pg {
@@ -35,23 +40,37 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 std::chrono::milliseconds call_budget() {
-  return std::chrono::milliseconds(static_cast<int64>(gucs.http_timeout_ms) + gucs.lease_margin_ms);
+  return std::chrono::milliseconds(pg::call_budget_ms());
+}
+
+std::chrono::milliseconds lease_time() {
+  return std::chrono::milliseconds(timing_in_force().lease_time_ms);
 }
 
 SteadyClock::time_point lease_deadline(SteadyClock::time_point start) {
-  return start + std::chrono::seconds(gucs.lease_time_s);
+  return start + lease_time();
 }
 
-// Pure C++: what the reconcilers consult before each call.
+// What the reconcilers consult before each call: the row's lease and (issue 25) the site Lease
+// must both outlive the call. The site half reads what the lease process published (atomics, no
+// PostgreSQL call) and announces the call, so that a release at shutdown waits for it.
 std::function<bool()> fence_for(SteadyClock::time_point deadline) {
   const auto budget = call_budget();
-  return [deadline, budget] { return SteadyClock::now() + budget <= deadline; };
+  const int slot = g_slot;
+  return [deadline, budget, slot] {
+    if (SteadyClock::now() + budget > deadline) return false;
+    return site_write_permit(slot, std::chrono::nanoseconds(budget).count());
+  };
 }
 
 bool listed(char* const* tokens, int n, const char* token) {
   for (int i = 0; i < n; ++i)
     if (strcmp(tokens[i], token) == 0) return true;
   return false;
+}
+
+int lease_seconds() {
+  return static_cast<int>((timing_in_force().lease_time_ms + 999) / 1000);
 }
 
 // Renewal between items: when less than max(lease_time / 2, one call's
@@ -63,8 +82,7 @@ bool listed(char* const* tokens, int n, const char* token) {
 void maybe_renew(MemoryContext cxt, const QueueBatch& batch, bool* alive, int from,
                  SteadyClock::time_point* deadline, WorkerSlot* slot) {
   const auto left = *deadline - SteadyClock::now();
-  const auto threshold =
-      std::max<SteadyClock::duration>(std::chrono::seconds(gucs.lease_time_s) / 2, call_budget());
+  const auto threshold = std::max<SteadyClock::duration>(lease_time() / 2, call_budget());
   if (left >= threshold) return;
   const char** tokens = static_cast<const char**>(palloc0(sizeof(char*) * (batch.count + 1)));
   int n = 0;
@@ -75,7 +93,7 @@ void maybe_renew(MemoryContext cxt, const QueueBatch& batch, bool* alive, int fr
   char** renewed = nullptr;
   int nrenewed = 0;
   char* error = nullptr;
-  if (!queue_renew(cxt, g_worker_name, tokens, n, gucs.lease_time_s, &renewed, &nrenewed, &error)) {
+  if (!queue_renew(cxt, g_worker_name, tokens, n, lease_seconds(), &renewed, &nrenewed, &error)) {
     ereport(WARNING, (errmsg("nico_extsvc: renewing leases failed: %s", error)));
     return;
   }
@@ -89,6 +107,49 @@ void maybe_renew(MemoryContext cxt, const QueueBatch& batch, bool* alive, int fr
                            "the row is skipped",
                            batch.items[i].lease_token)));
     }
+}
+
+// Issue 25: which present placement keys a DPU pass may remove: registered ones (the
+// registry, cached per process and read again when its fingerprint changes), and those no item
+// names only while the orphan guard's budget allows.
+std::set<std::string>* g_registry = nullptr;
+char g_registry_version[128];
+
+void refresh_registry(MemoryContext cxt) {
+  char* version = nullptr;
+  char* error = nullptr;
+  if (!placement_key_registry_version(cxt, &version, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: reading the placement key registry failed: %s", error)));
+    return;
+  }
+  if (version == nullptr || (g_registry != nullptr && strcmp(version, g_registry_version) == 0))
+    return;
+  char** keys = nullptr;
+  int n = 0;
+  if (!placement_key_registry(cxt, &keys, &n, &error)) {
+    ereport(WARNING, (errmsg("nico_extsvc: reading the placement key registry failed: %s", error)));
+    return;
+  }
+  PendingError err;
+  cpp_call(err, [&] {
+    auto fresh = std::make_unique<std::set<std::string>>();
+    for (int i = 0; i < n; ++i) fresh->insert(keys[i]);
+    delete g_registry;
+    g_registry = fresh.release();
+  });
+  if (err.sqlstate == 0) strlcpy(g_registry_version, version, sizeof g_registry_version);
+}
+
+controller::DpuKeyPolicy dpu_key_policy() {
+  controller::DpuKeyPolicy p;
+  // without a registry read yet nothing registered can be proven: remove nothing but wanted keys
+  static const std::set<std::string> kNone;
+  p.registered = g_registry != nullptr ? g_registry : &kNone;
+  p.derived_removal_ok = [] {
+    SiteShared* site = site_shared();
+    return site != nullptr && site_take_budget(&site->label_budget);
+  };
+  return p;
 }
 
 // What one batch needs on the C++ side, built and freed under the guard.
@@ -110,7 +171,8 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
     const controller::ItemResult r =
         queue == Queue::kService
             ? controller::work_service(*g_runtime, item.work, fence, &state->dpf_seen)
-            : controller::work_dpu(*g_runtime, *state->dpus, item.work, fence, gucs.retry_cap_s);
+            : controller::work_dpu(*g_runtime, *state->dpus, item.work, fence, gucs.retry_cap_s,
+                                   dpu_key_policy());
     if (!r.warning.empty())
       spdlog::warn("{} {}: {}", queue_name(queue), item.id, r.warning);
     else if (!r.summary.empty())
@@ -150,6 +212,11 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
 
 }  // namespace
 
+const std::set<std::string>* placement_registry(MemoryContext cxt) {
+  refresh_registry(cxt);
+  return g_registry;
+}
+
 void record_dpf(MemoryContext cxt, const char* statuses) {
   if (statuses == nullptr || statuses[0] == '\0') return;
   char* error = nullptr;
@@ -158,13 +225,16 @@ void record_dpf(MemoryContext cxt, const char* statuses) {
 }
 
 int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* const* ids, int nids) {
+  // issue 25: nothing is claimed while this server may not write (the rows stay due)
+  if (!site_writes_allowed(std::chrono::nanoseconds(call_budget()).count())) return 0;
+  if (queue == Queue::kDpu) refresh_registry(cxt);
   QueueBatch batch{};
   char* error = nullptr;
   const auto claim_start = SteadyClock::now();
   const bool claimed = ids != nullptr ? queue_claim_ids(cxt, queue, g_worker_name, ids, nids,
-                                                        gucs.lease_time_s, &batch, &error)
+                                                        lease_seconds(), &batch, &error)
                                       : queue_claim(cxt, queue, g_worker_name, gucs.batch_size,
-                                                    gucs.lease_time_s, &batch, &error);
+                                                    lease_seconds(), &batch, &error);
   if (!claimed) {
     ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
     return 0;

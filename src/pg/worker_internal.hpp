@@ -4,6 +4,9 @@
 
 #include "pg_prelude.hpp"
 
+#include <set>
+#include <string>
+
 #include "controller/resync.hpp"
 #include "controller/runtime.hpp"
 #include "queue_access.hpp"
@@ -16,6 +19,10 @@ namespace extsvc::pg {
 extern controller::Runtime* g_runtime;
 extern int g_slot;
 extern char g_worker_name[64];
+
+// The runtime's settings from the GUCs (the timing settings in force), for this site and with this
+// User-Agent (worker_main.cpp; the lease process builds its client from them too).
+controller::Settings runtime_settings(const char* site_id, const char* user_agent);
 
 // Claims one batch of the queue and works it (renewing leases as the batch
 // goes on); returns how many rows were claimed. With ids: the due rows among
@@ -35,9 +42,18 @@ void record_dpf(MemoryContext cxt, const char* statuses);
 // deleted.
 void check_drift(MemoryContext cxt, WorkerSlot* slot, const ResyncSnapshot& snap,
                  char* const* service_ids, int nservices);
-// Deletes the orphan candidates of result that the database does not know.
+// --- the orphan guard (site_guard.cpp, issue 25) ---
+// Deletes the orphan candidates of result that the database does not know, within the guard:
+// census (the resync) decides and records what is held back; a watch event spends what the last
+// census left.
 void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult* result,
-                     char** names, int nnames);
+                     char** names, int nnames, bool census);
+// The resync's label census, before every DPU is derived again.
+void label_census(MemoryContext cxt);
+// extsvc.orphan_cleanup_max, or max(10, 10 % of owned).
+int64 orphan_limit(int64 owned);
+// The registry of placement keys (read again when it changed); null when it cannot be read.
+const std::set<std::string>* placement_registry(MemoryContext cxt);
 
 // --- the watcher (worker_watch.cpp) ---
 // This worker holds the LIST+WATCH caches: worker 0 with extsvc.watch on.

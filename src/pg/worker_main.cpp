@@ -17,6 +17,9 @@
 #include "gucs.hpp"
 #include "log_sink.hpp"
 #include "metrics.hpp"
+#include "server_identity.hpp"
+#include "site_state.hpp"
+#include "timing_in_force.hpp"
 #include "worker_internal.hpp"
 
 namespace extsvc::pg {
@@ -38,7 +41,9 @@ std::string str(const char* s) {
   return s ? std::string(s) : std::string();
 }
 
-controller::Settings current_settings() {
+}  // namespace
+
+controller::Settings runtime_settings(const char* site_id, const char* user_agent) {
   controller::Settings s;
   s.management = {str(gucs.management.kubeconfig), str(gucs.management.server),
                   str(gucs.management.ca_file), str(gucs.management.token_file)};
@@ -49,36 +54,41 @@ controller::Settings current_settings() {
   s.qps = gucs.kube_qps;
   s.burst = gucs.kube_burst;
   s.connect_timeout_ms = gucs.connect_timeout_ms;
-  s.timeout_ms = gucs.http_timeout_ms;
+  s.timeout_ms = timing_in_force().http_timeout_ms;
   s.max_response_bytes = static_cast<size_t>(gucs.kube_max_response_kb) * 1024;
   s.max_list_bytes = static_cast<size_t>(gucs.kube_max_list_kb) * 1024;
   s.allow_insecure_http = gucs.kube_allow_insecure_http;
   s.watch_timeout_s = gucs.watch_timeout_s;
+  s.site_id = str(site_id);
+  s.user_agent = str(user_agent);
   return s;
 }
 
+namespace {
+
+ServerIdentity g_identity;
+
 // On failure g_runtime stays null: the loop then idles and tries again (a
 // null runtime is "not configured", never dereferenced).
+// The site id in force (issue 25) is part of the runtime: it renders nico/site and the
+// User-Agent names this server; the loop rebuilds when it changes (once: unset -> set).
 void rebuild_runtime() {
   watch_reset();  // the wait set holds the old caches' sockets
+  char site[64];
+  site_id_in_force(site, sizeof site);
   PendingError err;
-  cpp_call(err, [] {
+  cpp_call(err, [&] {
     delete g_runtime;  // first: a failed rebuild must not leave the old clients running
     g_runtime = nullptr;
     set_log_level(gucs.log_level);
     controller::Hooks hooks;
     hooks.observer = metrics_observer();
     hooks.interrupted = [] { return ProcDiePending != 0; };
-    auto fresh = std::make_unique<controller::Runtime>(current_settings(), hooks);
+    auto fresh =
+        std::make_unique<controller::Runtime>(runtime_settings(site, g_identity.user_agent), hooks);
     if (!fresh->configured()) spdlog::warn("worker idle: {}", fresh->config_error());
     g_runtime = fresh.release();
   });
-  if (std::chrono::milliseconds(static_cast<int64>(gucs.lease_time_s) * 1000) <=
-      std::chrono::milliseconds(static_cast<int64>(gucs.http_timeout_ms) + gucs.lease_margin_ms))
-    ereport(WARNING, (errmsg("nico_extsvc: extsvc.lease_time (%d s) does not exceed http_timeout + "
-                             "lease_margin; every Kubernetes call would be fenced",
-                             gucs.lease_time_s),
-                      errhint("Raise extsvc.lease_time or lower the timeouts.")));
   flush_logs();
   if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
 }
@@ -99,7 +109,9 @@ void run_resync(MemoryContext cxt, WorkerSlot* slot) {
   const bool resynced = resync(cxt, slot);
   metrics_resync(resynced,
                  std::chrono::duration<double>(SteadyClock::now() - resync_start).count());
-  // level-triggered placement: every DPU's labels are derived again
+  // level-triggered placement: every DPU's labels are derived again, within what the orphan
+  // guard's census allows (issue 25)
+  if (resynced) label_census(cxt);
   int marked = 0;
   if (!mark_dpus_due(cxt, &marked, &error)) {
     ereport(WARNING, (errmsg("nico_extsvc: marking DPUs due failed: %s", error)));
@@ -128,6 +140,12 @@ bool relist_done() {
   return done;
 }
 
+bool same_site(const std::string& in_runtime) {
+  char site[64];
+  site_id_in_force(site, sizeof site);
+  return in_runtime == site;
+}
+
 void worker_loop() {
   SharedState* st = shared_state();
   WorkerSlot* slot = &st->slots[g_slot];
@@ -150,7 +168,10 @@ void worker_loop() {
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
+      adopt_timing(false);  // a set that does not work is refused (the lease process logs why)
       rebuild_runtime();
+    } else if (g_runtime != nullptr && !same_site(g_runtime->site_id())) {
+      rebuild_runtime();  // the lease process adopted the site id
     }
     pg_atomic_write_u32(&st->wake_pending, 0);
     pg_atomic_fetch_add_u64(&slot->iterations, 1);
@@ -205,6 +226,9 @@ void worker_loop() {
           ereport(WARNING, (errmsg("nico_extsvc: releasing old leases failed: %s", error)));
         }
       }
+      // issue 25: nothing is written while this server does not hold the site Lease (or its
+      // writes are paused); the watcher keeps its caches, the resync waits
+      const bool writing = site_writes_allowed(call_budget_ms() * 1000000LL);
       watch_start();
       watch_publish(iter_cxt, slot);
       const int nservices = work_batch(iter_cxt, Queue::kService, slot);
@@ -214,7 +238,8 @@ void worker_loop() {
       // re-list of every informer first, then a comparison in memory); the
       // first worker does it.
       const TimestampTz now = GetCurrentTimestamp();
-      if (g_slot == 0 && (now >= next_resync || pg_atomic_exchange_u32(&st->resync_requested, 0))) {
+      if (g_slot == 0 && writing &&
+          (now >= next_resync || pg_atomic_exchange_u32(&st->resync_requested, 0))) {
         next_resync =
             TimestampTzPlusMilliseconds(now, static_cast<int64>(gucs.resync_interval_s) * 1000);
         if (g_runtime->cache() != nullptr) {
@@ -227,15 +252,19 @@ void worker_loop() {
           run_resync(iter_cxt, slot);
         }
       }
-      if (relist_pending &&
-          (relist_done() ||
-           SteadyClock::now() - relist_since >
-               std::chrono::milliseconds(2 * static_cast<int64>(gucs.http_timeout_ms)))) {
+      if (relist_pending && writing &&
+          (relist_done() || SteadyClock::now() - relist_since >
+                                std::chrono::milliseconds(2 * timing_in_force().http_timeout_ms))) {
         relist_pending = false;
         watch_publish(iter_cxt, slot);  // what the re-list changed wakes its rows first
         run_resync(iter_cxt, slot);
       }
-      if (nservices >= gucs.batch_size || ndpus >= gucs.batch_size) {
+      if (!writing) {
+        // due rows wait (nothing is claimed); the lease process wakes the workers when writes
+        // resume, but a renewal that comes back after a failure does not: look again each
+        // retry period
+        timeout_ms = timing_in_force().retry_period_ms;
+      } else if (nservices >= gucs.batch_size || ndpus >= gucs.batch_size) {
         timeout_ms = 0;  // more may be due right now
       } else {
         bool any = false;
@@ -243,7 +272,7 @@ void worker_loop() {
         if (queue_next_due(iter_cxt, &any, &due_s, &error, !works_dpu_queue()) && any)
           timeout_ms = std::clamp<long>(static_cast<long>(due_s * 1000) + 1, 0, timeout_ms);
       }
-      if (g_slot == 0) {
+      if (writing && g_slot == 0) {
         const long to_resync = static_cast<long>((next_resync - GetCurrentTimestamp()) / 1000);
         timeout_ms = std::max<long>(0, std::min(timeout_ms, to_resync));
         if (relist_pending) timeout_ms = std::min(timeout_ms, 200L);
@@ -271,6 +300,17 @@ void register_workers() {
     w.bgw_main_arg = Int32GetDatum(i);
     RegisterBackgroundWorker(&w);
   }
+  if (gucs.workers < 1) return;
+  BackgroundWorker lease;
+  memset(&lease, 0, sizeof lease);
+  lease.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+  lease.bgw_start_time = BgWorkerStart_RecoveryFinished;
+  lease.bgw_restart_time = 5;
+  snprintf(lease.bgw_library_name, BGW_MAXLEN, "nico_extsvc");
+  snprintf(lease.bgw_function_name, BGW_MAXLEN, "nico_extsvc_lease_main");
+  snprintf(lease.bgw_name, BGW_MAXLEN, "nico_extsvc lease");
+  snprintf(lease.bgw_type, BGW_MAXLEN, "nico_extsvc lease");
+  RegisterBackgroundWorker(&lease);
 }
 
 }  // namespace extsvc::pg
@@ -300,6 +340,8 @@ extern "C" void nico_extsvc_worker_main(Datum arg) {
   metrics_worker_started(g_slot);
   before_shmem_exit(on_exit_clear_slot, 0);
   install_log_sink(g_worker_name);
+  server_identity(&g_identity);
+  adopt_timing(false);
   ereport(LOG, (errmsg("%s started in database \"%s\"", g_worker_name, gucs.database)));
   worker_loop();
 }

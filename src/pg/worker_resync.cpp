@@ -1,5 +1,6 @@
 // The resync: drift detection over one LIST, DPF's view of every service,
-// and the level-triggered cleanup of orphaned DPUServices.
+// and the level-triggered cleanup of orphaned DPUServices (through the orphan guard of
+// site_guard.cpp).
 #include "pg_prelude.hpp"
 
 #include <string>
@@ -14,52 +15,17 @@
 
 namespace extsvc::pg {
 
-// DPUServices with our ownership label that belong to no live service
-// version (DELETED, unknown, superseded) are deleted, each with
-// preconditions.uid of the listed object. The database is asked after the
-// LIST, so a service whose DPUService was just created is known.
-void cleanup_orphans(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult* result,
-                     char** names, int nnames) {
-  char** orphans = nullptr;
-  int count = 0;
-  char* error = nullptr;
-  if (nnames > 0 && !orphaned_dpuservices(cxt, names, nnames, &orphans, &count, &error))
-    ereport(WARNING,
-            (errmsg("nico_extsvc: resync: checking orphaned DPUServices failed: %s", error)));
-  int deleted = 0;
-  PendingError err;
-  cpp_call(err, [&] {
-    for (int i = 0; i < count; ++i)
-      for (const auto& c : result->orphans) {
-        if (c.name != orphans[i]) continue;
-        if (auto e = reconcile::delete_orphan(g_runtime->management(), g_runtime->ns(), c)) {
-          spdlog::warn("resync: deleting orphaned DPUService {} failed: {}", c.name,
-                       kube::describe(*e));
-        } else {
-          ++deleted;
-          spdlog::warn(
-              "resync: deleted orphaned DPUService {} (uid {}): it carries our ownership label "
-              "but belongs to no live service version",
-              c.name, c.uid);
-        }
-      }
-  });
-  flush_logs();
-  if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
-  pg_atomic_fetch_add_u64(&slot->orphans_deleted, static_cast<uint64>(deleted));
-}
-
 namespace {
 
 // What a comparison concluded, applied to the database: DPF's statuses, the
 // orphans' cleanup, the drifted services made due.
 void apply_result(MemoryContext cxt, WorkerSlot* slot, controller::ResyncResult* result,
                   bool listed, int ndrift, char** drift_ids, char** drift_details,
-                  char** orphan_names, int norphans, char* dpf_statuses) {
+                  char** orphan_names, int norphans, char* dpf_statuses, bool census) {
   if (!listed) return;
   char* error = nullptr;
   record_dpf(cxt, dpf_statuses);
-  cleanup_orphans(cxt, slot, result, orphan_names, norphans);
+  cleanup_orphans(cxt, slot, result, orphan_names, norphans, census);
   for (int i = 0; i < ndrift; ++i) {
     if (!mark_drift(cxt, drift_ids[i], drift_details[i], &error))
       ereport(WARNING, (errmsg("nico_extsvc: marking drift failed: %s", error)));
@@ -77,8 +43,10 @@ std::vector<controller::SnapshotRow> snapshot_rows(const ResyncSnapshot& snap) {
 }
 
 // Runs compare() (C++, under the guard) and applies its result.
+// census: the resync's comparison of everything listed (the orphan guard counts), not a watch
+// event's few services.
 template <class Compare>
-bool compare_and_apply(MemoryContext cxt, WorkerSlot* slot, Compare&& compare) {
+bool compare_and_apply(MemoryContext cxt, WorkerSlot* slot, bool census, Compare&& compare) {
   bool listed = false;
   int ndrift = 0, norphans = 0;
   char** drift_ids = nullptr;
@@ -108,7 +76,7 @@ bool compare_and_apply(MemoryContext cxt, WorkerSlot* slot, Compare&& compare) {
     listed = false;
   }
   apply_result(cxt, slot, result, listed, ndrift, drift_ids, drift_details, orphan_names, norphans,
-               dpf_statuses);
+               dpf_statuses, census);
   PendingError free_err;
   cpp_call(free_err, [&] { delete result; });
   return listed;
@@ -123,7 +91,7 @@ bool resync(MemoryContext cxt, WorkerSlot* slot) {
     ereport(WARNING, (errmsg("nico_extsvc: resync snapshot failed: %s", error)));
     return false;
   }
-  return compare_and_apply(cxt, slot, [&] {
+  return compare_and_apply(cxt, slot, true, [&] {
     const auto rows = snapshot_rows(snap);
     std::vector<std::string> known;
     known.reserve(snap.known_count);
@@ -136,7 +104,7 @@ bool resync(MemoryContext cxt, WorkerSlot* slot) {
 
 void check_drift(MemoryContext cxt, WorkerSlot* slot, const ResyncSnapshot& snap,
                  char* const* service_ids, int nservices) {
-  compare_and_apply(cxt, slot, [&] {
+  compare_and_apply(cxt, slot, false, [&] {
     const auto rows = snapshot_rows(snap);
     std::vector<std::string> ids;
     for (int i = 0; i < nservices; ++i) ids.emplace_back(service_ids[i]);

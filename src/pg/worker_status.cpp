@@ -2,6 +2,7 @@
 // (extsvc.worker_status) and a resync on demand (extsvc.request_resync).
 #include "pg_prelude.hpp"
 
+#include "site_state.hpp"
 #include "wake.hpp"
 
 extern "C" {
@@ -29,12 +30,28 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
   SharedState* st = require_shared();
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   InitMaterializedSRF(fcinfo, 0);
+  // the site's writer state (issue 25), the same on every row
+  SiteShared* site = site_shared();
+  bool held = false;
+  TimestampTz since = 0;
+  char holder[320] = "", detail[512] = "", settings_error[512] = "";
+  PauseReason reason = PauseReason::kStarting;
+  if (site != nullptr) {
+    SpinLockAcquire(&site->lock);
+    held = site->held;
+    since = site->since;
+    strlcpy(holder, site->holder, sizeof holder);
+    strlcpy(detail, site->detail, sizeof detail);
+    strlcpy(settings_error, site->settings_error, sizeof settings_error);
+    SpinLockRelease(&site->lock);
+    reason = static_cast<PauseReason>(pg_atomic_read_u32(&site->reason));
+  }
   for (int i = 0; i < kMaxWorkers; ++i) {
     WorkerSlot& s = st->slots[i];
     const uint32 pid = pg_atomic_read_u32(&s.pid);
     if (pid == 0 && pg_atomic_read_u64(&s.iterations) == 0) continue;
-    Datum values[15];
-    bool nulls[15] = {false};
+    Datum values[21];
+    bool nulls[21] = {false};
     values[0] = Int32GetDatum(i);
     nulls[1] = pid == 0;
     values[1] = Int32GetDatum(static_cast<int32>(pid));
@@ -53,6 +70,18 @@ extern "C" Datum nico_extsvc_worker_status(PG_FUNCTION_ARGS) {
     values[12] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.dpus_rederived)));
     values[13] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.leases_released)));
     values[14] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s.watch_dpu_wakes)));
+    values[15] = BoolGetDatum(held && reason == PauseReason::kNone);
+    nulls[16] = holder[0] == '\0';
+    values[16] = CStringGetTextDatum(holder);
+    nulls[17] = since == 0;
+    values[17] = TimestampTzGetDatum(since);
+    const char* name = pause_reason_name(reason);
+    nulls[18] = name == nullptr;
+    values[18] = CStringGetTextDatum(name != nullptr ? name : "");
+    nulls[19] = name == nullptr || detail[0] == '\0';
+    values[19] = CStringGetTextDatum(detail);
+    nulls[20] = settings_error[0] == '\0';
+    values[20] = CStringGetTextDatum(settings_error);
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   }
   return (Datum)0;

@@ -7,6 +7,7 @@
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
+#include "core/placement_keys.hpp"
 #include "core/pod_status.hpp"
 #include "kube/error.hpp"
 #include "reconcile/errors.hpp"
@@ -61,6 +62,24 @@ DpuOutcome lost(DpuOutcome out, const std::string& before, int calls) {
                 "); nothing more was sent";
   out.api_calls = calls;
   return out;
+}
+
+// The pass's label patch (issue 25): wanted keys set; of the present keys it does not want, only
+// registered ones are removed, those named by no item only while the orphan guard allows.
+json placement_patch_of(const DpuWork& w, const json& device_labels, DpuOutcome& out) {
+  std::set<std::string> explained;
+  for (const auto& item : w.items) explained.insert(item.label_key);
+  auto present =
+      core::classify_present_keys(device_labels, w.wanted_keys, explained, w.registered_keys);
+  std::set<std::string> remove = std::move(present.explicit_removals);
+  if (!present.derived_removals.empty()) {
+    if (!w.derived_removal_ok || w.derived_removal_ok())
+      remove.insert(present.derived_removals.begin(), present.derived_removals.end());
+    else
+      out.held_keys = std::move(present.derived_removals);
+  }
+  out.foreign_keys = std::move(present.foreign);
+  return core::placement_patch(device_labels, w.wanted_keys, remove);
 }
 
 }  // namespace
@@ -215,7 +234,7 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     device_missing = true;  // whether the whole DPU is gone is decided by the Node
   } else {
     device_labels = std::move(device.node_labels);
-    const json patch = core::node_labels_patch(device_labels, w.wanted_keys);
+    const json patch = placement_patch_of(w, device_labels, out);
     if (!patch.empty()) {
       if (fenced(w)) return lost(std::move(out), "before patching the DPUDevice", calls());
       // decided from the read: applied only to that version of the DPUDevice
@@ -250,6 +269,8 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
     }
   }
   out.observation["dpudevice"] = device_missing ? json("not found") : nico_labels(device_labels);
+  if (!out.foreign_keys.empty()) out.observation["foreign_keys"] = out.foreign_keys;
+  if (!out.held_keys.empty()) out.observation["held_keys"] = out.held_keys;
   out.observation["patched"] = out.patched;
 
   // 1b. DPF's DPU object: the label's middle hop (DPUSet controller -> DPU -> DPU controller ->

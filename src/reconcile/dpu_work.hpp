@@ -36,6 +36,13 @@ struct DpuWork {
   std::vector<DpuItem> items;
   // The lease fence (see ServiceWork::lease_ok): consulted before every call.
   std::function<bool()> lease_ok;
+  // Issue 25. The site's registry of placement keys: a present nico/extsvc-* key outside it was
+  // never written by this site and is left alone (null: every such key counts as the site's).
+  const std::set<std::string>* registered_keys = nullptr;
+  // Consulted once by a pass that would remove registered keys no item names (removals derived
+  // from absence: a late patch, or a database that lost rows); false keeps them (the orphan
+  // guard holds them back). Empty: allowed.
+  std::function<bool()> derived_removal_ok;
 };
 
 struct DpuItemResult {
@@ -65,6 +72,8 @@ struct DpuOutcome {
   bool keep_polling = false;
   // retry: why (retry_reason() of errors.hpp, "lease_fence"); static.
   const char* retry_reason = nullptr;
+  // Present keys left alone: never written by this site, or held back by the orphan guard.
+  std::set<std::string> foreign_keys, held_keys;
 };
 
 }  // namespace extsvc::reconcile

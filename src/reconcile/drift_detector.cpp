@@ -11,7 +11,7 @@ namespace extsvc::reconcile {
 
 DriftReport detect_drift(kube::Client& api, const std::string& ns,
                          const std::vector<DesiredService>& services,
-                         const std::vector<std::string>& known_names) {
+                         const std::vector<std::string>& known_names, const std::string& site_id) {
   DriftReport report;
   auto listed = api.list(kube::dpuservices_path(ns), "nico/extension-service-id");
   if (!listed.ok()) {
@@ -32,7 +32,8 @@ DriftReport detect_drift(kube::Client& api, const std::string& ns,
       continue;
     }
     const auto& live = *it->second;
-    if (auto field = core::identity_mismatch(live, s.service_id, s.attachable_version, ns)) {
+    if (auto field =
+            core::identity_mismatch(live, s.service_id, s.attachable_version, ns, site_id)) {
       report.drifted.emplace_back(s.service_id, "identity differs at " + *field);
     } else {
       report.dpf.emplace_back(s.service_id, core::dpf_status(live));
@@ -43,9 +44,16 @@ DriftReport detect_drift(kube::Client& api, const std::string& ns,
   }
   const std::unordered_set<std::string> known(known_names.begin(), known_names.end());
   for (const auto& [name, item] : by_name) {
+    const auto site =
+        site_id.empty() ? core::SiteMembership::kOurs : core::site_membership(*item, site_id);
+    if (site == core::SiteMembership::kOurs) ++report.ours;
+    if (site == core::SiteMembership::kForeign) ++report.other_site;
+    if (site == core::SiteMembership::kUnlabelled) ++report.unlabelled;
     if (known.count(name)) continue;
     OrphanCandidate c;
     c.name = name;
+    c.site = site;
+    c.service_id = core::json_text_at(*item, {"metadata", "labels", "nico/extension-service-id"});
     const auto& md = (*item)["metadata"];
     if (md.contains("uid") && md["uid"].is_string()) c.uid = md["uid"].get<std::string>();
     c.being_deleted = md.contains("deletionTimestamp") && !md["deletionTimestamp"].is_null();

@@ -7,6 +7,7 @@
 #include "core/dpuservice_render.hpp"
 #include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
+#include "core/site.hpp"
 #include "kube/error.hpp"
 #include "reconcile/errors.hpp"
 
@@ -175,6 +176,32 @@ const char* to_string(Outcome::Kind kind) {
   return "done";
 }
 
+std::optional<Outcome> ServiceReconciler::check_owner(const ServiceWork& w,
+                                                      const nlohmann::json& live,
+                                                      bool* adopt) const {
+  *adopt = false;
+  // ownership and identity first (another service's object is reported by its owner label)
+  if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
+    return ownership_conflict(w, *field);
+  if (site_.empty()) return std::nullopt;
+  switch (core::site_membership(live, site_)) {
+    case core::SiteMembership::kOurs:
+      return std::nullopt;
+    case core::SiteMembership::kUnlabelled:
+      // made before the site label existed (0.2.0) and carrying this database's live service
+      // id: adopted by adding the label to the metadata (the DaemonSet template stays the same)
+      *adopt = true;
+      return std::nullopt;
+    case core::SiteMembership::kForeign:
+      break;
+  }
+  return ownership_conflict(w, std::string(core::kSiteLabelPath));
+}
+
+void ServiceReconciler::add_site_label(nlohmann::json& patch) const {
+  patch["metadata"]["labels"][std::string(core::kSiteLabel)] = site_;
+}
+
 Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
   calls_ = 0;
   Outcome o;
@@ -239,11 +266,12 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
   }
   if (auto bad = not_a_dpuservice(got.value(), "reading the existing DPUService")) return *bad;
   const auto& live = got.value().body;
-  if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
-    return ownership_conflict(w, *field);
+  bool adopt = false;
+  if (auto conflict = check_owner(w, live, &adopt)) return *conflict;
   if (being_deleted(live))
     return poll("an earlier DPUService of this service is still being deleted");
-  const auto patch = core::dpuservice_mutable_patch(live, w.desired);
+  auto patch = core::dpuservice_mutable_patch(live, w.desired);
+  if (adopt) add_site_label(patch);
   nlohmann::json current = live;
   if (!patch.empty()) {
     if (fenced(w)) return lost("before patching the adopted DPUService");
@@ -289,15 +317,17 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
   }
   if (auto bad = not_a_dpuservice(got.value(), "reading the DPUService")) return *bad;
   const auto& live = got.value().body;
-  if (auto field = core::identity_mismatch(live, w.service_id, w.attachable_version, ns_))
-    return ownership_conflict(w, *field);
+  bool adopt = false;
+  if (auto conflict = check_owner(w, live, &adopt)) return *conflict;
   if (being_deleted(live)) {
     if (!drift_repair)
       return transition("FAILED", "dpuservice_missing",
                         "DPUService " + w.dpf_service_name + " is being deleted by someone else");
     return poll("DPUService is being deleted by someone else; re-creating once it is gone");
   }
-  const auto patch = core::dpuservice_mutable_patch(live, w.desired);
+  auto patch = core::dpuservice_mutable_patch(live, w.desired);
+  const bool label_only = adopt && patch.empty();
+  if (adopt) add_site_label(patch);
   if (patch.empty()) {
     Outcome o = drift_repair ? done()
                              : transition("READY", "revision_applied",
@@ -321,7 +351,11 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
   if (auto bad = not_a_dpuservice(patched.value(), "patching the DPUService")) return *bad;
   const auto& after = patched.value().body;
   if (auto failed = pruned(w.desired, after, "patching the DPUService")) return *failed;
-  Outcome o = drift_repair
+  Outcome o = label_only && drift_repair
+                  ? event("site_label_adopted", "DPUService made before 0.3.0 adopted: label " +
+                                                    std::string(core::kSiteLabel) + "=" + site_ +
+                                                    " added to its metadata (no spec change)")
+              : drift_repair
                   ? event("drift_patched", "DPUService spec had drifted; patched back")
                   : transition("READY", "revision_applied",
                                "revision " + std::to_string(w.desired_revision) + " applied");
@@ -346,9 +380,30 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
   }
   if (auto bad = not_a_dpuservice(got.value(), "reading the DPUService before deleting it"))
     return *bad;
-  const auto& live = got.value().body;
+  nlohmann::json live = got.value().body;
   if (!core::owned_by(live, w.service_id))
     return ownership_conflict(w, "metadata.labels[\"nico/extension-service-id\"]");
+  if (!site_.empty()) {
+    const auto site = core::site_membership(live, site_);
+    if (site == core::SiteMembership::kForeign)
+      return ownership_conflict(w, std::string(core::kSiteLabelPath));
+    if (site == core::SiteMembership::kUnlabelled && !being_deleted(live)) {
+      // made before 0.3.0: adopted (labelled) first, so that only objects with this site's label
+      // are ever deleted
+      if (fenced(w)) return lost("before adopting the DPUService to delete it");
+      ++calls_;
+      nlohmann::json patch = nlohmann::json::object();
+      add_site_label(patch);
+      auto patched = api_.merge_patch(path, with_precondition(patch, live));
+      if (!patched.ok()) {
+        if (patched.kind() == ErrorKind::kNotFound)
+          return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
+        return from_error(patched.error(), "adopting the DPUService before deleting it");
+      }
+      if (auto bad = not_a_dpuservice(patched.value(), "adopting the DPUService")) return *bad;
+      live = patched.value().body;
+    }
+  }
   if (being_deleted(live)) {
     const bool paused = core::dpf_status(live).paused;
     Outcome o = poll(paused ? "the DPUService is paused (spec.paused is true): DPF does not "

@@ -42,7 +42,7 @@ GIVE_UP_S = 40.0  # a point that misses 10 s is still waited for, so the next st
 # product's default (src/pg/gucs.cpp): convergence is measured as shipped.
 PRODUCT_DEFAULTS = {
     "extsvc.retry_base": "'500ms'", "extsvc.retry_cap": "'300s'", "extsvc.lease_time": "'60s'",
-    "extsvc.resync_interval": "'300s'", "extsvc.http_timeout": "'30s'", "extsvc.log_level": "'info'",
+    "extsvc.resync_interval": "'300s'", "extsvc.http_timeout": "'10s'", "extsvc.log_level": "'info'",
     "extsvc.workers": str(WORKERS),
 }
 

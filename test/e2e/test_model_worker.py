@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Model-based test with the worker and dpfsim on (issue 13): the smaller
-variant of bench/model_sql.py. Seeded random sequences of SQL API calls
+variant of test/model/model_sql.py. Seeded random sequences of SQL API calls
 (create_service, update_service, delete_service, register_dpu,
 deregister_dpu, upsert_instance, set_instance_extension_services attach and
 detach, delete_instance), chosen from a small model so that each one is

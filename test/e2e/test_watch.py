@@ -7,6 +7,7 @@ DPU-cluster partition keeps the last observation until the staleness bound
 back; events for objects NICo does not own are ignored without waking
 anything. Two groups, each with its own cluster: the second runs with a short
 resync interval and staleness bound."""
+import json
 import os
 import sys
 import threading
@@ -177,13 +178,17 @@ def test_events_for_objects_nico_does_not_own_wake_nothing():
         e().sim.kube("DELETE", f"/api/v1/namespaces/{NS}/pods/foreign-{k}", base=e().sim.dpu)
 
 
-def test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it():
+def test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it_only_when_ours():
     """The counterpart of the test above: a NICo label key put on DPUDevice 3 by hand is a
     change the product reads. Its event wakes that DPU by the DPUDevice's name (watch_wakes,
-    the DPU work row claimed by id), and the DPU's pass patches the label away; the resync is
-    5 minutes away and no service changed, so nothing else could have woken it."""
+    the DPU work row claimed by id); the resync is 5 minutes away and no service changed, so
+    nothing else could have woken it. Issue 25: the pass removes only keys this site wrote
+    (its registry of placement keys): the key of one of its services goes, a key it never
+    wrote stays, untouched, and is reported in the DPU's observation."""
     wait_until(all_watched, timeout=30, what="watching")
-    key = "nico/extsvc-byhand" + "a" * 14
+    sid = e().ready_service("by-hand")  # its key is registered; no instance wants it on DPU 3
+    ours = e().pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{sid}'")
+    foreign = "nico/extsvc-byhand" + "a" * 14
     path = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(3)}"
 
     def labels():
@@ -191,13 +196,23 @@ def test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it():
         assert code == 200, body
         return ((body.get("spec") or {}).get("cluster") or {}).get("nodeLabels") or {}
     w0 = watcher()
-    code, _ = e().sim.kube("PATCH", path, {"spec": {"cluster": {"nodeLabels": {key: "enabled"}}}},
+    code, _ = e().sim.kube("PATCH", path, {"spec": {"cluster": {"nodeLabels": {ours: "enabled", foreign: "enabled"}}}},
                            content_type="application/merge-patch+json")
     assert code == 200
-    wait_until(lambda: key not in labels(), timeout=15, what="the hand-made label removed")
+    wait_until(lambda: ours not in labels(), timeout=15, what="the hand-made label of this site removed")
     w1 = watcher()
     assert w1["watch_wakes"] > w0["watch_wakes"], (w0, w1)
-    print(f"    removed; {w1['watch_wakes'] - w0['watch_wakes']} DPU wake(s) by the watch")
+    assert foreign in labels(), labels()
+    obs = wait_until(lambda: (lambda o: o if o and foreign in (o.get("foreign_keys") or []) else None)(
+        json.loads(e().pg.one(f"SELECT observation::text FROM extsvc.dpu_reconciliations r JOIN extsvc.dpus d "
+                              f"ON d.machine_id = r.dpu_machine_id WHERE d.dpu_device_name = '{device(3)}'") or "null")),
+        timeout=15, what="the foreign key reported in the observation")
+    time.sleep(1)
+    assert foreign in labels(), "a key this site never wrote was removed"
+    print(f"    ours removed, {foreign} left alone and reported ({obs['foreign_keys']}); "
+          f"{w1['watch_wakes'] - w0['watch_wakes']} DPU wake(s) by the watch")
+    e().sim.kube("PATCH", path, {"spec": {"cluster": {"nodeLabels": {foreign: None}}}},
+                 content_type="application/merge-patch+json")
 
 
 # --- group 2: a short staleness bound ----------------------------------------------------------
@@ -255,7 +270,7 @@ def main():
             test_a_watch_cut_mid_stream_loses_no_event,
             test_an_expired_resource_version_makes_the_informer_list_again,
             test_events_for_objects_nico_does_not_own_wake_nothing,
-            test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it,
+            test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it_only_when_ours,
         ], "# e2e: watch (product resync and staleness defaults)") and ok
     finally:
         ENV.close(keep=not ok)

@@ -108,6 +108,22 @@ TEST(RenderDpuService, CanonicalizesUuidAndRefusesBadOne) {
   EXPECT_THROW(render_dpuservice(kUuid, kVersion, 0, data, kNs), std::invalid_argument);
 }
 
+// Issue 25: the site label goes on the DPUService's metadata only; the DaemonSet template
+// (spec.serviceDaemonSet) is the same with and without it, so adding it restarts no pod.
+TEST(RenderDpuService, SiteLabelOnMetadataOnly) {
+  const auto data = normalized(R"({"repoURL":"oci://registry.example.com/charts",
+      "chartName":"tenant-service","chartVersion":"1.2.3","security":{"privileged":false},
+      "serviceDaemonSet":{"labels":{"team":"blue"}}})");
+  const json without = render_dpuservice(kUuid, kVersion, 1, data, kNs);
+  const json with = render_dpuservice(kUuid, kVersion, 1, data, kNs, "site-a");
+  EXPECT_EQ(with["metadata"]["labels"]["nico/site"], "site-a");
+  EXPECT_FALSE(without["metadata"]["labels"].contains("nico/site"));
+  EXPECT_EQ(with["spec"], without["spec"]);
+  json stripped = with;
+  stripped["metadata"]["labels"].erase("nico/site");
+  EXPECT_EQ(stripped, without);
+}
+
 // ---------------------------------------------------------------- identity_mismatch
 
 json live_object() {
@@ -129,6 +145,23 @@ TEST(IdentityMismatch, OwnedObjectMatches) {
   auto live = live_object();
   live["spec"]["serviceID"] = nullptr;
   EXPECT_EQ(identity_mismatch(live, kUuid, kVersion, kNs), std::nullopt);
+}
+
+TEST(IdentityMismatch, SiteLabelIsCheckedOnlyWithASiteId) {
+  const auto data = normalized(R"({"repoURL":"oci://r.io/c","chartName":"c","chartVersion":"1.0.0",
+      "security":{"privileged":false}})");
+  json live = render_dpuservice(kUuid, kVersion, 1, data, kNs, "site-a");
+  EXPECT_EQ(identity_mismatch(live, kUuid, kVersion, kNs, "site-a"), std::nullopt);
+  EXPECT_EQ(identity_mismatch(live, kUuid, kVersion, kNs), std::nullopt);
+  EXPECT_EQ(identity_mismatch(live, kUuid, kVersion, kNs, "site-b"),
+            "metadata.labels[\"nico/site\"]");
+  live["metadata"]["labels"].erase("nico/site");
+  EXPECT_EQ(identity_mismatch(live, kUuid, kVersion, kNs, "site-a"),
+            "metadata.labels[\"nico/site\"]");
+  // ownership first: another service's object is reported by its owner label
+  live["metadata"]["labels"]["nico/extension-service-id"] = "x";
+  EXPECT_EQ(identity_mismatch(live, kUuid, kVersion, kNs, "site-a"),
+            "metadata.labels[\"nico/extension-service-id\"]");
 }
 
 struct MismatchCase {

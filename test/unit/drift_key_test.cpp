@@ -22,13 +22,14 @@ using nlohmann::json;
 constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000001";
 constexpr const char* kVersion = "V1-T1700000000000000";
 constexpr const char* kNs = "dpf-operator-system";
+constexpr const char* kSite = "site-a";
 
 json desired() {
   const json data = validate_helm_chart_data(
       R"({"repoURL":"https://charts.example.com/stable","chartName":"agent","chartVersion":"1.2.3",)"
       R"("security":{"privileged":false},"values":{"a":{"b":1,"c":[1,null]},"d":"x"},)"
       R"("serviceDaemonSet":{"labels":{"team":"blue"},"resources":{"cpu":"100m"}}})");
-  return render_dpuservice(kId, kVersion, 3, data, kNs);
+  return render_dpuservice(kId, kVersion, 3, data, kNs, kSite);
 }
 
 json original(const json& root, const std::vector<std::string>& path) {
@@ -41,7 +42,7 @@ json original(const json& root, const std::vector<std::string>& path) {
 }
 
 bool no_drift(const json& live, const json& want) {
-  return !identity_mismatch(live, kId, kVersion, kNs) &&
+  return !identity_mismatch(live, kId, kVersion, kNs, kSite) &&
          dpuservice_mutable_patch(live, want).empty();
 }
 
@@ -77,6 +78,9 @@ TEST(DriftKey, DiffersWhenAnOwnedOrIdentityFieldDiffers) {
   EXPECT_TRUE(
       changed([](json& o) { o["metadata"]["labels"]["nico/extension-service-version"] = "V2"; }));
   EXPECT_TRUE(changed([](json& o) { o["spec"]["deployInCluster"] = true; }));
+  // issue 25: the site label is identity (a 0.2.0 object without it drifts and is adopted)
+  EXPECT_TRUE(changed([](json& o) { o["metadata"]["labels"].erase("nico/site"); }));
+  EXPECT_TRUE(changed([](json& o) { o["metadata"]["labels"]["nico/site"] = "site-b"; }));
   EXPECT_TRUE(changed([](json& o) { o["spec"]["serviceID"] = "x"; }));
   EXPECT_TRUE(
       changed([](json& o) { o["spec"]["serviceDaemonSet"]["nodeSelector"] = json::object(); }));
@@ -116,6 +120,7 @@ TEST(DriftKey, AgreesWithTheWholeObjectCheckOnRandomMutations) {
       {"spec", "interfaces"},
       {"metadata", "labels", "nico/extension-service-id"},
       {"metadata", "labels", "other"},
+      {"metadata", "labels", "nico/site"},
       {"metadata", "name"},
       {"metadata", "namespace"},
       {"metadata", "annotations", "x"},

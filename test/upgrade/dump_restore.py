@@ -30,6 +30,10 @@ SRC, DST = "extsvc_dump_src", "extsvc_dump_dst"
 T1, T2 = "tenant-dump-a", "tenant-dump-b"
 OLD_WORKER = "nico_extsvc worker 0"   # the slot name of the old server's worker
 SEED = {"extsvc.lifecycle_transitions", "extsvc.placement_transitions"}
+IDENTITY = "extsvc.database_identity"  # issue 25: compared on its own (identity_checks)
+# issue 25: what the orphan guard holds back is decided anew by each resync of the server that
+# runs the database; a restored copy must not inherit another server's confirmations
+NOT_DUMPED = {"extsvc.pending_orphans"}
 
 
 def attach(inst, sid):
@@ -108,7 +112,11 @@ def compare(c):
     for t in tables:
         a, b = src[t], dst[t]
         total += len(a)
+        if t == IDENTITY:
+            identity_checks(c, a, b)
+            continue
         note = (" (seed rows of the install script, not dumped)" if t in SEED
+                else " (operational state, not dumped)" if t in NOT_DUMPED
                 else "" if t in config else " (NOT registered for pg_dump)")
         if not c.check(a == b, f"{t}: {len(a)} rows, restored {len(b)}{note}"):
             print(unified(a, b, f"{SRC}:{t}", f"{DST}:{t}", limit=20))
@@ -116,9 +124,31 @@ def compare(c):
         a, b = c.sequence_state(SRC, sq), c.sequence_state(DST, sq)
         c.check(a == b, f"sequence {sq}: {a} restored as {b}")
     c.check(total > 0, f"{total} rows compared")
-    missing = sorted(set(tables) - SEED - config)
+    missing = sorted(set(tables) - SEED - NOT_DUMPED - config)
     c.check(not missing, f"every table but the seed tables is registered with pg_extension_config_dump {missing or ''}")
     c.check(not (SEED & config), "the seed tables are not registered")
+
+
+def identity_checks(c, src_rows, dst_rows):
+    """Issue 25: the restored copy carries the original's recorded identity next to the one
+    its own CREATE EXTENSION recorded, so its worker would pause (a restore must not write for
+    the original's site unannounced), until an admin confirms it."""
+    own = c.sql(DST, "SELECT c.system_identifier::text, d.oid::text FROM pg_control_system() c, pg_database d "
+                     "WHERE d.datname = current_database()")[0]
+    kept = [r for r in dst_rows if r in src_rows]
+    extra = [r for r in dst_rows if r not in src_rows]
+    c.check(len(src_rows) == 1 and kept == src_rows and len(extra) == 1,
+            f"{IDENTITY}: the original's row restored ({len(kept)} of {len(src_rows)}), "
+            f"plus the restore's own install row ({len(extra)})")
+    c.check(c.one(SRC, "SELECT matches FROM extsvc.database_identity_status()") == "t",
+            "the original database matches its recorded identity")
+    status = c.sql(DST, "SELECT matches, current_identity, recorded FROM extsvc.database_identity_status()")[0]
+    c.check(status[0] == "f" and f"oid {own[1]}" in status[1],
+            f"the restored copy does not match (its worker writes nothing): recorded {status[2]}")
+    c.sql(DST, "SELECT extsvc.confirm_database_identity()")
+    c.check(c.one(DST, "SELECT matches FROM extsvc.database_identity_status()") == "t"
+            and c.one(DST, f"SELECT count(*) FROM {IDENTITY}") == "1",
+            "after extsvc.confirm_database_identity() it matches, with its own identity only")
 
 
 def api_after_restore(c, ids):

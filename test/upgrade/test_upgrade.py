@@ -301,6 +301,95 @@ def worker_checks(c, env, dpf_name, sid):
             "and logged that it resumed")
 
 
+ADOPT_DB, ADOPT_SITE = "extsvc_upg_adopt", "upg-site"
+DS_PATH = "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets"
+PODS_PATH = "/api/v1/namespaces/dpf-operator-system/pods"
+
+
+def workload(sim, sid, name):
+    """(DaemonSet generation, its pods' uids) of a service in dpfsim's DPU cluster."""
+    _, dss = sim.kube("GET", DS_PATH, base=sim.dpu)
+    gens = [d["metadata"].get("generation") for d in dss["items"] if name in d["metadata"]["name"]]
+    _, pods = sim.kube("GET", f"{PODS_PATH}?labelSelector=nico%2Fextension-service-id%3D{sid}", base=sim.dpu)
+    return gens, sorted(p["metadata"]["uid"] for p in pods["items"])
+
+
+def adoption_checks(c0, env):
+    """Issue 25: a DPUService made by a 0.2.0 worker (no nico/site label) is adopted at the
+    0.2.0 -> 0.3.0 upgrade by one metadata merge patch: no spec change, no re-create, the
+    DaemonSet and its pods untouched; the registry backfill lets the site remove its own key."""
+    site = Env(dpus=2, workers=1, sim=env.sim, site_id=ADOPT_SITE,
+               extra={"extsvc.database": f"'{ADOPT_DB}'"})
+    c = Conn(host=site.pg.dir, port=site.pg.port, user=PG_USER)
+    try:
+        c.recreate(ADOPT_DB)
+        c.sql(ADOPT_DB, "CREATE EXTENSION nico_extsvc VERSION '0.2.0'")
+        c.sql(ADOPT_DB, "SELECT extsvc.allow_chart('oci://registry.example.com/charts')")
+        host, dpu, inst = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        c.sql(ADOPT_DB, f"SELECT extsvc.register_dpu('{dpu}', '{host}', '{harness.device(1)}', '{harness.node(1)}', true)")
+        c.sql(ADOPT_DB, f"SELECT extsvc.upsert_instance('{inst}', {q(T1)}, '{host}')")
+        sid, name, key = c.sql(ADOPT_DB, f"SELECT service_id, dpf_service_name, placement_label_key FROM "
+                                         f"extsvc.create_service({q(T1)}, 'upg-adopt', 'DPF_HELM_CHART', {chart()}, "
+                                         f"dpu_target => 'PRIMARY')")[0]
+        # the 0.2.0 worker's writes, played: the DPUService as 0.2.0 rendered it (the 0.2.0 SQL
+        # declaration of the C renderer), READY, attached, the DPU labelled
+        obj = json.loads(c.one(ADOPT_DB, f"SELECT extsvc.render_dpuservice('{sid}')::text"))
+        c.check("nico/site" not in obj["metadata"]["labels"], "0.2.0 render_dpuservice: no nico/site label")
+        code, created = env.sim.kube("POST", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpuservices", obj)
+        c.check(code == 201, f"the 0.2.0-era DPUService {name} created ({code})")
+        c.sql(ADOPT_DB, f"UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', "
+                        f"state_reason = 'dpuservice_created', applied_revision = desired_revision WHERE service_id = '{sid}'")
+        c.sql(ADOPT_DB, attach(inst, sid).rstrip(";"))
+        code, _ = env.sim.kube("PATCH", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/"
+                               f"dpudevices/{harness.device(1)}", {"spec": {"cluster": {"nodeLabels": {key: "enabled"}}}},
+                               content_type="application/merge-patch+json")
+        c.check(code == 200, "the DPU labelled as the 0.2.0 worker did")
+        before = wait_until(lambda: (lambda w: w if w[0] and w[1] else None)(workload(env.sim, sid, name)),
+                            timeout=30, what="the 0.2.0 service's DaemonSet and pod")
+        svc_gen = env.sim.dpuservice(name)["metadata"]["generation"]
+        # the 0.3.0 library waits for ALTER EXTENSION UPDATE and writes nothing meanwhile
+        time.sleep(3)
+        c.check("nico/site" not in env.sim.dpuservice(name)["metadata"]["labels"],
+                "before the update the waiting worker wrote nothing")
+        env.sim.ctl("DELETE", "/requests")
+        c.sql(ADOPT_DB, "ALTER EXTENSION nico_extsvc UPDATE")
+        c.check(c.one(ADOPT_DB, f"SELECT count(*) FROM extsvc.placement_keys WHERE label_key = '{key}'") == "1",
+                "the upgrade registered the key the 0.2.0 worker wrote (registry backfill)")
+        t0 = time.time()
+        wait_until(lambda: env.sim.dpuservice(name)["metadata"]["labels"].get("nico/site") == ADOPT_SITE,
+                   timeout=60, what="the site label on the 0.2.0-era DPUService")
+        took = time.time() - t0
+        after_obj = env.sim.dpuservice(name)
+        c.check(after_obj["metadata"]["uid"] == created["metadata"]["uid"]
+                and after_obj["metadata"]["generation"] == svc_gen,
+                f"adopted {took:.1f} s after the update: same uid, generation {svc_gen} unchanged (no spec change)")
+        writes = [r for r in env.sim.requests(500)["requests"]
+                  if r["method"] in ("PATCH", "PUT", "POST", "DELETE") and "/dpuservices" in r["path"]]
+        bodies = [json.loads(r["body"]) for r in writes]
+        c.check(len(writes) == 1 and writes[0]["method"] == "PATCH" and set(bodies[0]) == {"metadata"}
+                and bodies[0]["metadata"].get("labels") == {"nico/site": ADOPT_SITE}
+                and "resourceVersion" in bodies[0]["metadata"],
+                f"one metadata merge patch with the read's resourceVersion, nothing else: {bodies}")
+        c.check(bool(writes) and all(r["user_agent"].startswith("nico_extsvc/") for r in writes),
+                f"sent by the worker (User-Agent {writes[0]['user_agent'] if writes else None})")
+        ev = c.sql(ADOPT_DB, f"SELECT reason FROM extsvc.service_history WHERE service_id = '{sid}' "
+                             f"AND reason = 'site_label_adopted'")
+        c.check(len(ev) == 1, "the history records the adoption (site_label_adopted)")
+        time.sleep(3)
+        after = workload(env.sim, sid, name)
+        c.check(after == before, f"DaemonSet generation {before[0]} and pods {before[1]} unchanged: no restart")
+        # the backfilled registry lets the upgraded site remove its own key
+        c.sql(ADOPT_DB, f"SELECT extsvc.set_instance_extension_services('{inst}', '[]')")
+        wait_until(lambda: key not in ((env.sim.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/"
+                                                     f"dpf-operator-system/dpudevices/{harness.device(1)}")[1]
+                                        .get("spec", {}).get("cluster", {}).get("nodeLabels")) or {}),
+                   timeout=30, what="the key removed at the detach")
+        c.check(True, f"the detach removed {key} from the DPU: the upgraded site cleans up its own keys")
+    finally:
+        c0.failures += c.failures
+        site.close(keep=c.failures > 0 and bool(os.environ.get("KEEP_E2E")))
+
+
 def main():
     env = Env(dpus=2, workers=1, extra={"extsvc.database": f"'{WORKER_DB}'"})
     c = Conn(host=env.pg.dir, port=env.pg.port, user=PG_USER)
@@ -353,6 +442,9 @@ def main():
 
         print("-- the worker across the update")
         worker_checks(c, env, dpf_name, sid)
+
+        print(f"-- 0.2.0 -> {CURRENT} with the worker: a 0.2.0-era DPUService adopted by the site label")
+        adoption_checks(c, env)
         ok = c.failures == 0
     except Exception as e:  # noqa: BLE001 - report and fail
         c.failures += 1

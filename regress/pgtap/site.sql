@@ -1,0 +1,127 @@
+-- Issue 25: one writer per site. The database's identity (recorded at
+-- install, dumped, confirmed by an admin after a restore), the registry of
+-- placement keys (registered with the service's key, kept past purge_deleted
+-- until no DPU carries the key), the orphan guard's pending list and its
+-- confirmation, the label census, and who may call what.
+BEGIN;
+\ir helpers.psql
+SELECT plan(44);
+
+SET LOCAL extsvc.enforce_chart_allowlist = off;
+SET LOCAL client_min_messages = warning;
+
+\set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
+\set S '''5a000000-0000-0000-0000-000000000001'''
+\set P '''5a000000-0000-0000-0000-000000000002'''
+\set D '''5d000000-0000-0000-0000-000000000001'''
+\set H '''5c000000-0000-0000-0000-000000000001'''
+\set I '''51000000-0000-0000-0000-000000000001'''
+
+CREATE ROLE extsvc_site_tenant LOGIN IN ROLE extsvc_api;
+CREATE ROLE extsvc_site_operator LOGIN IN ROLE extsvc_admin;
+
+------------------------------------------------------------------ database identity
+SELECT is((SELECT count(*)::integer FROM extsvc.database_identity), 1, 'one identity recorded at install');
+SELECT is((SELECT ARRAY[i.system_identifier::text, i.database_oid::text, i.database_name, i.origin]
+             FROM extsvc.database_identity i),
+          (SELECT ARRAY[c.system_identifier::text, d.oid::text, d.datname, 'install']
+             FROM pg_control_system() c, pg_database d WHERE d.datname = current_database()),
+          'it is this cluster''s system identifier and this database''s oid');
+SELECT ok((SELECT matches FROM extsvc.database_identity_status()), 'the worker''s check: it matches');
+SELECT ok(EXISTS (SELECT FROM pg_extension e, unnest(e.extconfig) c WHERE e.extname = 'nico_extsvc'
+                   AND c = 'extsvc.database_identity'::regclass),
+          'registered for pg_dump: a restored copy carries the original''s identity');
+-- what pg_restore makes: the restore's own install row and the original's row
+INSERT INTO extsvc.database_identity (system_identifier, database_oid, database_name, origin, recorded_at)
+VALUES (1234567890123456789, 424242, 'nico_prod', 'install', now() - interval '1 year');
+SELECT ok(NOT (SELECT matches FROM extsvc.database_identity_status()), 'a second identity: it does not match');
+SELECT matches((SELECT recorded FROM extsvc.database_identity_status()),
+               'system identifier 1234567890123456789, database nico_prod \(oid 424242, install',
+               'the status names the recorded identity');
+SELECT matches((SELECT current_identity FROM extsvc.database_identity_status()),
+               '^system identifier -?[0-9]+, database ', 'and the current one');
+SELECT is(pg_temp.diag_as('extsvc_site_tenant', 'SELECT extsvc.confirm_database_identity()', 'sqlstate'), '42501',
+          'extsvc_api may not confirm the identity');
+SELECT is(pg_temp.diag_as('extsvc_site_operator', 'SELECT extsvc.confirm_database_identity()', 'sqlstate'), 'ok',
+          'extsvc_admin may');
+SELECT ok((SELECT matches FROM extsvc.database_identity_status()), 'after the confirmation it matches');
+SELECT is((SELECT array_agg(origin) FROM extsvc.database_identity), ARRAY['confirmed'],
+          'only the current identity stays, marked confirmed');
+SELECT is((SELECT recorded_by FROM extsvc.database_identity), 'extsvc_site_operator', 'recorded by the confirming role');
+-- a database with nothing recorded (the table emptied by hand) does not match either
+DELETE FROM extsvc.database_identity;
+SELECT ok(NOT (SELECT matches FROM extsvc.database_identity_status()), 'nothing recorded: no match');
+SELECT matches(extsvc.confirm_database_identity(), '^confirmed: .*; before: nothing recorded$',
+               'confirm reports what was recorded before');
+
+------------------------------------------------------------------ placement-key registry
+-- the registry starts empty here: cas.sql commits services through dblink and
+-- removes them at its end, and their keys stay registered (as they must: the
+-- registry outlives purge); this transaction is rolled back
+DELETE FROM extsvc.placement_keys;
+SELECT lives_ok(format($$SELECT extsvc.create_service('t1', 'site-svc', 'DPF_HELM_CHART', %L, dpu_target => 'ALL',
+                                                      service_id => %L)$$, :'chart', :S), 'fixture: a DPF service');
+SELECT lives_ok($$SELECT extsvc.create_service('t1', 'site-pod', 'KUBERNETES_POD', 'kind: Pod')$$, 'and a pod service');
+SELECT is((SELECT array_agg(label_key) FROM extsvc.placement_keys WHERE service_id = :S),
+          (SELECT ARRAY[placement_label_key] FROM extsvc.service_records WHERE service_id = :S),
+          'the DPF service''s key is registered in the transaction that gives it the key');
+SELECT is((SELECT count(*)::integer FROM extsvc.placement_keys), 1, 'a pod service has no key');
+SELECT ok(EXISTS (SELECT FROM pg_extension e, unnest(e.extconfig) c WHERE e.extname = 'nico_extsvc'
+                   AND c = 'extsvc.placement_keys'::regclass), 'the registry is dumped');
+SELECT is(extsvc.placement_key_registry_version() = extsvc.placement_key_registry_version(), true,
+          'the fingerprint is stable');
+SELECT is(ARRAY(SELECT extsvc.placement_key_registry()),
+          ARRAY(SELECT label_key FROM extsvc.placement_keys ORDER BY 1), 'the worker reads every key');
+-- deleted, then purged: the key stays registered (marked) until no DPU carries it
+SELECT lives_ok(format($$SELECT extsvc.delete_service(%L)$$, :S), 'delete');
+UPDATE extsvc.service_records SET lifecycle_state = 'DELETED', state_actor = 'worker',
+       state_reason = 'dpuservice_deleted', deleted_at = now() - interval '2 days' WHERE service_id = :S;
+CREATE TEMP TABLE v AS SELECT extsvc.placement_key_registry_version() AS before;
+SELECT is((SELECT count(*)::integer FROM extsvc.purge_deleted(interval '1 day') p WHERE p.service_id = :S), 1, 'purged');
+SELECT ok((SELECT service_purged_at IS NOT NULL FROM extsvc.placement_keys WHERE service_id = :S),
+          'the purged service''s key stays registered, marked');
+SELECT is(extsvc.forget_placement_keys((SELECT ARRAY[label_key] FROM extsvc.placement_keys WHERE service_id = :S)), 0,
+          'a census that still saw it on a DPU keeps it');
+SELECT is(extsvc.forget_placement_keys('{}'), 1, 'a census that saw it nowhere forgets it');
+SELECT ok(extsvc.placement_key_registry_version() <> (SELECT before FROM v), 'and the fingerprint changes');
+
+------------------------------------------------------------------ the label census
+SELECT lives_ok(format($$SELECT extsvc.create_service('t1', 'site-att', 'DPF_HELM_CHART', %L, dpu_target => 'PRIMARY',
+                                                      service_id => %L)$$, :'chart', :P), 'fixture: another service');
+UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
+       applied_revision = 1 WHERE service_id = :P;
+SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'site-dpu', 'site-node', true)$$, :D, :H), 'a DPU');
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 't1', %L)$$, :I, :H), 'an instance');
+SELECT lives_ok(format($$SELECT extsvc.set_instance_extension_services(%L, jsonb_build_array(jsonb_build_object(
+                          'service_id', %L, 'version', (SELECT version FROM extsvc.services WHERE service_id = %L))))$$,
+                       :I, :P, :P), 'attached');
+CREATE TEMP TABLE k AS SELECT placement_label_key AS key FROM extsvc.service_records WHERE service_id = :P;
+SELECT is((SELECT ARRAY[wanted, explained] FROM extsvc.dpu_label_census() WHERE device_name = 'site-dpu'),
+          (SELECT ARRAY[ARRAY[key], ARRAY[key]] FROM k), 'attached: wanted and named');
+SELECT lives_ok(format($$SELECT extsvc.set_instance_extension_services(%L, '[]')$$, :I), 'detached');
+SELECT is((SELECT wanted FROM extsvc.dpu_label_census() WHERE device_name = 'site-dpu'), ARRAY[]::text[],
+          'detached: no longer wanted');
+SELECT is((SELECT explained FROM extsvc.dpu_label_census() WHERE device_name = 'site-dpu'),
+          (SELECT ARRAY[key] FROM k),
+          'still named (its removal is explicit, not derived from absence)');
+SELECT is(extsvc.live_service_count(), 1::bigint, 'live DPF services: 1 (the purged and the pod service do not count)');
+
+------------------------------------------------------------------ the orphan guard's pending list
+SELECT is((SELECT count(*)::integer FROM extsvc.record_pending_orphans('dpuservice',
+             '[{"name":"extsvc-a","uid":"u1","detail":"s1"},{"name":"extsvc-b","uid":"u2"}]')), 0,
+          'a census holds two back: none confirmed yet');
+SELECT is(pg_temp.diag_as('extsvc_site_tenant', 'SELECT extsvc.confirm_orphan_cleanup()', 'sqlstate'), '42501',
+          'extsvc_api may not confirm');
+SELECT is(extsvc.confirm_orphan_cleanup(), 2, 'an admin confirms both');
+SELECT is(ARRAY(SELECT name || '/' || uid FROM extsvc.record_pending_orphans('dpuservice',
+             '[{"name":"extsvc-a","uid":"u1"},{"name":"extsvc-b","uid":"u3"}]')),
+          ARRAY['extsvc-a/u1'], 'the next census gets the confirmed one back; extsvc-b is another object now (uid)');
+SELECT is((SELECT confirmed_at IS NULL FROM extsvc.pending_orphans WHERE name = 'extsvc-b'), true,
+          'and its confirmation is gone');
+SELECT is((SELECT count(*)::integer FROM extsvc.record_pending_orphans('dpuservice', '[]')), 0, 'a clean census');
+SELECT is((SELECT count(*)::integer FROM extsvc.pending_orphans), 0, 'empties the list');
+SELECT throws_ok($$SELECT extsvc.record_pending_orphans('widgets', '[]')$$, '22023', 'unknown kind of pending orphan',
+                 'an unknown kind is refused');
+
+SELECT * FROM finish();
+ROLLBACK;
