@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 from extsvc_testkit.harness import (PG_USER, PGBIN, Env, as_pg, device, dpu_id, helm_data, lit, node,
                                     run_tests, wait_until)
@@ -46,12 +45,6 @@ def register(env, dpus, host):
     for i in dpus:
         env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{host}', '{device(i)}', '{node(i)}', "
                    f"{'true' if i == dpus[0] else 'false'})")
-
-
-def new_instance(env, host):
-    iid = str(uuid.uuid4())
-    env.pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::uuid[])")
-    return iid
 
 
 def attach(env, iid, *sids):
@@ -160,7 +153,7 @@ def test_two_sites_on_one_cluster_never_touch_each_other():
         register(b, [2, 3], HOSTS[1])
         me_a, me_b = a().holder_identity(), b.holder_identity()
         assert a().site_lease("site-b")["spec"]["holderIdentity"] == me_b
-        ia, ib = new_instance(a(), HOSTS[0]), new_instance(b, HOSTS[1])
+        ia, ib = a().new_instance(HOSTS[0]), b.new_instance(HOSTS[1])
         # three attached services each, and one more each to delete
         sa = [a().create(f"two-a-{k}", helm_data(values={"k": k}), target="ALL") for k in range(4)]
         sb = [b.create(f"two-b-{k}", helm_data(values={"k": k}), target="ALL") for k in range(4)]
@@ -224,7 +217,7 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
     sids = [a().create(f"half-{k}", helm_data(values={"h": k}), target="ALL") for k in range(3)]
     for s in sids:
         a().wait_state(s, "READY")
-    inst = new_instance(a(), HOSTS[0])
+    inst = a().new_instance(HOSTS[0])  # an earlier test's instance of the host goes first
     attach(a(), inst, *sids)
     settled(a())
     before = workload(a().sim)
@@ -309,9 +302,9 @@ def test_restored_copy_writes_nothing_while_the_primary_holds_the_lease_then_tak
         assert "confirm_database_identity" in st[2], st
         since = last_seq()
         time.sleep(3)
-        assert not [r for r in a().sim.logged_requests() if r["seq"] > since
-                    and (r.get("user_agent") or "").startswith("nico_extsvc/") and me_a not in r["user_agent"]], \
-            "a paused copy made a request"
+        made = [r for r in a().sim.logged_requests() if r["seq"] > since
+                and (r.get("user_agent") or "").startswith("nico_extsvc/") and me_a not in r["user_agent"]]
+        assert not made, f"a paused copy made a request: {made[:5]}"
         # an admin confirms the copy: it then waits for the Lease, held by the primary
         copy.pg.conns.sql("SELECT extsvc.confirm_database_identity()", dbname="site_copy")
         st = wait_until(lambda: (lambda s: s if s and s[0] == "lease" and s[1] == me_a else None)(status()), timeout=30,
