@@ -78,9 +78,14 @@ SORT_ON = "resync (sort on)"
 SETUP_SQL = r"""
 CREATE SCHEMA bench;
 CREATE FUNCTION bench.sid(i integer) RETURNS uuid LANGUAGE sql IMMUTABLE AS $$ SELECT md5('svc' || i)::uuid $$;
-CREATE FUNCTION bench.did(i integer) RETURNS uuid LANGUAGE sql IMMUTABLE AS $$ SELECT md5('dpu' || i)::uuid $$;
-CREATE FUNCTION bench.id(p_queue text, i integer) RETURNS uuid LANGUAGE sql IMMUTABLE AS
-  $$ SELECT CASE p_queue WHEN 'service' THEN bench.sid(i) ELSE bench.did(i) END $$;
+-- a DPU's NICo MachineId (SPEC 7): fm100 + d + s + 52 base32 characters
+CREATE FUNCTION bench.did(i integer) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT 'fm100ds' || md5('dpu' || i) || repeat('0', 20) $$;
+CREATE FUNCTION bench.hid(i integer) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT 'fm100hs' || md5('host' || i) || repeat('0', 20) $$;
+-- a row's id as the queue hands it out (text)
+CREATE FUNCTION bench.id(p_queue text, i integer) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT CASE p_queue WHEN 'service' THEN bench.sid(i)::text ELSE bench.did(i) END $$;
 CREATE UNLOGGED TABLE bench.timing (fn text, queue text, scenario text, n integer, ms double precision, rows integer);
 -- fresh rows made due between calls: row numbers i % 100 = 50, in order
 -- (k-th fresh row: i = 50 + 100 * (k % pool), pool = rows / 100)
@@ -103,18 +108,20 @@ BEGIN
                  'lease_expires_at = NULL, attempts = 0 WHERE next_due_at IS NOT NULL', q.queue_table);
   EXECUTE format('UPDATE extsvc.%I r SET next_due_at = now() + (60 + 240 * random()) * interval ''1 second'', '
                  'attempts = 1 + (i %% 5), last_error = ''HTTP 503'', last_error_at = now() '
-                 'FROM generate_series(1, $1, 100) i WHERE r.%I = bench.id($2, i)', q.queue_table, q.key_column)
+                 'FROM generate_series(1, $1, 100) i WHERE r.%I = bench.id($2, i)::%s', q.queue_table, q.key_column,
+                 q.key_type)
     USING p_rows, p_queue;
   EXECUTE format('UPDATE extsvc.%I r SET next_due_at = now() - (k * interval ''10 milliseconds'') '
-                 'FROM generate_series(0, $1 - 1) k WHERE r.%I = bench.id($2, 2 + $3 * k)', q.queue_table, q.key_column)
+                 'FROM generate_series(0, $1 - 1) k WHERE r.%I = bench.id($2, 2 + $3 * k)::%s', q.queue_table,
+                 q.key_column, q.key_type)
     USING v_due, p_queue, CASE WHEN p_scenario LIKE 'resync%%' THEN 4 ELSE 100 END;
   IF p_scenario IN ('1% leased', '1% expired') THEN
     EXECUTE format('UPDATE extsvc.%I r SET next_due_at = now() - (60 + k %% 60) * interval ''1 second'', '
                    'lease_owner = ''other-worker'', lease_token = gen_random_uuid(), '
                    'lease_expires_at = now() + CASE WHEN $3 THEN interval ''60 seconds'' '
                    'ELSE -interval ''1 second'' * (1 + k %% 50) END '
-                   'FROM generate_series(0, $1 / 100 - 1) k WHERE r.%I = bench.id($2, 3 + 100 * k)',
-                   q.queue_table, q.key_column)
+                   'FROM generate_series(0, $1 / 100 - 1) k WHERE r.%I = bench.id($2, 3 + 100 * k)::%s',
+                   q.queue_table, q.key_column, q.key_type)
       USING p_rows, p_queue, p_scenario = '1% leased';
   END IF;
   INSERT INTO bench.cursor VALUES (p_queue, 0, p_rows / 100) ON CONFLICT (queue) DO UPDATE SET next_k = 0;
@@ -122,7 +129,7 @@ END $$;
 
 -- After a claim (not timed): the claimed rows are completed (idle) and as
 -- many fresh rows take their place, due now (or with an expired lease).
-CREATE PROCEDURE bench.refill(p_queue text, p_scenario text, p_ids uuid[])
+CREATE PROCEDURE bench.refill(p_queue text, p_scenario text, p_ids text[])
 LANGUAGE plpgsql AS $$
 DECLARE
   q record;
@@ -135,14 +142,15 @@ BEGIN
   END IF;
   SELECT * INTO q FROM extsvc._worker_queue(p_queue);
   EXECUTE format('UPDATE extsvc.%I SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, '
-                 'next_due_at = NULL, attempts = 0 WHERE %I = ANY ($1)', q.queue_table, q.key_column) USING p_ids;
+                 'next_due_at = NULL, attempts = 0 WHERE %I = ANY ($1::%s[])', q.queue_table, q.key_column, q.key_type)
+    USING p_ids;
   UPDATE bench.cursor c SET next_k = c.next_k + n WHERE c.queue = p_queue RETURNING c.next_k - n, c.pool INTO v_k, v_pool;
   EXECUTE format('UPDATE extsvc.%I r SET next_due_at = now(), '
                  'lease_owner = CASE WHEN $3 THEN ''other-worker'' END, '
                  'lease_token = CASE WHEN $3 THEN gen_random_uuid() END, '
                  'lease_expires_at = CASE WHEN $3 THEN now() - interval ''1 second'' END '
-                 'FROM generate_series(0, $4 - 1) k WHERE r.%I = bench.id($2, 50 + 100 * (($1 + k) %% $5))',
-                 q.queue_table, q.key_column) USING v_k, p_queue, p_scenario = '1% expired', n, v_pool;
+                 'FROM generate_series(0, $4 - 1) k WHERE r.%I = bench.id($2, 50 + 100 * (($1 + k) %% $5))::%s',
+                 q.queue_table, q.key_column, q.key_type) USING v_k, p_queue, p_scenario = '1% expired', n, v_pool;
 END $$;
 
 CREATE PROCEDURE bench.time_calls(p_fn text, p_queue text, p_scenario text, p_calls integer)
@@ -150,7 +158,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   t0 timestamptz;
   t1 timestamptz;
-  v_ids uuid[];
+  v_ids text[];
   v_tokens uuid[];
   v_n integer;
   v_d double precision;
@@ -166,7 +174,7 @@ BEGIN
       -- work objects (since issue 11 it is a function of its own)
       t0 := clock_timestamp();
       IF p_queue = 'service' THEN
-        SELECT array_agg(c.id) INTO v_ids FROM extsvc._claim_service('bench', 32, 60) c;
+        SELECT array_agg(c.id::text) INTO v_ids FROM extsvc._claim_service('bench', 32, 60) c;
       ELSE
         SELECT array_agg(c.id) INTO v_ids FROM extsvc._claim_dpu('bench', 32, 60) c;
       END IF;
@@ -225,7 +233,7 @@ INSERT INTO extsvc.dpf_extension_service_reconciliations (service_id, state_vers
     observed_generation, observed_resource_version, dpf_ready, dpf_observed_at)
 SELECT bench.sid(i), 1 + i % 3, now(), 1, (100000 + i)::text, true, now() FROM generate_series(1, :rows) i;
 INSERT INTO extsvc.dpus (machine_id, host_machine_id, dpu_device_name, dpu_node_name, is_primary)
-SELECT bench.did(i), md5('host' || i)::uuid, 'dpu-device-' || i, 'host-' || i || '-dpu', true
+SELECT bench.did(i), bench.hid(i), 'dpu-device-' || i, 'host-' || i || '-dpu', true
   FROM generate_series(1, :rows) i;
 INSERT INTO extsvc.dpu_reconciliations (dpu_machine_id, state_version, last_observed_at, observation)
 SELECT bench.did(i), 1, now(), jsonb_build_object('node', 'host-' || i || '-dpu', 'labels', '[]'::jsonb)

@@ -53,8 +53,13 @@ def uuid_of(prefix, expr):
     return f"('00000000-0000-0000-{prefix}-' || lpad(to_hex({expr}), 12, '0'))::uuid"
 
 
+def mid_of(kind, expr):
+    """The NICo MachineId (SPEC 7) of DPU (kind d) or host (kind h) number expr, as an SQL expression."""
+    return f"('fm100{kind}s' || lpad(to_hex({expr}), 32, '0') || repeat('0', 20))"
+
+
 def register(e, n, first=0):
-    e.pg.sql(f"SELECT count(extsvc.register_dpu({uuid_of('0000', 'i')}, {uuid_of('0001', 'i')}, "
+    e.pg.sql(f"SELECT count(extsvc.register_dpu({mid_of('d', 'i')}, {mid_of('h', 'i')}, "
              "format('dpu-device-%s', lpad(i::text, 4, '0')), "
              "format('host-%s-dpu-device-%s', lpad(i::text, 4, '0'), lpad(i::text, 4, '0')), true)) "
              f"FROM generate_series({first}, {first + n - 1}) i")
@@ -110,8 +115,8 @@ def latency():
     e = c.env(dpus=2, workers=2)
     s = None
     try:
-        host = "00000000-0000-0000-0001-000000000000"
-        e.pg.sql(f"SELECT extsvc.register_dpu('00000000-0000-0000-0000-000000000000', '{host}', "
+        host = "fm100hs" + "0" * 52
+        e.pg.sql(f"SELECT extsvc.register_dpu('fm100ds{'0' * 52}', '{host}', "
                  "'dpu-device-0000', 'host-0000-dpu-device-0000', true)")
         sid = e.create("lat", DATA, tenant="tenant-a", target="PRIMARY")
         e.wait_state(sid, "READY")
@@ -178,7 +183,7 @@ def fleet(dpus, services, instances):
                    BUDGET, 0.5)
         out["services_s"] = c.now() - t0
         e.pg.sql(f"SELECT count(extsvc.upsert_instance({uuid_of('0002', 'i')}, 'tenant-fleet', "
-                 f"{uuid_of('0001', 'i')})) FROM generate_series(0, {instances - 1}) i")
+                 f"{mid_of('h', 'i')})) FROM generate_series(0, {instances - 1}) i")
         c.wait_until(lambda: dpu_idle(e), 120, 0.5, "idle before the attach")
         c.settle(e, 1.0)
         e.sim.ctl("POST", "/counts/reset")

@@ -45,11 +45,13 @@ WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def dpu_uuid(expr):
-    return f"('00000000-0000-0000-0000-' || lpad(to_hex({expr}), 12, '0'))::uuid"
+    """The NICo MachineId (SPEC 7) of DPU number expr, as an SQL expression."""
+    return f"('fm100ds' || lpad(to_hex({expr}), 32, '0') || repeat('0', 20))"
 
 
 def host_uuid(expr):
-    return f"('00000000-0000-0000-0001-' || lpad(to_hex({expr}), 12, '0'))::uuid"
+    """The NICo MachineId of host number expr."""
+    return f"('fm100hs' || lpad(to_hex({expr}), 32, '0') || repeat('0', 20))"
 
 
 def inst_uuid(expr):
@@ -109,8 +111,8 @@ def latency():
     e = c.env(dpus=4, workers=2)
     s = None
     try:
-        host = "00000000-0000-0000-0000-0000000000a1"
-        e.pg.sql(f"SELECT extsvc.register_dpu('00000000-0000-0000-0000-00000000d000', '{host}', "
+        host = "fm100hs" + "a1".rjust(32, "0") + "0" * 20
+        e.pg.sql(f"SELECT extsvc.register_dpu('fm100ds{'d000'.rjust(32, '0')}{'0' * 20}', '{host}', "
                  f"'dpu-device-0000', 'host-0000-dpu-device-0000', true)")
         sid = e.create("lat-svc", DATA, tenant="tenant-a", target="PRIMARY")
         e.wait_state(sid, "READY")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from extsvc_testkit.harness import PGBIN, PG_USER, Env, helm_data, lit
+from extsvc_testkit.harness import PGBIN, PG_USER, Env, helm_data, lit, host_id, dpu_id
 
 
 def banner(text):
@@ -57,14 +57,14 @@ def watch(env, sid, until, timeout=60):
     raise SystemExit(f"service did not reach {until} within {timeout}s")
 
 
-HOST_A = "00000000-0000-0000-0000-0000000000a1"
-HOST_B = "00000000-0000-0000-0000-0000000000b1"
+HOST_A = host_id("a1")
+HOST_B = host_id("b1")
 INSTANCE_1 = "11111111-1111-1111-1111-111111111111"
 INSTANCE_2 = "22222222-2222-2222-2222-222222222222"
 
 
 def dpu(i):
-    return f"00000000-0000-0000-0000-00000000d{i:03d}"
+    return dpu_id(i)
 
 
 def per_dpu(env, iid):
@@ -146,8 +146,8 @@ def main():
         for i, host, primary in ((0, HOST_A, True), (1, HOST_A, False), (2, HOST_B, True), (3, HOST_B, False)):
             env.pg.sql(f"SELECT extsvc.register_dpu('{dpu(i)}', '{host}', 'dpu-device-{i:04d}', "
                        f"'host-{i:04d}-dpu-device-{i:04d}', {primary})")
-        env.pg.sql(f"SELECT extsvc.upsert_instance('{INSTANCE_1}', 'tenant-a', '{HOST_A}', ARRAY['{dpu(1)}']::uuid[])")
-        env.pg.sql(f"SELECT extsvc.upsert_instance('{INSTANCE_2}', 'tenant-a', '{HOST_B}', ARRAY['{dpu(3)}']::uuid[])")
+        env.pg.sql(f"SELECT extsvc.upsert_instance('{INSTANCE_1}', 'tenant-a', '{HOST_A}', ARRAY['{dpu(1)}']::text[])")
+        env.pg.sql(f"SELECT extsvc.upsert_instance('{INSTANCE_2}', 'tenant-a', '{HOST_B}', ARRAY['{dpu(3)}']::text[])")
         psql(env, "SELECT dpu_device_name, dpu_node_name, host_machine_id, is_primary FROM extsvc.dpus ORDER BY 1")
 
         banner("1. a tenant creates a service (the chart repository is on the operator's allow-list)")

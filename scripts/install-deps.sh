@@ -12,6 +12,8 @@ PACKAGES=(
   python3-psycopg  # the test kit's SQL connections (python/extsvc_testkit/db.py), for /usr/bin/python3
   clang libclang-rt-14-dev  # fuzz targets and sanitizer builds (scripts/fuzz.sh, sanitize-tests.sh)
   python3-matplotlib  # bench/plot_fleet.py draws the fleet curves into docs/
+  patroni etcd-server python3-etcd  # test/ha: Patroni + etcd (v2 API)
+  python3-psycopg  # test/nico/: NICo's client binding like sqlx (psycopg 3), run with /usr/bin/python3
   python3-kubernetes  # sim/tests/test_typed_client.py reads every kind dpfsim serves with the official client
 )
 

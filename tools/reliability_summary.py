@@ -6,7 +6,7 @@ blocks, <!-- SUITE-run {json} --> (scripts/fuzz.sh long,
 scripts/sanitize-tests.sh, test/e2e/test_kill_sweep.py,
 test/e2e/test_failover.py, test/soak/soak.py, test/model/model_sql.py,
 test/e2e/test_model_worker.py, test/nico/race_dpu_completion.py,
-test/e2e/test_site.py). Only the
+test/nico/concurrency.py, test/e2e/test_site.py, test/ha/test_patroni.py). Only the
 records are read, never the human tables, and the verdicts are computed here
 from the raw figures against the targets of issue 13, not taken from the
 runs.
@@ -217,6 +217,136 @@ def row_race(runs):
             measured([r]))
 
 
+def _latest(runs):
+    """The newest record of the long form (the docs figures), else the newest."""
+    return ([r for r in runs if r.get("long")] or runs)[-1]
+
+
+def _s(x):
+    return "-" if x is None else f"{x:.2f} s"
+
+
+def _signed(x):
+    return "-" if x is None else f"{x:+.2f} s"
+
+
+def _failed_checks(e):
+    return [f"{e.get('kind', '')} {c}".strip() for c in e.get("failed_checks", [])]
+
+
+def _ha_size(r, what):
+    return (f"2 Patroni members + etcd, {r['dpus']} DPUs, NICo load {r['rate']:g} calls/s around {r['live']} "
+            f"services; {what}")
+
+
+def row_patroni_failover(runs):
+    r = _latest(runs)
+    eps = r["episodes"]
+    problems = []
+    for e in eps:
+        problems += _failed_checks(e)
+        if e.get("lease_s") is None:
+            problems.append(f"{e['kind']}: the new primary took no Lease")
+        if e.get("converge_s") is None:
+            problems.append(f"{e['kind']}: not converged")
+        if e.get("old_writes_after_takeover"):
+            problems.append(f"{e['kind']}: {e['old_writes_after_takeover']} writes of the old primary after the takeover")
+    kinds = list(dict.fromkeys(e["kind"] for e in eps))
+    names = {"switchover": "`patronictl switchover`", "failover": "`patronictl failover`",
+             "kill": "SIGKILL of the leader's postmaster"}
+    parts = []
+    for k in kinds:
+        ks = [e for e in eps if e["kind"] == k]
+
+        def worst(key):
+            xs = [e.get(key) for e in ks]
+            return None if any(x is None for x in xs) else max(xs)
+        parts.append(f"{k} (×{len(ks)}): promoted {_s(worst('promote_s'))}, Lease {_s(worst('lease_s'))} after the "
+                     f"promotion, converged {_s(worst('converge_s'))} after the load stopped, "
+                     f"{sum(e.get('lost') or 0 for e in ks)} acknowledged writes lost")
+    return ("Patroni switchover and failover",
+            _ha_size(r, ", ".join(f"{names.get(k, k)} ×{sum(1 for e in eps if e['kind'] == k)}" for k in kinds)),
+            verdict(problems) + ("" if problems else ": Lease taken by every new primary, invariants hold"),
+            "; ".join(parts) + " (worst of each)",
+            measured([r]))
+
+
+def row_patroni_lingering(runs):
+    r = _latest(runs)
+    problems = _failed_checks(r)
+    if r.get("lease_s") is None or r["lease_s"] > r["retry_period_s"]:
+        problems.append(f"Lease not taken within one retry period ({r['retry_period_s']:g} s)")
+    if r.get("old_writes_after_takeover") is None or r["old_writes_after_takeover"]:
+        problems.append(f"old primary's writes after the takeover: {r.get('old_writes_after_takeover')}")
+    if r.get("stray_effects"):
+        problems.append(f"{r['stray_effects']} requests carried writes sent to the old primary")
+    if r.get("converge_s") is None:
+        problems.append("not converged")
+    return ("Lingering old primary (Patroni killed, no watchdog)",
+            _ha_size(r, f"{r.get('stray_writes', 0)} NICo writes committed on the old primary"),
+            verdict(problems) + ("" if problems else ": 0 writes after the lease loss"),
+            f"promoted {_s(r.get('promote_s'))} after Patroni's SIGKILL; Lease taken {_s(r.get('lease_s'))} after "
+            f"the promotion (limit {r['retry_period_s']:g} s); old primary's writes after the takeover "
+            f"{r.get('old_writes_after_takeover')} (its last write {_signed(r.get('old_last_write_s'))}, its next "
+            f"Lease request {_signed(r.get('old_next_lease_request_s'))} relative to the takeover; the new "
+            f"primary's writes meanwhile {r.get('overlap_writes_new')}); "
+            f"requests carrying its NICo writes {r.get('stray_effects')}; "
+            f"converged {_s(r.get('converge_s'))} after the load stopped",
+            measured([r]))
+
+
+def row_patroni_restored(runs):
+    r = _latest(runs)
+    problems = _failed_checks(r)
+    if r.get("copy_writes") is None or r["copy_writes"]:
+        problems.append(f"the copy's writes: {r.get('copy_writes')}")
+    if r.get("deleted_of_primary"):
+        problems.append(f"{r['deleted_of_primary']} DELETEs of the primary's live DPUServices")
+    if r.get("recreated"):
+        problems.append(f"{r['recreated']} writes of DPUServices the primary had deleted")
+    return ("Restored copy beside its primary",
+            _ha_size(r, f"`pg_dump`/`pg_restore` into a third server, same site and clusters, "
+                        f"{r['window_s']:g} s beside the primary"),
+            verdict(problems) + ("" if problems else ": 0 writes by the copy"),
+            f"writes by the copy {r.get('copy_writes')}; DELETEs of the primary's live DPUServices "
+            f"{r.get('deleted_of_primary')}; {r.get('primary_writes')} NICo writes on the primary meanwhile",
+            measured([r]))
+
+
+def row_patroni_sites(runs):
+    r = _latest(runs)
+    problems = _failed_checks(r)
+    if r.get("cross_writes") is None or r["cross_writes"]:
+        problems.append(f"writes to the other site's DPUServices: {r.get('cross_writes')}")
+    if r.get("deleted_live"):
+        problems.append(f"{r['deleted_live']} DELETEs of live DPUServices")
+    if r.get("pinned_keys_removed"):
+        problems.append(f"{r['pinned_keys_removed']} patches removed a pinned placement label")
+    return ("Two sites on one DPF",
+            _ha_size(r, "a second site (own server, own `extsvc.site_id`) sharing one DPU, both resyncing"),
+            verdict(problems) + ("" if problems else ": neither site touched the other's objects or labels"),
+            f"writes to the other site's DPUServices {r.get('cross_writes')}; DELETEs of live DPUServices "
+            f"{r.get('deleted_live')}; patches removing the other site's label {r.get('pinned_keys_removed')}",
+            measured([r]))
+
+
+def row_conc(runs):
+    r = runs[-1]
+    problems = []
+    if r["failed"]:
+        problems.append(f"{r['failed']} pair(s) no serial order explains")
+    if r["deadlocks"]:
+        problems.append(f"{r['deadlocks']} transactions refused with 40P01")
+    return ("Concurrency: NICo's handler transactions in pairs",
+            f"{n(r['pairs'])} pairs (seed {r['seed']}), two sessions of the typed client, checked against the "
+            "reference model",
+            verdict(problems) + ("" if problems else ": no 40P01, every pair a serial order"),
+            f"{n(r['overlapped'])} pairs overlapped, {n(r['lock_waits'])} with a lock wait; "
+            f"{n(r['committed'])} transactions committed, {n(r['refused'])} refused as a serial order refuses "
+            f"them; {r['seconds']:.0f} s",
+            measured([r]))
+
+
 def row_two_sites(runs):
     r = runs[-1]
     problems = [f"{r['cross_writes']} writes to the other site's objects"] if r["cross_writes"] else []
@@ -274,13 +404,19 @@ def row_takeover(runs):
 # One row per suite, in this order: (the record's suite name, its row).
 ROWS = [("fuzz", row_fuzz), ("sanitize", row_sanitize), ("kill-sweep", row_kill), ("failover", row_failover),
         ("soak", row_soak), ("model", row_model_sql), ("model-worker", row_model_worker),
-        ("race-dpu", row_race), ("site-two-sites", row_two_sites), ("site-half-restored", row_half_restored),
-        ("site-restored-copy", row_restored_copy), ("site-restored-copy", row_takeover)]
+        ("race-dpu", row_race), ("nico-conc", row_conc), ("site-two-sites", row_two_sites),
+        ("site-half-restored", row_half_restored), ("site-restored-copy", row_restored_copy),
+        ("site-restored-copy", row_takeover), ("patroni-failover", row_patroni_failover),
+        ("patroni-lingering", row_patroni_lingering), ("patroni-restored", row_patroni_restored),
+        ("patroni-sites", row_patroni_sites)]
 NAMES = {"fuzz": "Fuzzing", "sanitize": "Sanitizers", "kill-sweep": "Kill-point sweep",
          "failover": "Standby promotion", "soak": "Fault soak", "model": "Model-based SQL",
          "model-worker": "Model-based with the worker", "race-dpu": "Deadlock race",
+         "nico-conc": "Concurrency: NICo's handler transactions",
          "site-two-sites": "Two sites on one management cluster",
-         "site-half-restored": "Half-restored database", "site-restored-copy": "Restored copy / Lease takeover"}
+         "site-half-restored": "Half-restored database", "site-restored-copy": "Restored copy / Lease takeover",
+         "patroni-failover": "Patroni switchover and failover", "patroni-lingering": "Lingering old primary",
+         "patroni-restored": "Restored copy beside its primary", "patroni-sites": "Two sites on one DPF"}
 
 
 def table(doc):

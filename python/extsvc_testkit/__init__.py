@@ -15,6 +15,11 @@ the docs checks (tools/) and the demo (scripts/demo.py).
                              Env.new_instance, Sim.pods_on, Sim.device_labels, ...)
   extsvc_testkit.invariants  what the reliability suites check at a quiescent
                              point (violations, describe, write_doc_block)
+  extsvc_testkit.patroni     a throw-away Patroni cluster: one etcd member and
+                             N PostgreSQL servers managed by Patroni (Etcd,
+                             Cluster, Member, member_config); needs Debian's
+                             patroni and etcd-server, runs Patroni as the
+                             PostgreSQL user
 
 Importers say `from extsvc_testkit import harness` (or
 `from extsvc_testkit.harness import Env`); nothing edits the import path. The

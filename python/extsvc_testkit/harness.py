@@ -40,7 +40,16 @@ def wait_until(fn, timeout=30.0, interval=0.05, what="condition"):
 
 
 def dpu_id(i, tag="d"):
-    return f"00000000-0000-0000-0000-00000000{tag}{i:03d}"
+    """The NICo MachineId of DPU i (SPEC 7): fm100 + d (DPU) + s (serial) +
+    52 base32 characters; tag (one of 0-9 a-v) keeps the DPUs of different
+    tests apart."""
+    return f"fm100ds{tag}{i:031d}" + "0" * 20
+
+
+def host_id(tag):
+    """The NICo MachineId of a host: fm100 + h (host) + s + 52 base32
+    characters, tag (0-9 a-v, at most 32) readable in them."""
+    return "fm100hs" + tag.rjust(32, "0") + "0" * 20
 
 
 # device/node: the names dpfsim --dpus N seeds for DPU i (sim/src/seeding.cpp)
@@ -218,13 +227,16 @@ class Sim:
 class Postgres(Cluster):
     """A throw-away cluster owned by an unprivileged user, nico_extsvc preloaded
     (a copy of the test command's template: extsvc_testkit.cluster), with the
-    extension created and the example chart repositories allowed."""
+    extension created and the example chart repositories allowed;
+    extension=False leaves the extension uncreated (a server to restore into)."""
 
-    def __init__(self, workdir, settings):
+    def __init__(self, workdir, settings, extension=True, name="pg"):
         conf = {"max_connections": "60"}
         conf.update(settings)
-        super().__init__(os.path.join(workdir, "pg"), conf)
+        super().__init__(os.path.join(workdir, name), conf)
         self.start()
+        if not extension:
+            return
         self.sql("CREATE EXTENSION nico_extsvc")
         self.sql("SELECT extsvc.allow_chart('https://charts.example.com')")
         self.sql("SELECT extsvc.allow_chart('oci://registry.example.com')")
@@ -393,7 +405,7 @@ class Env:
         if free:
             self.free_host(host)
         iid = str(uuid.uuid4())
-        arr = "ARRAY[" + ",".join(f"'{dpu_id(i, tag)}'" for i in network) + "]::uuid[]"
+        arr = "ARRAY[" + ",".join(f"'{dpu_id(i, tag)}'" for i in network) + "]::text[]"
         self.pg.sql(f"SELECT extsvc.upsert_instance('{iid}', {lit(tenant)}, '{host}', {arr})")
         return iid
 
@@ -414,12 +426,12 @@ class Env:
         instances of host (a new one may then take it at once, a hand-over) and,
         with wait, waits until every instance of the host is gone (their
         removals observed), so that tests do not overlap."""
-        for (iid,) in self.pg.sql(f"SELECT instance_id FROM extsvc.instances WHERE host_machine_id = {lit(host)}::uuid "
+        for (iid,) in self.pg.sql(f"SELECT instance_id FROM extsvc.instances WHERE host_machine_id = {lit(host)} "
                                   f"AND delete_requested_at IS NULL"):
             self.pg.sql(f"SELECT extsvc.delete_instance({lit(iid)}::uuid)")
         if wait:
             wait_until(lambda: self.pg.one(f"SELECT count(*) FROM extsvc.instances "
-                                           f"WHERE host_machine_id = {lit(host)}::uuid") == "0",
+                                           f"WHERE host_machine_id = {lit(host)}") == "0",
                        timeout, interval=0.1, what=f"the instances of host {host} gone")
 
     def history(self, sid):

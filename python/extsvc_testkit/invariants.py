@@ -7,6 +7,7 @@ import os
 NS = "dpf-operator-system"
 OWNER_LABEL = "nico/extension-service-id"
 SITE_LABEL = "nico/site"
+ENV_SITE = object()  # violations(site=): the Env's own site id
 REVISION_ANNOTATION = "nico/extension-service-revision"
 PLACEMENT_PREFIX = "nico/extsvc-"
 
@@ -46,11 +47,14 @@ def _field_diffs(live, want, path="spec"):
     return [] if live == want else [path]
 
 
-def _dpuservices(pg, sim, site_id=None):
+def _dpuservices(pg, sim, site=None):
     """Every live service has exactly its DPUService with the applied spec;
-    no DPUService of ours without a live service. The applied spec is what
-    extsvc.render_dpuservice renders (the desired revision: compared only
-    when desired = applied; otherwise _intent_done reports the service), and
+    no DPUService of ours without a live service. With a site, "ours" is
+    what carries this site's nico/site label, and every live service's
+    DPUService must carry it (another site's objects are its own business).
+    The applied spec is what extsvc.render_dpuservice renders (the desired
+    revision: compared only when desired = applied; otherwise _intent_done
+    reports the service), and
     the owned fields must match twice over: the product's own verdict
     (extsvc.dpuservice_mutable_patch(live, rendered) is {}) and a plain
     comparison of the owned subtrees, which also covers the fields the
@@ -62,9 +66,9 @@ def _dpuservices(pg, sim, site_id=None):
     ours = {}
     for obj in sim.dpuservices():
         meta = obj.get("metadata", {})
-        labels = meta.get("labels") or {}
-        # issue 25: with a site id, only this site's objects (another site shares the cluster)
-        if OWNER_LABEL in labels and (site_id is None or labels.get(SITE_LABEL) == site_id):
+        # another site's objects are checked below (a live service's must carry our label; an
+        # orphan of another site is not ours)
+        if OWNER_LABEL in (meta.get("labels") or {}):
             ours[meta["name"]] = obj
     compare = {}
     for name, (sid, rev, desired) in live.items():
@@ -72,6 +76,8 @@ def _dpuservices(pg, sim, site_id=None):
         if obj is None:
             bad.append(f"live service {sid}: no DPUService {name}")
             continue
+        if site is not None and (obj["metadata"]["labels"] or {}).get(SITE_LABEL) != site:
+            bad.append(f"DPUService {name}: site label {obj['metadata']['labels'].get(SITE_LABEL)!r} != {site!r}")
         got = ((obj.get("spec", {}).get("serviceDaemonSet") or {}).get("annotations") or {}).get(REVISION_ANNOTATION)
         if got != str(rev):
             bad.append(f"DPUService {name}: revision annotation {got!r}, applied revision {rev}")
@@ -93,6 +99,8 @@ def _dpuservices(pg, sim, site_id=None):
             if diffs:
                 bad.append(f"DPUService {name}: owned fields differ from the applied revision: {', '.join(diffs)}")
     for name in sorted(set(ours) - set(live)):
+        if site is not None and (ours[name]["metadata"]["labels"] or {}).get(SITE_LABEL) != site:
+            continue
         if not ours[name].get("metadata", {}).get("deletionTimestamp"):
             bad.append(f"DPUService {name} of ours belongs to no live service")
     return bad
@@ -102,18 +110,25 @@ def _lit(v):
     return "'" + str(v).replace("'", "''") + "'"
 
 
-def _labels(pg, sim):
+_DESIRED = ("SELECT d.dpu_device_name, d.dpu_node_name, w.label_key FROM extsvc.dpus d "
+            "LEFT JOIN extsvc.dpu_desired_labels w ON w.dpu_machine_id = d.machine_id "
+            "WHERE d.deregistered_at IS NULL AND d.dpu_device_name IS NOT NULL")
+
+
+def _labels(pg, sim, others=()):
     """Every registered DPU's nico/extsvc-* labels (DPUDevice and Node) equal
-    the desired set."""
+    the desired set; on a DPU that the databases in `others` (other sites on
+    the same clusters) also place on, the union of theirs and ours."""
     bad = []
     want = {}
-    for dev, node, key in pg.sql(
-            "SELECT d.dpu_device_name, d.dpu_node_name, w.label_key FROM extsvc.dpus d "
-            "LEFT JOIN extsvc.dpu_desired_labels w ON w.dpu_machine_id = d.machine_id "
-            "WHERE d.deregistered_at IS NULL AND d.dpu_device_name IS NOT NULL"):
+    for dev, node, key in pg.sql(_DESIRED):
         want.setdefault((dev, node), set())
         if key:
             want[(dev, node)].add(key)
+    for other in others:
+        for dev, node, key in other.sql(_DESIRED):
+            if (dev, node) in want and key:
+                want[(dev, node)].add(key)
     for (dev, node), keys in sorted(want.items()):
         code, body = sim.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{dev}")
         if code == 200:
@@ -154,9 +169,15 @@ def _attachments(pg):
         "WHERE d.deregistered_at IS NULL AND NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING')")]
 
 
-def violations(env, attachments_settled=True):
-    bad = (_intent_done(env.pg) + _dpuservices(env.pg, env.sim, getattr(env, "site_id", None))
-           + _labels(env.pg, env.sim) + _history(env.pg))
+def violations(env, attachments_settled=True, site=ENV_SITE, others=()):
+    """Everything above for one database (env.pg) and the clusters (env.sim).
+    site: only DPUServices labelled nico/site=site are this database's
+    (default: the Env's own extsvc.site_id; None: every owner-labelled one);
+    others: the databases of other sites placing on the same DPUs."""
+    if site is ENV_SITE:
+        site = getattr(env, "site_id", None)
+    bad = (_intent_done(env.pg) + _dpuservices(env.pg, env.sim, site) + _labels(env.pg, env.sim, others)
+           + _history(env.pg))
     if attachments_settled:
         bad += _attachments(env.pg)
     return bad

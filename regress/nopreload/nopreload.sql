@@ -42,9 +42,9 @@ SELECT service_name, lifecycle_state, version_ctr, desired_revision
   FROM extsvc.update_service('11111111-0000-0000-0000-000000000001',
     '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.1","security":{"privileged":false}}');
 SELECT service_name, lifecycle_state FROM extsvc.create_service('tenant-a', 'pod', 'KUBERNETES_POD', 'pod-spec');
-SELECT extsvc.register_dpu('22222222-0000-0000-0000-000000000001', '33333333-0000-0000-0000-000000000001',
+SELECT extsvc.register_dpu('fm100ds2222222200000000000000000000000100000000000000000000', 'fm100hs3333333300000000000000000000000100000000000000000000',
                            'dpu0', 'node-dpu0', true);
-SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000001', 'tenant-a', '33333333-0000-0000-0000-000000000001');
+SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000001', 'tenant-a', 'fm100hs3333333300000000000000000000000100000000000000000000');
 SELECT extsvc.instance_extension_services_ready('44444444-0000-0000-0000-000000000001');
 SELECT lifecycle_state FROM extsvc.delete_service('11111111-0000-0000-0000-000000000001');
 
@@ -74,7 +74,7 @@ ALTER DATABASE :"DBNAME" SET extsvc.refuse_pod_services_on_dpf_hosts = on;
 CREATE ROLE extsvc_np_nico LOGIN IN ROLE extsvc_api;
 SELECT service_name FROM extsvc.create_service('tenant-np', 'np-pod', 'KUBERNETES_POD', 'kind: Pod',
                                                service_id => '55555555-0000-0000-0000-000000000001');
-SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000009', 'tenant-np', '33333333-0000-0000-0000-000000000009');
+SELECT extsvc.upsert_instance('44444444-0000-0000-0000-000000000009', 'tenant-np', 'fm100hs3333333300000000000000000000000900000000000000000000');
 \c - extsvc_np_nico
 SELECT count(*) AS nico_extsvc_loaded FROM pg_settings WHERE name = 'extsvc.enabled';
 SET extsvc.refuse_pod_services_on_dpf_hosts = off;

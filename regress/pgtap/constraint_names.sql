@@ -13,14 +13,14 @@ SET LOCAL client_min_messages = warning;
 \set D '''4a000000-0000-0000-0000-000000000001'''
 \set P '''4a000000-0000-0000-0000-000000000002'''
 \set C '''4a000000-0000-0000-0000-000000000003'''
-\set H '''4c000000-0000-0000-0000-000000000001'''
+\set H '''fm100hs4c00000000000000000000000000000100000000000000000000'''
 \set I1 '''41000000-0000-0000-0000-000000000001'''
 
 SELECT extsvc.create_service('con-t', 'con-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 SELECT extsvc.create_service('con-t', 'con-pod', 'KUBERNETES_POD', 'kind: Pod', service_id => :P);
-SELECT extsvc.register_dpu('4d000000-0000-0000-0000-00000000000a', :H, 'con-dpu-a', 'con-node-a', true);
+SELECT extsvc.register_dpu('fm100ds4d00000000000000000000000000000a00000000000000000000', :H, 'con-dpu-a', 'con-node-a', true);
 -- I1 on a host of its own (a host holds one live instance, issue 29)
-SELECT extsvc.upsert_instance(:I1, 'con-t', '4c000000-0000-0000-0000-000000000003', NULL, false);
+SELECT extsvc.upsert_instance(:I1, 'con-t', 'fm100hs4c00000000000000000000000000000300000000000000000000', NULL, false);
 SELECT extsvc.upsert_instance('41000000-0000-0000-0000-000000000002', 'con-t', :H);
 SELECT is(pg_temp.con(format($$SELECT extsvc.upsert_instance(%L, 'con-t', %L)$$, '41000000-0000-0000-0000-0000000000f2', :H)),
           '23505 instances_one_live_per_host', 'a second live instance on a host (issue 29)');
@@ -46,9 +46,9 @@ SELECT is(pg_temp.con(format($$SELECT extsvc.create_service('con-t', 'con-collid
 SET LOCAL session_replication_role = replica;
 UPDATE extsvc.service_records SET dpf_service_name = :'d_name' WHERE service_id = :D;
 SET LOCAL session_replication_role = origin;
-SELECT is(pg_temp.con($$SELECT extsvc.register_dpu('4d000000-0000-0000-0000-00000000000b', '4c000000-0000-0000-0000-000000000002', 'con-dpu-a', 'con-node-b')$$),
+SELECT is(pg_temp.con($$SELECT extsvc.register_dpu('fm100ds4d00000000000000000000000000000b00000000000000000000', 'fm100hs4c00000000000000000000000000000200000000000000000000', 'con-dpu-a', 'con-node-b')$$),
           '23505 dpus_dpu_device_name_key', 'register_dpu: another DPU has the DPUDevice name');
-SELECT is(pg_temp.con($$SELECT extsvc.register_dpu('4d000000-0000-0000-0000-00000000000b', '4c000000-0000-0000-0000-000000000002', 'con-dpu-b', 'con-node-a')$$),
+SELECT is(pg_temp.con($$SELECT extsvc.register_dpu('fm100ds4d00000000000000000000000000000b00000000000000000000', 'fm100hs4c00000000000000000000000000000200000000000000000000', 'con-dpu-b', 'con-node-a')$$),
           '23505 dpus_dpu_node_name_key', 'register_dpu: another DPU has the Node name');
 SELECT is(pg_temp.con(format($$UPDATE extsvc.service_records SET lifecycle_state = 'DELETED', state_actor = 'api', state_reason = 'bogus' WHERE service_id = %L$$, :P)),
           '55000 lifecycle_transition', 'a lifecycle change outside the transition table');
@@ -71,7 +71,7 @@ SELECT is(pg_temp.con(format($$SELECT extsvc.remove_terminated_services(%L, %L)$
 SELECT extsvc.delete_instance(:I1);
 SELECT is(pg_temp.con(format($$SELECT extsvc.set_instance_extension_services(%L, '[]')$$, :I1)),
           '55000 instance_deleting', 'configuring a deleting instance');
-SELECT is(pg_temp.con(format($$SELECT extsvc.upsert_instance(%L, 'con-t', %L)$$, :I1, '4c000000-0000-0000-0000-000000000003')),
+SELECT is(pg_temp.con(format($$SELECT extsvc.upsert_instance(%L, 'con-t', %L)$$, :I1, 'fm100hs4c00000000000000000000000000000300000000000000000000')),
           '55000 instance_deleting', 'upserting a deleting instance');
 SELECT extsvc.delete_service(:D);
 SELECT is(pg_temp.con(format($$SELECT extsvc.update_service(%L, description => 'x')$$, :D)),

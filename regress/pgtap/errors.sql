@@ -121,9 +121,9 @@ SELECT throws_ok($$SELECT extsvc.set_instance_extension_services('e1000000-0000-
                  'P0002', 'instance not found', 'P0002: configure an unknown instance');
 SELECT throws_ok($$SELECT extsvc.delete_instance('e1000000-0000-0000-0000-00000000dead')$$,
                  'P0002', 'instance not found', 'P0002: delete an unknown instance');
-SELECT throws_ok($$SELECT extsvc.deregister_dpu('e3000000-0000-0000-0000-00000000dead')$$,
+SELECT throws_ok($$SELECT extsvc.deregister_dpu('fm100dse300000000000000000000000000dead00000000000000000000')$$,
                  'P0002', 'DPU not found', 'P0002: deregister an unknown DPU');
-SELECT throws_ok($$SELECT * FROM extsvc.dpu_agent_extension_services('e3000000-0000-0000-0000-00000000dead')$$,
+SELECT throws_ok($$SELECT * FROM extsvc.dpu_agent_extension_services('fm100dse300000000000000000000000000dead00000000000000000000')$$,
                  'P0002', 'DPU not found', 'P0002: agent feed of an unknown DPU');
 SELECT is(pg_temp.snapshot(), (SELECT s FROM snap), 'P0002 refusals changed nothing');
 
@@ -136,9 +136,9 @@ SELECT throws_ok($$SELECT extsvc.retry_service('e0000000-0000-0000-0000-00000000
 -- attachments (rows written directly): an instance configuration entry ...
 SELECT lives_ok($$
   INSERT INTO extsvc.instances (instance_id, tenant_organization_id, host_machine_id)
-  VALUES ('e1000000-0000-0000-0000-000000000001', 't1', 'e2000000-0000-0000-0000-000000000001');
+  VALUES ('e1000000-0000-0000-0000-000000000001', 't1', 'fm100hse200000000000000000000000000000100000000000000000000');
   INSERT INTO extsvc.dpus (machine_id, host_machine_id, dpu_device_name, dpu_node_name, is_primary)
-  VALUES ('e3000000-0000-0000-0000-000000000001', 'e2000000-0000-0000-0000-000000000001', 'dpu-0', 'dpu-0-node', true);
+  VALUES ('fm100dse300000000000000000000000000000100000000000000000000', 'fm100hse200000000000000000000000000000100000000000000000000', 'dpu-0', 'dpu-0-node', true);
   INSERT INTO extsvc.instance_extension_services (instance_id, service_id, version)
   SELECT 'e1000000-0000-0000-0000-000000000001', service_id, version FROM extsvc.services
    WHERE service_id IN ('e0000000-0000-0000-0000-000000000001', 'e0000000-0000-0000-0000-000000000002');$$,
@@ -155,7 +155,7 @@ SELECT lives_ok($$
   DELETE FROM extsvc.instance_extension_services WHERE service_id = 'e0000000-0000-0000-0000-000000000001';
   INSERT INTO extsvc.dpf_extension_service_attachments (instance_id, dpu_machine_id, service_id, version,
       placement_state, deployment_state)
-  SELECT 'e1000000-0000-0000-0000-000000000001', 'e3000000-0000-0000-0000-000000000001', service_id, version,
+  SELECT 'e1000000-0000-0000-0000-000000000001', 'fm100dse300000000000000000000000000000100000000000000000000', service_id, version,
          'REMOVING', 'UNKNOWN'
     FROM extsvc.services WHERE service_id = 'e0000000-0000-0000-0000-000000000001';$$,
   'fixture: the DPF service only has a REMOVING attachment left');
@@ -187,7 +187,7 @@ SELECT is(pg_temp.as_user('extsvc_tap_tenant', $$SELECT extsvc.disallow_chart('o
           '42501: only extsvc_admin members may change the chart allow-list', '42501: disallow_chart by a non-admin');
 SELECT is(session_user::text, current_user::text, 'session authorization restored');
 SELECT lives_ok($$SELECT extsvc.upsert_instance('e1000000-0000-0000-0000-000000000002', 't2',
-                   'e2000000-0000-0000-0000-000000000002')$$, 'fixture: an instance of tenant t2');
+                   'fm100hse200000000000000000000000000000200000000000000000000')$$, 'fixture: an instance of tenant t2');
 UPDATE snap SET s = pg_temp.snapshot();
 SELECT throws_ok(format($$SELECT extsvc.set_instance_extension_services('e1000000-0000-0000-0000-000000000002',
                    '[{"service_id": "e0000000-0000-0000-0000-000000000001", "version": "%s"}]')$$,
@@ -229,13 +229,13 @@ SELECT is(pg_temp.echo(format($$SELECT extsvc.create_service('t', 'n', 'KUBERNET
           '22023|t|f', 'a long deployment_scope likewise');
 SELECT is(pg_temp.echo(format($$SELECT extsvc.create_service('t', 'n', 'DPF_HELM_CHART', 'x', dpu_target => %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
           '22023|t|f', 'a long dpu_target likewise');
-SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu(gen_random_uuid(), gen_random_uuid(), %L, 'node-x')$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu('fm100dse400000000000000000000000000000100000000000000000000', 'fm100hse400000000000000000000000000000200000000000000000000', %L, 'node-x')$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
           '22023|t|f', 'a long dpu_device_name likewise');
-SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu(gen_random_uuid(), gen_random_uuid(), 'dev-x', %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
+SELECT is(pg_temp.echo(format($$SELECT extsvc.register_dpu('fm100dse400000000000000000000000000000100000000000000000000', 'fm100hse400000000000000000000000000000200000000000000000000', 'dev-x', %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
           '22023|t|f', 'a long dpu_node_name likewise');
 SELECT is(pg_temp.echo(format($$SELECT extsvc.update_service(gen_random_uuid(), description => 'd', tenant_organization_id => %L)$$, (SELECT v FROM longv)), (SELECT v FROM longv)),
           '22023|t|f', 'a long tenant_organization_id likewise (refused by the tenant id rule since issue 29)');
-SELECT extsvc.upsert_instance('e3100000-0000-0000-0000-000000000001', 'tenant-long', gen_random_uuid(), ARRAY[]::uuid[]);
+SELECT extsvc.upsert_instance('e3100000-0000-0000-0000-000000000001', 'tenant-long', 'fm100hse400000000000000000000000000000300000000000000000000', ARRAY[]::text[]);
 CREATE TEMP TABLE longsvc AS SELECT service_id FROM extsvc.create_service('tenant-long', 'long-pod', 'KUBERNETES_POD', 'kind: Pod');
 SELECT is(pg_temp.echo(format($$SELECT extsvc.set_instance_extension_services('e3100000-0000-0000-0000-000000000001', %L)$$,
                               jsonb_build_array(jsonb_build_object('service_id', (SELECT service_id FROM longsvc), 'version', (SELECT v FROM longv)))),

@@ -62,8 +62,9 @@ SELECT is((extsvc.update_service(:P, 'pod spec')).version_ctr, 1, 'KUBERNETES_PO
 
 ------------------------------------------------------------------ delete
 SELECT is((extsvc.delete_service(:D)).lifecycle_state, 'DELETING', 'delete: DELETING');
-SELECT results_eq(format('SELECT * FROM extsvc.delete_service(%L)', :D), format('SELECT * FROM extsvc.services WHERE service_id = %L', :D),
-                  'delete again: the same row back');
+SELECT results_eq(format('SELECT * FROM extsvc.delete_service(%L)', :D),
+                  format('SELECT * FROM extsvc.service_deletions WHERE service_id = %L', :D),
+                  'delete again: the same row back (with the versions this transaction removed)');
 SELECT is((SELECT count(*)::integer FROM extsvc.service_state_history WHERE service_id = :D AND to_state = 'DELETING'), 1,
           'one history row for DELETING');
 SELECT is((extsvc.delete_service(:P)).lifecycle_state, 'DELETED', 'KUBERNETES_POD delete: DELETED');

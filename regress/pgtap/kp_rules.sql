@@ -14,8 +14,8 @@ SET LOCAL client_min_messages = warning;
 \set P '''5a000000-0000-0000-0000-000000000001'''
 \set Q '''5a000000-0000-0000-0000-000000000002'''
 \set D '''5a000000-0000-0000-0000-000000000003'''
-\set H1 '''5c000000-0000-0000-0000-000000000001'''
-\set H2 '''5c000000-0000-0000-0000-000000000002'''
+\set H1 '''fm100hs5c00000000000000000000000000000100000000000000000000'''
+\set H2 '''fm100hs5c00000000000000000000000000000200000000000000000000'''
 \set I1 '''51000000-0000-0000-0000-000000000001'''
 \set I2 '''51000000-0000-0000-0000-000000000002'''
 \set I3 '''51000000-0000-0000-0000-000000000003'''
@@ -129,10 +129,10 @@ SELECT is((SELECT row(lifecycle_state, updated_at > now() - interval '1 minute')
             WHERE service_id = '5a000000-0000-0000-0000-000000000009'),
           row('READY', true)::text, 'a partial delete keeps the service READY and bumps updated_at');
 SELECT is((SELECT count(*)::int FROM extsvc.host_agent_extension_services(:H1)), 0, 'host feed: nothing on H1 any more');
-SELECT extsvc.upsert_instance('51000000-0000-0000-0000-000000000009', 'kp-t', '5c000000-0000-0000-0000-000000000009', NULL, false);
+SELECT extsvc.upsert_instance('51000000-0000-0000-0000-000000000009', 'kp-t', 'fm100hs5c00000000000000000000000000000900000000000000000000', NULL, false);
 SELECT extsvc.set_instance_extension_services('51000000-0000-0000-0000-000000000009', pg_temp.entry('5a000000-0000-0000-0000-000000000009'));
 SELECT is((SELECT array_agg(row(service_name, data, removed_at IS NULL)::text)
-             FROM extsvc.host_agent_extension_services('5c000000-0000-0000-0000-000000000009')),
+             FROM extsvc.host_agent_extension_services('fm100hs5c00000000000000000000000000000900000000000000000000')),
           ARRAY[row('kp3', 'kind: C', true)::text], 'host feed: the KUBERNETES_POD entries of a host without registered DPUs');
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %L)', '5a000000-0000-0000-0000-000000000009',
             ARRAY(SELECT v FROM kp3 WHERE n = 3))),
@@ -140,8 +140,8 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(%L, %
 
 ------------------------------------------------------------------ P1-13 configs_synced without rows
 -- (a host of its own: H1 keeps I1, and a host holds one live instance)
-SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000a', '5c000000-0000-0000-0000-000000000003', 'kp-dpu-a', 'kp-node-a', true);
-SELECT extsvc.upsert_instance(:I3, 'kp-t', '5c000000-0000-0000-0000-000000000003');
+SELECT extsvc.register_dpu('fm100ds5d00000000000000000000000000000a00000000000000000000', 'fm100hs5c00000000000000000000000000000300000000000000000000', 'kp-dpu-a', 'kp-node-a', true);
+SELECT extsvc.upsert_instance(:I3, 'kp-t', 'fm100hs5c00000000000000000000000000000300000000000000000000');
 SELECT extsvc.create_service('kp-t', 'kp-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id = :D;
@@ -157,7 +157,7 @@ SELECT is(left(pg_temp.err(format('SELECT * FROM extsvc.delete_service_versions(
           'delete_service_versions: a DPF service -> 22023');
 
 ------------------------------------------------------------------ P1-14 KP on DPF-managed hosts (opt-in)
-SELECT extsvc.register_dpu('5d000000-0000-0000-0000-00000000000c', :H2, 'kp-dpu-c', 'kp-node-c', true);
+SELECT extsvc.register_dpu('fm100ds5d00000000000000000000000000000c00000000000000000000', :H2, 'kp-dpu-c', 'kp-node-c', true);
 SELECT extsvc.upsert_instance('51000000-0000-0000-0000-000000000014', 'kp-t', :H2);
 SET LOCAL extsvc.refuse_pod_services_on_dpf_hosts = on;
 SELECT is(left(pg_temp.err(format('SELECT extsvc.set_instance_extension_services(%L, %L)',

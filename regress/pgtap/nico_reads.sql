@@ -17,9 +17,9 @@ SET LOCAL client_min_messages = warning;
 \set F '''8a000000-0000-0000-0000-000000000004'''
 \set Q '''8a000000-0000-0000-0000-000000000005'''
 \set U '''8a000000-0000-0000-0000-0000000000ff'''
-\set H '''8c000000-0000-0000-0000-000000000001'''
-\set DA '''8d000000-0000-0000-0000-00000000000a'''
-\set DB '''8d000000-0000-0000-0000-00000000000b'''
+\set H '''fm100hs8c00000000000000000000000000000100000000000000000000'''
+\set DA '''fm100ds8d00000000000000000000000000000a00000000000000000000'''
+\set DB '''fm100ds8d00000000000000000000000000000b00000000000000000000'''
 \set I1 '''81000000-0000-0000-0000-000000000001'''
 \set I2 '''81000000-0000-0000-0000-000000000002'''
 \set IU '''81000000-0000-0000-0000-0000000000ff'''
@@ -124,11 +124,11 @@ SELECT ok((SELECT delete_requested_at IS NOT NULL AND active_versions = '{}' FRO
 -- make the DPF service READY (the worker's part)
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id IN (:D, :S);
-SELECT extsvc.upsert_instance(:I1, 'reads-t', :H, ARRAY[:DA]::uuid[], true);
+SELECT extsvc.upsert_instance(:I1, 'reads-t', :H, ARRAY[:DA]::text[], true);
 -- (I2 and the instance below on hosts of their own: a host holds one live instance, issue 29)
-SELECT extsvc.upsert_instance(:I2, 'reads-t', '8c000000-0000-0000-0000-000000000002', NULL, false);
+SELECT extsvc.upsert_instance(:I2, 'reads-t', 'fm100hs8c00000000000000000000000000000200000000000000000000', NULL, false);
 SELECT is((SELECT row(config_version, network_dpus, dpf_managed, delete_requested_at, services)::text FROM extsvc.get_instance(:I1)),
-          row(1, ARRAY[:DA]::uuid[], true, NULL::timestamptz, '[]'::jsonb)::text, 'get_instance: a fresh instance');
+          row(1, ARRAY[:DA]::text[], true, NULL::timestamptz, '[]'::jsonb)::text, 'get_instance: a fresh instance');
 SELECT is(extsvc.set_instance_extension_services(:I1, jsonb_build_array(jsonb_build_object('service_id', :D, 'version',
             (SELECT version FROM extsvc.services WHERE service_id = :D)))), 2, 'attach the DPF service');
 SELECT is(extsvc.set_instance_extension_services(:I1, '[]'), 3, 'detach it: a tombstone');
@@ -156,7 +156,7 @@ SELECT alike(pg_temp.as_user('extsvc_tap_reads_nobody', format('SELECT * FROM ex
 SELECT matches((SELECT config_version_text FROM extsvc.get_instance(:I1)), '^V3-T[0-9]{16}$',
                'get_instance: config_version_text is V<config_version>-T<microseconds>');
 CREATE TEMP TABLE cvt AS SELECT config_version_text AS t FROM extsvc.get_instance(:I1);
-SELECT extsvc.upsert_instance(:I1, 'reads-t', :H, ARRAY[:DA]::uuid[]);
+SELECT extsvc.upsert_instance(:I1, 'reads-t', :H, ARRAY[:DA]::text[]);
 SELECT is((SELECT config_version_text FROM extsvc.get_instance(:I1)), (SELECT t FROM cvt),
           'config_version_text is stable while config_version does not change');
 SELECT is((SELECT array_agg(DISTINCT config_version_text) FROM extsvc.instance_extension_service_status(:I1)),
@@ -166,8 +166,8 @@ SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::t
 SELECT matches((SELECT config_version_text FROM extsvc.get_instance(:I2)), '^V2-T[0-9]{16}$', 'and it follows each change');
 -- one call returns both (SPEC 6 keeps set_instance_extension_services'
 -- integer), and the agent feeds carry the string the agent echoes
-SELECT extsvc.register_dpu('8d000000-0000-0000-0000-0000000000f5', '8c000000-0000-0000-0000-000000000003', 'reads-dpu-f5', 'reads-node-f5', true);
-SELECT extsvc.upsert_instance('81000000-0000-0000-0000-0000000000f5', 'reads-t', '8c000000-0000-0000-0000-000000000003', ARRAY[]::uuid[]);
+SELECT extsvc.register_dpu('fm100ds8d0000000000000000000000000000f500000000000000000000', 'fm100hs8c00000000000000000000000000000300000000000000000000', 'reads-dpu-f5', 'reads-node-f5', true);
+SELECT extsvc.upsert_instance('81000000-0000-0000-0000-0000000000f5', 'reads-t', 'fm100hs8c00000000000000000000000000000300000000000000000000', ARRAY[]::text[]);
 CREATE TEMP TABLE cfg5 AS SELECT jsonb_build_array(jsonb_build_object('service_id', :P,
     'version', (SELECT version FROM extsvc.services WHERE service_id = :P))) AS c;
 CREATE TEMP TABLE vv AS SELECT * FROM extsvc.set_instance_extension_services_versioned(
@@ -187,21 +187,21 @@ SELECT ok((SELECT a = b AND a <> 'ok'
                           pg_temp.err(format('SELECT extsvc.set_instance_extension_services(%L, %L, 99)',
                                              '81000000-0000-0000-0000-0000000000f5', (SELECT c FROM cfg5))) AS b) e),
           'set_instance_extension_services_versioned: the errors of set_instance_extension_services (a stale if_config_version_match)');
-SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.dpu_agent_extension_services('8d000000-0000-0000-0000-0000000000f5')
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.dpu_agent_extension_services('fm100ds8d0000000000000000000000000000f500000000000000000000')
             WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
           ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
           'dpu_agent_extension_services rows carry config_version and its string');
-SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.host_agent_extension_services('8c000000-0000-0000-0000-000000000003')
+SELECT is((SELECT array_agg(DISTINCT row(config_version, config_version_text)::text) FROM extsvc.host_agent_extension_services('fm100hs8c00000000000000000000000000000300000000000000000000')
             WHERE instance_id = '81000000-0000-0000-0000-0000000000f5'),
           ARRAY[(SELECT row(config_version, config_version_text)::text FROM vv)],
           'host_agent_extension_services rows carry config_version and its string');
-SELECT extsvc.deregister_dpu('8d000000-0000-0000-0000-0000000000f5');  -- (out of the site status below)
+SELECT extsvc.deregister_dpu('fm100ds8d0000000000000000000000000000f500000000000000000000');  -- (out of the site status below)
 -- the writes and feeds NICo calls besides the reads above
 SELECT function_privs_are('extsvc', fn, args, r, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
                           format('%s: EXECUTE on extsvc.%s is %s', r, fn, CASE WHEN r = 'extsvc_tap_reads_nobody' THEN 'refused' ELSE 'granted' END))
-  FROM (VALUES ('set_instance_extension_services_versioned', ARRAY['uuid', 'jsonb', 'integer', 'text']),
+  FROM (VALUES ('set_instance_extension_services_versioned', ARRAY['uuid', 'jsonb', 'bigint', 'text']),
                ('delete_service_versions', ARRAY['uuid', 'text[]', 'text']),
-               ('host_agent_extension_services', ARRAY['uuid'])) f(fn, args)
+               ('host_agent_extension_services', ARRAY['text'])) f(fn, args)
   CROSS JOIN unnest(ARRAY['extsvc_api', 'extsvc_tap_reads_nobody']) r ORDER BY fn, r;
 
 ------------------------------------------------------------------ unknown instance: P0002 everywhere
@@ -234,7 +234,7 @@ SELECT is(ARRAY(SELECT row(dpu_device_name, deployment_state, status_message, ob
           ARRAY[row('reads-dpu-a', 'RUNNING', 'pod ready', true)::text, row('reads-dpu-b', 'UNKNOWN', 'not observed yet', false)::text],
           'site_service_status: observed rows, and UNKNOWN for a registered DPU not observed yet');
 SELECT is((SELECT array_agg(dpu_machine_id ORDER BY dpu_device_name) FROM extsvc.site_service_status(:S)),
-          ARRAY[:DA, :DB]::uuid[], 'site_service_status: dpu_machine_id');
+          ARRAY[:DA, :DB]::text[], 'site_service_status: dpu_machine_id');
 SELECT is(pg_temp.err(format('SELECT * FROM extsvc.site_service_status(%L)', :D)),
           '22023 | service_id: 8a000000-0000-0000-0000-000000000002, deployment_scope: INSTANCE_DPUS',
           'site_service_status: an INSTANCE_DPUS service -> 22023');

@@ -20,19 +20,19 @@ SET LOCAL client_min_messages = warning;
 \set C '''7a000000-0000-0000-0000-0000000000e5'''
 \set X '''7a000000-0000-0000-0000-0000000000f6'''
 \set W '''7a000000-0000-0000-0000-000000000007'''
-\set H1 '''7c000000-0000-0000-0000-000000000001'''
-\set H2 '''7c000000-0000-0000-0000-000000000002'''
-\set H3 '''7c000000-0000-0000-0000-000000000003'''
-\set H4 '''7c000000-0000-0000-0000-000000000004'''
-\set DA '''7d000000-0000-0000-0000-00000000000a'''
-\set DB '''7d000000-0000-0000-0000-00000000000b'''
-\set DC '''7d000000-0000-0000-0000-00000000000c'''
+\set H1 '''fm100hs7c00000000000000000000000000000100000000000000000000'''
+\set H2 '''fm100hs7c00000000000000000000000000000200000000000000000000'''
+\set H3 '''fm100hs7c00000000000000000000000000000300000000000000000000'''
+\set H4 '''fm100hs7c00000000000000000000000000000400000000000000000000'''
+\set DA '''fm100ds7d00000000000000000000000000000a00000000000000000000'''
+\set DB '''fm100ds7d00000000000000000000000000000b00000000000000000000'''
+\set DC '''fm100ds7d00000000000000000000000000000c00000000000000000000'''
 \set I1 '''71000000-0000-0000-0000-000000000001'''
 \set I2 '''71000000-0000-0000-0000-000000000002'''
 \set I3 '''71000000-0000-0000-0000-000000000003'''
 \set I4 '''71000000-0000-0000-0000-000000000004'''
 \set I5 '''71000000-0000-0000-0000-000000000005'''
-\set DE '''7d000000-0000-0000-0000-00000000000e'''
+\set DE '''fm100ds7d00000000000000000000000000000e00000000000000000000'''
 
 CREATE FUNCTION pg_temp.cfg(VARIADIC ids uuid[]) RETURNS jsonb LANGUAGE sql AS $$
   SELECT coalesce(jsonb_agg(jsonb_build_object('service_id', s.service_id, 'version', s.version) ORDER BY o), '[]')
@@ -66,14 +66,14 @@ CREATE FUNCTION pg_temp.labels() RETURNS text[] LANGUAGE sql AS $$
    WHERE d.dpu_device_name LIKE 'place-%'
 $$;
 
-CREATE FUNCTION pg_temp.sv(p_dpu uuid) RETURNS bigint LANGUAGE sql AS $$
+CREATE FUNCTION pg_temp.sv(p_dpu text) RETURNS bigint LANGUAGE sql AS $$
   SELECT state_version FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = p_dpu
 $$;
 
 -- One simulated worker pass over the due fixture DPUs: wanted items are
 -- reported p_wanted, the others p_unwanted. Rows due later are parked
 -- (next_due_at NULL). Returns the number of DPUs observed.
-CREATE FUNCTION pg_temp.pass(p_only uuid[] DEFAULT NULL, p_wanted text DEFAULT 'RUNNING',
+CREATE FUNCTION pg_temp.pass(p_only text[] DEFAULT NULL, p_wanted text DEFAULT 'RUNNING',
                              p_unwanted text DEFAULT 'TERMINATED') RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -117,7 +117,7 @@ SELECT is(pg_temp.err(format($$SELECT extsvc.register_dpu(%L, %L, 'place-a', 'pl
 SELECT throws_ok(format($$SELECT extsvc.register_dpu(%L, %L, repeat('a', 254), 'place-node-a')$$, :DA, :H1),
                  '22023', 'dpu_device_name is not a Kubernetes object name', 'register_dpu: a device name longer than 253');
 SELECT throws_ok(format($$SELECT extsvc.register_dpu(%L, NULL, 'place-a', 'place-node-a')$$, :DA),
-                 '22023', 'machine_id and host_machine_id are required', 'register_dpu: host required');
+                 '22023', 'host_machine_id is required', 'register_dpu: host required');
 SELECT lives_ok(format($$
   SELECT extsvc.register_dpu(%L, %L, 'place-a', 'place-node-a', true);
   SELECT extsvc.register_dpu(%L, %L, 'place-b', 'place-node-b-old');
@@ -126,7 +126,7 @@ $$, :DA, :H1, :DB, :H1, :DC, :H2), 'fixture: DPUs a (primary), b on H1; c on H2'
 SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'place-b', 'place-node-b')$$, :DB, :H1), 're-register b');
 SELECT is((SELECT dpu_node_name FROM extsvc.dpus WHERE machine_id = :DB), 'place-node-b', 're-registering updates the node name');
 SELECT is((SELECT count(*)::integer FROM extsvc.dpus WHERE machine_id = :DB), 1, 're-registering keeps one row');
-SELECT throws_ok(format($$SELECT extsvc.register_dpu('7d000000-0000-0000-0000-0000000000ff', %L, 'place-a', 'place-node-x')$$, :H2),
+SELECT throws_ok(format($$SELECT extsvc.register_dpu('fm100ds7d0000000000000000000000000000ff00000000000000000000', %L, 'place-a', 'place-node-x')$$, :H2),
                  '23505', NULL, 'a DPUDevice name used by another DPU is refused');
 SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'place-b', 'place-node-b', true)$$, :DB, :H1), 'b becomes primary');
 SELECT is(ARRAY(SELECT dpu_device_name FROM extsvc.dpus WHERE host_machine_id = :H1 AND is_primary), ARRAY['place-b'],
@@ -136,17 +136,17 @@ SELECT is(ARRAY(SELECT dpu_device_name FROM extsvc.dpus WHERE host_machine_id = 
           'one primary per host');
 SELECT ok((SELECT bool_and(coalesce(next_due_at <= now(), false)) FROM extsvc.dpu_reconciliations WHERE dpu_machine_id IN (:DA, :DB, :DC)),
           'registered DPUs have due work rows');
-SELECT throws_ok($$SELECT extsvc.deregister_dpu('7d000000-0000-0000-0000-0000000000ee')$$, 'P0002', 'DPU not found',
+SELECT throws_ok($$SELECT extsvc.deregister_dpu('fm100ds7d0000000000000000000000000000ee00000000000000000000')$$, 'P0002', 'DPU not found',
                  'deregister_dpu of an unknown DPU');
 
 ------------------------------------------------------------------ upsert_instance
 SELECT lives_ok(format($$
-  SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[]);
+  SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::text[]);
   SELECT extsvc.upsert_instance(%L, 'place-a', %L);
   SELECT extsvc.upsert_instance(%L, 'place-a', %L, dpf_managed => false);
 $$, :I1, :H1, :DA, :I3, :H4, :I4, :H3), 'fixture: instances');
 SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L)$$, :I2, :H1)),
-          '23505 | host_machine_id: 7c000000-0000-0000-0000-000000000001, instance_id: 71000000-0000-0000-0000-000000000002',
+          '23505 | host_machine_id: fm100hs7c00000000000000000000000000000100000000000000000000, instance_id: 71000000-0000-0000-0000-000000000002',
           'upsert_instance: a second live instance on a host is refused (issue 29)');
 SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-b', %L)$$, :I1, :H1), '42501',
                  'instance_id is not available to this tenant', 'upsert_instance: tenant change refused');
@@ -168,7 +168,7 @@ SELECT is(pg_temp.set_err(:I1, $$'{"service_id": "x"}'$$), '22023 | JSON path: $
 SELECT is(pg_temp.set_err(:I1, $$'null'$$), '22023 | JSON path: $', 'JSON null: 22023 at $');
 SELECT is(pg_temp.set_err(:I1, $$'["x"]'$$), '22023 | JSON path: $[0]', 'an entry that is not an object');
 SELECT is(pg_temp.set_err(:I1, format('pg_temp.cfg(%L) || %L', :A, '[{"service_id": "7a000000-0000-0000-0000-0000000000b2", "version": "V1-T1", "x": 1}]')),
-          '22023 | JSON path: $[1]', 'an entry with an unknown key, at its index');
+          '22023 | JSON path: $[1].x', 'an entry with an unknown key, at its index');
 SELECT is(pg_temp.set_err(:I1, $$'[{"service_id": "7a000000-0000-0000-0000-0000000000a", "version": "V1-T1"}]'$$),
           '22023 | JSON path: $[0].service_id', 'a service_id that is not a UUID');
 SELECT is(pg_temp.set_err(:I1, $$'[{"service_id": 7, "version": "V1-T1"}]'$$),
@@ -193,7 +193,7 @@ SELECT is(pg_temp.set_err(:I4, format('pg_temp.cfg(%L)', :A)),
           '22023 | JSON path: $[0].service_id = 7a000000-0000-0000-0000-0000000000a1, instance_id: 71000000-0000-0000-0000-000000000004',
           'a DPF service on a host that is not DPF-managed');
 SELECT is(pg_temp.set_err(:I3, format('pg_temp.cfg(%L)', :P)),
-          'P0002 | instance_id: 71000000-0000-0000-0000-000000000003, host_machine_id: 7c000000-0000-0000-0000-000000000004, service_id: 7a000000-0000-0000-0000-0000000000b2',
+          'P0002 | instance_id: 71000000-0000-0000-0000-000000000003, host_machine_id: fm100hs7c00000000000000000000000000000400000000000000000000, service_id: 7a000000-0000-0000-0000-0000000000b2',
           'a new attachment whose target resolves to no DPU: P0002');
 SELECT is(pg_temp.set_err('71000000-0000-0000-0000-000000000099', $$'[]'$$),
           'P0002 | instance_id: 71000000-0000-0000-0000-000000000099', 'an unknown instance: P0002');
@@ -247,7 +247,7 @@ SELECT ok((SELECT bool_and((i->>'wanted')::boolean AND i->>'kind' = 'attachment'
              FROM ka, jsonb_array_elements(work->'items') i JOIN extsvc.service_records s ON s.service_id = (i->>'service_id')::uuid),
           'items carry instance, label key, DPUService name and version, and wanted');
 -- new intent while the worker works: the network also uses place-b
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DB),
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::text[])$$, :I1, :H1, :DA, :DB),
                 'network change while leased');
 SELECT is(pg_temp.sv(:DB), (SELECT state_version FROM ka WHERE id = :DB) + 1, 'the new row bumped place-b''s state_version');
 SELECT is(extsvc.complete('dpu', :DB, (SELECT state_version FROM ka WHERE id = :DB),
@@ -369,7 +369,7 @@ SELECT throws_ok($$SELECT extsvc.instance_extension_services_ready('71000000-000
 -- woken as well
 SELECT lives_ok(format($$
   SELECT extsvc.register_dpu(%L, %L, 'place-e', 'place-node-e');
-  SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[]);
+  SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::text[]);
 $$, :DE, :H2, :I2, :H2, :DC), 'fixture: place-e on H2, and I2 on H2');
 SELECT is(extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A)), 2, 'I2 attaches svc-all');
 SELECT is(pg_temp.pass(), 2, 'both DPUs observed');
@@ -419,7 +419,7 @@ SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-
 SELECT is(extsvc.instance_extension_services_ready(:I1), true, 'ready again');
 -- detach and observe: the tombstone disappears, the delete is allowed
 SELECT is(extsvc.set_instance_extension_services(:I1, pg_temp.cfg(:A, :N)), 5, 'detach svc-primary again');
-SELECT is(pg_temp.pass(ARRAY[:DA]::uuid[]), 1, 'only place-a observed');
+SELECT is(pg_temp.pass(ARRAY[:DA]::text[]), 1, 'only place-a observed');
 SELECT ok((SELECT removed_at IS NOT NULL FROM extsvc.instance_extension_services WHERE instance_id = :I1 AND service_id = :P),
           'the tombstone stays while place-b has not reported TERMINATED');
 SELECT is(extsvc.instance_extension_services_ready(:I1), false, 'not ready while a removal is unobserved');
@@ -432,7 +432,7 @@ SELECT is(extsvc.instance_extension_services_ready(:I1), true, 'ready');
 SELECT is((extsvc.delete_service(:P)).lifecycle_state, 'DELETING', 'delete_service allowed after cleanup');
 
 ------------------------------------------------------------------ network change
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[])$$, :I1, :H1, :DB),
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::text[])$$, :I1, :H1, :DB),
                 'the network now uses place-b only');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/UNKNOWN', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING'],
@@ -444,13 +444,13 @@ SELECT is((SELECT string_agg(format('%s/%s/%s', from_state, actor, reason), ', '
           'ACTIVE/api/untargeted', 'issue #15: the history names the network change: ACTIVE -> REMOVING by api, untargeted');
 SELECT is((SELECT config_version FROM extsvc.instances WHERE instance_id = :I1), 5, 'a network change keeps config_version');
 SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA), 'a placement change makes the DPU due');
-SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DC),
+SELECT throws_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::text[])$$, :I1, :H1, :DA, :DC),
                  '22023', 'network_dpus names DPUs that are not registered to the instance''s host',
                  'a network naming a DPU of another host is refused (issue #12; place-c is on another host)');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/REMOVING/UNKNOWN', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING'],
           'a refused network change leaves the rows untouched');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::uuid[])$$, :I1, :H1, :DA, :DB),
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::text[])$$, :I1, :H1, :DA, :DB),
                 'the network uses both DPUs');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/PENDING', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING'],
@@ -459,7 +459,7 @@ SELECT is(pg_temp.pass(), 1, 'place-a observed');
 
 ------------------------------------------------------------------ a second host's network change
 SELECT is(extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:N)), 5, 'I2 attaches svc-active (network place-c)');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[])$$, :I2, :H2, :DE),
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::text[])$$, :I2, :H2, :DE),
                 'I2''s network moves to place-e');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING',
@@ -475,7 +475,7 @@ SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-
                                 '1/place-b/svc-active/ACTIVE/RUNNING', '1/place-b/svc-all/ACTIVE/RUNNING',
                                 '2/place-c/svc-active/REMOVING/UNKNOWN', '2/place-e/svc-active/REMOVING/UNKNOWN'],
           'its rows go REMOVING on every DPU of the host');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::uuid[])$$, :I5, :H2, :DE),
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L]::text[])$$, :I5, :H2, :DE),
                 'the next instance (I5) takes the host while I2 is being deleted');
 SELECT is(extsvc.set_instance_extension_services(:I5, pg_temp.cfg(:N)), 2, 'I5 attaches svc-active (network place-e)');
 SELECT is((SELECT count(*)::integer FROM extsvc.dpf_extension_service_attachments WHERE dpu_machine_id = :DE AND service_id = :N), 2,
@@ -504,15 +504,15 @@ SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-all/ACTIVE/RUNNING', '1/place-b/s
 
 ------------------------------------------------------------------ dpu_agent_extension_services
 SELECT is(extsvc.set_instance_extension_services(:I4, pg_temp.cfg(:K)), 2, 'a KUBERNETES_POD service on the non-DPF host');
-SELECT lives_ok(format($$SELECT extsvc.register_dpu('7d000000-0000-0000-0000-00000000000d', %L, 'place-d', 'place-node-d', true)$$, :H3),
+SELECT lives_ok(format($$SELECT extsvc.register_dpu('fm100ds7d00000000000000000000000000000d00000000000000000000', %L, 'place-d', 'place-node-d', true)$$, :H3),
                 'a DPU on the non-DPF host');
-SELECT is((SELECT array_agg(service_name || '/' || (removed_at IS NOT NULL)) FROM extsvc.dpu_agent_extension_services('7d000000-0000-0000-0000-00000000000d')),
+SELECT is((SELECT array_agg(service_name || '/' || (removed_at IS NOT NULL)) FROM extsvc.dpu_agent_extension_services('fm100ds7d00000000000000000000000000000d00000000000000000000')),
           ARRAY['pod-svc/false'], 'the agent feed lists the KUBERNETES_POD entry');
 SELECT is((SELECT count(*)::integer FROM extsvc.dpu_agent_extension_services(:DB)), 0, 'never DPF services');
 SELECT is(extsvc.set_instance_extension_services(:I4, '[]'), 3, 'detach it');
-SELECT is((SELECT array_agg(service_name || '/' || (removed_at IS NOT NULL)) FROM extsvc.dpu_agent_extension_services('7d000000-0000-0000-0000-00000000000d')),
+SELECT is((SELECT array_agg(service_name || '/' || (removed_at IS NOT NULL)) FROM extsvc.dpu_agent_extension_services('fm100ds7d00000000000000000000000000000d00000000000000000000')),
           ARRAY['pod-svc/true'], 'removed entries stay in the feed');
-SELECT throws_ok($$SELECT * FROM extsvc.dpu_agent_extension_services('7d000000-0000-0000-0000-000000000099')$$, 'P0002', 'DPU not found',
+SELECT throws_ok($$SELECT * FROM extsvc.dpu_agent_extension_services('fm100ds7d00000000000000000000000000009900000000000000000000')$$, 'P0002', 'DPU not found',
                  'agent feed of an unknown DPU');
 
 ------------------------------------------------------------------ ALL_DPUS
@@ -528,10 +528,10 @@ SELECT ok((SELECT bool_and(coalesce(next_due_at <= now(), false)) FROM extsvc.dp
 SELECT is(pg_temp.pass(), 5, 'every DPU observed');
 SELECT is((SELECT array_agg(deployment_state::text) FROM extsvc.site_service_dpu_status WHERE service_id = :W), ARRAY['RUNNING', 'RUNNING', 'RUNNING', 'RUNNING', 'RUNNING'],
           'per-DPU site statuses recorded');
-SELECT lives_ok($$SELECT extsvc.deregister_dpu('7d000000-0000-0000-0000-00000000000d')$$, 'deregister place-d');
-SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = '7d000000-0000-0000-0000-00000000000d'),
+SELECT lives_ok($$SELECT extsvc.deregister_dpu('fm100ds7d00000000000000000000000000000d00000000000000000000')$$, 'deregister place-d');
+SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = 'fm100ds7d00000000000000000000000000000d00000000000000000000'),
           'a deregistered DPU wants nothing');
-CREATE TEMP TABLE ke AS SELECT * FROM extsvc.claim('dpu', 'w1', 1000, 30) WHERE id = '7d000000-0000-0000-0000-00000000000d';
+CREATE TEMP TABLE ke AS SELECT * FROM extsvc.claim('dpu', 'w1', 1000, 30) WHERE id = 'fm100ds7d00000000000000000000000000000d00000000000000000000';
 SELECT is((SELECT ARRAY[work->>'deregistered', jsonb_array_length(work->'wanted_keys')::text] FROM ke), ARRAY['true', '0'],
           'its claim says deregistered, nothing wanted');
 SELECT is((SELECT (i->>'wanted')::boolean FROM ke, jsonb_array_elements(work->'items') i WHERE i->>'kind' = 'site'), false,
@@ -549,7 +549,7 @@ SELECT is((SELECT (work->>'placement_clear')::boolean FROM extsvc.claim('service
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = NULL,
        attempts = 7
  WHERE service_id = :W;
-SELECT is(pg_temp.pass(ARRAY[:DA, :DB]::uuid[]), 2, 'place-a and place-b report TERMINATED');
+SELECT is(pg_temp.pass(ARRAY[:DA, :DB]::text[]), 2, 'place-a and place-b report TERMINATED');
 SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared while place-c and place-e have not reported');
 SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :W),
           'a TERMINATED report makes the deleting service due');
@@ -609,7 +609,7 @@ SELECT ok((SELECT bool_and(placement_state = 'REMOVING') FROM extsvc.dpf_extensi
           'and its rows go REMOVING');
 SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.claim(text,text,integer,integer)', 'EXECUTE')
           AND NOT has_function_privilege('extsvc_api',
-                'extsvc.complete(text,uuid,bigint,uuid,jsonb)', 'EXECUTE')
+                'extsvc.complete(text,text,bigint,uuid,jsonb)', 'EXECUTE')
           AND NOT has_function_privilege('extsvc_api', 'extsvc.mark_dpus_due()', 'EXECUTE'),
           'extsvc_api may not claim or complete DPU work');
 

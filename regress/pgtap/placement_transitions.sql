@@ -12,6 +12,11 @@ BEGIN;
 SET LOCAL client_min_messages = warning;
 
 ------------------------------------------------------------------ fixtures
+-- A fresh NICo MachineId of a kind (d: DPU, h: host), as machine ids are
+-- since 0.3.0: the 32 hex digits of a random uuid padded with base32 zeros.
+CREATE FUNCTION pg_temp.mid(p_kind text) RETURNS text LANGUAGE sql AS $$
+  SELECT 'fm100' || p_kind || 's' || replace(gen_random_uuid()::text, '-', '') || repeat('0', 20)
+$$;
 -- One DPF service S (INSTANCE_DPUS, READY, version V1-T1) and three ALL_DPUS
 -- services: W (READY: wanted), WD (DELETING: not wanted), WX (DELETED).
 CREATE FUNCTION pg_temp.svc(p_id uuid, p_scope text, p_state text) RETURNS void LANGUAGE plpgsql AS $$
@@ -38,18 +43,18 @@ CREATE SEQUENCE pg_temp.n;
 -- deleting (instance being deleted) | deregistered (DPU deregistered) |
 -- released (another instance's ACTIVE row wants the same label).
 CREATE FUNCTION pg_temp.att(p_ctx text, p_placement text, p_state text, p_observed_at timestamptz,
-                            OUT instance_id uuid, OUT dpu uuid) LANGUAGE plpgsql AS $$
+                            OUT instance_id uuid, OUT dpu text) LANGUAGE plpgsql AS $$
 DECLARE
   k bigint := nextval('pg_temp.n');
   s uuid := 'a5000000-0000-0000-0000-000000000001';
 BEGIN
   instance_id := gen_random_uuid();
-  dpu := gen_random_uuid();
+  dpu := pg_temp.mid('d');
   SET LOCAL session_replication_role = replica;
   INSERT INTO extsvc.dpus (machine_id, host_machine_id, dpu_device_name, dpu_node_name, deregistered_at)
-  VALUES (dpu, gen_random_uuid(), 'tr-dev-' || k, 'tr-node-' || k, CASE WHEN p_ctx = 'deregistered' THEN now() END);
+  VALUES (dpu, pg_temp.mid('h'), 'tr-dev-' || k, 'tr-node-' || k, CASE WHEN p_ctx = 'deregistered' THEN now() END);
   INSERT INTO extsvc.instances (instance_id, tenant_organization_id, host_machine_id, delete_requested_at)
-  VALUES (instance_id, 'tenant-trans', gen_random_uuid(), CASE WHEN p_ctx = 'deleting' THEN now() END);
+  VALUES (instance_id, 'tenant-trans', pg_temp.mid('h'), CASE WHEN p_ctx = 'deleting' THEN now() END);
   INSERT INTO extsvc.instance_extension_services (instance_id, service_id, version, removed_at)
   VALUES (instance_id, s, 'V1-T1', CASE WHEN p_ctx IN ('detached', 'deleting') THEN now() END);
   IF p_placement IS NOT NULL THEN
@@ -59,7 +64,7 @@ BEGIN
   END IF;
   IF p_ctx = 'released' THEN
     INSERT INTO extsvc.instances (instance_id, tenant_organization_id, host_machine_id)
-    VALUES (('a5100000-0000-0000-0000-' || lpad(k::text, 12, '0'))::uuid, 'tenant-trans', gen_random_uuid());
+    VALUES (('a5100000-0000-0000-0000-' || lpad(k::text, 12, '0'))::uuid, 'tenant-trans', pg_temp.mid('h'));
     INSERT INTO extsvc.instance_extension_services (instance_id, service_id, version)
     VALUES (('a5100000-0000-0000-0000-' || lpad(k::text, 12, '0'))::uuid, s, 'V1-T1');
     INSERT INTO extsvc.dpf_extension_service_attachments (instance_id, dpu_machine_id, service_id, version,
@@ -72,7 +77,7 @@ END $$;
 -- Runs p_stmt (with %1$L = instance, %2$L = DPU) as p_actor; returns the
 -- newest history row of p_machine for the row ('from>to/actor/reason'), or
 -- 'SQLSTATE | DETAIL' when refused.
-CREATE FUNCTION pg_temp.move(p_machine text, p_actor text, p_stmt text, p_instance uuid, p_dpu uuid,
+CREATE FUNCTION pg_temp.move(p_machine text, p_actor text, p_stmt text, p_instance uuid, p_dpu text,
                              p_service uuid DEFAULT 'a5000000-0000-0000-0000-000000000001') RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -208,14 +213,14 @@ END $$;
 UPDATE cases c SET result = pg_temp.run_deployment(c) WHERE c.machine = 'deployment';
 
 ------------------------------------------------------------------ site_deployment machine (ALL_DPUS rows)
-CREATE FUNCTION pg_temp.site_row(p_service uuid, p_state text, p_observed_at timestamptz) RETURNS uuid LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.site_row(p_service uuid, p_state text, p_observed_at timestamptz) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   k bigint := nextval('pg_temp.n');
-  d uuid := gen_random_uuid();
+  d text := pg_temp.mid('d');
 BEGIN
   SET LOCAL session_replication_role = replica;
   INSERT INTO extsvc.dpus (machine_id, host_machine_id, dpu_device_name, dpu_node_name)
-  VALUES (d, gen_random_uuid(), 'tr-dev-' || k, 'tr-node-' || k);
+  VALUES (d, pg_temp.mid('h'), 'tr-dev-' || k, 'tr-node-' || k);
   IF p_state IS NOT NULL THEN
     INSERT INTO extsvc.site_service_dpu_status (service_id, dpu_machine_id, deployment_state, observed_at)
     VALUES (p_service, d, p_state, p_observed_at);
@@ -250,7 +255,7 @@ DECLARE
   v_service uuid := CASE WHEN c.ctx LIKE 'deleted/%' THEN 'a5000000-0000-0000-0000-000000000004'::uuid
                          WHEN c.ctx LIKE 'wanted/%' THEN 'a5000000-0000-0000-0000-000000000002'::uuid
                          ELSE 'a5000000-0000-0000-0000-000000000003'::uuid END;
-  v_dpu uuid;
+  v_dpu text;
 BEGIN
   v_dpu := pg_temp.site_row(v_service, c.from_state,
              CASE WHEN c.ctx LIKE '%/stale' THEN now() - interval '1 hour' ELSE now() - interval '1 minute' END);
@@ -438,11 +443,11 @@ CREATE TEMP TABLE m0 AS SELECT value FROM extsvc.metrics() WHERE metric = 'extsv
                            AND labels = '{"deployment_state": "UNKNOWN"}';
 SET LOCAL session_replication_role = replica;
 INSERT INTO extsvc.dpus (machine_id, host_machine_id, dpu_device_name, dpu_node_name)
-VALUES ('a5200000-0000-0000-0000-000000000001', gen_random_uuid(), 'tr-site-fresh', 'tr-site-fresh-node'),
-       ('a5200000-0000-0000-0000-000000000002', gen_random_uuid(), 'tr-site-stale', 'tr-site-stale-node');
+VALUES ('fm100dsa520000000000000000000000000000100000000000000000000', pg_temp.mid('h'), 'tr-site-fresh', 'tr-site-fresh-node'),
+       ('fm100dsa520000000000000000000000000000200000000000000000000', pg_temp.mid('h'), 'tr-site-stale', 'tr-site-stale-node');
 INSERT INTO extsvc.site_service_dpu_status (service_id, dpu_machine_id, deployment_state, status_message, observed_at)
-VALUES ('a5000000-0000-0000-0000-000000000002', 'a5200000-0000-0000-0000-000000000001', 'RUNNING', 'fresh', now()),
-       ('a5000000-0000-0000-0000-000000000002', 'a5200000-0000-0000-0000-000000000002', 'RUNNING', 'old', now() - interval '16 min');
+VALUES ('a5000000-0000-0000-0000-000000000002', 'fm100dsa520000000000000000000000000000100000000000000000000', 'RUNNING', 'fresh', now()),
+       ('a5000000-0000-0000-0000-000000000002', 'fm100dsa520000000000000000000000000000200000000000000000000', 'RUNNING', 'old', now() - interval '16 min');
 SET LOCAL session_replication_role = origin;
 SELECT is((SELECT string_agg(dpu_device_name || ':' || deployment_state, ', ' ORDER BY dpu_device_name)
              FROM extsvc.site_service_status('a5000000-0000-0000-0000-000000000002')

@@ -16,7 +16,7 @@ CREATE ROLE extsvc_tap_operator LOGIN IN ROLE extsvc_admin;
 CREATE TEMP TABLE api (fn text, args text[]);
 INSERT INTO api VALUES
   ('create_service', ARRAY['text', 'text', 'text', 'text', 'text', 'text', 'text', 'uuid', 'boolean', 'jsonb']),
-  ('update_service', ARRAY['uuid', 'text', 'text', 'text', 'integer', 'boolean', 'jsonb', 'text']),
+  ('update_service', ARRAY['uuid', 'text', 'text', 'text', 'bigint', 'boolean', 'jsonb', 'text']),
   ('delete_service', ARRAY['uuid', 'text', 'text']),
   ('validate_dpf_helm_chart_data', ARRAY['text']),
   ('render_dpuservice', ARRAY['uuid', 'text']),
@@ -24,15 +24,15 @@ INSERT INTO api VALUES
   ('placement_label_key', ARRAY['uuid', 'text']),
   ('allow_chart', ARRAY['text', 'text']),
   ('disallow_chart', ARRAY['text', 'text']),
-  ('register_dpu', ARRAY['uuid', 'uuid', 'text', 'text', 'boolean']),
-  ('deregister_dpu', ARRAY['uuid']),
-  ('upsert_instance', ARRAY['uuid', 'text', 'uuid', 'uuid[]', 'boolean']),
-  ('set_instance_extension_services', ARRAY['uuid', 'jsonb', 'integer', 'text']),
+  ('register_dpu', ARRAY['text', 'text', 'text', 'text', 'boolean']),
+  ('deregister_dpu', ARRAY['text']),
+  ('upsert_instance', ARRAY['uuid', 'text', 'text', 'text[]', 'boolean']),
+  ('set_instance_extension_services', ARRAY['uuid', 'jsonb', 'bigint', 'text']),
   ('delete_instance', ARRAY['uuid', 'text']),
   ('instance_extension_service_status', ARRAY['uuid', 'text']),
   ('instance_extension_services_summary', ARRAY['uuid', 'text']),
   ('instance_extension_services_ready', ARRAY['uuid', 'text']),
-  ('dpu_agent_extension_services', ARRAY['uuid']);
+  ('dpu_agent_extension_services', ARRAY['text']);
 GRANT SELECT ON api TO PUBLIC;
 
 -- the API: EXECUTE for extsvc_api and extsvc_admin, nobody else
@@ -60,8 +60,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
           ARRAY['extsvc.delete_instance(uuid,text)', 'extsvc.delete_service(uuid,text,text)',
                 'extsvc.instance_extension_service_status(uuid,text)', 'extsvc.instance_extension_services_ready(uuid,text)',
                 'extsvc.instance_extension_services_summary(uuid,text)', 'extsvc.render_dpuservice(uuid,text)',
-                'extsvc.set_instance_extension_services(uuid,jsonb,integer,text)',
-                'extsvc.update_service(uuid,text,text,text,integer,boolean,jsonb,text)'],
+                'extsvc.set_instance_extension_services(uuid,jsonb,bigint,text)',
+                'extsvc.update_service(uuid,text,text,text,bigint,boolean,jsonb,text)'],
           'the mutating and status functions take an optional trailing tenant_organization_id');
 SELECT is(ARRAY(SELECT p.proname::text FROM pg_proc p
                  WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname IN (SELECT fn FROM api)
@@ -111,7 +111,7 @@ SELECT cmp_ok((SELECT count(*)::integer FROM pg_proc p WHERE p.pronamespace = 'e
 SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.claim(text,text,integer,integer)', 'EXECUTE'),
           'extsvc_api may not claim work');
 SELECT ok(NOT has_function_privilege('extsvc_api',
-            'extsvc.complete(text,uuid,bigint,uuid,jsonb)', 'EXECUTE'),
+            'extsvc.complete(text,text,bigint,uuid,jsonb)', 'EXECUTE'),
           'extsvc_api may not complete work');
 SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.reconcile_now(uuid)', 'EXECUTE'), 'reconcile_now is not for extsvc_api');
 SELECT ok(has_function_privilege('extsvc_admin', 'extsvc.reconcile_now(uuid)', 'EXECUTE'), 'reconcile_now is for extsvc_admin');

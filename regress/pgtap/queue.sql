@@ -8,8 +8,8 @@ SELECT plan(26);
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
 \set S '''c1000000-0000-0000-0000-000000000001'''
-\set D '''c1000000-0000-0000-0000-0000000000d1'''
-\set H '''c1000000-0000-0000-0000-0000000000f1'''
+\set D '''fm100dsc10000000000000000000000000000d100000000000000000000'''
+\set H '''fm100hsc10000000000000000000000000000f100000000000000000000'''
 
 -- nothing else is due while this file runs
 UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = NULL;
@@ -18,8 +18,8 @@ UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL;
 SELECT is((SELECT array_agg(queue ORDER BY queue) FROM extsvc._worker_queues()), ARRAY['dpu', 'service'],
           'two queues, by name');
 SELECT ok((SELECT bool_and(to_regclass('extsvc.' || queue_table) IS NOT NULL
-                           AND to_regprocedure(format('extsvc.%I(uuid, integer)', work_function)) IS NOT NULL
-                           AND to_regprocedure(format('extsvc.%I(uuid, jsonb)', complete_function)) IS NOT NULL
+                           AND to_regprocedure(format('extsvc.%I(%s, integer)', work_function, key_type)) IS NOT NULL
+                           AND to_regprocedure(format('extsvc.%I(%s, jsonb)', complete_function, key_type)) IS NOT NULL
                            AND to_regprocedure(format('extsvc.%I(text, integer, integer)', claim_function)) IS NOT NULL)
              FROM extsvc._worker_queues()),
           'each names its table, work, completion and claim function');
@@ -33,7 +33,7 @@ SELECT ok(extsvc.next_due_in() <= 0, 'next_due_in: due now after a create');
 
 CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim('service', 'w1');
 SELECT is((SELECT count(*)::integer FROM c1), 1, 'claim service: the new service');
-SELECT is((SELECT id FROM c1), :S::uuid, 'claim service: its id');
+SELECT is((SELECT id FROM c1), :S, 'claim service: its id (text)');
 SELECT is((SELECT array_agg(k ORDER BY k) FROM c1, jsonb_object_keys(work) k),
           ARRAY['applied_revision', 'attachable_version', 'attempts', 'deployment_scope', 'desired_revision',
                 'dpf_service_name', 'helm_data', 'lifecycle_state', 'namespace', 'placement_clear', 'service_id'],
@@ -78,15 +78,15 @@ SELECT is(extsvc.complete('dpu', :D, (SELECT state_version FROM k1), (SELECT lea
 -- lease_expires_at) on and rows come in that order; a running lease is never
 -- claimed, an expired one counts from its expiry. now() is fixed in this
 -- transaction, so the figures are exact.
-\set O1 '''c1000000-0000-0000-0000-0000000000e1'''
-\set O2 '''c1000000-0000-0000-0000-0000000000e2'''
-\set O3 '''c1000000-0000-0000-0000-0000000000e3'''
-\set O4 '''c1000000-0000-0000-0000-0000000000e4'''
+\set O1 '''fm100dsc10000000000000000000000000000e100000000000000000000'''
+\set O2 '''fm100dsc10000000000000000000000000000e200000000000000000000'''
+\set O3 '''fm100dsc10000000000000000000000000000e300000000000000000000'''
+\set O4 '''fm100dsc10000000000000000000000000000e400000000000000000000'''
 SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'order-1', 'order-node-1'),
                                 extsvc.register_dpu(%L, %L, 'order-2', 'order-node-2'),
                                 extsvc.register_dpu(%L, %L, 'order-3', 'order-node-3'),
                                 extsvc.register_dpu(%L, %L, 'order-4', 'order-node-4')$$,
-                       :O1, :O1, :O2, :O2, :O3, :O3, :O4, :O4), 'fixture: four DPUs');
+                       :O1, :H, :O2, :H, :O3, :H, :O4, :H), 'fixture: four DPUs');
 UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = NULL;
 UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL;
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() - interval '3 min' WHERE dpu_machine_id = :O1;
@@ -101,9 +101,9 @@ UPDATE extsvc.dpu_reconciliations
  WHERE dpu_machine_id = :O4;
 SELECT is(extsvc.next_due_in(), -180::double precision,
           'next_due_in: the row claimable longest (a lease counts from its expiry)');
-SELECT set_eq($$SELECT id FROM extsvc.claim('dpu', 'w3', 2)$$, ARRAY[:O1::uuid, :O3::uuid],
+SELECT set_eq($$SELECT id FROM extsvc.claim('dpu', 'w3', 2)$$, ARRAY[:O1::text, :O3::text],
               'claim: the rows claimable longest first; an expired lease counts from its expiry');
-SELECT set_eq($$SELECT id FROM extsvc.claim('dpu', 'w3', 10)$$, ARRAY[:O2::uuid],
+SELECT set_eq($$SELECT id FROM extsvc.claim('dpu', 'w3', 10)$$, ARRAY[:O2::text],
               'claim: then the expired lease; never the running one');
 
 SELECT * FROM finish();

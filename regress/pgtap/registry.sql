@@ -3,7 +3,7 @@
 -- false while DPF attachments remain (55000), and an omitted dpf_managed
 -- keeps the current value; register_dpu without is_primary keeps the flag,
 -- except for a DPU registered to another host (issue #13, found by
--- bench/model_sql.py seed 60: the kept flag made a second primary there and
+-- test/model/model_sql.py seed 60: the kept flag made a second primary there and
 -- the call failed on the index dpus_one_primary_per_host).
 -- The SPEC 2.10 positional forms stay callable.
 BEGIN;
@@ -15,26 +15,26 @@ SET LOCAL client_min_messages = warning;
 
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
 \set D '''9a000000-0000-0000-0000-000000000001'''
-\set H1 '''9c000000-0000-0000-0000-000000000001'''
-\set H2 '''9c000000-0000-0000-0000-000000000002'''
-\set DA '''9d000000-0000-0000-0000-00000000000a'''
-\set DB '''9d000000-0000-0000-0000-00000000000b'''
-\set DC '''9d000000-0000-0000-0000-00000000000c'''
-\set DD '''9d000000-0000-0000-0000-00000000000d'''
-\set DE '''9d000000-0000-0000-0000-00000000000e'''
-\set H3 '''9c000000-0000-0000-0000-000000000003'''
-\set H4 '''9c000000-0000-0000-0000-000000000004'''
-\set DX '''9d000000-0000-0000-0000-0000000000ff'''
+\set H1 '''fm100hs9c00000000000000000000000000000100000000000000000000'''
+\set H2 '''fm100hs9c00000000000000000000000000000200000000000000000000'''
+\set DA '''fm100ds9d00000000000000000000000000000a00000000000000000000'''
+\set DB '''fm100ds9d00000000000000000000000000000b00000000000000000000'''
+\set DC '''fm100ds9d00000000000000000000000000000c00000000000000000000'''
+\set DD '''fm100ds9d00000000000000000000000000000d00000000000000000000'''
+\set DE '''fm100ds9d00000000000000000000000000000e00000000000000000000'''
+\set H3 '''fm100hs9c00000000000000000000000000000300000000000000000000'''
+\set H4 '''fm100hs9c00000000000000000000000000000400000000000000000000'''
+\set DX '''fm100ds9d0000000000000000000000000000ff00000000000000000000'''
 \set I1 '''91000000-0000-0000-0000-000000000001'''
 \set I2 '''91000000-0000-0000-0000-000000000002'''
 
 ------------------------------------------------------------------ signatures
-SELECT is(pg_get_function_arguments('extsvc.upsert_instance(uuid,text,uuid,uuid[],boolean)'::regprocedure),
-          'instance_id uuid, tenant_organization_id text, host_machine_id uuid, network_dpus uuid[] DEFAULT NULL::uuid[], dpf_managed boolean DEFAULT NULL::boolean',
-          'upsert_instance: SPEC 2.10 positional order and types; dpf_managed DEFAULT NULL (omitted keeps)');
-SELECT is(pg_get_function_arguments('extsvc.register_dpu(uuid,uuid,text,text,boolean)'::regprocedure),
-          'machine_id uuid, host_machine_id uuid, dpu_device_name text, dpu_node_name text, is_primary boolean DEFAULT NULL::boolean',
-          'register_dpu: SPEC 2.10 positional order and types; is_primary DEFAULT NULL (omitted keeps)');
+SELECT is(pg_get_function_arguments('extsvc.upsert_instance(uuid,text,text,text[],boolean)'::regprocedure),
+          'instance_id uuid, tenant_organization_id text, host_machine_id text, network_dpus text[] DEFAULT NULL::text[], dpf_managed boolean DEFAULT NULL::boolean',
+          'upsert_instance: SPEC 2.10 positional order, SPEC 7 types (machine ids text); dpf_managed DEFAULT NULL (omitted keeps)');
+SELECT is(pg_get_function_arguments('extsvc.register_dpu(text,text,text,text,boolean)'::regprocedure),
+          'machine_id text, host_machine_id text, dpu_device_name text, dpu_node_name text, is_primary boolean DEFAULT NULL::boolean',
+          'register_dpu: SPEC 2.10 positional order, SPEC 7 types (machine ids text); is_primary DEFAULT NULL (omitted keeps)');
 
 ------------------------------------------------------------------ register_dpu: is_primary
 SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'reg-dpu-a', 'reg-node-a', true)$$, :DA, :H1), 'register a primary DPU');
@@ -53,21 +53,21 @@ SELECT extsvc.register_dpu(:DC, :H2, 'reg-dpu-c', 'reg-node-c', true);
 ------------------------------------------------------------------ upsert_instance: network_dpus
 SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L)$$, :I1, :H1), 'upsert_instance with 3 arguments');
 SELECT is((SELECT dpf_managed FROM extsvc.instances WHERE instance_id = :I1), true, 'a new instance without dpf_managed is DPF-managed');
-SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L, %L, %L]::uuid[])$$, :I1, :H1, :DA, :DX, :DC)),
-          '22023 | field: network_dpus; host_machine_id: 9c000000-0000-0000-0000-000000000001; '
-          '9d000000-0000-0000-0000-0000000000ff (not registered), 9d000000-0000-0000-0000-00000000000c (registered to host 9c000000-0000-0000-0000-000000000002)',
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L, %L, %L]::text[])$$, :I1, :H1, :DA, :DX, :DC)),
+          '22023 | field: network_dpus; host_machine_id: fm100hs9c00000000000000000000000000000100000000000000000000; '
+          'fm100ds9d0000000000000000000000000000ff00000000000000000000 (not registered), fm100ds9d00000000000000000000000000000c00000000000000000000 (registered to host fm100hs9c00000000000000000000000000000200000000000000000000)',
           'an unknown DPU and a DPU of another host: 22023 naming both');
 SELECT extsvc.register_dpu(:DB, :H1, 'reg-dpu-b', 'reg-node-b');
 SELECT extsvc.deregister_dpu(:DB);
-SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[])$$, :I1, :H1, :DB)),
-          '22023 | field: network_dpus; host_machine_id: 9c000000-0000-0000-0000-000000000001; 9d000000-0000-0000-0000-00000000000b (deregistered)',
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::text[])$$, :I1, :H1, :DB)),
+          '22023 | field: network_dpus; host_machine_id: fm100hs9c00000000000000000000000000000100000000000000000000; fm100ds9d00000000000000000000000000000b00000000000000000000 (deregistered)',
           'a deregistered DPU: 22023');
-SELECT is((SELECT network_dpus FROM extsvc.instances WHERE instance_id = :I1), '{}'::uuid[], 'a refused upsert changes nothing');
-SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[])$$, :I2, :H1, :DC)),
-          '22023 | field: network_dpus; host_machine_id: 9c000000-0000-0000-0000-000000000001; 9d000000-0000-0000-0000-00000000000c (registered to host 9c000000-0000-0000-0000-000000000002)',
+SELECT is((SELECT network_dpus FROM extsvc.instances WHERE instance_id = :I1), '{}'::text[], 'a refused upsert changes nothing');
+SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::text[])$$, :I2, :H1, :DC)),
+          '22023 | field: network_dpus; host_machine_id: fm100hs9c00000000000000000000000000000100000000000000000000; fm100ds9d00000000000000000000000000000c00000000000000000000 (registered to host fm100hs9c00000000000000000000000000000200000000000000000000)',
           'a new instance with a DPU of another host: 22023');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I2), 'and it is not created');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[], true)$$, :I1, :H1, :DA),
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::text[], true)$$, :I1, :H1, :DA),
                 'the host''s own DPU is accepted (5 arguments)');
 
 ------------------------------------------------------------------ upsert_instance: dpf_managed
@@ -82,7 +82,7 @@ SELECT is(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, NU
 SELECT extsvc.set_instance_extension_services(:I1, '[]');
 SELECT is(left(pg_temp.err(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, NULL, false)$$, :I1, :H1)), 5), '55000',
           'dpf_managed => false while the tombstone and its REMOVING rows remain: 55000');
-SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::uuid[])$$, :I1, :H1, :DA),
+SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'reg-t', %L, ARRAY[%L]::text[])$$, :I1, :H1, :DA),
                 'an upsert without dpf_managed is accepted while DPF attachments remain');
 SELECT is((SELECT dpf_managed FROM extsvc.instances WHERE instance_id = :I1), true, 'and dpf_managed stays true');
 -- the worker observed the DPU clean: the tombstone goes
@@ -105,7 +105,7 @@ SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DD), false,
 SELECT is((SELECT is_primary FROM extsvc.dpus WHERE machine_id = :DE), true, 'the new host keeps its primary DPU');
 SELECT extsvc.register_dpu(:DD, :H4, 'reg-dpu-d', 'reg-node-d', true);
 SELECT is((SELECT array_agg(machine_id ORDER BY machine_id) FROM extsvc.dpus WHERE host_machine_id = :H4 AND is_primary),
-          ARRAY[:DD]::uuid[], 'is_primary => true there makes it the primary and demotes the other');
+          ARRAY[:DD]::text[], 'is_primary => true there makes it the primary and demotes the other');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -36,7 +36,7 @@ CREATE ROLE extsvc_tap_rev_operator LOGIN IN ROLE extsvc_admin;
 CREATE TEMP TABLE fns (fn text, args text[], admin_only boolean);
 INSERT INTO fns VALUES
   ('service_revisions', ARRAY['uuid', 'text'], false),
-  ('rollback_service', ARRAY['uuid', 'integer', 'integer', 'text'], false),
+  ('rollback_service', ARRAY['uuid', 'bigint', 'bigint', 'text'], false),
   ('retry_service', ARRAY['uuid', 'text'], false),
   ('purge_deleted', ARRAY['interval'], true),
   ('abandon_service', ARRAY['uuid'], true);
@@ -131,7 +131,7 @@ SELECT is(pg_temp.as_user('extsvc_tap_rev_operator', format('SELECT extsvc.retry
 SELECT is((SELECT row(lifecycle_state, status_message)::text FROM extsvc.services WHERE service_id = :S),
           row('CREATING', 'retry requested by an operator')::text, 'retry_service: never created -> CREATING');
 
--- issue #13 (bench/model_sql.py seed 1929): an update after a failed delete
+-- issue #13 (test/model/model_sql.py seed 1929): an update after a failed delete
 -- replaces the delete; a retry of the update's failure retries the update
 SELECT extsvc.create_service('rev-t', 'rev-undelete', 'DPF_HELM_CHART', :'c1', dpu_target => 'ALL', service_id => :Y);
 SELECT pg_temp.worker(:Y, 'READY', 'dpuservice_created');

@@ -83,7 +83,7 @@ SELECT is(pg_temp.run_as('extsvc_tap_r_operator', 'extsvc_api', $$SELECT extsvc.
           '42501: only extsvc_admin members may delete ALL_DPUS services', 'nor can an admin login after SET ROLE extsvc_api');
 SELECT results_eq($$SELECT desired_revision, version_ctr, lifecycle_state::text, description FROM extsvc.services
                      WHERE service_id = 'a1000000-0000-0000-0000-000000000002'$$,
-                  $$VALUES (1, 1, 'CREATING', NULL::text)$$, 'the ALL_DPUS service is unchanged');
+                  $$VALUES (1, 1, 'CREATING', ''::text)$$, 'the ALL_DPUS service is unchanged');
 SELECT is(pg_temp.run_as('extsvc_tap_r_operator', NULL, $$SELECT extsvc.update_service('a1000000-0000-0000-0000-000000000002', description => 'site')$$),
           'ok', 'extsvc_admin updates an ALL_DPUS service');
 SELECT is(pg_temp.run_as('extsvc_tap_r_operator', NULL, $$SELECT extsvc.delete_service('a1000000-0000-0000-0000-000000000002')$$),
@@ -110,7 +110,7 @@ SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.delete_servi
 SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.delete_service('a2000000-0000-0000-0000-0000000000ff', NULL, 'tenant-a')$$),
           '42501: service is not accessible to this tenant', 'delete_service answers the same for an unknown service');
 SELECT results_eq($$SELECT description, lifecycle_state::text FROM extsvc.services WHERE service_id = 'a2000000-0000-0000-0000-00000000000b'$$,
-                  $$VALUES (NULL::text, 'READY')$$, 'tenant-b''s service is unchanged');
+                  $$VALUES (''::text, 'READY')$$, 'tenant-b''s service is unchanged');
 SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.update_service('a2000000-0000-0000-0000-00000000000a',
             description => 'mine', tenant_organization_id => 'tenant-a')$$),
           'ok', 'update_service with the owning tenant works');
@@ -129,8 +129,8 @@ SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.create_servi
 
 -- instances
 SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$
-            SELECT extsvc.upsert_instance('a3000000-0000-0000-0000-00000000000a', 'tenant-a', 'a4000000-0000-0000-0000-00000000000a');
-            SELECT extsvc.upsert_instance('a3000000-0000-0000-0000-00000000000b', 'tenant-b', 'a4000000-0000-0000-0000-00000000000b')$$),
+            SELECT extsvc.upsert_instance('a3000000-0000-0000-0000-00000000000a', 'tenant-a', 'fm100hsa400000000000000000000000000000a00000000000000000000');
+            SELECT extsvc.upsert_instance('a3000000-0000-0000-0000-00000000000b', 'tenant-b', 'fm100hsa400000000000000000000000000000b00000000000000000000')$$),
           'ok', 'two tenants register an instance each');
 SELECT is(pg_temp.run_as('extsvc_tap_r_nico', NULL, $$SELECT extsvc.set_instance_extension_services('a3000000-0000-0000-0000-00000000000b',
             '[]', NULL, 'tenant-a')$$),

@@ -18,8 +18,8 @@ SET LOCAL extsvc.enforce_chart_allowlist = on;
 \set F '''5f000000-0000-0000-0000-000000000002'''
 \set X '''5f000000-0000-0000-0000-000000000003'''
 \set A '''5f000000-0000-0000-0000-000000000004'''
-\set H '''5f100000-0000-0000-0000-000000000001'''
-\set D '''5f200000-0000-0000-0000-000000000001'''
+\set H '''fm100hs5f10000000000000000000000000000100000000000000000000'''
+\set D '''fm100ds5f20000000000000000000000000000100000000000000000000'''
 \set I '''5f300000-0000-0000-0000-000000000001'''
 \set J '''5f300000-0000-0000-0000-000000000002'''
 
@@ -90,7 +90,7 @@ SELECT is((SELECT count(*)::int FROM extsvc.instance_extension_services WHERE in
 SELECT is(pg_temp.try(format('SELECT extsvc.set_instance_extension_services(%L, %L)', :I, pg_temp.entry(:A))), 'ok',
           'the same configuration again (the entry attached before) is accepted');
 SELECT is((SELECT config_version FROM extsvc.instances WHERE instance_id = :I), 2, 'and changes nothing');
-SELECT extsvc.upsert_instance(:J, 'al-t', '5f100000-0000-0000-0000-000000000002');
+SELECT extsvc.upsert_instance(:J, 'al-t', 'fm100hs5f10000000000000000000000000000200000000000000000000');
 SELECT is(pg_temp.try(format('SELECT extsvc.set_instance_extension_services(%L, %L)', :J, pg_temp.entry(:A))),
           '22023: chart is not on the chart allow-list',
           'a service already attached elsewhere cannot be attached to another instance');

@@ -21,7 +21,7 @@ SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set S '''5a500000-0000-0000-0000-000000000001'''
 \set K '''5a500000-0000-0000-0000-000000000002'''
 \set I '''5a510000-0000-0000-0000-000000000001'''
-\set H '''5a520000-0000-0000-0000-000000000001'''
+\set H '''fm100hs5a52000000000000000000000000000100000000000000000000'''
 
 -- fixtures: a KUBERNETES_POD service, a DPF service, an instance
 SELECT lives_ok(format($$SELECT extsvc.create_service('bnd-t', 'bnd-pod', 'KUBERNETES_POD', 'kind: Pod', service_id => %L)$$, :S),
@@ -133,7 +133,7 @@ INSERT INTO big_calls VALUES
      replace(:'chart', '"security"', '"serviceDaemonSet":{"labels":{' || to_json(pg_temp.big())::text || ':"x"}},"security"'))),
   ('update_service tenant', format($$SELECT extsvc.update_service(%L, description => 'd', tenant_organization_id => %L)$$, :S, pg_temp.big())),
   ('upsert_instance tenant', format('SELECT extsvc.upsert_instance(gen_random_uuid(), %L, %L)', pg_temp.big(), :H)),
-  ('register_dpu device name', format('SELECT extsvc.register_dpu(gen_random_uuid(), %L, %L, %L)', :H, pg_temp.big(), 'n')),
+  ('register_dpu device name', format('SELECT extsvc.register_dpu(%L, %L, %L, %L)', 'fm100ds5a53000000000000000000000000000100000000000000000000', :H, pg_temp.big(), 'n')),
   ('get_instance tenant', format('SELECT extsvc.get_instance(%L, %L)', :I, pg_temp.big())),
   ('render_dpuservice tenant', format('SELECT extsvc.render_dpuservice(%L, %L)', :K, pg_temp.big())),
   ('retry_service tenant', format('SELECT extsvc.retry_service(%L, %L)', :K, pg_temp.big())),

@@ -73,8 +73,8 @@ TRUNCATE hostile.calls;
 
 -- the story through the API, from this session (the test's own SQL qualifies its
 -- operators: it is not what is tested)
-SELECT extsvc.register_dpu('5c500000-0000-0000-0000-000000000001', '5c510000-0000-0000-0000-000000000001', 'sp-dpu', 'sp-node', true);
-SELECT extsvc.upsert_instance('5c520000-0000-0000-0000-000000000001', 'sp-t', '5c510000-0000-0000-0000-000000000001');
+SELECT extsvc.register_dpu('fm100ds5c50000000000000000000000000000100000000000000000000', 'fm100hs5c51000000000000000000000000000100000000000000000000', 'sp-dpu', 'sp-node', true);
+SELECT extsvc.upsert_instance('5c520000-0000-0000-0000-000000000001', 'sp-t', 'fm100hs5c51000000000000000000000000000100000000000000000000');
 SELECT extsvc.create_service('sp-t', 'sp-svc', 'DPF_HELM_CHART',
   '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}',
   dpu_target => 'PRIMARY', service_id => '5c530000-0000-0000-0000-000000000001');
@@ -103,7 +103,7 @@ SELECT pg_temp.try_pinned($$SELECT extsvc.delete_service('5c530000-0000-0000-000
 -- refusals run through the same code
 SELECT pg_temp.try_pinned($$SELECT extsvc.create_service('sp-t', 'sp-pod', 'KUBERNETES_POD', 'kind: Pod')$$);
 SELECT pg_temp.try_pinned($$SELECT extsvc.retry_service('5c530000-0000-0000-0000-000000000001')$$);
-SELECT pg_temp.try_pinned($$SELECT extsvc.upsert_instance('5c520000-0000-0000-0000-000000000002', 'sp t', '5c510000-0000-0000-0000-000000000001')$$);
+SELECT pg_temp.try_pinned($$SELECT extsvc.upsert_instance('5c520000-0000-0000-0000-000000000002', 'sp t', 'fm100hs5c51000000000000000000000000000100000000000000000000')$$);
 
 RESET search_path;
 SELECT is(:armed::bigint, 1::bigint, 'the trap was armed: that session ran hostile.now()');

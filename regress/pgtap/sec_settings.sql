@@ -42,7 +42,7 @@ SET LOCAL extsvc.refuse_pod_services_on_dpf_hosts = on;
 SELECT lives_ok($$SELECT extsvc.create_service('set-t', 'set-pod', 'KUBERNETES_POD', 'kind: Pod',
                    service_id => '5d000000-0000-0000-0000-000000000001')$$, 'fixture: a KUBERNETES_POD service');
 SELECT lives_ok($$SELECT extsvc.upsert_instance('5d100000-0000-0000-0000-000000000001', 'set-t',
-                   '5d200000-0000-0000-0000-000000000001')$$, 'fixture: a DPF-managed instance');
+                   'fm100hs5d20000000000000000000000000000100000000000000000000')$$, 'fixture: a DPF-managed instance');
 SELECT is(left(pg_temp.as_user('extsvc_tap_set_nico', $$SELECT extsvc.set_instance_extension_services('5d100000-0000-0000-0000-000000000001',
             (SELECT jsonb_build_array(jsonb_build_object('service_id', service_id, 'version', version))
                FROM extsvc.services WHERE service_id = '5d000000-0000-0000-0000-000000000001'))$$), 70),

@@ -3,8 +3,9 @@
 --    it takes the optional trailing tenant argument like every other read.
 --  * instance_extension_services_terminated(instance_id) of another tenant's
 --    live instance answered false, which confirms it exists: with the tenant
---    argument it answers like an unknown id (true: nothing of this tenant's
---    is left there).
+--    argument it answers like an unknown id. Since issue 22 an unknown id is
+--    no longer true but P0002, so with the tenant both answer that P0002,
+--    word for word (another tenant's finished deletion too: nico_types).
 --  * a host holds at most one live instance (one not being deleted), so one
 --    tenant's service never lands on a DPU of another tenant's host.
 --  * extsvc._mark_rollback (and the other internal steps of rollback_service)
@@ -13,7 +14,7 @@
 --    tenants at create, update, rollback and retry.
 BEGIN;
 \ir helpers.psql
-SELECT plan(39);
+SELECT plan(41);
 
 SET LOCAL client_min_messages = warning;
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -26,8 +27,8 @@ SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set P '''5b000000-0000-0000-0000-000000000001'''
 \set R '''5b000000-0000-0000-0000-000000000003'''
 \set Q '''5b000000-0000-0000-0000-000000000002'''
-\set H '''5b100000-0000-0000-0000-000000000001'''
-\set H2 '''5b100000-0000-0000-0000-000000000002'''
+\set H '''fm100hs5b10000000000000000000000000000100000000000000000000'''
+\set H2 '''fm100hs5b10000000000000000000000000000200000000000000000000'''
 \set IA '''5b200000-0000-0000-0000-00000000000a'''
 \set IB '''5b200000-0000-0000-0000-00000000000b'''
 \set IA2 '''5b200000-0000-0000-0000-0000000000a2'''
@@ -60,13 +61,21 @@ SELECT is(pg_temp.diag(format('SELECT extsvc.render_dpuservice(%L)', :SU), 'sqls
 
 -- instance_extension_services_terminated -----------------------------------------
 SELECT extsvc.upsert_instance(:IA, 't8-a', :H);
-SELECT is(extsvc.instance_extension_services_terminated(:IA, 't8-b'), true,
-          'terminated: another tenant''s live instance answers like an unknown one');
-SELECT is(extsvc.instance_extension_services_terminated(:IU, 't8-b'), true, 'terminated: an unknown instance');
+SELECT is(pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IA, 't8-b'), 'sqlstate', 'constraint', 'hint'),
+          pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IU, 't8-b'), 'sqlstate', 'constraint', 'hint'),
+          'terminated: another tenant''s live instance answers exactly like an unknown one');
+SELECT is(pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IU, 't8-b'), 'sqlstate', 'constraint', 'hint'),
+          'P0002 |  | Pass the id of an instance of this tenant (an unknown id and another tenant''s id get this same answer); a finished deletion answers true until extsvc.purge_deleted forgets it.',
+          'terminated: an unknown instance with the tenant is P0002, the answer of issue 22 for an unknown id');
+SELECT is(pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L)', :IU), 'sqlstate', 'constraint', 'hint'),
+          'P0002 |  | Pass the id of an instance of this tenant (an unknown id and another tenant''s id get this same answer); a finished deletion answers true until extsvc.purge_deleted forgets it.',
+          'terminated: an unknown instance without the tenant is P0002 (issue 22)');
 SELECT is(extsvc.instance_extension_services_terminated(:IA, 't8-a'), false, 'terminated: the owner sees its live instance');
 SELECT is(extsvc.instance_extension_services_terminated(:IA), false, 'terminated: the positional form is unchanged');
-SELECT is(pg_temp.as_user('extsvc_tap_t8_nico', format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IA, 't8-b')),
+SELECT is(pg_temp.as_user('extsvc_tap_t8_nico', format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IA, 't8-a')),
           'ok', 'extsvc_api may call the form with the tenant');
+SELECT is(pg_temp.as_user('extsvc_tap_t8_nico', format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IA, 't8-b')),
+          'P0002: instance not found', 'and gets the unknown-id answer for another tenant''s instance');
 
 -- one live instance per host --------------------------------------------------------
 SELECT is(pg_temp.diag(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IB, 't8-b', :H), 'sqlstate', 'constraint', 'hint'),
@@ -85,7 +94,7 @@ SELECT is(pg_temp.diag(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IA, 
 SELECT lives_ok(format($$SELECT extsvc.create_service('t8-a', 't8-attached', 'DPF_HELM_CHART', %L, dpu_target => 'PRIMARY', service_id => %L)$$,
                        :'chart', :R), 'fixture: a READY service attached to the host''s instance');
 SELECT pg_temp.worker(:R, 'READY', 'dpuservice_created');
-SELECT extsvc.register_dpu('5b300000-0000-0000-0000-000000000001', :H, 't8-dpu', 't8-node', true);
+SELECT extsvc.register_dpu('fm100ds5b30000000000000000000000000000100000000000000000000', :H, 't8-dpu', 't8-node', true);
 SELECT extsvc.set_instance_extension_services(:IA, (SELECT jsonb_build_array(jsonb_build_object('service_id', service_id, 'version', version))
                                                       FROM extsvc.services WHERE service_id = :R));
 SELECT extsvc.delete_instance(:IA);
@@ -98,7 +107,7 @@ SELECT ok(EXISTS (SELECT FROM pg_indexes WHERE schemaname = 'extsvc' AND indexna
           'the rule is a unique index over live instances');
 
 -- rollback's internal steps -----------------------------------------------------------
-SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc._mark_rollback(uuid,integer)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc._mark_rollback(uuid,bigint)', 'EXECUTE'),
           'extsvc_api may not execute extsvc._mark_rollback');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname IN ('_mark_rollback', '_revision_data', '_rollback_service')

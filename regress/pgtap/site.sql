@@ -13,8 +13,8 @@ SET LOCAL client_min_messages = warning;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
 \set S '''5a000000-0000-0000-0000-000000000001'''
 \set P '''5a000000-0000-0000-0000-000000000002'''
-\set D '''5d000000-0000-0000-0000-000000000001'''
-\set H '''5c000000-0000-0000-0000-000000000001'''
+\set D '''fm100ds00000000000000000000000000005de100000000000000000000'''
+\set H '''fm100hs00000000000000000000000000005ce100000000000000000000'''
 \set I '''51000000-0000-0000-0000-000000000001'''
 
 CREATE ROLE extsvc_site_tenant LOGIN IN ROLE extsvc_api;

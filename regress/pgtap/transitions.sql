@@ -33,11 +33,13 @@ DECLARE
 BEGIN
   IF p_from IS NULL THEN
     v_id := gen_random_uuid();
+    -- (a service created DELETED: imported from NICo already deleted)
     INSERT INTO extsvc.service_records (service_id, tenant_organization_id, service_name, service_type,
         dpu_target, lifecycle_state, state_actor, state_reason, attachable_version, desired_revision,
-        dpf_service_name, placement_label_key)
+        dpf_service_name, placement_label_key, deleted_at)
     VALUES (v_id, 'tenant-t', 'svc-' || v_id, 'DPF_HELM_CHART', 'ALL', p_to, p_actor, p_reason, 'V1-T1', 1,
-        extsvc._dpf_service_name(v_id, 'V1-T1'), extsvc._placement_label_key(v_id, 'V1-T1'));
+        extsvc._dpf_service_name(v_id, 'V1-T1'), extsvc._placement_label_key(v_id, 'V1-T1'),
+        CASE WHEN p_to = 'DELETED' THEN now() END);
   ELSIF p_from = p_to THEN
     -- same-state events go through extsvc._record_event
     v_id := pg_temp.service_in(p_from);

@@ -10,10 +10,10 @@ SELECT plan(33);
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
 \set S '''e1000000-0000-0000-0000-000000000001'''
-\set D1 '''e1000000-0000-0000-0000-0000000000d1'''
-\set D2 '''e1000000-0000-0000-0000-0000000000d2'''
-\set H1 '''e1000000-0000-0000-0000-0000000000f1'''
-\set H2 '''e1000000-0000-0000-0000-0000000000f2'''
+\set D1 '''fm100dse10000000000000000000000000000d100000000000000000000'''
+\set D2 '''fm100dse10000000000000000000000000000d200000000000000000000'''
+\set H1 '''fm100hse10000000000000000000000000000f100000000000000000000'''
+\set H2 '''fm100hse10000000000000000000000000000f200000000000000000000'''
 \set I '''e1000000-0000-0000-0000-0000000000a1'''
 
 SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'dev-w1', 'node-w1', true)$$, :D1, :H1), 'fixture: DPU 1');
@@ -48,14 +48,14 @@ UPDATE extsvc.dpu_reconciliations SET lease_token = NULL, lease_owner = NULL, le
 
 -- claim_ids ------------------------------------------------------------------------------------------
 UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL WHERE dpu_machine_id = :D2;
-CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1, :D2]::uuid[]);
-SELECT is((SELECT array_agg(id) FROM c1), ARRAY[:D1::uuid], 'claim_ids: only the due rows among the ids');
+CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1, :D2]::text[]);
+SELECT is((SELECT array_agg(id) FROM c1), ARRAY[:D1::text], 'claim_ids: only the due rows among the ids');
 SELECT is((SELECT work->>'device_name' FROM c1), 'dev-w1', 'claim_ids: with the work of the wire schema');
 SELECT is((SELECT lease_owner FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D1), 'w1',
           'claim_ids: leased to the worker');
-SELECT is((SELECT count(*)::integer FROM extsvc.claim_ids('dpu', 'w2', ARRAY[:D1]::uuid[])), 0,
+SELECT is((SELECT count(*)::integer FROM extsvc.claim_ids('dpu', 'w2', ARRAY[:D1]::text[])), 0,
           'claim_ids: a leased row is not claimed again');
-SELECT throws_ok($$SELECT * FROM extsvc.claim_ids('dpus', 'w1', ARRAY[]::uuid[])$$, '22023', 'unknown worker queue',
+SELECT throws_ok($$SELECT * FROM extsvc.claim_ids('dpus', 'w1', ARRAY[]::text[])$$, '22023', 'unknown worker queue',
                  'claim_ids: an unknown queue is refused');
 
 -- next_due_in of one queue ------------------------------------------------------------------------
@@ -87,7 +87,7 @@ SELECT is((SELECT array_agg(dpu_machine_id::text || ' ' || woken) FROM extsvc.ma
 -- _complete_dpu with evidence from the watch caches --------------------------------------------------
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now(), attempts = 0, lease_token = NULL, lease_owner = NULL,
        lease_expires_at = NULL WHERE dpu_machine_id = :D1;
-CREATE TEMP TABLE c2 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::uuid[]);
+CREATE TEMP TABLE c2 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::text[]);
 SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c2), (SELECT lease_token FROM c2),
           jsonb_build_object('outcome', 'observed', 'watched', true,
                              'observed_at', extract(epoch FROM now() - interval '3 seconds'),
@@ -103,7 +103,7 @@ SELECT ok((SELECT next_due_at BETWEEN now() + interval '59 seconds' AND now() + 
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D1),
           'a watched DPU that converges is not polled: only a look in 60 s as a safety net');
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :D1;
-CREATE TEMP TABLE c3 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::uuid[]);
+CREATE TEMP TABLE c3 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::text[]);
 SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c3), (SELECT lease_token FROM c3),
           jsonb_build_object('outcome', 'observed', 'watched', true, 'keep_polling', true,
                              'results', jsonb_build_array(jsonb_build_object(
@@ -114,7 +114,7 @@ SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c3), (SELECT le
 SELECT ok((SELECT next_due_at < now() + interval '6 seconds' FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D1),
           'is looked at again briskly (keep_polling)');
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :D1;
-CREATE TEMP TABLE c4 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::uuid[]);
+CREATE TEMP TABLE c4 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::text[]);
 SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c4), (SELECT lease_token FROM c4),
           jsonb_build_object('outcome', 'observed', 'watched', true,
                              'observed_at', extract(epoch FROM now() - interval '2 hours'),

@@ -129,17 +129,17 @@ END $$;
 \set W '''5e000000-0000-0000-0000-000000000007'''
 -- hosts: H1 (DPF, two DPUs), H2 (DPF, one DPU), H3 (not DPF-managed), H4 (no DPU registered),
 -- H5 (DPF, two DPUs: a host holds one live instance, issue 29, so I2 is not on H1)
-\set H1 '''c0000000-0000-0000-0000-000000000001'''
-\set H2 '''c0000000-0000-0000-0000-000000000002'''
-\set H3 '''c0000000-0000-0000-0000-000000000003'''
-\set H4 '''c0000000-0000-0000-0000-000000000004'''
-\set H5 '''c0000000-0000-0000-0000-000000000005'''
-\set DA '''d0000000-0000-0000-0000-00000000000a'''
-\set DB '''d0000000-0000-0000-0000-00000000000b'''
-\set DC '''d0000000-0000-0000-0000-00000000000c'''
-\set DD '''d0000000-0000-0000-0000-00000000000d'''
-\set DE '''d0000000-0000-0000-0000-00000000000e'''
-\set DF '''d0000000-0000-0000-0000-00000000000f'''
+\set H1 '''fm100hsc000000000000000000000000000000100000000000000000000'''
+\set H2 '''fm100hsc000000000000000000000000000000200000000000000000000'''
+\set H3 '''fm100hsc000000000000000000000000000000300000000000000000000'''
+\set H4 '''fm100hsc000000000000000000000000000000400000000000000000000'''
+\set H5 '''fm100hsc000000000000000000000000000000500000000000000000000'''
+\set DA '''fm100dsd000000000000000000000000000000a00000000000000000000'''
+\set DB '''fm100dsd000000000000000000000000000000b00000000000000000000'''
+\set DC '''fm100dsd000000000000000000000000000000c00000000000000000000'''
+\set DD '''fm100dsd000000000000000000000000000000d00000000000000000000'''
+\set DE '''fm100dsd000000000000000000000000000000e00000000000000000000'''
+\set DF '''fm100dsd000000000000000000000000000000f00000000000000000000'''
 -- instances
 \set I1 '''10000000-0000-0000-0000-000000000001'''
 \set I2 '''10000000-0000-0000-0000-000000000002'''
@@ -164,10 +164,10 @@ SELECT pg_temp.make_ready(id) FROM unnest(ARRAY[:A, :P, :N, :X]::uuid[]) id ORDE
 
 ------------------------------------------------------------------ register_dpu
 -- names must be Kubernetes names; ids are required
-SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000a', 'c0000000-0000-0000-0000-000000000001', 'DPU_A', 'node-a')$$);
-SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000a', 'c0000000-0000-0000-0000-000000000001', 'dpu-a', '-node-a')$$);
-SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000a', 'c0000000-0000-0000-0000-000000000001', NULL, 'node-a')$$);
-SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu(NULL, 'c0000000-0000-0000-0000-000000000001', 'dpu-a', 'node-a')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000a00000000000000000000', 'fm100hsc000000000000000000000000000000100000000000000000000', 'DPU_A', 'node-a')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000a00000000000000000000', 'fm100hsc000000000000000000000000000000100000000000000000000', 'dpu-a', '-node-a')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000a00000000000000000000', 'fm100hsc000000000000000000000000000000100000000000000000000', NULL, 'node-a')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.register_dpu(NULL, 'fm100hsc000000000000000000000000000000100000000000000000000', 'dpu-a', 'node-a')$$);
 SELECT count(*) AS dpus FROM extsvc.dpus;
 SELECT extsvc.register_dpu(:DA, :H1, 'dpu-a', 'node-a', true);
 SELECT extsvc.register_dpu(:DB, :H1, 'dpu-b', 'node-b-old');
@@ -185,16 +185,16 @@ SELECT * FROM pg_temp.q();
 SELECT * FROM pg_temp.labels();
 
 ------------------------------------------------------------------ upsert_instance
-SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA]::uuid[]);
+SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA]::text[]);
 -- a host holds one live instance (issue 29): a second one on H1 is refused
-SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000002', 'tenant-a', 'c0000000-0000-0000-0000-000000000001')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000002', 'tenant-a', 'fm100hsc000000000000000000000000000000100000000000000000000')$$);
 SELECT extsvc.upsert_instance(:I3, 'tenant-a', :H4);
 SELECT extsvc.upsert_instance(:I4, 'tenant-a', :H3, dpf_managed => false);
 SELECT right(instance_id::text, 2) AS instance, tenant_organization_id, cardinality(network_dpus) AS network_dpus,
        dpf_managed, config_version FROM extsvc.instances ORDER BY 1;
 -- an instance never changes its tenant
-SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 'tenant-b', 'c0000000-0000-0000-0000-000000000001')$$);
-SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000009', ' ', 'c0000000-0000-0000-0000-000000000001')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 'tenant-b', 'fm100hsc000000000000000000000000000000100000000000000000000')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000009', ' ', 'fm100hsc000000000000000000000000000000100000000000000000000')$$);
 
 ------------------------------------------------------------------ set_instance_extension_services: validation
 -- not an array
@@ -225,8 +225,8 @@ SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000
 -- ALL_ACTIVE with a network DPU that is not attached to the host: refused
 -- by upsert_instance (issue #12); the instance row gets one anyway (as when
 -- a listed DPU is later registered to another host), the attach is refused
-SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000003', 'tenant-a', 'c0000000-0000-0000-0000-000000000004', ARRAY['d0000000-0000-0000-0000-00000000000a']::uuid[])$$);
-UPDATE extsvc.instances SET network_dpus = ARRAY[:DA]::uuid[] WHERE instance_id = :I3;
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000003', 'tenant-a', 'fm100hsc000000000000000000000000000000400000000000000000000', ARRAY['fm100dsd000000000000000000000000000000a00000000000000000000']::text[])$$);
+UPDATE extsvc.instances SET network_dpus = ARRAY[:DA]::text[] WHERE instance_id = :I3;
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000003', pg_temp.cfg('5e000000-0000-0000-0000-0000000000c3'))$$);
 SELECT * FROM pg_temp.entries(:I3);
 SELECT config_version FROM extsvc.instances WHERE instance_id = :I3;
@@ -271,7 +271,7 @@ SELECT c.work->>'device_name' AS dpu_device_name, i->>'kind' AS kind, right(i->>
 SELECT * FROM pg_temp.q();
 SELECT count(*) AS claimed FROM extsvc.claim('dpu', 'w2', 100, 30);
 -- new intent while w1 works: the network now also uses dpu-b
-SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA, :DB]::uuid[]);
+SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA, :DB]::text[]);
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 -- w1's result for dpu-b is stale: nothing written, the row is released and due
@@ -368,17 +368,17 @@ SELECT s AS states, extsvc._aggregate_state(s) AS aggregate FROM (VALUES
 ------------------------------------------------------------------ network change
 -- the network now uses dpu-b only: svc-active leaves dpu-a (REMOVING) and
 -- stays on dpu-b; config_version does not change
-SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DB]::uuid[]);
+SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DB]::text[]);
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 SELECT * FROM pg_temp.labels();
 SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I1);
 -- a network naming a DPU of another host (dpu-c) is refused (issue #12):
 -- rows untouched, nothing due
-SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 'tenant-a', 'c0000000-0000-0000-0000-000000000001', ARRAY['d0000000-0000-0000-0000-00000000000b', 'd0000000-0000-0000-0000-00000000000c']::uuid[])$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 'tenant-a', 'fm100hsc000000000000000000000000000000100000000000000000000', ARRAY['fm100dsd000000000000000000000000000000b00000000000000000000', 'fm100dsd000000000000000000000000000000c00000000000000000000']::text[])$$);
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
-SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DB]::uuid[]);
+SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DB]::text[]);
 -- the worker observes dpu-a clean: the REMOVING row goes
 SELECT * FROM pg_temp.pass();
 SELECT * FROM pg_temp.rows(:I1);
@@ -391,11 +391,11 @@ SELECT extsvc.instance_extension_services_ready(:I1) AS ready;
 -- released to the new ACTIVE ones at the next observation, never TERMINATED
 SELECT extsvc.register_dpu(:DE, :H5, 'dpu-e', 'node-e', true);
 SELECT extsvc.register_dpu(:DF, :H5, 'dpu-f', 'node-f');
-SELECT extsvc.upsert_instance(:I2, 'tenant-a', :H5, ARRAY[:DE]::uuid[]);
+SELECT extsvc.upsert_instance(:I2, 'tenant-a', :H5, ARRAY[:DE]::text[]);
 SELECT extsvc.set_instance_extension_services(:I2, pg_temp.cfg(:A)) AS config_version;
 SELECT * FROM pg_temp.pass();
 SELECT extsvc.delete_instance(:I2);
-SELECT extsvc.upsert_instance(:I6, 'tenant-a', :H5, ARRAY[:DE]::uuid[]);
+SELECT extsvc.upsert_instance(:I6, 'tenant-a', :H5, ARRAY[:DE]::text[]);
 SELECT extsvc.set_instance_extension_services(:I6, pg_temp.cfg(:A)) AS config_version;
 SELECT * FROM pg_temp.rows(:I2);
 SELECT * FROM pg_temp.rows(:I6);
@@ -469,7 +469,7 @@ SELECT * FROM pg_temp.q();
 SELECT * FROM pg_temp.pass();
 SELECT dpu_device_name, deployment_state FROM extsvc.site_service_dpu_status JOIN extsvc.dpus ON machine_id = dpu_machine_id ORDER BY 1;
 -- a deregistered DPU wants nothing
-SELECT * FROM pg_temp.try($$SELECT extsvc.deregister_dpu('d0000000-0000-0000-0000-000000000099')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.deregister_dpu('fm100dsd000000000000000000000000000009900000000000000000000')$$);
 SELECT extsvc.deregister_dpu(:DD);
 SELECT * FROM pg_temp.labels() WHERE dpu = 'dpu-d';
 SELECT * FROM pg_temp.pass();
@@ -516,7 +516,7 @@ SELECT extsvc.set_instance_extension_services(:I4, '[]') AS config_version;
 SELECT right(instance_id::text, 2) AS instance, service_name, removed_at IS NOT NULL AS removed
   FROM extsvc.dpu_agent_extension_services(:DD);
 SELECT count(*) AS entries FROM extsvc.dpu_agent_extension_services(:DA);
-SELECT * FROM pg_temp.try($$SELECT extsvc.dpu_agent_extension_services('d0000000-0000-0000-0000-000000000099')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.dpu_agent_extension_services('fm100dsd000000000000000000000000000009900000000000000000000')$$);
 -- no placement rows for KUBERNETES_POD
 SELECT count(*) AS rows FROM extsvc.dpf_extension_service_attachments WHERE instance_id = :I4;
 
@@ -524,7 +524,7 @@ SELECT count(*) AS rows FROM extsvc.dpf_extension_service_attachments WHERE inst
 -- dpu-b comes back; I1's network uses dpu-a and dpu-b again, and its
 -- svc-active entry (without rows since dpu-b left) resolves again
 SELECT extsvc.register_dpu(:DB, :H1, 'dpu-b', 'node-b');
-SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA, :DB]::uuid[]);
+SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA, :DB]::text[]);
 SELECT * FROM pg_temp.rows();
 SELECT * FROM pg_temp.pass();
 -- deleting I1: every attachment goes REMOVING on every DPU of the host
@@ -534,7 +534,7 @@ SELECT * FROM pg_temp.entries(:I1);
 SELECT service_name, aggregate_state, removed, dpus, configs_synced FROM extsvc.instance_extension_services_summary(:I1);
 SELECT extsvc.instance_extension_services_ready(:I1) AS ready;
 -- a deleting instance cannot change; deleting again is a no-op
-SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 'tenant-a', 'c0000000-0000-0000-0000-000000000001')$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 'tenant-a', 'fm100hsc000000000000000000000000000000100000000000000000000')$$);
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000001', '[]')$$);
 SELECT extsvc.delete_instance(:I1);
 SELECT * FROM pg_temp.rows(:I1);

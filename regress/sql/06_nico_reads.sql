@@ -15,8 +15,8 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
-SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000a', 'c0000000-0000-0000-0000-000000000001', 'dpu-a', 'node-a', true);
-SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000b', 'c0000000-0000-0000-0000-000000000001', 'dpu-b', 'node-b');
+SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000a00000000000000000000', 'fm100hsc000000000000000000000000000000100000000000000000000', 'dpu-a', 'node-a', true);
+SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000b00000000000000000000', 'fm100hsc000000000000000000000000000000100000000000000000000', 'dpu-b', 'node-b');
 SELECT service_name, lifecycle_state FROM extsvc.create_service('t1', 'pod', 'KUBERNETES_POD', 'kind: Pod',
        service_id => '5e000000-0000-0000-0000-000000000001', has_credential => true);
 SELECT service_name, version_ctr FROM extsvc.update_service('5e000000-0000-0000-0000-000000000001', 'kind: Pod2', has_credential => true);
@@ -41,8 +41,8 @@ SELECT service_name, lifecycle_state, cardinality(active_versions) AS active, la
 ------------------------------------------------------------------ get_instance, service_instances
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id IN ('5e000000-0000-0000-0000-000000000002', '5e000000-0000-0000-0000-000000000003');
-SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 't1', 'c0000000-0000-0000-0000-000000000001',
-                              ARRAY['d0000000-0000-0000-0000-00000000000a']::uuid[]);
+SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 't1', 'fm100hsc000000000000000000000000000000100000000000000000000',
+                              ARRAY['fm100dsd000000000000000000000000000000a00000000000000000000']::text[]);
 SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000001',
        (SELECT jsonb_agg(jsonb_build_object('service_id', service_id, 'version', version)) FROM extsvc.services WHERE service_name = 'dpf'));
 SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000001', '[]');
@@ -63,7 +63,7 @@ SELECT f, (pg_temp.try(format('SELECT * FROM extsvc.%s(%L, %L)', f, '10000000-00
 ------------------------------------------------------------------ site_service_status
 SET nico_extsvc.actor = 'worker';  -- fixture: what the worker would record
 INSERT INTO extsvc.site_service_dpu_status (service_id, dpu_machine_id, deployment_state, status_message)
-VALUES ('5e000000-0000-0000-0000-000000000003', 'd0000000-0000-0000-0000-00000000000b', 'PENDING', 'no pod yet');
+VALUES ('5e000000-0000-0000-0000-000000000003', 'fm100dsd000000000000000000000000000000b00000000000000000000', 'PENDING', 'no pod yet');
 RESET nico_extsvc.actor;
 SELECT dpu_machine_id, dpu_device_name, deployment_state, status_message, observed_at IS NOT NULL AS observed
   FROM extsvc.site_service_status('5e000000-0000-0000-0000-000000000003');

@@ -34,10 +34,10 @@ SELECT value >= 0 AND value < 120 AS iteration_age_ok FROM extsvc.metrics()
 
 ------------------------------------------------------------------ gauges follow the tables
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
-SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000a', 'c0000000-0000-0000-0000-000000000001', 'dpu-a', 'node-a', true);
-SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000b', 'c0000000-0000-0000-0000-000000000002', 'dpu-b', 'node-b', true);
-SELECT extsvc.register_dpu('d0000000-0000-0000-0000-00000000000c', 'c0000000-0000-0000-0000-000000000003', 'dpu-c', 'node-c', true);
-SELECT extsvc.deregister_dpu('d0000000-0000-0000-0000-00000000000c');
+SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000a00000000000000000000', 'fm100hsc000000000000000000000000000000100000000000000000000', 'dpu-a', 'node-a', true);
+SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000b00000000000000000000', 'fm100hsc000000000000000000000000000000200000000000000000000', 'dpu-b', 'node-b', true);
+SELECT extsvc.register_dpu('fm100dsd000000000000000000000000000000c00000000000000000000', 'fm100hsc000000000000000000000000000000300000000000000000000', 'dpu-c', 'node-c', true);
+SELECT extsvc.deregister_dpu('fm100dsd000000000000000000000000000000c00000000000000000000');
 SELECT service_name, lifecycle_state FROM extsvc.create_service('t1', 'pod', 'KUBERNETES_POD', 'kind: Pod');
 SELECT service_name, lifecycle_state FROM extsvc.create_service('t1', 'dpf', 'DPF_HELM_CHART', :'chart',
        dpu_target => 'PRIMARY', service_id => '5e000000-0000-0000-0000-000000000002');
@@ -54,8 +54,8 @@ SELECT c.id AS service_id, extsvc.complete('service', c.id, c.state_version, c.l
   FROM extsvc.claim('service', 'test-worker', 10, 30) c
  WHERE c.id = '5e000000-0000-0000-0000-000000000002';
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL;
-SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 't1', 'c0000000-0000-0000-0000-000000000001');
-SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000002', 't1', 'c0000000-0000-0000-0000-000000000002');
+SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 't1', 'fm100hsc000000000000000000000000000000100000000000000000000');
+SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000002', 't1', 'fm100hsc000000000000000000000000000000200000000000000000000');
 SELECT extsvc.set_instance_extension_services(i, jsonb_build_array(jsonb_build_object(
          'service_id', '5e000000-0000-0000-0000-000000000002',
          'version', (SELECT version FROM extsvc.services WHERE service_id = '5e000000-0000-0000-0000-000000000002'))))

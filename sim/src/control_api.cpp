@@ -9,42 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "control_api_internal.h"
 #include "controllers/controller_manager.h"
 #include "profile.h"
 #include "seeding.h"
 
 namespace dpfsim {
-
-namespace {
-
-void reply(httplib::Response& res, int code, const json& body) {
-  res.status = code;
-  res.set_content(body.dump() + "\n", "application/json");
-}
-
-json parse_or_empty(const httplib::Request& req) {
-  if (trim(req.body).empty()) return json::object();
-  return json::parse(req.body);
-}
-
-template <typename F>
-httplib::Server::Handler guarded(F f) {
-  return [f](const httplib::Request& req, httplib::Response& res) {
-    try {
-      f(req, res);
-    } catch (const json::exception& e) {
-      reply(res, 400, {{"error", std::string("bad JSON: ") + e.what()}});
-    } catch (const std::invalid_argument& e) {
-      reply(res, 400, {{"error", e.what()}});
-    } catch (const ApiError& e) {
-      reply(res, 400, {{"error", json::parse(e.body)}});
-    } catch (const std::exception& e) {
-      reply(res, 500, {{"error", e.what()}});
-    }
-  };
-}
-
-}  // namespace
 
 ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httplib::Server>()) {
   auto& s = *srv_;
@@ -100,7 +70,8 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                    "GET|POST|DELETE /pod-faults",
                    "GET|POST|DELETE /chart-faults",
                    "GET|POST|DELETE /charts",
-                   "GET /profile",
+                   "GET|POST /profile",
+                   "GET|POST /dpf-config",
                    "GET|POST /dpuset",
                    "POST /nodes/<name>/not-ready",
                    "POST /nodes/<name>/ready",
@@ -271,176 +242,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                 {"mode", ctx_.dpu_unreachable_mode.load() == 1 ? "503" : "reset"}});
        }));
 
-  // ---- Failure-mode knobs: pod faults, chart faults, chart properties ----
-  auto knobs_json = [this]() {
-    std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-    json pf = json::object(), cf = json::object(), ch = json::object();
-    for (const auto& [k, v] : ctx_.knobs.pod_faults) pf[k] = v;
-    for (const auto& [k, v] : ctx_.knobs.chart_faults) cf[k] = v;
-    for (const auto& [k, v] : ctx_.knobs.charts) ch[k] = v;
-    return json{{"pod_faults", pf}, {"chart_faults", cf}, {"charts", ch}};
-  };
-  s.Get("/pod-faults", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
-          reply(res, 200, knobs_json()["pod_faults"]);
-        }));
-  post("/pod-faults",
-       guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
-         json b = parse_or_empty(req);
-         json items = b.is_array() ? b : json::array({b});
-         for (const auto& it : items) {
-           if (!it.is_object() || !it.contains("node") || !it["node"].is_string() ||
-               it["node"].get<std::string>().empty())
-             throw std::invalid_argument("node (string) is required");
-           std::string reason = it.value("reason", "CrashLoopBackOff");
-           if (reason.empty()) throw std::invalid_argument("reason must not be empty");
-           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-           ctx_.knobs.pod_faults[it["node"].get<std::string>()] = reason;
-         }
-         ++ctx_.knobs.seq;
-         ctx_.poke_controllers();
-         reply(res, 200, knobs_json()["pod_faults"]);
-       }));
-  s.Delete("/pod-faults",
-           guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
-             std::string node = req.get_param_value("node");
-             {
-               std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-               if (node.empty())
-                 ctx_.knobs.pod_faults.clear();
-               else
-                 ctx_.knobs.pod_faults.erase(node);
-             }
-             ++ctx_.knobs.seq;
-             ctx_.poke_controllers();
-             reply(res, 200, knobs_json()["pod_faults"]);
-           }));
-  s.Get("/chart-faults", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
-          reply(res, 200, knobs_json()["chart_faults"]);
-        }));
-  post("/chart-faults",
-       guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
-         json b = parse_or_empty(req);
-         if (!b.contains("chart") || !b["chart"].is_string())
-           throw std::invalid_argument("chart (string) is required");
-         std::string kind = b.value("kind", "pull");
-         if (kind != "pull" && kind != "sync")
-           throw std::invalid_argument("kind must be \"pull\" or \"sync\"");
-         {
-           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-           ctx_.knobs.chart_faults[b["chart"].get<std::string>()] = {
-               {"kind", kind}, {"message", b.value("message", "")}};
-         }
-         ++ctx_.knobs.seq;
-         ctx_.poke_controllers();
-         reply(res, 200, knobs_json()["chart_faults"]);
-       }));
-  s.Delete("/chart-faults",
-           guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
-             std::string chart = req.get_param_value("chart");
-             {
-               std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-               if (chart.empty())
-                 ctx_.knobs.chart_faults.clear();
-               else
-                 ctx_.knobs.chart_faults.erase(chart);
-             }
-             ++ctx_.knobs.seq;
-             ctx_.poke_controllers();
-             reply(res, 200, knobs_json()["chart_faults"]);
-           }));
-  s.Get("/charts", guarded([knobs_json](const httplib::Request&, httplib::Response& res) {
-          reply(res, 200, knobs_json()["charts"]);
-        }));
-  post("/charts", guarded([this, knobs_json](const httplib::Request& req, httplib::Response& res) {
-         json b = parse_or_empty(req);
-         if (!b.contains("chart") || !b["chart"].is_string())
-           throw std::invalid_argument("chart (string) is required");
-         if (b.contains("needs_privileged") && !b["needs_privileged"].is_boolean())
-           throw std::invalid_argument("needs_privileged must be a boolean");
-         {
-           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-           ctx_.knobs.charts[b["chart"].get<std::string>()] = {
-               {"needs_privileged", b.value("needs_privileged", false)}};
-         }
-         ++ctx_.knobs.seq;
-         ctx_.poke_controllers();
-         reply(res, 200, knobs_json()["charts"]);
-       }));
-  s.Delete("/charts", guarded([this, knobs_json](const httplib::Request&, httplib::Response& res) {
-             ctx_.knobs.clear_charts();
-             ctx_.poke_controllers();
-             reply(res, 200, knobs_json()["charts"]);
-           }));
-  // The one simulated DPUSet's template: its cluster.nodeLabels are merged with every
-  // DPUDevice's (a differing value is ClusterMetadataConflict) and applyOnLabelChange puts a DPU
-  // through "Node Effect" on a label change.
-  s.Get("/dpuset", guarded([this](const httplib::Request&, httplib::Response& res) {
-          std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-          json ready = ctx_.knobs.dpuset_status.empty()
-                           ? json{{"type", "Ready"}, {"status", "True"}, {"reason", "Success"}}
-                           : ctx_.knobs.dpuset_status;
-          reply(res, 200, {{"dpuTemplate", ctx_.knobs.dpuset}, {"conditions", {ready}}});
-        }));
-  post("/dpuset", guarded([this](const httplib::Request& req, httplib::Response& res) {
-         json b = parse_or_empty(req);
-         if (!b.is_object()) throw std::invalid_argument("a JSON object is required");
-         json next = Knobs::default_dpuset();
-         for (auto& [k, v] : b.items()) {
-           if (k == "nodeLabels") {
-             if (!v.is_object()) throw std::invalid_argument("nodeLabels must be an object");
-             for (auto& [lk, lv] : v.items())
-               if (!lv.is_string())
-                 throw std::invalid_argument("nodeLabels." + lk + " must be a string");
-             next["nodeLabels"] = v;
-           } else if (k == "applyOnLabelChange") {
-             if (!v.is_boolean())
-               throw std::invalid_argument("applyOnLabelChange must be a boolean");
-             next["applyOnLabelChange"] = v;
-           } else {
-             throw std::invalid_argument("unknown field " + k);
-           }
-         }
-         {
-           std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-           ctx_.knobs.dpuset = next;
-         }
-         ++ctx_.knobs.seq;
-         ctx_.poke_controllers();
-         reply(res, 200, {{"dpuTemplate", next}});
-       }));
-  // A Node's kubelet stops (or resumes) posting status: after node_grace_ms the Node is
-  // Ready=Unknown and its pods not Ready; its pods' deletions hang until it reports again.
-  auto reporting = [this](const std::string& node, bool on) {
-    {
-      std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-      if (on)
-        ctx_.knobs.silent_nodes.erase(node);
-      else
-        ctx_.knobs.silent_nodes.emplace(node,
-                                        std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count());
-    }
-    ++ctx_.knobs.seq;
-    ctx_.poke_controllers();
-  };
-  for (bool on : {false, true})
-    post(on ? R"(/nodes/([^/]+)/ready)" : R"(/nodes/([^/]+)/not-ready)",
-         guarded([reporting, on](const httplib::Request& req, httplib::Response& res) {
-           // /nodes/<name>/...: the name is the second path segment
-           const std::string node = split(req.path, '/').at(2);
-           reporting(node, on);
-           reply(res, 200, {{"ok", true}, {"node", node}, {"reporting", on}});
-         }));
-  s.Get("/nodes-not-reporting", guarded([this](const httplib::Request&, httplib::Response& res) {
-          std::lock_guard<std::mutex> l(ctx_.knobs.mu);
-          json out = json::object();
-          for (const auto& [n, t] : ctx_.knobs.silent_nodes) out[n] = t;
-          reply(res, 200, out);
-        }));
-  s.Get("/profile", guarded([](const httplib::Request&, httplib::Response& res) {
-          reply(res, 200, {{"dpf_version", profile().name}, {"profiles", profile_names()}});
-        }));
+  add_knob_routes(ctx_, s, post);
 
   s.Get("/counts", guarded([this](const httplib::Request&, httplib::Response& res) {
           reply(res, 200, ctx_.reqlog.counts());

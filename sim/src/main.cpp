@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
   }
   ctx.initial_delays = ctx.delays.to_json();
   ctx.initial_dpus = dpus;
+  ctx.initial_profile = profile().name;
   if (!token_file.empty()) {
     token_file = std::filesystem::absolute(token_file).string();
     ctx.auth.set_path(token_file);

@@ -73,6 +73,26 @@ bool node_selector_matches(const json& ns, const json& node) {
   return false;
 }
 
+std::string pod_target_node(const json& pod) {
+  std::string node = jstr(pod, {"spec", "nodeName"});
+  if (!node.empty()) return node;
+  const json* terms =
+      jptr(pod, {"spec", "affinity", "nodeAffinity",
+                 "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"});
+  if (terms == nullptr || !terms->is_array()) return "";
+  for (const auto& term : *terms) {
+    const json* mf = jptr(term, {"matchFields"});
+    if (mf == nullptr || !mf->is_array()) continue;
+    for (const auto& r : *mf) {
+      const json* values = jptr(r, {"values"});
+      if (jstr(r, {"key"}) == "metadata.name" && jstr(r, {"operator"}) == "In" && values &&
+          values->is_array() && values->size() == 1 && (*values)[0].is_string())
+        return (*values)[0].get<std::string>();
+    }
+  }
+  return "";
+}
+
 bool pod_spec_fits_node(const json& pod_spec, const json& node) {
   if (const json* sel = jptr(pod_spec, {"nodeSelector"}); sel && sel->is_object()) {
     const json* labels = jptr(node, {"metadata", "labels"});
@@ -86,6 +106,38 @@ bool pod_spec_fits_node(const json& pod_spec, const json& node) {
       pod_spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
   if (req && req->is_object()) return node_selector_matches(*req, node);
   return true;
+}
+
+static bool tolerates(const json& tol, const json& taint) {
+  const std::string effect = jstr(tol, {"effect"});
+  if (!effect.empty() && effect != jstr(taint, {"effect"})) return false;
+  const std::string key = jstr(tol, {"key"});
+  if (!key.empty() && key != jstr(taint, {"key"})) return false;
+  const std::string op = jstr(tol, {"operator"}, "Equal");
+  if (op == "Exists") return true;
+  return op == "Equal" && jstr(tol, {"value"}) == jstr(taint, {"value"});
+}
+
+const json* untolerated_taint(const json& node, const json* tolerations,
+                              std::initializer_list<const char*> effects) {
+  const json* taints = jptr(node, {"spec", "taints"});
+  if (taints == nullptr || !taints->is_array()) return nullptr;
+  for (const auto& t : *taints) {
+    bool relevant = false;
+    for (const char* e : effects)
+      if (jstr(t, {"effect"}) == e) relevant = true;
+    if (!relevant) continue;
+    bool ok = false;
+    if (tolerations != nullptr && tolerations->is_array())
+      for (const auto& tol : *tolerations)
+        if (tolerates(tol, t)) ok = true;
+    if (!ok) return &t;
+  }
+  return nullptr;
+}
+
+std::string describe_taint(const json& taint) {
+  return "{" + jstr(taint, {"key"}) + ": " + jstr(taint, {"value"}) + "}";
 }
 
 }  // namespace dpfsim

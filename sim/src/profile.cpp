@@ -6,6 +6,7 @@
 // initializer lists below.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include <atomic>
 #include <map>
 #include <stdexcept>
 
@@ -196,6 +197,7 @@ json dpudevice_schema(bool with_cluster) {
   json status = json::parse(R"({"type":"object","properties":{
     "bmcIp":{"type":"string"},"bmcPort":{"type":"integer"},
     "dpuMode":{"type":"string"},"dpuType":{"type":"string"},"opn":{"type":"string"},
+    "observedGeneration":{"type":"integer","format":"int64"},
     "pciAddress":{"type":"string"},"pf0Mac":{"type":"string"},"pf0Name":{"type":"string"},
     "psid":{"type":"string"},"secureBoot":{"type":"object","properties":{"enabled":{"type":"boolean"}}},
     "serialNumber":{"type":"string"}}})");
@@ -239,7 +241,9 @@ const std::map<std::string, Profile>& profiles() {
   return m;
 }
 
-const Profile* g_active = nullptr;
+// Profiles are built once and never change; POST /profile swaps which one is active while the
+// API and the controllers run (a DPF upgrade in place), so readers load the pointer atomically.
+std::atomic<const Profile*> g_active{nullptr};
 
 }  // namespace
 
@@ -252,12 +256,16 @@ void set_profile(const std::string& name) {
   if (it == profiles().end())
     throw std::invalid_argument("unknown --dpf-version " + name +
                                 " (known: v24.10, v25.7, v26.10)");
-  g_active = &it->second;
+  g_active.store(&it->second);
 }
 
 const Profile& profile() {
-  if (!g_active) set_profile("v26.10");
-  return *g_active;
+  const Profile* p = g_active.load();
+  if (p == nullptr) {
+    set_profile("v26.10");
+    p = g_active.load();
+  }
+  return *p;
 }
 
 bool served(const ResourceInfo& ri) {

@@ -30,8 +30,9 @@ struct Profile {
 
 // The names of all profiles, newest last; the default is the newest.
 std::vector<std::string> profile_names();
-// Selects the active profile; throws std::invalid_argument for an unknown name. Call before
-// serving.
+// Selects the active profile; throws std::invalid_argument for an unknown name. May be called
+// while serving (POST /profile: DPF upgraded or downgraded in place; stored objects stay as they
+// are, as a CRD change leaves stored objects alone until they are written again).
 void set_profile(const std::string& name);
 const Profile& profile();
 

@@ -83,15 +83,18 @@ json make_dpudevice(const std::string& ns, const std::string& name, const std::s
         {"pf0Name", "ens1f0np0"},
         {"dpuType", "BlueField3"},
         {"dpuMode", "dpu"},
+        {"observedGeneration", 1},
         {"conditions", json::array({{{"type", "Ready"},
                                      {"status", "True"},
                                      {"reason", "Success"},
                                      {"message", ""},
+                                     {"observedGeneration", 1},
                                      {"lastTransitionTime", now}},
                                     {{"type", "Discovered"},
                                      {"status", "True"},
                                      {"reason", "Success"},
                                      {"message", ""},
+                                     {"observedGeneration", 1},
                                      {"lastTransitionTime", now}}})}}}};
 }
 

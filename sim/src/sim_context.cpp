@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "admission.h"
+#include "profile.h"
 #include "seeding.h"
 
 namespace dpfsim {
@@ -22,6 +24,7 @@ const DelayField kFields[] = {
     {"argo_refresh_ms", &Delays::argo_refresh_ms},
     {"node_effect_ms", &Delays::node_effect_ms},
     {"node_grace_ms", &Delays::node_grace_ms},
+    {"dpudevice_status_ms", &Delays::dpudevice_status_ms},
 };
 }  // namespace
 
@@ -52,8 +55,20 @@ void Delays::set_all(int ms) {
   seq.fetch_add(1);
 }
 
+SimContext::SimContext(uint64_t seed_) : seed(seed_), prng(seed_), store(prng), faults(seed_) {
+  store.set_admission([this](const Store& st, const ResourceInfo& ri, const json& obj) {
+    bool enforce = true;
+    {
+      std::lock_guard<std::mutex> l(knobs.mu);
+      enforce = knobs.privileged_pod_enforcement;
+    }
+    if (auto denied = privileged_admission_l(st, enforce, ri, obj)) throw *denied;
+  });
+}
+
 void SimContext::reset(int dpus) {
   watches.cut(std::nullopt, WatchStream::kEnd, store);
+  if (!initial_profile.empty()) set_profile(initial_profile);
   {
     std::lock_guard<std::mutex> l(store.mutex());
     store.clear_l();

@@ -36,6 +36,9 @@ struct Delays {
   // A Node whose kubelet stopped reporting turns Ready=Unknown after this long: the node-lifecycle
   // controller's --node-monitor-grace-period (50 s since Kubernetes v1.32).
   std::atomic<int> node_grace_ms{50000};
+  // DPF's DPUDevice controller patches the DPUDevice's status (observedGeneration, conditions)
+  // this long after a change of its spec (fluxcd's patcher, WithStatusObservedGeneration).
+  std::atomic<int> dpudevice_status_ms{50};
   std::atomic<uint64_t> seq{0};  // bumped on every change (pending timers re-checked)
 
   json to_json() const;
@@ -48,8 +51,10 @@ struct Delays {
 // controllers notice.
 struct Knobs {
   std::mutex mu;
-  std::map<std::string, json> chart_faults;       // chart -> {"kind":"pull"|"sync","message":...}
-  std::map<std::string, json> charts;             // chart -> {"needs_privileged":bool}
+  std::map<std::string, json> chart_faults;  // chart -> {"kind":"pull"|"sync","message":...}
+  // chart -> properties (POST /charts): needs_privileged, ignores_labels, ignores_annotations,
+  // ignores_node_selector, namespace, requests. See ChartProps (controller_manager.h).
+  std::map<std::string, json> charts;
   std::map<std::string, std::string> pod_faults;  // node -> waiting reason
   // The one simulated DPUSet's dpuTemplate: {"nodeLabels":{…},"applyOnLabelChange":bool}.
   json dpuset = default_dpuset();
@@ -58,6 +63,9 @@ struct Knobs {
   // Nodes whose kubelet stopped posting status (POST /nodes/<name>/not-ready), with when (Unix
   // milliseconds, wall clock).
   std::map<std::string, int64_t> silent_nodes;
+  // DPFOperatorConfig.spec.security.privilegedPodEnforcement: true binds the privileged-pod
+  // ValidatingAdmissionPolicy with Deny, false with Audit (nothing is denied).
+  bool privileged_pod_enforcement = true;
   std::atomic<uint64_t> seq{0};
   static json default_dpuset() {
     return json{{"nodeLabels", json::object()}, {"applyOnLabelChange", false}};
@@ -75,12 +83,14 @@ struct Knobs {
     dpuset = default_dpuset();
     dpuset_status = json::object();
     silent_nodes.clear();
+    privileged_pod_enforcement = true;
     ++seq;
   }
 };
 
 struct SimContext {
-  explicit SimContext(uint64_t seed_) : seed(seed_), prng(seed_), store(prng), faults(seed_) {}
+  // Installs the DPU cluster's admission (admission.h) on the store's API writes.
+  explicit SimContext(uint64_t seed_);
 
   uint64_t seed;
   Prng prng;  // names, uids (deterministic given --seed)
@@ -98,7 +108,8 @@ struct SimContext {
   Knobs knobs;
   json initial_delays;
   int initial_dpus = 0;
-  json seed_file;  // parsed --seed-file contents (null if none)
+  std::string initial_profile;  // --dpf-version (POST /profile changes the active one)
+  json seed_file;               // parsed --seed-file contents (null if none)
 
   std::atomic<bool> dpu_reachable{true};
   std::atomic<int> dpu_unreachable_mode{0};  // 0: reset connections, 1: 503

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "node_selector.h"
 #include "validation.h"
 
 namespace dpfsim {
@@ -225,10 +226,14 @@ void Store::index_l(const ResourceInfo& ri, const std::string& key, const json* 
   }
   if (ri.cluster == ClusterId::Dpu && ri.plural == "pods") {
     std::vector<std::string> nb, na;
-    if (before && !jstr(*before, {"spec", "nodeName"}).empty())
-      nb.push_back(jstr(*before, {"spec", "nodeName"}));
-    if (after && !jstr(*after, {"spec", "nodeName"}).empty())
-      na.push_back(jstr(*after, {"spec", "nodeName"}));
+    if (before) {
+      std::string n = pod_target_node(*before);
+      if (!n.empty()) nb.push_back(std::move(n));
+    }
+    if (after) {
+      std::string n = pod_target_node(*after);
+      if (!n.empty()) na.push_back(std::move(n));
+    }
     reindex(pods_by_node_, key, nb, na);
   }
   if (label_indexed(ri)) {
@@ -282,6 +287,7 @@ ObjPtr Store::create_l(const ResourceInfo& ri, json obj, bool from_api) {
   if (from_api) {
     prune_for_request(ri, obj);
     validate_or_throw(ri, obj, nullptr);
+    if (admission_) admission_(*this, ri, obj);
   }
   if (from_api && ri.namespaced) {
     // NamespaceLifecycle admission.
@@ -601,6 +607,7 @@ WriteResult Store::update_l(const ResourceInfo& ri, const ObjPtr& old, json inco
     }
     prune_for_request(ri, next);
     validate_or_throw(ri, next, old.get());
+    if (admission_) admission_(*this, ri, next);
     if (is_terminating(*old)) {
       auto oldf = finalizers_of(*old);
       std::vector<std::string> added;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,11 @@ class Store {
   uint64_t continue_expired() const { return continue_expired_.load(); }
   // Set once before the servers start; called under the store mutex.
   void set_observer(StoreObserver* o) { observer_ = o; }
+  // Admission of API writes (create, update, patch; not /status): throws the ApiError that
+  // denies. Set once before the servers start; called under the store mutex. Controllers that
+  // write through create_l/commit_l call their admission themselves.
+  using Admission = std::function<void(const Store&, const ResourceInfo&, const json&)>;
+  void set_admission(Admission a) { admission_ = std::move(a); }
 
   // ---- API operations (acquire the lock) ----
   ObjPtr get(const ResourceInfo& ri, const std::string& ns, const std::string& name);
@@ -117,7 +123,9 @@ class Store {
   // Keys of the objects of ri with an ownerReference to owner_uid.
   const std::set<std::string>* owned_by_l(const ResourceInfo& ri,
                                           const std::string& owner_uid) const;
-  // Keys of the pods with spec.nodeName == node.
+  // Keys of the pods whose target node is node: spec.nodeName, or for a pod not yet bound the one
+  // node its required node affinity names (matchFields metadata.name, as the DaemonSet controller
+  // sets it; Kubernetes' GetTargetNodeName).
   const std::set<std::string>* pods_on_node_l(const std::string& node) const;
   // Keys of the objects of ri (nodes and pods are indexed) that carry the label key.
   const std::set<std::string>* with_label_key_l(const ResourceInfo& ri,
@@ -151,6 +159,7 @@ class Store {
   WatchConfig watch_cfg_;
   std::map<const ResourceInfo*, std::unique_ptr<EventLog>> logs_;
   StoreObserver* observer_ = nullptr;
+  Admission admission_;
   std::unordered_map<std::string, std::pair<const ResourceInfo*, std::string>> by_uid_;
   std::map<const ResourceInfo*, KeySets> by_owner_;
   KeySets pods_by_node_;

@@ -1,6 +1,6 @@
 // Realism of the DPF + Argo CD + Helm + Kubernetes model: Helm naming, pod template labels and
 // annotations, stale DPF Ready, fieldValidation and pruning per release profile, pod faults,
-// chart faults, privileged admission, maxSurge and strategy validation, NamespaceLifecycle,
+// chart faults, maxSurge and strategy validation, NamespaceLifecycle,
 // OpenAPI.
 #include <gtest/gtest.h>
 
@@ -288,7 +288,7 @@ TEST_F(Realism, PodFaults) {
   }));
 }
 
-TEST_F(Realism, ChartFaultsAndPrivilegedAdmission) {
+TEST_F(Realism, ChartFaults) {
   label_device(0, "tenant", "cf");
   sim.ctl("POST", "/chart-faults", json{{"chart", "demo"}, {"kind", "pull"}});
   ASSERT_EQ(sim.m("POST", dpuservice_path(), product_service("cf", "cf", 1).dump()).status, 201);
@@ -303,35 +303,8 @@ TEST_F(Realism, ChartFaultsAndPrivilegedAdmission) {
   ASSERT_TRUE(wait_until(
       [&] { return ready_at_latest(svc("cf")) && pods_by_product_label().size() == 1; }));
 
-  // Privileged admission: the chart needs privileged, the service says privileged=false.
-  label_device(1, "tenant", "pv");
-  sim.ctl("POST", "/charts", json{{"chart", "privchart"}, {"needs_privileged", true}});
-  json s = product_service("pv", "pv", 1);
-  s["spec"]["helmChart"]["source"]["chart"] = "privchart";
-  ASSERT_EQ(sim.m("POST", dpuservice_path(), s.dump()).status, 201);
-  ASSERT_TRUE(wait_until([&] {
-    json ds = sim.d("GET",
-                    "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets/"
-                    "dpu-cplane-tenant1-pv-privchart")
-                  .j();
-    return ds.contains("status") && ds["status"].contains("conditions") &&
-           ds["status"]["conditions"][0]["reason"] == "FailedCreate";
-  }));
-  json evs =
-      sim.d("GET",
-            "/api/v1/namespaces/dpf-operator-system/events?fieldSelector=involvedObject.kind%3D"
-            "DaemonSet%2CinvolvedObject.name%3Ddpu-cplane-tenant1-pv-privchart")
-          .j()["items"];
-  EXPECT_EQ(evs.size(), 1u);
-  bool found = false;
-  for (const auto& e : evs)
-    if (e["reason"] == "FailedCreate" &&
-        e["involvedObject"]["name"] == "dpu-cplane-tenant1-pv-privchart")
-      found = true;
-  EXPECT_TRUE(found);
-  for (const auto& p : sim.d("GET", kPods).j()["items"])
-    EXPECT_EQ(p["spec"]["nodeName"].get<std::string>().find(node_name(1)), std::string::npos);
-  EXPECT_EQ(cond(svc("pv"), "Ready")["status"], "False");
+  // Privileged admission (DPF's dpf-deny-privileged-pods policy) is tested in
+  // test_workloads.cpp: it rejects the DaemonSet at Argo's sync.
 }
 
 TEST_F(Realism, MaxSurgeAndStrategyValidation) {

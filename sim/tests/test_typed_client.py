@@ -67,13 +67,13 @@ def run(ready):
     mgmt, dpu = api_client(ready["management"]), api_client(ready["dpu"])
     co = client.CustomObjectsApi(mgmt)
     # something of every kind: a DPUService placed on two DPUs (Application, DaemonSet,
-    # ControllerRevision, pods), a crash-looping pod, and a denied privileged chart (an Event)
+    # ControllerRevision, pods), a crash-looping pod, and an unschedulable pod (an Event)
     for i in (0, 1):
         co.patch_namespaced_custom_object(
             "provisioning.dpu.nvidia.com", "v1alpha1", NS, "dpudevices", f"dpu-device-000{i}",
             {"spec": {"cluster": {"nodeLabels": {"tenant": "t1"}}}})
     sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "tenant", "operator": "In", "values": ["t1"]}]}]}
-    for name, chart in (("svc-a", "demo"), ("svc-p", "needs-priv")):
+    for name, chart in (("svc-a", "demo"), ("svc-p", "needs-sf")):
         co.create_namespaced_custom_object("svc.dpu.nvidia.com", "v1alpha1", NS, "dpuservices", {
             "apiVersion": "svc.dpu.nvidia.com/v1alpha1", "kind": "DPUService",
             "metadata": {"name": name, "namespace": NS},
@@ -81,7 +81,9 @@ def run(ready):
                                               "version": "1.0.0"}},
                      "serviceDaemonSet": {"nodeSelector": sel},
                      "security": {"privileged": False}}})
-    ctl(c, "POST", "/charts", {"chart": "needs-priv", "needs_privileged": True})
+    # a chart that requests an extended resource no Node has: its pod stays Pending,
+    # unbound, with the scheduler's FailedScheduling Event
+    ctl(c, "POST", "/charts", {"chart": "needs-sf", "requests": {"nvidia.com/bf_sf": "1"}})
     ctl(c, "POST", "/pod-faults", {"node": "host-0001-dpu-device-0001", "reason": "CrashLoopBackOff"})
     core_d, apps_d = client.CoreV1Api(dpu), client.AppsV1Api(dpu)
     deadline = time.time() + 20

@@ -175,9 +175,19 @@ CREATE TABLE extsvc.chart_allowlist (
 
 -- DPUs, instances and attachments (SPEC 2.7) --------------------------------
 
+-- Machine ids are NICo MachineIds in their canonical text (SPEC 7;
+-- sql/parts/32_machine_ids.sql): fm100 + type + source + 52 base32
+-- characters. A database upgraded from 0.2.0 keeps the uuid ids it had, as
+-- their text.
 CREATE TABLE extsvc.dpus (
-  machine_id      uuid PRIMARY KEY,
-  host_machine_id uuid NOT NULL,
+  machine_id      text PRIMARY KEY
+    CONSTRAINT dpus_machine_id_format
+    CHECK (machine_id ~ '^fm100d[ts][0-9a-v]{51}[0g]$'
+           OR machine_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'),
+  host_machine_id text NOT NULL
+    CONSTRAINT dpus_host_machine_id_format
+    CHECK (host_machine_id ~ '^fm100[hp][ts][0-9a-v]{51}[0g]$'
+           OR host_machine_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'),
   dpu_device_name text NOT NULL UNIQUE CHECK (dpu_device_name ~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' AND length(dpu_device_name) <= 253),
   dpu_node_name   text NOT NULL UNIQUE CHECK (dpu_node_name ~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' AND length(dpu_node_name) <= 253),
   is_primary      boolean NOT NULL DEFAULT false,
@@ -191,8 +201,11 @@ CREATE UNIQUE INDEX dpus_one_primary_per_host ON extsvc.dpus (host_machine_id) W
 CREATE TABLE extsvc.instances (
   instance_id            uuid PRIMARY KEY,
   tenant_organization_id text NOT NULL CHECK (tenant_organization_id <> ''),
-  host_machine_id        uuid NOT NULL,
-  network_dpus           uuid[] NOT NULL DEFAULT '{}',
+  host_machine_id        text NOT NULL
+    CONSTRAINT instances_host_machine_id_format
+    CHECK (host_machine_id ~ '^fm100[hp][ts][0-9a-v]{51}[0g]$'
+           OR host_machine_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'),
+  network_dpus           text[] NOT NULL DEFAULT '{}',
   dpf_managed            boolean NOT NULL DEFAULT true,
   config_version         integer NOT NULL DEFAULT 1,
   delete_requested_at    timestamptz,
@@ -219,14 +232,38 @@ CREATE TABLE extsvc.instance_extension_services (
   version        text NOT NULL,
   attached_at    timestamptz NOT NULL DEFAULT now(),
   removed_at     timestamptz,
+  -- NICo's attachment id (its DSX line's InstanceExtensionServiceConfig.id):
+  -- kept from the first request that names the pair; NULL for entries
+  -- stored before 0.3.0 (issue 22)
+  attachment_id  uuid CONSTRAINT attachment_id_not_nil CHECK (attachment_id <> '00000000-0000-0000-0000-000000000000'),
+  -- this attachment's DPU target; NULL: the service's dpu_target
+  dpu_target     text CONSTRAINT instance_extension_services_dpu_target_check
+                   CHECK (dpu_target IN ('PRIMARY', 'ALL_ACTIVE', 'ALL')),
   PRIMARY KEY (instance_id, service_id, version),
   FOREIGN KEY (service_id, version) REFERENCES extsvc.service_versions (service_id, version)
 );
 CREATE INDEX instance_extension_services_service ON extsvc.instance_extension_services (service_id);
+CREATE UNIQUE INDEX instance_extension_services_attachment_id_key
+  ON extsvc.instance_extension_services (attachment_id) WHERE attachment_id IS NOT NULL;
+
+-- Instances whose deletion finished (the last attachment observed
+-- TERMINATED, the last KUBERNETES_POD tombstone confirmed): the deletion
+-- probe (instance_extension_services_terminated) answers true for them and
+-- P0002 for an id that never existed (issue 22). extsvc.purge_deleted
+-- removes them with the deleted services.
+CREATE TABLE extsvc.finished_instance_deletions (
+  instance_id            uuid PRIMARY KEY,
+  tenant_organization_id text NOT NULL,
+  host_machine_id        text NOT NULL,
+  delete_requested_at    timestamptz,
+  finished_at            timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE extsvc.finished_instance_deletions IS
+  'Instances whose deletion finished, for the deletion probe (extsvc.instance_extension_services_terminated); purged by extsvc.purge_deleted.';
 
 CREATE TABLE extsvc.dpf_extension_service_attachments (
   instance_id      uuid NOT NULL REFERENCES extsvc.instances ON DELETE CASCADE,
-  dpu_machine_id   uuid NOT NULL REFERENCES extsvc.dpus,
+  dpu_machine_id   text NOT NULL REFERENCES extsvc.dpus,
   service_id       uuid NOT NULL,
   version          text NOT NULL,
   placement_state  extsvc.placement_state NOT NULL DEFAULT 'ACTIVE',
@@ -262,3 +299,4 @@ SELECT pg_catalog.pg_extension_config_dump('extsvc.dpus', '');
 SELECT pg_catalog.pg_extension_config_dump('extsvc.instances', '');
 SELECT pg_catalog.pg_extension_config_dump('extsvc.instance_extension_services', '');
 SELECT pg_catalog.pg_extension_config_dump('extsvc.dpf_extension_service_attachments', '');
+SELECT pg_catalog.pg_extension_config_dump('extsvc.finished_instance_deletions', '');

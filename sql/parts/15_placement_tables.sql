@@ -3,7 +3,7 @@
 -- One row per DPU: the worker's placement and observation work. Woken by
 -- every change of the DPU's desired NICo-owned label set.
 CREATE TABLE extsvc.dpu_reconciliations (
-  dpu_machine_id    uuid PRIMARY KEY REFERENCES extsvc.dpus ON DELETE CASCADE,
+  dpu_machine_id    text PRIMARY KEY REFERENCES extsvc.dpus ON DELETE CASCADE,
   state_version     bigint NOT NULL DEFAULT 1,
   lease_owner       text,
   lease_token       uuid,
@@ -27,7 +27,7 @@ CREATE INDEX dpu_reconciliations_lease ON extsvc.dpu_reconciliations (lease_owne
 -- Per-DPU status of ALL_DPUS (site-wide) services, which have no attachments.
 CREATE TABLE extsvc.site_service_dpu_status (
   service_id       uuid NOT NULL REFERENCES extsvc.service_records ON DELETE CASCADE,
-  dpu_machine_id   uuid NOT NULL REFERENCES extsvc.dpus ON DELETE CASCADE,
+  dpu_machine_id   text NOT NULL REFERENCES extsvc.dpus ON DELETE CASCADE,
   deployment_state extsvc.deployment_state NOT NULL,
   status_message   text,
   observed_at      timestamptz NOT NULL DEFAULT now(),

@@ -1,14 +1,16 @@
 -- The service view NICo reads. Column order of the leading columns is fixed
--- by the SQL API contract (SPEC 2.10); extras follow.
+-- by the SQL API contract (SPEC 2.10); extras follow. Every column has the
+-- type NICo decodes (issue 22): description is never NULL (a String), the
+-- lifecycle state is plain text (sqlx decodes no domain as a String).
 CREATE VIEW extsvc.services AS
 SELECT s.service_id,
        s.tenant_organization_id,
        s.service_name,
-       s.description,
+       coalesce(s.description, '') AS description,
        s.service_type,
        s.deployment_scope,
        s.dpu_target,
-       s.lifecycle_state,
+       s.lifecycle_state::text AS lifecycle_state,
        CASE WHEN s.service_type = 'DPF_HELM_CHART' THEN s.attachable_version
             ELSE (SELECT v.version FROM extsvc.service_versions v
                   WHERE v.service_id = s.service_id AND v.deleted_at IS NULL
@@ -36,6 +38,32 @@ SELECT s.service_id,
 FROM extsvc.service_records s
 LEFT JOIN extsvc.dpf_extension_service_reconciliations r USING (service_id);
 COMMENT ON VIEW extsvc.services IS 'One row per extension service (SPEC 2.10).';
+
+-- The versions the current transaction removed from a service (issue 22):
+-- KUBERNETES_POD versions it soft-deleted, and the one version of a DPF
+-- service it moved to DELETING. NICo deletes the Vault keys of those with
+-- had_credential after its commit (version_number is the key).
+CREATE FUNCTION extsvc._removed_versions(p_service_id uuid) RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT coalesce(jsonb_agg(jsonb_build_object('version', v.version, 'version_number', v.version_number,
+                                               'had_credential', v.has_credential)
+                            ORDER BY v.version_number), '[]'::jsonb)
+    FROM extsvc.service_versions v
+    JOIN extsvc.service_records s ON s.service_id = v.service_id
+   WHERE v.service_id = p_service_id
+     AND (v.deleted_at = now()
+          OR (s.service_type = 'DPF_HELM_CHART' AND s.delete_requested_at = now() AND v.version = s.attachable_version))
+$fn$;
+COMMENT ON FUNCTION extsvc._removed_versions(uuid) IS
+  'Internal: [{version, version_number, had_credential}] of the versions of a service that the current transaction removed (KUBERNETES_POD versions deleted, a DPF service''s version whose delete it requested); [] otherwise.';
+
+-- The row type of extsvc.delete_service: a service row and the versions the
+-- current transaction removed from it ([] outside a deleting transaction).
+CREATE VIEW extsvc.service_deletions AS
+SELECT s.*, extsvc._removed_versions(s.service_id) AS removed_versions
+  FROM extsvc.services s;
+COMMENT ON VIEW extsvc.service_deletions IS
+  'The row extsvc.delete_service returns: the extsvc.services row and removed_versions, the versions the current transaction removed ([{version, version_number, had_credential}]; [] outside a deleting transaction).';
 
 -- Operators: the reconciliation queue with leases, attempts and last errors.
 CREATE VIEW extsvc.reconciliation_queue AS

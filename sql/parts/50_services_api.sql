@@ -474,7 +474,7 @@ COMMENT ON FUNCTION extsvc.create_service(text, text, text, text, text, text, te
 -- The body of update_service; p_admin comes from the gate that called it.
 CREATE FUNCTION extsvc._update_service(
     service_id uuid, data text DEFAULT NULL, service_name text DEFAULT NULL,
-    description text DEFAULT NULL, if_version_ctr_match integer DEFAULT NULL,
+    description text DEFAULT NULL, if_version_ctr_match bigint DEFAULT NULL,
     has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL,
     tenant_organization_id text DEFAULT NULL, p_admin boolean DEFAULT false)
 RETURNS extsvc.services
@@ -587,7 +587,9 @@ BEGIN
     -- A version with data is a full spec, as in NICo (issue #14 P1-10): an
     -- omitted has_credential / observability means none. has_credential =>
     -- true says NICo stored a (rotated) credential: always a new version,
-    -- numbered version_ctr + 1, NICo's Vault key (issue #14 P0-5).
+    -- numbered version_ctr + 1, NICo's Vault key (issue #14 P0-5): NICo's own
+    -- rule (ConfigVersion::new(version_ctr).incremental_change()), which an
+    -- imported service's counter continues (issue 22).
     IF _update_service.data IS NOT NULL AND NOT coalesce(_update_service.has_credential, false) AND EXISTS (
          SELECT FROM extsvc.service_versions v WHERE v.service_id = s.service_id
             AND v.version_number = v_vnum AND v.deleted_at IS NULL AND v.data = _update_service.data
@@ -596,7 +598,7 @@ BEGIN
       NULL;  -- same definition: idempotent no-op
     ELSE
       INSERT INTO extsvc.service_versions (service_id, version, version_number, data, has_credential, observability)
-      SELECT s.service_id, extsvc._config_version(v_vnum + 1), v_vnum + 1,
+      SELECT s.service_id, extsvc._config_version(s.version_ctr + 1), s.version_ctr + 1,
              coalesce(_update_service.data, v.data),
              CASE WHEN _update_service.data IS NOT NULL THEN coalesce(_update_service.has_credential, false)
                   ELSE coalesce(_update_service.has_credential, v.has_credential) END,
@@ -607,9 +609,9 @@ BEGIN
          SET version_ctr = r.version_ctr + 1, updated_at = now(),
              has_credential = v.has_credential, observability = v.observability
         FROM extsvc.service_versions v
-       WHERE r.service_id = s.service_id AND v.service_id = s.service_id AND v.version_number = v_vnum + 1;
+       WHERE r.service_id = s.service_id AND v.service_id = s.service_id AND v.version_number = s.version_ctr + 1;
       PERFORM extsvc._record_event(s.service_id, 'READY', 'api', 'new_version',
-                                   format('version %s%s', extsvc._config_version(v_vnum + 1),
+                                   format('version %s%s', extsvc._config_version(s.version_ctr + 1),
                                           CASE WHEN coalesce(_update_service.has_credential, false)
                                                THEN ' (credential provided)' ELSE '' END), NULL);
     END IF;
@@ -617,32 +619,32 @@ BEGIN
   RETURN extsvc._service_row(s.service_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._update_service(uuid, text, text, text, integer, boolean, jsonb, text, boolean) IS
+COMMENT ON FUNCTION extsvc._update_service(uuid, text, text, text, bigint, boolean, jsonb, text, boolean) IS
   'Internal: body of extsvc.update_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
 CREATE FUNCTION extsvc._update_service_as_admin(
-    service_id uuid, data text, service_name text, description text, if_version_ctr_match integer,
+    service_id uuid, data text, service_name text, description text, if_version_ctr_match bigint,
     has_credential boolean, observability jsonb, tenant_organization_id text)
 RETURNS extsvc.services
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._update_service($1, $2, $3, $4, $5, $6, $7, $8, true)
 $fn$;
-COMMENT ON FUNCTION extsvc._update_service_as_admin(uuid, text, text, text, integer, boolean, jsonb, text) IS
+COMMENT ON FUNCTION extsvc._update_service_as_admin(uuid, text, text, text, bigint, boolean, jsonb, text) IS
   'Internal gate of extsvc.update_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
 
 CREATE FUNCTION extsvc._update_service_as_api(
-    service_id uuid, data text, service_name text, description text, if_version_ctr_match integer,
+    service_id uuid, data text, service_name text, description text, if_version_ctr_match bigint,
     has_credential boolean, observability jsonb, tenant_organization_id text)
 RETURNS extsvc.services
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._update_service($1, $2, $3, $4, $5, $6, $7, $8, false)
 $fn$;
-COMMENT ON FUNCTION extsvc._update_service_as_api(uuid, text, text, text, integer, boolean, jsonb, text) IS
+COMMENT ON FUNCTION extsvc._update_service_as_api(uuid, text, text, text, bigint, boolean, jsonb, text) IS
   'Internal gate of extsvc.update_service for callers without extsvc_admin rights.';
 
 CREATE FUNCTION extsvc.update_service(
     service_id uuid, data text DEFAULT NULL, service_name text DEFAULT NULL,
-    description text DEFAULT NULL, if_version_ctr_match integer DEFAULT NULL,
+    description text DEFAULT NULL, if_version_ctr_match bigint DEFAULT NULL,
     has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL,
     tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.services
@@ -659,7 +661,7 @@ BEGIN
     update_service.has_credential, update_service.observability, update_service.tenant_organization_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb, text) IS
+COMMENT ON FUNCTION extsvc.update_service(uuid, text, text, text, bigint, boolean, jsonb, text) IS
   'Updates name, description or data. A DPF data change becomes a new Helm revision; the same data again is a no-op. ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, a service of another tenant is refused (42501) exactly like an unknown one.';
 
 -- Instances whose configuration or attachments still reference a service.
@@ -781,17 +783,24 @@ COMMENT ON FUNCTION extsvc._delete_service_as_api(uuid, text, text) IS
 
 CREATE FUNCTION extsvc.delete_service(service_id uuid, version text DEFAULT NULL,
                                       tenant_organization_id text DEFAULT NULL)
-RETURNS extsvc.services
+RETURNS extsvc.service_deletions
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  r extsvc.services;
+  v extsvc.service_deletions;
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
   IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
-    RETURN extsvc._delete_service_as_admin(delete_service.service_id, delete_service.version,
-                                           delete_service.tenant_organization_id);
-  END IF;
-  RETURN extsvc._delete_service_as_api(delete_service.service_id, delete_service.version,
+    r := extsvc._delete_service_as_admin(delete_service.service_id, delete_service.version,
+                                         delete_service.tenant_organization_id);
+  ELSE
+    r := extsvc._delete_service_as_api(delete_service.service_id, delete_service.version,
                                        delete_service.tenant_organization_id);
+  END IF;
+  -- what this deletion removed, for NICo's Vault cleanup (issue 22)
+  SELECT (r).*, extsvc._removed_versions(r.service_id) INTO v;
+  RETURN v;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.delete_service(uuid, text, text) IS
-  'Deletes a service (or one KUBERNETES_POD version). DPF services go DELETING; the worker finishes the delete. ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, a service of another tenant is refused (42501) exactly like an unknown one.';
+  'Deletes a service (or one KUBERNETES_POD version). DPF services go DELETING; the worker finishes the delete. Returns the service row and removed_versions [{version, version_number, had_credential}] of what this transaction removed, so NICo deletes those Vault keys after its commit. ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, a service of another tenant is refused (42501) exactly like an unknown one.';

@@ -29,7 +29,7 @@ COMMENT ON VIEW extsvc.dpu_desired_labels IS
   'Per DPU: every NICo placement label it should carry and why (attachment or ALL_DPUS service).';
 
 -- Marks a DPU's placement work as due now (its desired labels may have changed).
-CREATE FUNCTION extsvc._touch_dpu(p_dpu uuid) RETURNS void
+CREATE FUNCTION extsvc._touch_dpu(p_dpu text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -53,13 +53,13 @@ $fn$;
 -- for rows a concurrent call added meanwhile. The rows: every DPU of p_hosts
 -- and of the instances' hosts, and every DPU with an attachment row of the
 -- instances; p_instances NULL means the instances on p_hosts.
-CREATE FUNCTION extsvc._lock_dpu_work(p_hosts uuid[], p_instances uuid[] DEFAULT NULL) RETURNS void
+CREATE FUNCTION extsvc._lock_dpu_work(p_hosts text[], p_instances uuid[] DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
   v_instances uuid[] := coalesce(p_instances, ARRAY(SELECT i.instance_id FROM extsvc.instances i
                                                      WHERE i.host_machine_id = ANY (p_hosts)));
-  v_hosts uuid[] := p_hosts || ARRAY(SELECT i.host_machine_id FROM extsvc.instances i
+  v_hosts text[] := p_hosts || ARRAY(SELECT i.host_machine_id FROM extsvc.instances i
                                       WHERE i.instance_id = ANY (p_instances));
 BEGIN
   PERFORM FROM extsvc.dpu_reconciliations q
@@ -71,7 +71,7 @@ BEGIN
    FOR NO KEY UPDATE OF q;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._lock_dpu_work(uuid[], uuid[]) IS
+COMMENT ON FUNCTION extsvc._lock_dpu_work(text[], uuid[]) IS
   'Internal: locks, in dpu_machine_id order, the DPU work rows a placement change of these hosts or instances may touch; API calls take them before their instance or DPU row, the order of the worker''s DPU completion.';
 
 CREATE FUNCTION extsvc._attachment_changed() RETURNS trigger
@@ -101,7 +101,7 @@ CREATE FUNCTION extsvc._service_state_wakes_dpus() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
-  d uuid;
+  d text;
 BEGIN
   IF NEW.service_type <> 'DPF_HELM_CHART' OR NEW.lifecycle_state = OLD.lifecycle_state THEN
     RETURN NULL;
@@ -127,12 +127,12 @@ CREATE TRIGGER service_state_wakes_dpus
 
 -- Target resolution (SPEC 2.4). NULL when unresolvable: callers never invent
 -- an empty set (that would remove labels).
-CREATE FUNCTION extsvc._resolve_targets(p_instance uuid, p_target text) RETURNS uuid[]
+CREATE FUNCTION extsvc._resolve_targets(p_instance uuid, p_target text) RETURNS text[]
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
   i extsvc.instances;
-  v uuid[];
+  v text[];
 BEGIN
   SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance;
   IF p_target = 'ALL' THEN
@@ -166,14 +166,16 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   i extsvc.instances;
   e record;
-  v_targets uuid[];
-  v_host uuid[];
+  v_targets text[];
+  v_host text[];
 BEGIN
   SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance FOR UPDATE;
   SELECT coalesce(array_agg(machine_id), '{}') INTO v_host FROM extsvc.dpus
    WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
   FOR e IN
-    SELECT c.service_id, c.version, c.removed_at, c.attached_at, s.dpu_target, s.service_name
+    -- an attachment's own dpu_target (issue 22) overrides the service's
+    SELECT c.service_id, c.version, c.removed_at, c.attached_at, coalesce(c.dpu_target, s.dpu_target) AS dpu_target,
+           s.service_name
       FROM extsvc.instance_extension_services c
       JOIN extsvc.service_records s USING (service_id)
      WHERE c.instance_id = p_instance AND s.service_type = 'DPF_HELM_CHART'
@@ -256,6 +258,13 @@ BEGIN
      AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = p_instance)
      AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c WHERE c.instance_id = p_instance) THEN
     DELETE FROM extsvc.instances WHERE instance_id = p_instance;
+    -- remembered, so that the deletion probe can tell finished from unknown
+    INSERT INTO extsvc.finished_instance_deletions (instance_id, tenant_organization_id, host_machine_id,
+                                                    delete_requested_at)
+    VALUES (i.instance_id, i.tenant_organization_id, i.host_machine_id, i.delete_requested_at)
+    ON CONFLICT (instance_id) DO UPDATE
+      SET tenant_organization_id = EXCLUDED.tenant_organization_id, host_machine_id = EXCLUDED.host_machine_id,
+          delete_requested_at = EXCLUDED.delete_requested_at, finished_at = now();
   END IF;
 END
 $fn$;

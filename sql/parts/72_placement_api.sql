@@ -3,7 +3,7 @@
 
 -- Registry ---------------------------------------------------------------------
 
-CREATE FUNCTION extsvc.register_dpu(machine_id uuid, host_machine_id uuid, dpu_device_name text,
+CREATE FUNCTION extsvc.register_dpu(machine_id text, host_machine_id text, dpu_device_name text,
                                     dpu_node_name text, is_primary boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -12,11 +12,10 @@ DECLARE
   old extsvc.dpus;
   inst uuid;
   v_primary boolean;
+  -- NICo MachineIds (SPEC 7): a DPU id and a host id, in canonical form
+  v_dpu text := extsvc._machine_id(register_dpu.machine_id, 'machine_id', 'dpu');
+  v_host text := extsvc._machine_id(register_dpu.host_machine_id, 'host_machine_id', 'host');
 BEGIN
-  IF register_dpu.machine_id IS NULL OR register_dpu.host_machine_id IS NULL THEN
-    PERFORM extsvc._raise('22023', 'machine_id and host_machine_id are required', 'field: machine_id',
-                          'Pass the DPU''s and the host''s machine ids.');
-  END IF;
   IF register_dpu.dpu_device_name IS NULL OR register_dpu.dpu_device_name !~ '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'
      OR length(register_dpu.dpu_device_name) > 253 THEN
     PERFORM extsvc._raise('22023', 'dpu_device_name is not a Kubernetes object name',
@@ -31,20 +30,19 @@ BEGIN
   END IF;
   -- lock order (issue 13, _lock_dpu_work): the work rows of the DPUs of the
   -- old and new host and of their instances before the DPU row
-  PERFORM extsvc._lock_dpu_work(ARRAY[register_dpu.host_machine_id,
-                                      (SELECT d.host_machine_id FROM extsvc.dpus d WHERE d.machine_id = register_dpu.machine_id)]);
-  SELECT * INTO old FROM extsvc.dpus d WHERE d.machine_id = register_dpu.machine_id FOR UPDATE;
-  PERFORM extsvc._lock_dpu_work(ARRAY[register_dpu.host_machine_id, old.host_machine_id]);
-  IF EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> register_dpu.machine_id
+  PERFORM extsvc._lock_dpu_work(ARRAY[v_host, (SELECT d.host_machine_id FROM extsvc.dpus d WHERE d.machine_id = v_dpu)]);
+  SELECT * INTO old FROM extsvc.dpus d WHERE d.machine_id = v_dpu FOR UPDATE;
+  PERFORM extsvc._lock_dpu_work(ARRAY[v_host, old.host_machine_id]);
+  IF EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> v_dpu
                AND (d.dpu_device_name = register_dpu.dpu_device_name OR d.dpu_node_name = register_dpu.dpu_node_name)) THEN
-    PERFORM extsvc._raise_c(CASE WHEN EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> register_dpu.machine_id
+    PERFORM extsvc._raise_c(CASE WHEN EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id <> v_dpu
                                                  AND d.dpu_device_name = register_dpu.dpu_device_name)
                                  THEN 'dpus_dpu_device_name_key' ELSE 'dpus_dpu_node_name_key' END,
                             '23505', 'another DPU is registered with this DPUDevice or Node name',
       format('dpu_device_name: %s, dpu_node_name: %s, registered to: %s', register_dpu.dpu_device_name,
              register_dpu.dpu_node_name,
-             (SELECT string_agg(d.machine_id::text, ', ') FROM extsvc.dpus d
-               WHERE d.machine_id <> register_dpu.machine_id
+             (SELECT string_agg(d.machine_id, ', ') FROM extsvc.dpus d
+               WHERE d.machine_id <> v_dpu
                  AND (d.dpu_device_name = register_dpu.dpu_device_name OR d.dpu_node_name = register_dpu.dpu_node_name))),
       'Deregister or re-register the other DPU first; names identify cluster objects.');
   END IF;
@@ -52,48 +50,46 @@ BEGIN
   -- (issue #12); a DPU registered to another host without it is not that
   -- host's primary (it never demotes the DPU that is; issue #13)
   v_primary := coalesce(register_dpu.is_primary,
-                        CASE WHEN old.host_machine_id = register_dpu.host_machine_id THEN old.is_primary END, false);
+                        CASE WHEN old.host_machine_id = v_host THEN old.is_primary END, false);
   IF v_primary AND EXISTS (
-       SELECT FROM extsvc.dpus d WHERE d.host_machine_id = register_dpu.host_machine_id AND d.is_primary
-          AND d.machine_id <> register_dpu.machine_id AND d.deregistered_at IS NULL) THEN
+       SELECT FROM extsvc.dpus d WHERE d.host_machine_id = v_host AND d.is_primary
+          AND d.machine_id <> v_dpu AND d.deregistered_at IS NULL) THEN
     -- the host's primary DPU changes: the previous one stops being primary
     UPDATE extsvc.dpus d SET is_primary = false, updated_at = now()
-     WHERE d.host_machine_id = register_dpu.host_machine_id AND d.is_primary
-       AND d.machine_id <> register_dpu.machine_id;
+     WHERE d.host_machine_id = v_host AND d.is_primary AND d.machine_id <> v_dpu;
   END IF;
   INSERT INTO extsvc.dpus AS d (machine_id, host_machine_id, dpu_device_name, dpu_node_name, is_primary)
-  VALUES (register_dpu.machine_id, register_dpu.host_machine_id, register_dpu.dpu_device_name,
-          register_dpu.dpu_node_name, v_primary)
+  VALUES (v_dpu, v_host, register_dpu.dpu_device_name, register_dpu.dpu_node_name, v_primary)
   ON CONFLICT ON CONSTRAINT dpus_pkey DO UPDATE
     SET host_machine_id = EXCLUDED.host_machine_id, dpu_device_name = EXCLUDED.dpu_device_name,
         dpu_node_name = EXCLUDED.dpu_node_name,
         is_primary = EXCLUDED.is_primary,
         deregistered_at = NULL, updated_at = now();
-  PERFORM extsvc._touch_dpu(register_dpu.machine_id);
+  PERFORM extsvc._touch_dpu(v_dpu);
   -- instances on the old and new host see a changed DPU set
   FOR inst IN SELECT instance_id FROM extsvc.instances
-               WHERE host_machine_id IN (register_dpu.host_machine_id, old.host_machine_id) LOOP
+               WHERE host_machine_id IN (v_host, old.host_machine_id) LOOP
     PERFORM extsvc._materialize_instance(inst, false);
   END LOOP;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.register_dpu(uuid, uuid, text, text, boolean) IS
-  'Registers (or updates) a DPU of a host with its DPUDevice and DPU-cluster Node names. is_primary omitted or NULL: false for a new DPU or one registered to another host, the current flag for a DPU that stays on its host; true makes it the host''s primary DPU.';
+COMMENT ON FUNCTION extsvc.register_dpu(text, text, text, text, boolean) IS
+  'Registers (or updates) a DPU of a host by their NICo MachineIds (22023 naming the argument for anything NICo''s parser refuses, or a host id given for a DPU and the reverse) with its DPUDevice and DPU-cluster Node names. is_primary omitted or NULL: false for a new DPU or one registered to another host, the current flag for a DPU that stays on its host; true makes it the host''s primary DPU.';
 
-CREATE FUNCTION extsvc.deregister_dpu(machine_id uuid) RETURNS void
+CREATE FUNCTION extsvc.deregister_dpu(machine_id text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
   d extsvc.dpus;
   inst uuid;
+  v_dpu text := extsvc._machine_id(deregister_dpu.machine_id, 'machine_id', 'dpu');
 BEGIN
   -- lock order (issue 13, _lock_dpu_work): the work rows of the host's DPUs
   -- and of its instances before the DPU row
-  PERFORM extsvc._lock_dpu_work(ARRAY(SELECT x.host_machine_id FROM extsvc.dpus x
-                                       WHERE x.machine_id = deregister_dpu.machine_id));
-  SELECT * INTO d FROM extsvc.dpus x WHERE x.machine_id = deregister_dpu.machine_id FOR UPDATE;
+  PERFORM extsvc._lock_dpu_work(ARRAY(SELECT x.host_machine_id FROM extsvc.dpus x WHERE x.machine_id = v_dpu));
+  SELECT * INTO d FROM extsvc.dpus x WHERE x.machine_id = v_dpu FOR UPDATE;
   IF NOT FOUND THEN
-    PERFORM extsvc._raise('P0002', 'DPU not found', format('machine_id: %s', deregister_dpu.machine_id),
+    PERFORM extsvc._raise('P0002', 'DPU not found', format('machine_id: %s', v_dpu),
                           'Check the DPU machine id.');
   END IF;
   PERFORM extsvc._lock_dpu_work(ARRAY[d.host_machine_id]);
@@ -112,33 +108,47 @@ BEGIN
   -- the DPU row stays (deregistered): the worker still removes its labels
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.deregister_dpu(uuid) IS
-  'Deregisters a DPU; its attachments move to REMOVING and are removed once observed TERMINATED.';
+COMMENT ON FUNCTION extsvc.deregister_dpu(text) IS
+  'Deregisters a DPU (NICo MachineId); its attachments move to REMOVING and are removed once observed TERMINATED.';
 
-CREATE FUNCTION extsvc.upsert_instance(instance_id uuid, tenant_organization_id text, host_machine_id uuid,
-                                       network_dpus uuid[] DEFAULT NULL, dpf_managed boolean DEFAULT NULL)
+CREATE FUNCTION extsvc.upsert_instance(instance_id uuid, tenant_organization_id text, host_machine_id text,
+                                       network_dpus text[] DEFAULT NULL, dpf_managed boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
   old extsvc.instances;
   v_bad text;
+  v_host text;
+  v_net text[];
 BEGIN
-  IF upsert_instance.instance_id IS NULL OR upsert_instance.host_machine_id IS NULL THEN
-    PERFORM extsvc._raise('22023', 'instance_id and host_machine_id are required', 'field: instance_id',
-                          'Pass the instance id and its host''s machine id.');
+  IF upsert_instance.instance_id IS NULL THEN
+    PERFORM extsvc._raise('22023', 'instance_id is required', 'argument: instance_id is NULL',
+                          'Pass the instance id.');
   END IF;
+  -- NICo MachineIds (SPEC 7): the host, and the DPUs the network uses
+  v_host := extsvc._machine_id(upsert_instance.host_machine_id, 'host_machine_id', 'host');
+  v_net := extsvc._machine_ids(upsert_instance.network_dpus, 'network_dpus', 'dpu');
   PERFORM extsvc._check_tenant_id(upsert_instance.tenant_organization_id, true);
+  -- Another tenant's instance is refused before any lock is taken: an
+  -- instance never changes its tenant, so the unlocked read decides, and a
+  -- batch that names another tenant's instance fails at once instead of
+  -- waiting for (and, in a second batch, deadlocking with) its owner's
+  -- transaction (test/nico/concurrency.py found that one)
+  IF EXISTS (SELECT FROM extsvc.instances i
+              WHERE i.instance_id = upsert_instance.instance_id
+                AND i.tenant_organization_id <> upsert_instance.tenant_organization_id) THEN
+    PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
+                          format('instance_id: %s, tenant_organization_id: %s', upsert_instance.instance_id,
+                                 extsvc._token(upsert_instance.tenant_organization_id)),
+                          'An instance keeps the tenant it was registered with; use another instance_id.');
+  END IF;
   -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows (old and new
   -- host) before the instance
-  PERFORM extsvc._lock_dpu_work(ARRAY[upsert_instance.host_machine_id], ARRAY[upsert_instance.instance_id]);
+  PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
   SELECT * INTO old FROM extsvc.instances i WHERE i.instance_id = upsert_instance.instance_id FOR UPDATE;
-  PERFORM extsvc._lock_dpu_work(ARRAY[upsert_instance.host_machine_id], ARRAY[upsert_instance.instance_id]);
+  PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
   IF old.instance_id IS NOT NULL THEN
-    IF old.delete_requested_at IS NOT NULL THEN
-      PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
-                            'Wait until the deletion finished.');
-    END IF;
     IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
       -- an instance never changes its tenant; the answer names nothing of the row
       PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
@@ -146,22 +156,26 @@ BEGIN
                                    extsvc._token(upsert_instance.tenant_organization_id)),
                             'An instance keeps the tenant it was registered with; use another instance_id.');
     END IF;
+    IF old.delete_requested_at IS NOT NULL THEN
+      PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', old.instance_id),
+                            'Wait until the deletion finished.');
+    END IF;
   END IF;
   -- network_dpus must be registered DPUs of this host (issue #12: otherwise
   -- the placement silently froze on the old DPU, which still read ready)
   SELECT extsvc._token_list(array_agg(format('%s (%s)', n.id,
                            CASE WHEN d.machine_id IS NULL THEN 'not registered'
-                                WHEN d.host_machine_id <> upsert_instance.host_machine_id
+                                WHEN d.host_machine_id <> v_host
                                   THEN format('registered to host %s', d.host_machine_id)
                                 ELSE 'deregistered' END) ORDER BY n.o), false)
     INTO v_bad
-    FROM unnest(upsert_instance.network_dpus) WITH ORDINALITY n(id, o)
+    FROM unnest(v_net) WITH ORDINALITY n(id, o)
     LEFT JOIN extsvc.dpus d ON d.machine_id = n.id
-   WHERE d.machine_id IS NULL OR d.host_machine_id <> upsert_instance.host_machine_id
+   WHERE d.machine_id IS NULL OR d.host_machine_id <> v_host
       OR d.deregistered_at IS NOT NULL;
   IF v_bad IS NOT NULL THEN
     PERFORM extsvc._raise('22023', 'network_dpus names DPUs that are not registered to the instance''s host',
-                          format('field: network_dpus; host_machine_id: %s; %s', upsert_instance.host_machine_id, v_bad),
+                          format('field: network_dpus; host_machine_id: %s; %s', v_host, v_bad),
                           'Register the host''s DPUs with extsvc.register_dpu first, and list only DPUs of host_machine_id.');
   END IF;
   -- an instance with DPF services cannot leave DPF while any remain
@@ -182,19 +196,19 @@ BEGIN
   -- a host holds at most one live instance (issue 29; the unique index
   -- instances_one_live_per_host): the answer names only what was passed
   IF EXISTS (SELECT FROM extsvc.instances x
-              WHERE x.host_machine_id = upsert_instance.host_machine_id AND x.delete_requested_at IS NULL
+              WHERE x.host_machine_id = v_host AND x.delete_requested_at IS NULL
                 AND x.instance_id <> upsert_instance.instance_id) THEN
     PERFORM extsvc._raise_c('instances_one_live_per_host', '23505', 'the host already has a live instance',
-      format('host_machine_id: %s, instance_id: %s', upsert_instance.host_machine_id, upsert_instance.instance_id),
+      format('host_machine_id: %s, instance_id: %s', v_host, upsert_instance.instance_id),
       'Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.');
   END IF;
   BEGIN
     INSERT INTO extsvc.instances AS i (instance_id, tenant_organization_id, host_machine_id, network_dpus, dpf_managed)
-    VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, upsert_instance.host_machine_id,
-            coalesce(upsert_instance.network_dpus, '{}'), coalesce(upsert_instance.dpf_managed, true))
+    VALUES (upsert_instance.instance_id, upsert_instance.tenant_organization_id, v_host,
+            coalesce(v_net, '{}'), coalesce(upsert_instance.dpf_managed, true))
     ON CONFLICT ON CONSTRAINT instances_pkey DO UPDATE
       SET host_machine_id = EXCLUDED.host_machine_id,
-          network_dpus = coalesce(upsert_instance.network_dpus, i.network_dpus),
+          network_dpus = coalesce(v_net, i.network_dpus),
           -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
           dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
   EXCEPTION WHEN unique_violation THEN
@@ -204,17 +218,17 @@ BEGIN
       RAISE;
     END IF;
     PERFORM extsvc._raise_c('instances_one_live_per_host', '23505', 'the host already has a live instance',
-      format('host_machine_id: %s, instance_id: %s', upsert_instance.host_machine_id, upsert_instance.instance_id),
+      format('host_machine_id: %s, instance_id: %s', v_host, upsert_instance.instance_id),
       'Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.');
   END;
   PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean) IS
-  'Registers or updates an instance (host, network DPUs, DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501). A host holds at most one live (not deleting) instance (23505 instances_one_live_per_host).';
+COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, text, text[], boolean) IS
+  'Registers or updates an instance (host and network DPUs by NICo MachineId, 22023 naming the argument or the element otherwise; DPF-managed); re-resolves its DPU targets. network_dpus must be registered DPUs of the host (22023 naming the others); NULL keeps the current list. dpf_managed NULL: true for a new instance, the current value otherwise; false is refused while DPF attachments or tombstones remain (55000). Another tenant''s instance_id is refused (42501). A host holds at most one live (not deleting) instance (23505 instances_one_live_per_host).';
 
 CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, services jsonb,
-                                                       if_config_version_match integer DEFAULT NULL,
+                                                       if_config_version_match bigint DEFAULT NULL,
                                                        tenant_organization_id text DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -229,6 +243,11 @@ DECLARE
   v_types text[] := '{}';
   v_seen uuid[] := '{}';   -- requested service ids, in order
   v_vers text[] := '{}';   -- their versions
+  v_ids uuid[] := '{}';    -- their attachment ids as given (NULL: none)
+  v_tgts text[] := '{}';   -- their own DPU targets (NULL: the service's)
+  v_id uuid;
+  v_tgt text;
+  v_key text;
   v_changed boolean := false;
   v_tenant text;
 BEGIN
@@ -270,6 +289,11 @@ BEGIN
   PERFORM extsvc._lock_dpu_work('{}', ARRAY[set_instance_extension_services.instance_id]);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
   IF NOT FOUND THEN
+    -- gone while this call waited for its locks (a deletion that finished):
+    -- with a tenant, the answer of an unknown instance is 42501 (issue 22,
+    -- test/nico/concurrency.py)
+    PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
+                                          set_instance_extension_services.tenant_organization_id);
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', set_instance_extension_services.instance_id),
                           'Register it with extsvc.upsert_instance first.');
   END IF;
@@ -287,10 +311,26 @@ BEGIN
     PERFORM extsvc._raise('22023', 'services must be a JSON array of {service_id, version}', 'JSON path: $',
                           'Pass e.g. [{"service_id": "...", "version": "V1-T..."}] or [] to detach all.');
   END IF;
+  -- An entry is NICo's serialized InstanceExtensionServiceConfig:
+  -- service_id, version, removed (null: active), and on NICo's DSX line id
+  -- (the attachment's uuid) and dpu_target (issue 22). Nothing else.
   FOR e IN SELECT value FROM jsonb_array_elements(services) LOOP
-    IF jsonb_typeof(e) <> 'object' OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version')) THEN
-      PERFORM extsvc._raise('22023', 'each entry must be an object with service_id and version only',
-                            format('JSON path: $[%s]', n), 'Pass {"service_id": "...", "version": "..."}.');
+    IF jsonb_typeof(e) <> 'object' THEN
+      PERFORM extsvc._raise('22023', 'each entry must be an object', format('JSON path: $[%s]', n),
+                            'Pass {"service_id": "...", "version": "...", "removed": null}.');
+    END IF;
+    SELECT min(k) INTO v_key FROM jsonb_object_keys(e) k
+     WHERE k NOT IN ('service_id', 'version', 'removed', 'id', 'dpu_target');
+    IF v_key IS NOT NULL THEN
+      PERFORM extsvc._raise('22023', 'unknown field in an entry', format('JSON path: $[%s].%s', n, extsvc._token(v_key)),
+                            'An entry has service_id, version and optionally removed, id and dpu_target.');
+    END IF;
+    -- an entry with a removed time is not part of the wanted configuration:
+    -- NICo takes only entries with removed = None (tombstones are its own)
+    IF jsonb_typeof(e->'removed') IS DISTINCT FROM 'null' AND e ? 'removed' THEN
+      PERFORM extsvc._json_time(e, 'removed', format('$[%s]', n), false);
+      n := n + 1;
+      CONTINUE;
     END IF;
     IF jsonb_typeof(e->'service_id') IS DISTINCT FROM 'string' OR (e->>'service_id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
       PERFORM extsvc._raise('22023', 'service_id must be a UUID string', format('JSON path: $[%s].service_id', n),
@@ -302,6 +342,28 @@ BEGIN
     END IF;
     v_sid := (e->>'service_id')::uuid;
     v_ver := e->>'version';
+    v_id := NULL;
+    IF e ? 'id' AND jsonb_typeof(e->'id') <> 'null' THEN
+      IF jsonb_typeof(e->'id') <> 'string' OR (e->>'id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+         OR (e->>'id')::uuid = '00000000-0000-0000-0000-000000000000' THEN
+        PERFORM extsvc._raise('22023', 'id must be a non-nil UUID string', format('JSON path: $[%s].id', n),
+                              'Pass the attachment''s id, or omit it to have one made.');
+      END IF;
+      v_id := (e->>'id')::uuid;
+    END IF;
+    v_tgt := NULL;
+    IF e ? 'dpu_target' AND jsonb_typeof(e->'dpu_target') <> 'null' THEN
+      v_tgt := upper(btrim(e->>'dpu_target'));
+      IF jsonb_typeof(e->'dpu_target') <> 'string' OR v_tgt NOT IN ('PRIMARY', 'ALL_ACTIVE', 'ALL') THEN
+        PERFORM extsvc._raise('22023', 'unknown dpu_target',
+                              format('JSON path: $[%s].dpu_target = %s', n, extsvc._token(e->>'dpu_target')),
+                              'Use PRIMARY, ALL_ACTIVE or ALL (NICo''s primary, all_active, all), or omit it for the service''s.');
+      END IF;
+    END IF;
+    IF v_id IS NOT NULL AND v_id = ANY (v_ids) THEN
+      PERFORM extsvc._raise('22023', 'an attachment id appears twice', format('JSON path: $[%s].id', n),
+                            'Each attachment has its own id.');
+    END IF;
     IF v_sid = ANY (v_seen) THEN
       PERFORM extsvc._raise('22023', 'a service appears twice', format('JSON path: $[%s].service_id', n),
                             'List each service once.');
@@ -363,8 +425,15 @@ BEGIN
         PERFORM extsvc._check_service_chart_allowed(v_sid, format('JSON path: $[%s].service_id = %s', n, v_sid));
       END IF;
     END IF;
+    -- an attachment's own target, validated like the service's (SPEC 2.4)
+    IF v_tgt IS NOT NULL AND (s.service_type <> 'DPF_HELM_CHART' OR s.deployment_scope <> 'INSTANCE_DPUS') THEN
+      PERFORM extsvc._raise('22023', 'dpu_target applies only to DPF_HELM_CHART services of scope INSTANCE_DPUS',
+                            format('JSON path: $[%s].dpu_target', n), 'Omit dpu_target for this entry.');
+    END IF;
     v_types := v_types || s.service_type;
     v_vers := v_vers || v_ver;
+    v_ids := v_ids || v_id;
+    v_tgts := v_tgts || v_tgt;
     n := n + 1;
   END LOOP;
   IF 'KUBERNETES_POD' = ANY (v_types) AND 'DPF_HELM_CHART' = ANY (v_types) THEN
@@ -378,11 +447,22 @@ BEGIN
      AND NOT EXISTS (SELECT FROM unnest(v_seen, v_vers) w(service_id, version)
                       WHERE w.service_id = c.service_id AND w.version = c.version);
   v_changed := FOUND;
-  -- new entries (a tombstone of the same service and version comes back to life)
-  INSERT INTO extsvc.instance_extension_services AS c (instance_id, service_id, version)
-  SELECT i.instance_id, w.service_id, w.version FROM unnest(v_seen, v_vers) w(service_id, version)
+  -- new entries (a tombstone of the same service and version comes back to
+  -- life). An entry keeps the attachment id it was first stored with (none
+  -- for entries older than 0.3.0), as NICo's calculate_new_extension_services_config
+  -- keeps the stored id of a (service_id, version) pair; a new one takes the
+  -- id given, or a fresh one.
+  INSERT INTO extsvc.instance_extension_services AS c (instance_id, service_id, version, attachment_id, dpu_target)
+  SELECT i.instance_id, w.service_id, w.version, coalesce(w.id, gen_random_uuid()), w.tgt
+    FROM unnest(v_seen, v_vers, v_ids, v_tgts) w(service_id, version, id, tgt)
   ON CONFLICT ON CONSTRAINT instance_extension_services_pkey DO UPDATE
-    SET removed_at = NULL, attached_at = now() WHERE c.removed_at IS NOT NULL;
+    SET removed_at = NULL, attached_at = now(), dpu_target = EXCLUDED.dpu_target WHERE c.removed_at IS NOT NULL;
+  v_changed := v_changed OR FOUND;
+  -- an active entry whose own target changed
+  UPDATE extsvc.instance_extension_services c SET dpu_target = w.tgt
+    FROM unnest(v_seen, v_vers, v_tgts) w(service_id, version, tgt)
+   WHERE c.instance_id = i.instance_id AND c.service_id = w.service_id AND c.version = w.version
+     AND c.removed_at IS NULL AND c.dpu_target IS DISTINCT FROM w.tgt;
   v_changed := v_changed OR FOUND;
   IF NOT v_changed THEN
     RETURN i.config_version;  -- the same configuration again: no new config_version
@@ -407,8 +487,8 @@ BEGIN
   RETURN i.config_version + 1;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, integer, text) IS
-  'Sets an instance''s extension services (at most 64 entries); removed entries stay as tombstones until their DPUs report TERMINATED. Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one. Locks only the instance tenant''s services.';
+COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, bigint, text) IS
+  'Sets an instance''s extension services from NICo''s entries {service_id, version, removed (null), id, dpu_target}, at most 64 (an entry with a removed time is ignored, as NICo ignores it; id: the attachment''s, kept once stored; dpu_target: this attachment''s, instead of the service''s); removed entries stay as tombstones until their DPUs report TERMINATED. if_config_version_match: bigint (NICo binds i64). Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one. Locks only the instance tenant''s services.';
 
 CREATE FUNCTION extsvc.delete_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -421,6 +501,8 @@ BEGIN
   PERFORM extsvc._lock_dpu_work('{}', ARRAY[delete_instance.instance_id]);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = delete_instance.instance_id FOR UPDATE;
   IF NOT FOUND THEN
+    -- gone meanwhile: the answer of an unknown instance (42501 with a tenant)
+    PERFORM extsvc._check_instance_tenant(delete_instance.instance_id, delete_instance.tenant_organization_id);
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', delete_instance.instance_id),
                           'Check the instance id; a finished deletion removes the instance.');
   END IF;
@@ -442,7 +524,7 @@ COMMENT ON FUNCTION extsvc.delete_instance(uuid, text) IS
 -- Status -------------------------------------------------------------------------
 
 CREATE FUNCTION extsvc.instance_extension_service_status(instance_id uuid, tenant_organization_id text DEFAULT NULL)
-RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id uuid, dpu_device_name text,
+RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id text, dpu_device_name text,
                dpu_node_name text, placement_state text, deployment_state text, removed_at timestamptz,
                status_message text, observed_at timestamptz, config_version integer,
                observed_config_version integer, config_version_text text)
@@ -537,15 +619,17 @@ $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_services_ready(uuid, text) IS
   'True when every active DPF attachment is RUNNING and every removed one TERMINATED for the current config_version. With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
 
-CREATE FUNCTION extsvc.dpu_agent_extension_services(dpu_machine_id uuid)
+CREATE FUNCTION extsvc.dpu_agent_extension_services(dpu_machine_id text)
 RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, version text, data text,
                has_credential boolean, observability jsonb, removed_at timestamptz,
                config_version integer, config_version_text text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
+DECLARE
+  v_dpu text := extsvc._machine_id(dpu_agent_extension_services.dpu_machine_id, 'dpu_machine_id', 'dpu');
 BEGIN
-  IF NOT EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = dpu_agent_extension_services.dpu_machine_id) THEN
-    PERFORM extsvc._raise('P0002', 'DPU not found', format('machine_id: %s', dpu_agent_extension_services.dpu_machine_id),
+  IF NOT EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = v_dpu) THEN
+    PERFORM extsvc._raise('P0002', 'DPU not found', format('machine_id: %s', v_dpu),
                           'Check the DPU machine id.');
   END IF;
   -- The DPU agent's feed is unchanged: only KUBERNETES_POD entries.
@@ -557,12 +641,12 @@ BEGIN
     JOIN extsvc.instance_extension_services c ON c.instance_id = i.instance_id
     JOIN extsvc.service_records s ON s.service_id = c.service_id AND s.service_type = 'KUBERNETES_POD'
     JOIN extsvc.service_versions v ON v.service_id = c.service_id AND v.version = c.version
-   WHERE d.machine_id = dpu_agent_extension_services.dpu_machine_id
+   WHERE d.machine_id = v_dpu
    ORDER BY c.instance_id, s.service_name, c.version;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.dpu_agent_extension_services(uuid) IS
-  'The DPU agent''s feed: KUBERNETES_POD entries (including removed ones) of instances on the DPU''s host, with the instance''s config_version and its string (which the agent echoes); never DPF services.';
+COMMENT ON FUNCTION extsvc.dpu_agent_extension_services(text) IS
+  'The DPU agent''s feed (dpu_machine_id: the DPU''s NICo MachineId): KUBERNETES_POD entries (including removed ones) of instances on the DPU''s host, with the instance''s config_version and its string (which the agent echoes); never DPF services.';
 
 -- Operators: one row per DPU with its placement work.
 CREATE VIEW extsvc.dpu_placement AS

@@ -29,18 +29,20 @@ $fn$;
 -- The queues by name: their table, key column and the functions that claim
 -- due rows, build a claimed row's work and apply an outcome. The one place
 -- that knows them.
+-- A row's id travels as text (a service's uuid, a DPU's NICo MachineId);
+-- key_type is the key column's own type.
 CREATE FUNCTION extsvc._worker_queues()
 RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text,
-               claim_function text)
+               claim_function text, key_type text)
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
   VALUES ('service', 'dpf_extension_service_reconciliations', 'service_id', '_service_work', '_complete_service',
-          '_claim_service'),
-         ('dpu', 'dpu_reconciliations', 'dpu_machine_id', '_dpu_work', '_complete_dpu', '_claim_dpu')
+          '_claim_service', 'uuid'),
+         ('dpu', 'dpu_reconciliations', 'dpu_machine_id', '_dpu_work', '_complete_dpu', '_claim_dpu', 'text')
 $fn$;
 
 CREATE FUNCTION extsvc._worker_queue(p_queue text)
 RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text,
-               claim_function text)
+               claim_function text, key_type text)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   RETURN QUERY SELECT * FROM extsvc._worker_queues() w WHERE w.queue = p_queue;
@@ -57,15 +59,37 @@ $fn$;
 -- call.
 CREATE FUNCTION extsvc.claim(queue text, worker text, batch_size integer DEFAULT 32,
                              lease_seconds integer DEFAULT 60)
-RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, work jsonb)
+RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   q record;
+  v_ids text[];
+  v_versions bigint[];
+  v_tokens uuid[];
+  v_attempts integer[];
 BEGIN
   SELECT * INTO q FROM extsvc._worker_queue(claim.queue);
-  RETURN QUERY EXECUTE format('SELECT c.id, c.state_version, c.lease_token, extsvc.%I(c.id, c.attempts) '
-                              'FROM extsvc.%I($1, $2, $3) c', q.work_function, q.claim_function)
+  -- Two statements, not one: the claim function (VOLATILE) leases with a
+  -- snapshot of its own, taken after the calling statement's, and the work
+  -- functions (STABLE) read with the calling statement's. In one statement a
+  -- row committed between the two (a DPU registered, a service created at
+  -- that moment) was leased but its work read NULL, and the worker crashed
+  -- on it (strlen of a NULL pointer; SIGSEGV restarted the whole server).
+  -- The second statement's snapshot is newer than the lease's: every leased
+  -- row's work is visible.
+  EXECUTE format('SELECT array_agg(c.id::text ORDER BY c.o), array_agg(c.state_version ORDER BY c.o), '
+                 'array_agg(c.lease_token ORDER BY c.o), array_agg(c.attempts ORDER BY c.o) '
+                 'FROM extsvc.%I($1, $2, $3) WITH ORDINALITY c(id, state_version, lease_token, attempts, o)',
+                 q.claim_function)
+    INTO v_ids, v_versions, v_tokens, v_attempts
     USING claim.worker, claim.batch_size, claim.lease_seconds;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  RETURN QUERY EXECUTE format('SELECT c.id, c.state_version, c.lease_token, extsvc.%I(c.id::%s, c.attempts) '
+                              'FROM unnest($1, $2, $3, $4) WITH ORDINALITY c(id, state_version, lease_token, attempts, o) '
+                              'ORDER BY c.o', q.work_function, q.key_type)
+    USING v_ids, v_versions, v_tokens, v_attempts;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.claim(text, text, integer, integer) IS
@@ -109,7 +133,7 @@ END
 $fn$;
 
 CREATE FUNCTION extsvc._claim_dpu(p_worker text, p_batch_size integer, p_lease_seconds integer)
-RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, attempts integer)
+RETURNS TABLE (id text, state_version bigint, lease_token uuid, attempts integer)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$
 BEGIN
   RETURN QUERY
@@ -136,7 +160,7 @@ $fn$;
 -- compare-and-swap. Returns 'applied', 'stale' (intent changed meanwhile:
 -- the row is due again at once and the result dropped) or 'lost' (the lease
 -- is gone; nothing written).
-CREATE FUNCTION extsvc.complete(queue text, id uuid, state_version bigint, lease_token uuid, outcome jsonb)
+CREATE FUNCTION extsvc.complete(queue text, id text, state_version bigint, lease_token uuid, outcome jsonb)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -150,8 +174,19 @@ BEGIN
     PERFORM extsvc._raise('22023', 'a worker outcome must be a JSON object', 'argument: outcome',
                           'See the wire schema in docs/worker.md.');
   END IF;
-  EXECUTE format('SELECT r.lease_token, r.state_version FROM extsvc.%I r WHERE r.%I = $1 FOR UPDATE',
-                 q.queue_table, q.key_column)
+  -- Lock order of a service's writers (issue 22): the service row first,
+  -- then its reconciliation row. The API's update, delete and retry hold the
+  -- service row when they mark new intent on the reconciliation row
+  -- (_intent_changed); a completion that took the reconciliation row first
+  -- and then the service row (_complete_service) deadlocked with them
+  -- (40P01, update_service against a READY completion, found by
+  -- test/nico/concurrency.py). The service row's lock is the one
+  -- _complete_service takes anyway.
+  IF q.queue = 'service' THEN
+    PERFORM FROM extsvc.service_records s WHERE s.service_id = complete.id::uuid FOR NO KEY UPDATE;
+  END IF;
+  EXECUTE format('SELECT r.lease_token, r.state_version FROM extsvc.%I r WHERE r.%I = $1::%s FOR UPDATE',
+                 q.queue_table, q.key_column, q.key_type)
      INTO v_token, v_version USING complete.id;
   GET DIAGNOSTICS n = ROW_COUNT;
   IF n = 0 OR v_token IS DISTINCT FROM complete.lease_token THEN
@@ -161,17 +196,17 @@ BEGIN
     -- newer intent arrived while the worker was talking to Kubernetes:
     -- drop this result and let the next pass work from the newest intent
     EXECUTE format('UPDATE extsvc.%I r SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, '
-                   'next_due_at = now() WHERE r.%I = $1', q.queue_table, q.key_column)
+                   'next_due_at = now() WHERE r.%I = $1::%s', q.queue_table, q.key_column, q.key_type)
       USING complete.id;
     PERFORM extsvc._wake();
     RETURN 'stale';
   END IF;
-  EXECUTE format('SELECT extsvc.%I($1, $2)', q.complete_function) USING complete.id, complete.outcome;
+  EXECUTE format('SELECT extsvc.%I($1::%s, $2)', q.complete_function, q.key_type) USING complete.id, complete.outcome;
   RETURN 'applied';
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.complete(text, uuid, bigint, uuid, jsonb) IS
-  'Worker: record the outcome of a claimed row (wire schema, docs/worker.md) with compare-and-swap on state_version and lease_token; applied, stale or lost.';
+COMMENT ON FUNCTION extsvc.complete(text, text, bigint, uuid, jsonb) IS
+  'Worker: record the outcome of a claimed row (id as claim returned it: a service uuid or a DPU MachineId, as text) (wire schema, docs/worker.md) with compare-and-swap on state_version and lease_token; applied, stale or lost.';
 
 -- The service queue --------------------------------------------------------
 
@@ -302,7 +337,7 @@ $fn$;
 -- and every attachment or site-wide service to observe on it (items; each
 -- {kind, instance_id, service_id, version, label_key, dpf_service_name,
 -- applied_revision, wanted}).
-CREATE FUNCTION extsvc._dpu_work(p_id uuid, p_attempts integer) RETURNS jsonb
+CREATE FUNCTION extsvc._dpu_work(p_id text, p_attempts integer) RETURNS jsonb
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   v_work jsonb;
@@ -347,7 +382,7 @@ $fn$;
 
 -- Applies a DPU outcome: outcome.outcome 'observed' (results is an array of
 -- {kind, instance_id, service_id, version, state, message}) or 'retry'.
-CREATE FUNCTION extsvc._complete_dpu(p_id uuid, p_outcome jsonb) RETURNS void
+CREATE FUNCTION extsvc._complete_dpu(p_id text, p_outcome jsonb) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE

@@ -239,13 +239,13 @@ $fn$;
 COMMENT ON FUNCTION extsvc._attachment_shared(extsvc.dpf_extension_service_attachments) IS
   'Whether another active reason (another instance''s ACTIVE row, an ALL_DPUS service) wants the same label on the row''s DPU.';
 
-CREATE FUNCTION extsvc._site_row_wanted(p_service uuid, p_dpu uuid) RETURNS boolean
+CREATE FUNCTION extsvc._site_row_wanted(p_service uuid, p_dpu text) RETURNS boolean
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT coalesce((SELECT extsvc._site_service_wanted(s.lifecycle_state, s.applied_revision)
                      FROM extsvc.service_records s WHERE s.service_id = p_service), false)
      AND EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = p_dpu AND d.deregistered_at IS NULL)
 $fn$;
-COMMENT ON FUNCTION extsvc._site_row_wanted(uuid, uuid) IS
+COMMENT ON FUNCTION extsvc._site_row_wanted(uuid, text) IS
   'Whether an ALL_DPUS service is wanted on a DPU (service accepted and not being deleted, DPU registered).';
 
 -- History (SPEC 2.8): every state change of a per-DPU row (not repeated
@@ -256,7 +256,7 @@ CREATE TABLE extsvc.dpu_state_history (
   id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   machine        extsvc.placement_machine NOT NULL,
   instance_id    uuid,          -- NULL for ALL_DPUS rows
-  dpu_machine_id uuid NOT NULL,
+  dpu_machine_id text NOT NULL,
   service_id     uuid NOT NULL,
   version        text,
   from_state     text,
@@ -277,7 +277,7 @@ COMMENT ON TABLE extsvc.dpu_state_history IS
 SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_state_history', '');
 SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_state_history_id_seq', '');
 
-CREATE FUNCTION extsvc._record_dpu_state(p_machine text, p_instance uuid, p_dpu uuid, p_service uuid, p_version text,
+CREATE FUNCTION extsvc._record_dpu_state(p_machine text, p_instance uuid, p_dpu text, p_service uuid, p_version text,
                                          p_from text, p_to text, p_actor text, p_reason text, p_message text,
                                          p_observed_at timestamptz) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -297,7 +297,7 @@ BEGIN
   END IF;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._record_dpu_state(text, uuid, uuid, uuid, text, text, text, text, text, text, timestamptz) IS
+COMMENT ON FUNCTION extsvc._record_dpu_state(text, uuid, text, uuid, text, text, text, text, text, text, timestamptz) IS
   'Appends one per-DPU state change to extsvc.dpu_state_history and keeps the newest 32 of the row.';
 
 -- Attachments: BEFORE refuses, AFTER records (an INSERT ... ON CONFLICT that
@@ -487,7 +487,7 @@ COMMENT ON FUNCTION extsvc.expire_stale_observations() IS
   'Marks per-DPU states observed longer ago than extsvc.observation_max_age UNKNOWN (reason observation_stale); prunes history older than 30 days. Returns the rows marked.';
 
 CREATE FUNCTION extsvc.instance_dpu_state_history(instance_id uuid, tenant_organization_id text DEFAULT NULL)
-RETURNS TABLE (at timestamptz, service_id uuid, service_name text, version text, dpu_machine_id uuid,
+RETURNS TABLE (at timestamptz, service_id uuid, service_name text, version text, dpu_machine_id text,
                dpu_node_name text, machine text, from_state text, to_state text, actor text, reason text,
                message text, observed_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, extsvc, pg_temp AS $fn$

@@ -11,7 +11,7 @@
 -- them in the SELECT's order, the order of every writer of these rows). A
 -- row leased at the moment gets its state_version bumped, so the pass in
 -- flight, which decided from older evidence, ends stale and runs again.
-CREATE FUNCTION extsvc._wake_dpus(p_ids uuid[]) RETURNS TABLE (dpu_machine_id uuid, woken boolean)
+CREATE FUNCTION extsvc._wake_dpus(p_ids text[]) RETURNS TABLE (dpu_machine_id text, woken boolean)
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
   WITH hit AS (
     SELECT DISTINCT unnest(coalesce(p_ids, '{}')) AS machine_id
@@ -26,13 +26,13 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
   )
   SELECT h.machine_id, EXISTS (SELECT FROM marked m WHERE m.dpu_machine_id = h.machine_id) FROM hit h
 $fn$;
-COMMENT ON FUNCTION extsvc._wake_dpus(uuid[]) IS
+COMMENT ON FUNCTION extsvc._wake_dpus(text[]) IS
   'Internal: makes these DPUs due now (in key order; a leased one gets its state_version bumped); returns each and whether this call woke it.';
 
 -- DPUs whose DPUDevice (by name) or DPU-cluster Node (by name: its labels or
 -- the service pods on it) changed.
 CREATE FUNCTION extsvc.mark_dpus_due_by_names(device_names text[], node_names text[])
-RETURNS TABLE (dpu_machine_id uuid, woken boolean)
+RETURNS TABLE (dpu_machine_id text, woken boolean)
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   -- every DPU the names concern, for the watcher to work them before the
   -- backlog (no wake: the watcher, the only worker of the DPU queue in watch
@@ -92,7 +92,7 @@ COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
 -- DaemonSet FailedCreate event, DPF's Ready condition): their PENDING
 -- messages say more now.
 CREATE FUNCTION extsvc.mark_service_dpus_due(service_ids uuid[])
-RETURNS TABLE (dpu_machine_id uuid, woken boolean)
+RETURNS TABLE (dpu_machine_id text, woken boolean)
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT w.dpu_machine_id, w.woken FROM extsvc._wake_dpus(ARRAY(
     SELECT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
@@ -109,8 +109,8 @@ COMMENT ON FUNCTION extsvc.mark_service_dpus_due(uuid[]) IS
 -- behind label patches paced by the client's rate limit (a fleet attach
 -- showed no RUNNING before the last of 1000 patches). Same shape and lease as
 -- extsvc.claim; only due, unleased rows among ids, in key order, SKIP LOCKED.
-CREATE FUNCTION extsvc.claim_ids(queue text, worker text, ids uuid[], lease_seconds integer DEFAULT 60)
-RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, work jsonb)
+CREATE FUNCTION extsvc.claim_ids(queue text, worker text, ids text[], lease_seconds integer DEFAULT 60)
+RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   q record;
@@ -120,7 +120,7 @@ BEGIN
     WITH due AS (
       SELECT r.%2$I AS id
         FROM extsvc.%1$I r
-       WHERE r.%2$I = ANY ($3)
+       WHERE r.%2$I = ANY ($3::%4$s[])
          AND r.next_due_at <= now()
          AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
        ORDER BY r.%2$I
@@ -133,10 +133,10 @@ BEGIN
        WHERE r.%2$I = due.id
       RETURNING r.%2$I AS id, r.state_version, r.lease_token, r.attempts
     )
-    SELECT c.id, c.state_version, c.lease_token, extsvc.%3$I(c.id, c.attempts) FROM claimed c$q$,
-    q.queue_table, q.key_column, q.work_function)
+    SELECT c.id::text, c.state_version, c.lease_token, extsvc.%3$I(c.id, c.attempts) FROM claimed c$q$,
+    q.queue_table, q.key_column, q.work_function, q.key_type)
   USING claim_ids.worker, claim_ids.lease_seconds, coalesce(claim_ids.ids, '{}');
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.claim_ids(text, text, uuid[], integer) IS
+COMMENT ON FUNCTION extsvc.claim_ids(text, text, text[], integer) IS
   'Worker (watcher): lease the due, unleased rows among ids (those a watch event just woke), before the queue''s backlog; same result as extsvc.claim.';

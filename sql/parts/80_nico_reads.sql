@@ -11,7 +11,10 @@
 CREATE FUNCTION extsvc._stamp_config_version() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  IF TG_OP = 'INSERT' OR NEW.config_version IS DISTINCT FROM OLD.config_version
+  -- an insert that brings its string (extsvc.import_nico_instances: NICo's
+  -- own) keeps it; the agents already echo it
+  IF (TG_OP = 'INSERT' AND NEW.config_version_text IS NULL)
+     OR (TG_OP = 'UPDATE' AND NEW.config_version IS DISTINCT FROM OLD.config_version)
      OR NEW.config_version_text IS NULL THEN
     NEW.config_version_text := extsvc._config_version(NEW.config_version);
   END IF;
@@ -19,7 +22,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._stamp_config_version() IS
-  'Trigger: instances.config_version_text = V<config_version>-T<transaction time in microseconds>.';
+  'Trigger: instances.config_version_text = V<config_version>-T<transaction time in microseconds> at every change of config_version (an insert that brings its own string keeps it).';
 CREATE TRIGGER instances_config_version_text
   BEFORE INSERT OR UPDATE ON extsvc.instances
   FOR EACH ROW EXECUTE FUNCTION extsvc._stamp_config_version();
@@ -119,34 +122,41 @@ $fn$;
 COMMENT ON FUNCTION extsvc.service_snapshots(uuid[], text) IS
   'FindByIds: one row per known id, in the order given (unknown ids, and with tenant_organization_id other tenants'' ids, are absent): the service fields, delete_requested_at, active_versions (newest first), the latest active version''s data / has_credential / observability / created_at, and lifecycle_version (history rows so far: grows with every transition and event) with the last state_reason, actor and time (state_changed_at), state_since (when lifecycle_state was entered: time in state = now() - state_since), and the worker''s last_error, last_error_at, next_due_at and attempts (messages never carry secrets, SPEC 2.6).';
 
+-- An instance's configured entries as get_instance(s) show them.
+CREATE FUNCTION extsvc._instance_services(p_instance uuid) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT coalesce(jsonb_agg(jsonb_build_object(
+                    'id', c.attachment_id, 'service_id', c.service_id, 'service_name', s.service_name,
+                    'service_type', s.service_type, 'version', c.version, 'dpu_target', c.dpu_target,
+                    'attached_at', c.attached_at, 'removed_at', c.removed_at)
+                  ORDER BY c.removed_at IS NOT NULL, s.service_name, c.version), '[]'::jsonb)
+    FROM extsvc.instance_extension_services c
+    JOIN extsvc.service_records s ON s.service_id = c.service_id
+   WHERE c.instance_id = p_instance
+$fn$;
+COMMENT ON FUNCTION extsvc._instance_services(uuid) IS
+  'Internal: the configured entries of an instance as extsvc.get_instance shows them, active ones first. No grants.';
+
 CREATE FUNCTION extsvc.get_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL)
-RETURNS TABLE (instance_id uuid, tenant_organization_id text, host_machine_id uuid, network_dpus uuid[],
+RETURNS TABLE (instance_id uuid, tenant_organization_id text, host_machine_id text, network_dpus text[],
                dpf_managed boolean, config_version integer, delete_requested_at timestamptz,
                created_at timestamptz, updated_at timestamptz, services jsonb, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._require_instance(get_instance.instance_id, get_instance.tenant_organization_id);
   SELECT i.instance_id, i.tenant_organization_id, i.host_machine_id, i.network_dpus, i.dpf_managed,
          i.config_version, i.delete_requested_at, i.created_at, i.updated_at,
-         coalesce((SELECT jsonb_agg(jsonb_build_object(
-                            'service_id', c.service_id, 'service_name', s.service_name,
-                            'service_type', s.service_type, 'version', c.version,
-                            'attached_at', c.attached_at, 'removed_at', c.removed_at)
-                          ORDER BY c.removed_at IS NOT NULL, s.service_name, c.version)
-                     FROM extsvc.instance_extension_services c
-                     JOIN extsvc.service_records s ON s.service_id = c.service_id
-                    WHERE c.instance_id = i.instance_id), '[]'::jsonb),
-         i.config_version_text
+         extsvc._instance_services(i.instance_id), i.config_version_text
     FROM extsvc.instances i
    WHERE i.instance_id = get_instance.instance_id
 $fn$;
 COMMENT ON FUNCTION extsvc.get_instance(uuid, text) IS
-  'One instance as NICo stores it: tenant, host, network_dpus, dpf_managed, config_version, delete_requested_at, and services = every configured entry [{service_id, service_name, service_type, version, attached_at, removed_at}], tombstones (removed_at set) included, active ones first. P0002 for an unknown instance; with tenant_organization_id, 42501 for unknown and foreign alike.';
+  'One instance as NICo stores it: tenant, host and network_dpus (NICo MachineIds), dpf_managed, config_version and its string, delete_requested_at, and services = every configured entry [{id, service_id, service_name, service_type, version, dpu_target, attached_at, removed_at}] (id: the attachment''s, NULL for entries older than 0.3.0; dpu_target: the attachment''s own, NULL for the service''s), tombstones (removed_at set) included, active ones first. P0002 for an unknown instance; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
 -- NICo's instance config update in one call (issue #14 P1-7): the integer
 -- config_version of extsvc.set_instance_extension_services (whose signature
 -- SPEC 6 fixes) together with the string NICo hands to the DPU agent.
 CREATE FUNCTION extsvc.set_instance_extension_services_versioned(
-    instance_id uuid, services jsonb, if_config_version_match integer DEFAULT NULL,
+    instance_id uuid, services jsonb, if_config_version_match bigint DEFAULT NULL,
     tenant_organization_id text DEFAULT NULL)
 RETURNS TABLE (config_version integer, config_version_text text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -161,7 +171,7 @@ BEGIN
   RETURN NEXT;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.set_instance_extension_services_versioned(uuid, jsonb, integer, text) IS
+COMMENT ON FUNCTION extsvc.set_instance_extension_services_versioned(uuid, jsonb, bigint, text) IS
   'extsvc.set_instance_extension_services, returning the new config_version and its string V<n>-T<micros> (NICo''s config version, echoed by the DPU agent; stable until the next change). Same arguments, rules and errors.';
 
 -- P0002 for a version the service never had (deleted ones are known).
@@ -197,7 +207,7 @@ COMMENT ON FUNCTION extsvc.service_instances(uuid, text, text) IS
   'FindInstancesByDpuExtensionService: (instance_id, version, attached_at, removed_at) of every instance configured with the service (or one version of it), tombstones included. P0002 for an unknown service or version; with tenant_organization_id, 42501 for an unknown or foreign service alike.';
 
 CREATE FUNCTION extsvc.site_service_status(service_id uuid, tenant_organization_id text DEFAULT NULL)
-RETURNS TABLE (dpu_machine_id uuid, dpu_device_name text, deployment_state text, status_message text,
+RETURNS TABLE (dpu_machine_id text, dpu_device_name text, deployment_state text, status_message text,
                observed_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
@@ -228,7 +238,8 @@ COMMENT ON FUNCTION extsvc.site_service_status(uuid, text) IS
   'Per-DPU status of an ALL_DPUS service (rows of extsvc.site_service_dpu_status): dpu_machine_id, dpu_device_name, deployment_state (UNKNOWN once older than extsvc.observation_max_age), status_message, observed_at; a registered DPU not observed yet reads UNKNOWN. P0002 for an unknown service, 22023 for an INSTANCE_DPUS one; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
 REVOKE ALL ON FUNCTION
-  extsvc.set_instance_extension_services_versioned(uuid, jsonb, integer, text),
+  extsvc.set_instance_extension_services_versioned(uuid, jsonb, bigint, text),
+  extsvc._instance_services(uuid),
   extsvc._require_service(uuid, text),
   extsvc._require_service_version(uuid, text, text),
   extsvc.service_versions(uuid, text[], boolean, text),
@@ -238,7 +249,7 @@ REVOKE ALL ON FUNCTION
   extsvc.site_service_status(uuid, text)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-  extsvc.set_instance_extension_services_versioned(uuid, jsonb, integer, text),
+  extsvc.set_instance_extension_services_versioned(uuid, jsonb, bigint, text),
   extsvc.service_versions(uuid, text[], boolean, text),
   extsvc.service_snapshots(uuid[], text),
   extsvc.get_instance(uuid, text),

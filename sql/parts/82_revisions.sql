@@ -32,7 +32,7 @@ COMMENT ON FUNCTION extsvc.service_revisions(uuid, text) IS
 
 -- rollback_service, step 1: the definition of an old revision, after the
 -- tenant and existence checks.
-CREATE FUNCTION extsvc._revision_data(p_service_id uuid, p_revision integer, p_tenant text) RETURNS text
+CREATE FUNCTION extsvc._revision_data(p_service_id uuid, p_revision bigint, p_tenant text) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   s extsvc.service_records;
@@ -54,14 +54,14 @@ BEGIN
   RETURN v_data;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._revision_data(uuid, integer, text) IS
+COMMENT ON FUNCTION extsvc._revision_data(uuid, bigint, text) IS
   'Internal step of extsvc.rollback_service: the normalized data of a revision (tenant check, P0002/22023). No grants.';
 
 -- rollback_service, step 3: marks the revision that this transaction's
 -- update created as a rollback of p_revision. Only a revision created now,
 -- newer than p_revision and with its data, is marked. Reached only through
 -- the gates below (issue 29: it was executable by extsvc_api).
-CREATE FUNCTION extsvc._mark_rollback(p_service_id uuid, p_revision integer) RETURNS void
+CREATE FUNCTION extsvc._mark_rollback(p_service_id uuid, p_revision bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   UPDATE extsvc.helm_revisions r
@@ -78,14 +78,14 @@ BEGIN
   END IF;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._mark_rollback(uuid, integer) IS
+COMMENT ON FUNCTION extsvc._mark_rollback(uuid, bigint) IS
   'Internal step of extsvc.rollback_service: records rollback_of on the revision the update just created. No grants.';
 
 -- The body of rollback_service; p_admin comes from the gate that called it.
 -- The update runs through update_service's body with the caller's rights
 -- (allow-list, extsvc.allow_privileged, version_ctr guard, supersede rules,
 -- ALL_DPUS for extsvc_admin only).
-CREATE FUNCTION extsvc._rollback_service(p_service_id uuid, p_revision integer, p_if_version_ctr_match integer,
+CREATE FUNCTION extsvc._rollback_service(p_service_id uuid, p_revision bigint, p_if_version_ctr_match bigint,
                                          p_tenant text, p_admin boolean)
 RETURNS extsvc.services
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -99,28 +99,28 @@ BEGIN
   RETURN extsvc._service_row(p_service_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._rollback_service(uuid, integer, integer, text, boolean) IS
+COMMENT ON FUNCTION extsvc._rollback_service(uuid, bigint, bigint, text, boolean) IS
   'Internal: body of extsvc.rollback_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
-CREATE FUNCTION extsvc._rollback_service_as_admin(service_id uuid, revision integer, if_version_ctr_match integer,
+CREATE FUNCTION extsvc._rollback_service_as_admin(service_id uuid, revision bigint, if_version_ctr_match bigint,
                                                   tenant_organization_id text)
 RETURNS extsvc.services
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._rollback_service($1, $2, $3, $4, true)
 $fn$;
-COMMENT ON FUNCTION extsvc._rollback_service_as_admin(uuid, integer, integer, text) IS
+COMMENT ON FUNCTION extsvc._rollback_service_as_admin(uuid, bigint, bigint, text) IS
   'Internal gate of extsvc.rollback_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
 
-CREATE FUNCTION extsvc._rollback_service_as_api(service_id uuid, revision integer, if_version_ctr_match integer,
+CREATE FUNCTION extsvc._rollback_service_as_api(service_id uuid, revision bigint, if_version_ctr_match bigint,
                                                 tenant_organization_id text)
 RETURNS extsvc.services
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT extsvc._rollback_service($1, $2, $3, $4, false)
 $fn$;
-COMMENT ON FUNCTION extsvc._rollback_service_as_api(uuid, integer, integer, text) IS
+COMMENT ON FUNCTION extsvc._rollback_service_as_api(uuid, bigint, bigint, text) IS
   'Internal gate of extsvc.rollback_service for callers without extsvc_admin rights.';
 
-CREATE FUNCTION extsvc.rollback_service(service_id uuid, revision integer, if_version_ctr_match integer DEFAULT NULL,
+CREATE FUNCTION extsvc.rollback_service(service_id uuid, revision bigint, if_version_ctr_match bigint DEFAULT NULL,
                                         tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.services
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -134,8 +134,8 @@ BEGIN
                                          rollback_service.if_version_ctr_match, rollback_service.tenant_organization_id);
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.rollback_service(uuid, integer, integer, text) IS
-  'Rolls a DPF service back to an older revision: a new revision with that revision''s definition, through the normal update path (allow-list, extsvc.allow_privileged, version_ctr guard, supersede rules, ALL_DPUS for extsvc_admin only; SECURITY INVOKER in front of two gates, like update_service); rollback_of records the origin. Rolling back to the current desired definition is a no-op. P0002 unknown service or revision, 22023 KUBERNETES_POD, 55000 DELETING/DELETED or version_ctr mismatch.';
+COMMENT ON FUNCTION extsvc.rollback_service(uuid, bigint, bigint, text) IS
+  'Rolls a DPF service back to an older revision: a new revision with that revision''s definition, through the normal update path (allow-list, extsvc.allow_privileged, version_ctr guard, supersede rules, ALL_DPUS for extsvc_admin only; SECURITY INVOKER in front of two gates, like update_service); rollback_of records the origin. Rolling back to the current desired definition is a no-op. P0002 unknown service or revision, 22023 KUBERNETES_POD, 55000 DELETING/DELETED or version_ctr mismatch. revision and if_version_ctr_match: bigint (NICo binds i64).';
 
 -- retry_service -----------------------------------------------------------------
 
@@ -268,6 +268,9 @@ BEGIN
                           format('field: older_than = %s', coalesce(purge_deleted.older_than::text, 'NULL')),
                           'Pass e.g. interval ''90 days''.');
   END IF;
+  -- finished instance deletions are forgotten after the same time (issue 22:
+  -- the deletion probe then answers P0002 for them)
+  DELETE FROM extsvc.finished_instance_deletions f WHERE f.finished_at <= now() - purge_deleted.older_than;
   -- DELETED long enough, and no instance configuration (a KUBERNETES_POD
   -- tombstone still seen by a DPU agent) or attachment refers to it
   SELECT array_agg(s.service_id ORDER BY s.service_id) INTO v_ids
@@ -351,12 +354,12 @@ COMMENT ON FUNCTION extsvc.abandon_service(uuid) IS
 -- Privileges ----------------------------------------------------------------------
 REVOKE ALL ON FUNCTION
   extsvc.service_revisions(uuid, text),
-  extsvc._revision_data(uuid, integer, text),
-  extsvc._mark_rollback(uuid, integer),
-  extsvc._rollback_service(uuid, integer, integer, text, boolean),
-  extsvc._rollback_service_as_admin(uuid, integer, integer, text),
-  extsvc._rollback_service_as_api(uuid, integer, integer, text),
-  extsvc.rollback_service(uuid, integer, integer, text),
+  extsvc._revision_data(uuid, bigint, text),
+  extsvc._mark_rollback(uuid, bigint),
+  extsvc._rollback_service(uuid, bigint, bigint, text, boolean),
+  extsvc._rollback_service_as_admin(uuid, bigint, bigint, text),
+  extsvc._rollback_service_as_api(uuid, bigint, bigint, text),
+  extsvc.rollback_service(uuid, bigint, bigint, text),
   extsvc._retry_service(uuid, text, boolean),
   extsvc._retry_service_as_admin(uuid, text),
   extsvc._retry_service_as_api(uuid, text),
@@ -366,14 +369,14 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
   extsvc.service_revisions(uuid, text),
-  extsvc._rollback_service_as_api(uuid, integer, integer, text),
-  extsvc.rollback_service(uuid, integer, integer, text),
+  extsvc._rollback_service_as_api(uuid, bigint, bigint, text),
+  extsvc.rollback_service(uuid, bigint, bigint, text),
   extsvc._retry_service_as_api(uuid, text),
   extsvc.retry_service(uuid, text)
 TO extsvc_api, extsvc_admin;
 GRANT EXECUTE ON FUNCTION
   extsvc._retry_service_as_admin(uuid, text),
-  extsvc._rollback_service_as_admin(uuid, integer, integer, text),
+  extsvc._rollback_service_as_admin(uuid, bigint, bigint, text),
   extsvc.purge_deleted(interval),
   extsvc.abandon_service(uuid)
 TO extsvc_admin;

@@ -17,12 +17,21 @@ BEGIN
   PERFORM extsvc._require_instance(remove_terminated_services.instance_id,
                                    remove_terminated_services.tenant_organization_id);
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = remove_terminated_services.instance_id FOR UPDATE;
+  IF NOT FOUND THEN
+    -- its deletion finished while this call waited for the lock: the answer
+    -- of an unknown instance (issue 22, test/nico/concurrency.py)
+    PERFORM extsvc._require_instance(remove_terminated_services.instance_id,
+                                     remove_terminated_services.tenant_organization_id);
+  END IF;
   IF services IS NULL OR jsonb_typeof(services) <> 'array' THEN
     PERFORM extsvc._raise('22023', 'services must be a JSON array of {service_id, version}', 'JSON path: $',
                           'Pass the removed KUBERNETES_POD entries the DPU agent reported terminated.');
   END IF;
   FOR e IN SELECT value FROM jsonb_array_elements(services) LOOP
-    IF jsonb_typeof(e) <> 'object' OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version'))
+    -- NICo's entry shape (set_instance_extension_services): the pair names
+    -- the entry; removed, id and dpu_target may come along
+    IF jsonb_typeof(e) <> 'object'
+       OR EXISTS (SELECT FROM jsonb_object_keys(e) k WHERE k NOT IN ('service_id', 'version', 'removed', 'id', 'dpu_target'))
        OR jsonb_typeof(e->'service_id') IS DISTINCT FROM 'string'
        OR (e->>'service_id') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
        OR jsonb_typeof(e->'version') IS DISTINCT FROM 'string' THEN
@@ -61,23 +70,48 @@ $fn$;
 COMMENT ON FUNCTION extsvc.remove_terminated_services(uuid, jsonb, text) IS
   'NICo confirms that removed KUBERNETES_POD entries [{service_id, version}] terminated on the DPU: their tombstones go (no config_version bump), and an instance being deleted disappears once nothing remains. Returns the number removed. 22023 bad shape, 55000 for an active, unknown or DPF entry, P0002 unknown instance; with tenant_organization_id, 42501 for unknown and foreign alike.';
 
--- tenant_organization_id (issue 29): another tenant's instance answers like
--- an unknown one. The probe's answer for an unknown id is true (the
--- deletion finished and the row is gone), not the 42501 of the other reads:
--- a finished deletion must keep answering true, and the tenant of a
--- removed instance is no longer known. So with the argument, false means
--- "this tenant's instance still exists" and nothing else.
-CREATE FUNCTION extsvc.instance_extension_services_terminated(instance_id uuid, tenant_organization_id text DEFAULT NULL)
+-- The probe answers only about this database's own instances (issue 22):
+-- an id that was never an instance here is P0002, not true (true would tell
+-- NICo a deletion finished that never started). A finished deletion keeps
+-- answering true through extsvc.finished_instance_deletions, which keeps the
+-- tenant of the removed row. With tenant_organization_id (issue 29), unknown
+-- and foreign answer alike, and since issue 22 that answer is the P0002 of an
+-- unknown id: an unknown id, another tenant's live instance and another
+-- tenant's finished deletion all get the same error, word for word, so
+-- nothing tells a tenant whether another tenant's instance exists or existed.
+CREATE FUNCTION extsvc.instance_extension_services_terminated(instance_id uuid,
+                                                              tenant_organization_id text DEFAULT NULL)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._check_tenant_id(instance_extension_services_terminated.tenant_organization_id, false);
-  SELECT NOT EXISTS (SELECT FROM extsvc.instances i
-                      WHERE i.instance_id = instance_extension_services_terminated.instance_id
-                        AND (instance_extension_services_terminated.tenant_organization_id IS NULL
-                             OR i.tenant_organization_id = instance_extension_services_terminated.tenant_organization_id))
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  v_tenant text;
+BEGIN
+  PERFORM extsvc._check_tenant_id(instance_extension_services_terminated.tenant_organization_id, false);
+  SELECT i.tenant_organization_id INTO v_tenant FROM extsvc.instances i
+   WHERE i.instance_id = instance_extension_services_terminated.instance_id;
+  IF FOUND AND (instance_extension_services_terminated.tenant_organization_id IS NULL
+                OR instance_extension_services_terminated.tenant_organization_id = v_tenant) THEN
+    RETURN false;   -- the deletion has not finished (or was never requested)
+  END IF;
+  IF NOT FOUND THEN
+    SELECT f.tenant_organization_id INTO v_tenant FROM extsvc.finished_instance_deletions f
+     WHERE f.instance_id = instance_extension_services_terminated.instance_id;
+    IF FOUND AND (instance_extension_services_terminated.tenant_organization_id IS NULL
+                  OR instance_extension_services_terminated.tenant_organization_id = v_tenant) THEN
+      RETURN true;
+    END IF;
+  END IF;
+  -- unknown, or (with a tenant) another tenant's instance, live or deleted:
+  -- one answer, word for word
+  PERFORM extsvc._raise('P0002', 'instance not found',
+                        format('instance_id: %s', instance_extension_services_terminated.instance_id),
+                        'Pass the id of an instance of this tenant (an unknown id and another tenant''s id get this same answer); a finished deletion answers true until extsvc.purge_deleted forgets it.');
+  RETURN NULL;  -- not reached
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_services_terminated(uuid, text) IS
-  'Instance deletion probe: true once the instance is gone (its deletion finished: every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while it exists. An id that never existed also answers true; with tenant_organization_id, another tenant''s instance answers true like an unknown one (false only for this tenant''s existing instance).';
+  'Instance deletion probe: true once the instance''s deletion finished (every DPF attachment observed TERMINATED and every KUBERNETES_POD entry confirmed with extsvc.remove_terminated_services), false while the instance exists, P0002 for an id that was never an instance here (or whose finished deletion extsvc.purge_deleted forgot). With tenant_organization_id, another tenant''s instance (live or deleted) gets that same P0002, word for word, like an unknown one; true and false only for this tenant''s own.';
 
 -- Several KUBERNETES_POD versions at once (issue #14 P1-11), all or none:
 -- NICo learns which versions had credentials so it can clean Vault after
@@ -113,6 +147,11 @@ BEGIN
     PERFORM extsvc._raise('22023', 'versions must not contain NULL or empty elements', v_missing,
                           'Pass each version string as extsvc.service_versions(service_id) lists it.');
   END IF;
+  -- the service row first (the lock _delete_service takes), then the check:
+  -- a concurrent call deleting the same versions commits first and this one
+  -- answers P0002, as after it in a serial order, instead of deleting them
+  -- "again" (test/nico/concurrency.py found it)
+  PERFORM FROM extsvc.service_records r WHERE r.service_id = s.service_id FOR NO KEY UPDATE;
   SELECT extsvc._token_list(array_agg(w.v ORDER BY w.o)) INTO v_missing
     FROM unnest(delete_service_versions.versions) WITH ORDINALITY w(v, o)
    WHERE NOT EXISTS (SELECT FROM extsvc.service_versions x
@@ -141,32 +180,33 @@ COMMENT ON FUNCTION extsvc.delete_service_versions(uuid, text[], text) IS
 
 -- The DPU agent's feed keyed by host (issue #14 P1-9): hosts that are not
 -- DPF-managed need no DPUDevice / Node names, so NICo never invents them.
-CREATE FUNCTION extsvc.host_agent_extension_services(host_machine_id uuid)
+CREATE FUNCTION extsvc.host_agent_extension_services(host_machine_id text)
 RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, version text, data text,
                has_credential boolean, observability jsonb, removed_at timestamptz,
                config_version integer, config_version_text text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT extsvc._machine_id(host_agent_extension_services.host_machine_id, 'host_machine_id', 'host');
   SELECT c.instance_id, c.service_id, s.service_name, c.version, v.data, v.has_credential, v.observability, c.removed_at,
          i.config_version, i.config_version_text
     FROM extsvc.instances i
     JOIN extsvc.instance_extension_services c ON c.instance_id = i.instance_id
     JOIN extsvc.service_records s ON s.service_id = c.service_id AND s.service_type = 'KUBERNETES_POD'
     JOIN extsvc.service_versions v ON v.service_id = c.service_id AND v.version = c.version
-   WHERE i.host_machine_id = host_agent_extension_services.host_machine_id
+   WHERE i.host_machine_id = extsvc._machine_id(host_agent_extension_services.host_machine_id, 'host_machine_id', 'host')
    ORDER BY c.instance_id, s.service_name, c.version
 $fn$;
-COMMENT ON FUNCTION extsvc.host_agent_extension_services(uuid) IS
-  'The DPU agent''s feed keyed by host: KUBERNETES_POD entries (including removed ones) of the host''s instances, with the instance''s config_version and its string; never DPF services. Needs no registered DPU (hosts without DPF have no DPUDevice or Node names); no rows for an unknown host.';
+COMMENT ON FUNCTION extsvc.host_agent_extension_services(text) IS
+  'The DPU agent''s feed keyed by host (its NICo MachineId; 22023 for anything else): KUBERNETES_POD entries (including removed ones) of the host''s instances, with the instance''s config_version and its string; never DPF services. Needs no registered DPU (hosts without DPF have no DPUDevice or Node names); no rows for an unknown host.';
 
 REVOKE ALL ON FUNCTION
   extsvc.delete_service_versions(uuid, text[], text),
-  extsvc.host_agent_extension_services(uuid),
+  extsvc.host_agent_extension_services(text),
   extsvc.remove_terminated_services(uuid, jsonb, text),
   extsvc.instance_extension_services_terminated(uuid, text)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
   extsvc.delete_service_versions(uuid, text[], text),
-  extsvc.host_agent_extension_services(uuid),
+  extsvc.host_agent_extension_services(text),
   extsvc.remove_terminated_services(uuid, jsonb, text),
   extsvc.instance_extension_services_terminated(uuid, text)
 TO extsvc_api, extsvc_admin;

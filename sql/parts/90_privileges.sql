@@ -12,7 +12,7 @@ GRANT SELECT ON extsvc.reconciliation_queue, extsvc.service_history, extsvc.life
 
 GRANT EXECUTE ON FUNCTION
   extsvc.create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb),
-  extsvc.update_service(uuid, text, text, text, integer, boolean, jsonb, text),
+  extsvc.update_service(uuid, text, text, text, bigint, boolean, jsonb, text),
   extsvc.delete_service(uuid, text, text),
   extsvc.validate_dpf_helm_chart_data(text),
   extsvc.render_dpuservice(uuid, text),
@@ -20,27 +20,29 @@ GRANT EXECUTE ON FUNCTION
   extsvc.placement_label_key(uuid, text),
   extsvc.allow_chart(text, text),
   extsvc.disallow_chart(text, text),
-  extsvc.register_dpu(uuid, uuid, text, text, boolean),
-  extsvc.deregister_dpu(uuid),
-  extsvc.upsert_instance(uuid, text, uuid, uuid[], boolean),
-  extsvc.set_instance_extension_services(uuid, jsonb, integer, text),
+  extsvc.register_dpu(text, text, text, text, boolean),
+  extsvc.deregister_dpu(text),
+  extsvc.upsert_instance(uuid, text, text, text[], boolean),
+  extsvc.set_instance_extension_services(uuid, jsonb, bigint, text),
   extsvc.delete_instance(uuid, text),
   extsvc.instance_extension_service_status(uuid, text),
   extsvc.instance_extension_services_summary(uuid, text),
   extsvc.instance_extension_services_ready(uuid, text),
   extsvc.instance_dpu_state_history(uuid, text),
-  extsvc.dpu_agent_extension_services(uuid),
+  extsvc.dpu_agent_extension_services(text),
   -- the non-admin gates of the role-dependent SECURITY INVOKER entries
   extsvc._create_service_as_api(text, text, text, text, text, text, text, uuid, boolean, jsonb),
-  extsvc._update_service_as_api(uuid, text, text, text, integer, boolean, jsonb, text),
-  extsvc._delete_service_as_api(uuid, text, text)
+  extsvc._update_service_as_api(uuid, text, text, text, bigint, boolean, jsonb, text),
+  extsvc._delete_service_as_api(uuid, text, text),
+  -- delete_service (SECURITY INVOKER) reports what the deletion removed
+  extsvc._removed_versions(uuid)
 TO extsvc_api, extsvc_admin;
 
 -- The admin gates: PostgreSQL's EXECUTE check on these (made as the calling
 -- role, SET ROLE included) is what grants admin rights.
 GRANT EXECUTE ON FUNCTION
   extsvc._create_service_as_admin(text, text, text, text, text, text, text, uuid, boolean, jsonb),
-  extsvc._update_service_as_admin(uuid, text, text, text, integer, boolean, jsonb, text),
+  extsvc._update_service_as_admin(uuid, text, text, text, bigint, boolean, jsonb, text),
   extsvc._delete_service_as_admin(uuid, text, text),
   extsvc._allow_chart_as_admin(text, text),
   extsvc._disallow_chart_as_admin(text, text)

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/site.hpp"
 
 namespace extsvc::controller {
@@ -45,6 +47,7 @@ void SiteLease::lose(const std::string& why) {
   status_.held = false;
   status_.valid_until = {};
   status_.renew_until = {};
+  status_.writes_from = {};
   status_.why = why;
 }
 
@@ -134,7 +137,20 @@ const LeaseStatus& SiteLease::step() {
                                      std::chrono::system_clock::now());
   auto put = api_.put(path_, lease);
   if (put.ok()) {
+    const bool preempted = status_.action == core::LeaseAction::kPreempt;
     won(put.value().body, sent, acquired);
+    if (preempted) {
+      // the deposed holder's last successful renewal was sent before our write succeeded (a
+      // later one would have made ours a 409): it starts no call after that send time + its
+      // renew deadline (nor after + duration - budget), and each call ends within the budget
+      const auto now = Clock::now();
+      status_.writes_from =
+          now + std::min(timing_.renew_deadline, timing_.duration - timing_.call_budget) +
+          timing_.call_budget;
+      spdlog::warn(
+          "site Lease {}: the deposed holder may still write; our writes start in {} ms", name_,
+          std::chrono::duration_cast<std::chrono::milliseconds>(status_.writes_from - now).count());
+    }
   } else if (put.kind() == kube::ErrorKind::kConflict) {
     // someone wrote in between: we read again at the next round
     lose("another candidate wrote Lease " + name_ + " first (409 Conflict)");

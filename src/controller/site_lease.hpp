@@ -18,6 +18,7 @@ struct LeaseTiming {
   std::chrono::milliseconds duration{15000};        // extsvc.lease_duration
   std::chrono::milliseconds renew_deadline{10000};  // extsvc.lease_renew_deadline
   std::chrono::milliseconds retry_period{2000};     // extsvc.lease_retry_period
+  std::chrono::milliseconds call_budget{12000};     // extsvc.http_timeout + extsvc.lease_margin
 };
 
 struct LeaseStatus {
@@ -31,6 +32,11 @@ struct LeaseStatus {
   // the send time of our last successful write plus leaseDurationSeconds) and now <= renew_until
   // (we stop leading when no renewal succeeded for the renew deadline)
   Clock::time_point valid_until{}, renew_until{};
+  // held only: no write before this. Taken from a deposed holder (a lower timeline), the Lease
+  // is ours at once, but that holder learns it only at its next renewal and may start a call
+  // until its renew deadline, each ending within a call budget; two writers at once would undo
+  // each other's patches, so ours wait that out (then resync and repair what it wrote)
+  Clock::time_point writes_from{};
   std::string why;  // not held: who holds it, or what failed
   core::LeaseAction action = core::LeaseAction::kWait;
   int transitions = 0;

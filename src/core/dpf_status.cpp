@@ -1,11 +1,13 @@
 #include "core/dpf_status.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 #include <utility>
 
 #include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
+#include "core/utf8.hpp"
 
 namespace extsvc::core {
 namespace {
@@ -48,6 +50,20 @@ DpfStatus dpf_status(const json& obj) {
     if (status == "False") s.ready = false;
     s.reason = json_text_at(c, {"reason"});
     s.message = json_text_at(c, {"message"});
+  }
+  // DPF's Ready is a summary ("The following conditions are not ready: ApplicationsReady"); the
+  // cause is in the conditions it names (an Argo CD sync failure shows only in ApplicationsReady:
+  // "Application is not ready (Sync: OutOfSync, Health: Missing) ..."), so the first two are added.
+  if (s.ready == std::optional<bool>(false)) {
+    int added = 0;
+    for (const auto& c : at(obj, {"status", "conditions"})) {
+      if (!c.is_object() || added == 2) continue;
+      const std::string type = json_text_at(c, {"type"});
+      const std::string message = json_text_at(c, {"message"});
+      if (type == "Ready" || json_text_at(c, {"status"}) == "True" || message.empty()) continue;
+      s.message += (s.message.empty() ? "" : "; ") + type + ": " + utf8_prefix(message, 300);
+      ++added;
+    }
   }
   if (s.paused)
     s.message = "spec.paused is true: DPF does not reconcile or delete this DPUService" +

@@ -4,6 +4,7 @@
 
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
+#include "core/utf8.hpp"
 
 namespace extsvc::core {
 namespace {
@@ -40,6 +41,30 @@ std::string container_problem(const json& pod) {
   return {};
 }
 
+// Kubernetes' daemon util GetTargetNodeName: the single value of a matchFields metadata.name In
+// requirement of the pod's required node affinity; "" when there is none.
+std::string affinity_target(const json& pod) {
+  for (const auto& term :
+       at(pod, {"spec", "affinity", "nodeAffinity",
+                "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"}))
+    for (const auto& req : at(term, {"matchFields"}))
+      if (str(at(req, {"key"})) == "metadata.name" && str(at(req, {"operator"})) == "In" &&
+          at(req, {"values"}).is_array() && at(req, {"values"}).size() == 1)
+        return str(at(req, {"values"})[0]);
+  return {};
+}
+
+std::string scheduling_problem(const json& pod) {
+  for (const auto& c : at(pod, {"status", "conditions"}))
+    if (str(at(c, {"type"})) == "PodScheduled" && str(at(c, {"status"})) == "False") {
+      std::string reason = str(at(c, {"reason"}));
+      std::string message = str(at(c, {"message"}));
+      if (reason.empty()) reason = "not scheduled";
+      return message.empty() ? reason : reason + ": " + utf8_prefix(message, 240);
+    }
+  return {};
+}
+
 bool ready_condition(const json& pod) {
   for (const auto& c : at(pod, {"status", "conditions"}))
     if (str(at(c, {"type"})) == "Ready") return str(at(c, {"status"})) == "True";
@@ -52,12 +77,15 @@ PodFacts pod_facts(const json& pod) {
   PodFacts f;
   f.name = str(at(pod, {"metadata", "name"}));
   f.node = str(at(pod, {"spec", "nodeName"}));
+  f.bound = !f.node.empty();
+  if (!f.bound) f.node = affinity_target(pod);
   f.service_id = str(at(pod, {"metadata", "labels", kOwnerIdLabel}));
   f.terminating = !at(pod, {"metadata", "deletionTimestamp"}).is_null();
   f.revision = parse_revision(at(pod, {"metadata", "annotations", kRevisionAnnotation}));
   f.phase = str(at(pod, {"status", "phase"}));
   f.ready = ready_condition(pod);
   f.problem = container_problem(pod);
+  if (!f.bound) f.unschedulable = scheduling_problem(pod);
   return f;
 }
 
@@ -73,6 +101,10 @@ PodVerdict classify_pod(const PodFacts& pod, int applied_revision) {
   } else if (v.revision != applied_revision) {
     v.reason = pod_ref + " is of revision " + std::to_string(v.revision) +
                " (applied: " + std::to_string(applied_revision) + ")";
+  } else if (!pod.bound) {
+    // a pending pod the scheduler has not placed: named with the scheduler's reason
+    v.reason = pod_ref + " is not scheduled" +
+               (pod.unschedulable.empty() ? std::string(" yet") : " (" + pod.unschedulable + ")");
   } else if (pod.phase != "Running") {
     v.reason = pod_ref + " is " + (pod.phase.empty() ? std::string("without a phase") : pod.phase) +
                (pod.problem.empty() ? std::string() : ": " + pod.problem);

@@ -23,13 +23,20 @@ struct PodVerdict {
 // watch cache.
 struct PodFacts {
   std::string name;
-  std::string node;        // spec.nodeName
+  // The Node the pod is for: spec.nodeName once the scheduler bound it; before that the one Node
+  // its required node affinity names (matchFields metadata.name In [x], as the DaemonSet
+  // controller writes it; Kubernetes' GetTargetNodeName). A pending pod counts for its Node.
+  std::string node;
+  bool bound = false;      // spec.nodeName is set
   std::string service_id;  // the nico/extension-service-id label
   bool terminating = false;
   int revision = 0;  // the revision annotation; 0 when absent or not a positive number
   std::string phase;
   bool ready = false;   // condition Ready=True
   std::string problem;  // the first waiting/terminated container with a reason, for messages
+  // PodScheduled=False as the scheduler wrote it ("Unschedulable: 0/4 nodes are available: ...");
+  // "" when scheduled or not judged yet
+  std::string unschedulable;
   bool operator==(const PodFacts&) const = default;
 };
 

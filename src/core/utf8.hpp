@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace extsvc::core {
@@ -10,5 +11,10 @@ namespace extsvc::core {
 // sequence (RFC 3629: no overlong forms, no surrogates, nothing above
 // U+10FFFF, no truncation), or nullopt when the whole text is valid.
 std::optional<std::size_t> first_invalid_utf8(std::string_view text);
+
+// At most max_bytes of valid UTF-8 text, cut before a character that does not fit whole (a
+// message cut for status_message must stay valid: the outcome is JSON, which nlohmann refuses to
+// serialize with a broken sequence).
+std::string utf8_prefix(std::string_view text, std::size_t max_bytes);
 
 }  // namespace extsvc::core

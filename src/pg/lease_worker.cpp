@@ -8,6 +8,7 @@
 // the calls under way, and releases the Lease so that the next holder need not wait.
 #include "pg_prelude.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <random>
@@ -37,6 +38,9 @@ constexpr const char* kLibraryVersion = EXTSVC_VERSION;
 
 // Owned; rebuilt on SIGHUP and when the site id in force changes. Null until configured.
 controller::Runtime* g_rt = nullptr;
+// No write before this while we hold the Lease (SiteLease's writes_from after a preemption). Kept
+// here, not only in g_lease: a reload rebuilds g_lease, whose first round then merely renews
+controller::SiteLease::Clock::time_point g_writes_from{};
 controller::SiteLease* g_lease = nullptr;
 ServerIdentity g_me;
 // What was last published and logged (each change is logged once).
@@ -79,6 +83,7 @@ void rebuild() {
       timing.duration = std::chrono::milliseconds(t.lease_duration_ms);
       timing.renew_deadline = std::chrono::milliseconds(t.renew_deadline_ms);
       timing.retry_period = std::chrono::milliseconds(t.retry_period_ms);
+      timing.call_budget = std::chrono::milliseconds(t.http_timeout_ms + t.lease_margin_ms);
       g_lease = new controller::SiteLease(rt->management(), rt->ns(), site, me, timing);
     }
     g_rt = rt.release();
@@ -234,6 +239,7 @@ long round(MemoryContext cxt) {
   // the Lease itself
   bool held = false, deposed = false;
   int64 valid = 0, renew = 0;
+  long defer_ms = 0;  // held, but a deposed holder may still write
   char holder[320] = "";
   cpp_call(err, [&] {
     const auto& st = g_lease->step();
@@ -246,17 +252,30 @@ long round(MemoryContext cxt) {
                 .count();
     renew = std::chrono::duration_cast<std::chrono::nanoseconds>(st.renew_until.time_since_epoch())
                 .count();
+    const auto now = controller::SiteLease::Clock::now();
+    g_writes_from = st.held ? std::max(g_writes_from, st.writes_from)
+                            : controller::SiteLease::Clock::time_point{};
+    if (st.held && g_writes_from > now) {
+      defer_ms = static_cast<long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(g_writes_from - now).count() + 1);
+      snprintf(why, sizeof why,
+               "the Lease is ours, taken from a deposed holder on a lower timeline that may "
+               "still write until its next renewal; our writes start in %ld ms",
+               defer_ms);
+    }
   });
   flush_logs();
   if (err.sqlstate != 0) {
     strlcpy(why, err.message, sizeof why);
     held = false;
   }
-  if (held)
+  if (held && defer_ms > 0)
+    publish(PauseReason::kLease, why, true, holder, 0, 0);
+  else if (held)
     publish(PauseReason::kNone, "", true, holder, valid, renew);
   else
     publish(deposed ? PauseReason::kDeposed : PauseReason::kLease, why, false, holder, 0, 0);
-  if (held) return retry;
+  if (held) return defer_ms > 0 ? std::min(retry, defer_ms) : retry;
   // client-go jitters the attempts to acquire (JitterFactor 1.2)
   static std::minstd_rand rng(static_cast<unsigned>(MyProcPid));
   return retry + static_cast<long>(rng() % static_cast<unsigned>(retry / 5 + 1));

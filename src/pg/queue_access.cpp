@@ -26,7 +26,7 @@ Statement s_claim{"SELECT id, state_version, lease_token, work FROM extsvc.claim
                   nullptr};
 Statement s_complete{"SELECT extsvc.complete($1, $2, $3, $4, $5)",
                      5,
-                     {TEXTOID, UUIDOID, INT8OID, UUIDOID, JSONBOID},
+                     {TEXTOID, TEXTOID, INT8OID, UUIDOID, JSONBOID},
                      nullptr};
 Statement s_renew{"SELECT t FROM extsvc.renew_leases($1, $2, $3) t",
                   3,
@@ -63,7 +63,7 @@ Statement s_service_dpus_due{"SELECT dpu_machine_id, woken FROM extsvc.mark_serv
 Statement s_claim_ids{
     "SELECT id, state_version, lease_token, work FROM extsvc.claim_ids($1, $2, $3, $4)",
     4,
-    {TEXTOID, TEXTOID, UUIDARRAYOID, INT4OID},
+    {TEXTOID, TEXTOID, TEXTARRAYOID, INT4OID},
     nullptr};
 Statement s_snapshot_of{
     "SELECT service_id, work FROM extsvc.resync_snapshot_of($1)", 1, {UUIDARRAYOID}, nullptr};
@@ -225,7 +225,7 @@ bool queue_claim_ids(MemoryContext cxt, Queue q, const char* worker, const char*
       q == Queue::kService ? "nico_extsvc: claim woken services" : "nico_extsvc: claim woken DPUs",
       cxt, error, [&] {
         const Datum args[] = {text_arg(queue_name(q)), text_arg(worker),
-                              array_arg(ids, nids, UUIDOID), Int32GetDatum(lease_s)};
+                              array_arg(ids, nids, TEXTOID), Int32GetDatum(lease_s)};
         read_batch(cxt, run(s_claim_ids, args), out);
       });
 }
@@ -236,7 +236,8 @@ bool queue_complete(MemoryContext cxt, Queue q, const QueueItem& item, const cha
   return in_transaction(
       q == Queue::kService ? "nico_extsvc: complete service" : "nico_extsvc: complete DPU pass",
       cxt, error, [&] {
-        const Datum args[] = {text_arg(queue_name(q)), uuid_arg(item.id),
+        // a row's id as claim returned it: a service's uuid or a DPU's MachineId
+        const Datum args[] = {text_arg(queue_name(q)), text_arg(item.id),
                               Int64GetDatum(item.state_version), uuid_arg(item.lease_token),
                               jsonb_arg(outcome)};
         if (run(s_complete, args) > 0) *result = text_col(cxt, 0, 1);

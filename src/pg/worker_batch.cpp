@@ -166,12 +166,15 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   const char* retry_reason = nullptr;  // static string of the reconciler
   const uint64 before = g_runtime->requests(), errors_before = g_runtime->errors();
   PendingError err;
+  // a NULL work (never expected: extsvc.claim reads it after the lease) is an
+  // undecodable row that is retried, never a string_view of a null pointer
+  const char* work = item.work != nullptr ? item.work : "";
   cpp_call(err, [&] {
     const auto fence = fence_for(deadline);
     const controller::ItemResult r =
         queue == Queue::kService
-            ? controller::work_service(*g_runtime, item.work, fence, &state->dpf_seen)
-            : controller::work_dpu(*g_runtime, *state->dpus, item.work, fence, gucs.retry_cap_s,
+            ? controller::work_service(*g_runtime, work, fence, &state->dpf_seen)
+            : controller::work_dpu(*g_runtime, *state->dpus, work, fence, gucs.retry_cap_s,
                                    dpu_key_policy());
     if (!r.warning.empty())
       spdlog::warn("{} {}: {}", queue_name(queue), item.id, r.warning);

@@ -9,6 +9,7 @@
 #include "core/merge_patch.hpp"
 #include "core/placement_keys.hpp"
 #include "core/pod_status.hpp"
+#include "core/utf8.hpp"
 #include "kube/error.hpp"
 #include "reconcile/errors.hpp"
 
@@ -154,8 +155,19 @@ PodsRead ApiObserver::pods(const std::string& node) {
     r.why = "DPU cluster unreachable: " + kube::describe(pods.error());
     return r;
   }
+  // A pod the scheduler has not bound has no spec.nodeName; its Node is named by its node
+  // affinity only, which no field selector reads: the unbound pods of ours, filtered here.
+  ++calls_;
+  auto unbound =
+      dpu_->list(kube::pods_path(ns_), std::string(core::kOwnerIdLabel), "spec.nodeName=");
+  if (!unbound.ok()) {
+    r.why = "DPU cluster unreachable: " + kube::describe(unbound.error());
+    return r;
+  }
   r.ok = true;
   for (const auto& pod : pods.value().body["items"]) r.pods.push_back(core::pod_facts(pod));
+  for (const auto& pod : unbound.value().body["items"])
+    if (core::PodFacts f = core::pod_facts(pod); f.node == node) r.pods.push_back(std::move(f));
   return r;
 }
 
@@ -191,7 +203,7 @@ const std::vector<std::pair<std::string, std::string>>& ApiObserver::failed_crea
         const auto& message = at(ev, {"message"});
         if (name.is_string() && message.is_string())
           failed_creates_->emplace_back(name.get<std::string>(),
-                                        message.get<std::string>().substr(0, 300));
+                                        core::utf8_prefix(message.get<std::string>(), 300));
       }
   }
   return *failed_creates_;

@@ -9,13 +9,13 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id, host_id
 
 ENV = None
 NS = "dpf-operator-system"
-HOST_A = "00000000-0000-0000-0000-0000000000a1"
-HOST_B = "00000000-0000-0000-0000-0000000000b1"
-HOST_C = "00000000-0000-0000-0000-0000000000c1"
+HOST_A = host_id("a1")
+HOST_B = host_id("b1")
+HOST_C = host_id("c1")
 
 
 def e():
@@ -125,7 +125,7 @@ def test_hand_over_keeps_the_label_until_the_last_reason_is_gone():
     # one transaction: the old instance goes, the new one takes the host and
     # attaches the same service (a second live instance would be refused)
     e().pg.sql(f"SELECT extsvc.delete_instance('{old}'); "
-               f"SELECT extsvc.upsert_instance('{new}', 'tenant-a', '{HOST_A}', ARRAY[]::uuid[]); "
+               f"SELECT extsvc.upsert_instance('{new}', 'tenant-a', '{HOST_A}', ARRAY[]::text[]); "
                f"SELECT extsvc.set_instance_extension_services('{new}', {lit(services)})")
     labelled = []
 
@@ -147,7 +147,7 @@ def test_network_change_moves_the_target_set_without_leaks():
     e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     key = label_key(sid)
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST_A}', ARRAY['{dpu_id(0)}']::uuid[])")
+    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST_A}', ARRAY['{dpu_id(0)}']::text[])")
     wait_until(lambda: status(iid).get((sid, device(1))) is None and
                status(iid).get((sid, device(0))) == ("ACTIVE", "RUNNING"), timeout=40, interval=0.1,
                what="target moved")
@@ -282,7 +282,7 @@ def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
     cannot run there), never stuck; deleting the instance finishes while the
     DPU stays registered, and deregistering the DPU releases a wanted row as
     TERMINATED with that evidence, so the service can be deleted."""
-    host_d = "00000000-0000-0000-0000-0000000000d1"
+    host_d = host_id("d1")
     e().pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(5)}', '{host_d}', '{device(5)}', '{node(5)}', true)")
     sid = e().ready_service("dpu-gone", target="PRIMARY")
     iid = e().new_instance(host_d)
@@ -328,7 +328,7 @@ def test_mixed_types_and_cross_tenant_are_refused():
     iid = e().new_instance(HOST_C)
     err = e().attach(iid, sid, pod, check=False)
     assert "cannot be mixed" in err, err
-    other = e().new_instance("00000000-0000-0000-0000-0000000000c2", tenant="tenant-b")  # a host of its own
+    other = e().new_instance(host_id("c2"), tenant="tenant-b")  # a host of its own
     err = e().attach(other, sid, check=False)
     assert "another tenant" in err, err
     assert e().summary_rows(iid) == {} and e().summary_rows(other) == {}

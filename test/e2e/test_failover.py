@@ -13,14 +13,14 @@ import time
 import types
 import uuid
 
-from extsvc_testkit.harness import (PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,
+from extsvc_testkit.harness import (host_id, PG_USER, PGBIN, Env, Postgres, as_pg, free_port, helm_data, lit,
                                     run_tests, wait_until, device, node, dpu_id)
 from extsvc_testkit import invariants
 
 ENV = None
 STANDBY = None
 LIMIT_S = 60.0  # convergence after pg_ctl promote
-HOSTS = ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000b1"]
+HOSTS = [host_id("a1"), host_id("b1")]
 
 
 def make_standby(env):
@@ -62,7 +62,7 @@ def attach(pg, iid, *sids):
 
 def new_instance(pg, host):
     iid = str(uuid.uuid4())
-    pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::uuid[])")
+    pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::text[])")
     return iid
 
 

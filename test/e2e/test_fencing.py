@@ -14,12 +14,12 @@ import sys
 import time
 
 from extsvc_testkit.db import Session
-from extsvc_testkit.harness import (PG_USER, Env, helm_data, lit, run_tests, wait_until, device, node,
+from extsvc_testkit.harness import (host_id, PG_USER, Env, helm_data, lit, run_tests, wait_until, device, node,
                                     dpu_id as harness_dpu_id)
 
 ENV = None
 NS = "dpf-operator-system"
-HOST = "00000000-0000-0000-0000-0000000000f1"
+HOST = host_id("f1")
 
 
 def e():

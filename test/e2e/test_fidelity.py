@@ -7,11 +7,11 @@ CRDs lack fields refused loudly instead of pruned silently."""
 import sys
 import time
 
-from extsvc_testkit.harness import Env, helm_data, run_tests, wait_until, device, node, dpu_id as harness_dpu_id
+from extsvc_testkit.harness import Env, helm_data, run_tests, wait_until, device, node, dpu_id as harness_dpu_id, host_id
 
 ENV = None
 NS = "dpf-operator-system"
-HOST = "00000000-0000-0000-0000-0000000000f1"
+HOST = host_id("f1")
 REV = "nico/extension-service-revision"
 
 
@@ -143,8 +143,10 @@ def test_one_crash_looping_dpu_leaves_the_others_running():
 
 def test_admission_denial_is_named_in_the_pending_message():
     """A chart that needs privileged pods, deployed with privileged: false:
-    DPF's admission policy denies the pods, no pod ever exists, and the
-    DaemonSet's FailedCreate reason reaches status_message."""
+    DPF's ValidatingAdmissionPolicy dpf-deny-privileged-pods rejects the
+    DaemonSet at Argo CD's sync, so no DaemonSet, no pod and no FailedCreate
+    event exist; the DPU stays PENDING and its message carries DPF's word
+    (the Application is OutOfSync, its health Missing)."""
     e().sim.ctl("POST", "/charts", {"chart": "priv-agent", "needs_privileged": True})
     try:
         sid = e().create("denied", helm_data(values={"v": 1}, chartName="priv-agent"), target="ALL_ACTIVE")
@@ -152,11 +154,68 @@ def test_admission_denial_is_named_in_the_pending_message():
         iid = e().new_instance(HOST, tag="e", network=[3])
         e().attach(iid, sid)
         state, msg, _ = wait_until(
-            lambda: (lambda r: r if r and "FailedCreate" in r[1] else False)(per_dpu(iid, sid).get(device(3))),
-            timeout=30, interval=0.1, what="FailedCreate in the message")
+            lambda: (lambda r: r if r and "Sync: OutOfSync, Health: Missing" in r[1] else False)(
+                per_dpu(iid, sid).get(device(3))),
+            timeout=30, interval=0.1, what="the Application's sync failure in the message")
         assert state == "PENDING" and not e().sim.pods_on(3, sid), (state, msg)
-        print(f"    {msg[:160]}")
+        assert "FailedCreate" not in msg, msg
+        # it stays so: the denial is not a lag that a later observation turns into RUNNING
+        time.sleep(2)
+        assert per_dpu(iid, sid)[device(3)][0] == "PENDING"
+        print(f"    {msg[:200]}")
     finally:
+        e().sim.ctl("DELETE", "/charts")
+    detach_all(iid)
+
+
+def test_unschedulable_pod_is_named_and_never_running():
+    """A chart whose pod requests an extended resource the Node lacks: the
+    DaemonSet's pod is created unbound and stays Pending (PodScheduled=False,
+    Unschedulable, no spec.nodeName), its Node named only by its node
+    affinity. The DPU is PENDING with the scheduler's reason, never RUNNING;
+    once the Node advertises the resource the pod is bound and runs; a detach
+    is TERMINATED only when no pod of the service is left for the Node."""
+    e().sim.ctl("POST", "/charts", {"chart": "sf-agent", "requests": {"nvidia.com/bf_sf": "1"}})
+    termination_ms = e().sim.ctl("GET", "/delays")["pod_termination_ms"]
+    try:
+        sid = e().create("unsched", helm_data(values={"v": 1}, chartName="sf-agent"), target="ALL_ACTIVE")
+        e().wait_state(sid, "READY")
+        iid = e().new_instance(HOST, tag="e", network=[2])
+        e().attach(iid, sid)
+        state, msg, _ = wait_until(
+            lambda: (lambda r: r if r and "Unschedulable" in r[1] else False)(per_dpu(iid, sid).get(device(2))),
+            timeout=30, interval=0.1, what="the scheduler's reason in the message")
+        assert state == "PENDING", (state, msg)
+        assert "Insufficient nvidia.com/bf_sf" in msg, msg
+        assert not e().sim.pods_on(2, sid), "unbound: no pod has spec.nodeName"
+        print(f"    {msg[:200]}")
+        # detach while the pod is still unbound: TERMINATED only once it is gone
+        e().sim.ctl("POST", "/delays", {"pod_termination_ms": 1500})
+        e().attach(iid)
+        seen_terminated_with_pod = False
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            rows = per_dpu(iid, sid)
+            code, body = e().sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector="
+                                      f"nico%2Fextension-service-id%3D{sid}", base=e().sim.dpu)
+            assert code == 200, body
+            if not rows:
+                break
+            if rows.get(device(2), ("",))[0] == "TERMINATED" and body["items"]:
+                seen_terminated_with_pod = True
+            time.sleep(0.05)
+        assert not seen_terminated_with_pod, "TERMINATED while a pod of the service was left"
+        e().attach(iid, sid)
+        wait_until(lambda: (lambda r: r if r and "Unschedulable" in r[1] else False)(per_dpu(iid, sid).get(device(2))),
+                   timeout=30, interval=0.1, what="unschedulable again")
+        code, body = e().sim.kube("PATCH", f"/api/v1/nodes/{node(2)}/status",
+                                  {"status": {"capacity": {"nvidia.com/bf_sf": "4"},
+                                              "allocatable": {"nvidia.com/bf_sf": "4"}}},
+                                  base=e().sim.dpu, content_type="application/merge-patch+json")
+        assert code == 200, body
+        wait_dpu(iid, sid, device(2), "RUNNING", timeout=40)
+    finally:
+        e().sim.ctl("POST", "/delays", {"pod_termination_ms": termination_ms})
         e().sim.ctl("DELETE", "/charts")
     detach_all(iid)
 
@@ -339,6 +398,7 @@ def main():
             test_update_under_argo_lag_is_never_running_before_a_new_pod,
             test_one_crash_looping_dpu_leaves_the_others_running,
             test_admission_denial_is_named_in_the_pending_message,
+            test_unschedulable_pod_is_named_and_never_running,
             test_detach_with_slow_termination_is_never_terminated_early,
             test_dpf_written_label_causes_no_writes_over_three_resyncs,
             test_paused_is_shown_not_fought_and_blocks_delete_visibly,

@@ -30,13 +30,13 @@ import sys
 import uuid
 
 from extsvc_testkit import db
-from extsvc_testkit.harness import Env, device, dpu_id, helm_data, lit, node, run_tests, wait_until
+from extsvc_testkit.harness import Env, device, dpu_id, helm_data, host_id, lit, node, run_tests, wait_until
 
 # every connection of the harness (and of this file, unless it says otherwise)
 os.environ["PGOPTIONS"] = "-c search_path=pg_catalog,pg_temp"
 
 HOSTILE, NICO = "extsvc_hostile", "extsvc_nico"
-HOST = "00000000-0000-0000-0000-0000000000e1"
+HOST = host_id("e1")
 TYPES = ("text", "name", "extsvc.lifecycle_state", "extsvc.deployment_state",
          "extsvc.placement_state", "extsvc.state_actor")
 # name(args) -> the real function it answers with
@@ -162,7 +162,7 @@ def test_hostile_public_schema_never_runs():
 
     for i, primary in ((0, True), (1, False)):
         nico(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOST}', '{device(i)}', '{node(i)}', {str(primary).lower()})")
-    nico(f"SELECT extsvc.upsert_instance('{INSTANCE}', 'tenant-a', '{HOST}', ARRAY['{dpu_id(0)}']::uuid[])")
+    nico(f"SELECT extsvc.upsert_instance('{INSTANCE}', 'tenant-a', '{HOST}', ARRAY['{dpu_id(0)}']::text[])")
     sid = nico("SELECT service_id FROM extsvc.create_service('tenant-a', 'hostile-agent', 'DPF_HELM_CHART', "
                f"{lit(json.dumps(helm_data(values={'v': 1})))}, dpu_target => 'PRIMARY')")
     e().wait_state(sid, "READY")

@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, wait_until, dpu_id
+from extsvc_testkit.harness import Env, helm_data, lit, wait_until, dpu_id, host_id
 from extsvc_testkit import invariants
 
 NS = "dpf-operator-system"
@@ -46,7 +46,7 @@ PRODUCT_DEFAULTS = {
     "extsvc.workers": str(WORKERS),
 }
 
-HOST = {h: f"00000000-0000-0000-0000-0000000000{h.lower()}1" for h in "ABCD"}
+HOST = {h: host_id(f"{h.lower()}1") for h in "ABCD"}
 # host A: DPUs 0 (primary) and 1; host B: 2 (primary) and 3; host C: 4; host D: 5
 FLEET = ((0, "A", True), (1, "A", False), (2, "B", True), (3, "B", False), (4, "C", True), (5, "D", True))
 HOST_DEVICES = {"A": "dpu-device-000[01]", "B": "dpu-device-000[23]", "C": "dpu-device-0004",
@@ -127,7 +127,7 @@ def history(sid):
 def new_instance(host):
     ENV.free_host(HOST[host])  # one live instance per host (issue 29): an earlier point's goes first
     iid = str(uuid.uuid4())
-    pg().sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST[host]}', ARRAY[]::uuid[])")
+    pg().sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST[host]}', ARRAY[]::text[])")
     return iid
 
 

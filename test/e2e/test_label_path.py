@@ -9,11 +9,11 @@ within the Node's grace period plus one observation, never TERMINATED."""
 import sys
 import time
 
-from extsvc_testkit.harness import Env, run_tests, wait_until, device, node
+from extsvc_testkit.harness import Env, host_id, run_tests, wait_until, device, node
 
 ENV = None
 NS = "dpf-operator-system"
-HOST = "00000000-0000-0000-0000-0000000000a1"
+HOST = host_id("a1")
 
 
 def e():

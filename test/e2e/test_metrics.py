@@ -19,11 +19,11 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until
+from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, host_id, dpu_id
 
 ENV = None
-HOST = "00000000-0000-0000-0000-0000000000c1"
-DPU = "00000000-0000-0000-0000-00000000c001"
+HOST = host_id("c1")
+DPU = dpu_id(1, "c")
 
 
 def e():

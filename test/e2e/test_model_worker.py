@@ -23,11 +23,11 @@ import sys
 import time
 import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, device, node, dpu_id
+from extsvc_testkit.harness import Env, helm_data, lit, device, node, dpu_id, host_id
 from extsvc_testkit import invariants
 
-HOSTS = {"A": "00000000-0000-0000-0000-0000000000a1", "B": "00000000-0000-0000-0000-0000000000b1",
-         "C": "00000000-0000-0000-0000-0000000000c1"}
+HOSTS = {"A": host_id("a1"), "B": host_id("b1"),
+         "C": host_id("c1")}
 # DPU index -> (host, primary): host A has 0 (primary) and 1, B 2 (primary) and 3, C 4
 BASELINE = {0: ("A", True), 1: ("A", False), 2: ("B", True), 3: ("B", False), 4: ("C", True)}
 QUIESCE_TIMEOUT = 20.0
@@ -148,7 +148,7 @@ class Sequence:
             host = r.choice(free)
             iid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"model-worker/{self.seed}/i{len(self.instances)}"))
             self.call(f"upsert_instance({iid[:8]}, host {host})",
-                      f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOSTS[host]}', ARRAY[]::uuid[])")
+                      f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOSTS[host]}', ARRAY[]::text[])")
             self.instances[iid] = {"host": host, "entries": {}, "deleted": False}
         elif kind == "attach":
             iid = r.choice(inst)

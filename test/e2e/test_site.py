@@ -24,15 +24,15 @@ import subprocess
 import sys
 import time
 
-from extsvc_testkit.harness import (PG_USER, PGBIN, Env, as_pg, device, dpu_id, helm_data, lit, node,
-                                    run_tests, wait_until)
+from extsvc_testkit.harness import (PG_USER, PGBIN, Env, as_pg, device, dpu_id, helm_data, host_id, lit,
+                                    node, run_tests, wait_until)
 from extsvc_testkit import invariants
 
 NS = "dpf-operator-system"
 DEVICES = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices"
 DS_PATH = f"/apis/apps/v1/namespaces/{NS}/daemonsets"
 PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
-HOSTS = [f"00000000-0000-0000-0000-0000000000{h}1" for h in ("a", "b", "c", "d")]
+HOSTS = [host_id(f"{h}1") for h in ("a", "b", "c", "d")]  # NICo MachineIds (issue 22)
 A = None  # site-a's server, with the dpfsim all servers share
 RESULTS = {}  # name -> record, for docs/reliability.md
 

@@ -13,11 +13,11 @@ import sys
 import threading
 import time
 
-from extsvc_testkit.harness import Env, run_tests, wait_until, device, node
+from extsvc_testkit.harness import Env, host_id, run_tests, wait_until, device, node
 
 ENV = None
 NS = "dpf-operator-system"
-HOSTS = [f"00000000-0000-0000-0000-0000000000{h}1" for h in ("a", "b", "c", "d")]
+HOSTS = [host_id(f"{h}1") for h in ("a", "b", "c", "d")]
 
 
 def e():

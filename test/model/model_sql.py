@@ -85,8 +85,13 @@ def uid(kind, n):
 
 
 TENANTS = ["tenant-a", "tenant-b"]
-HOSTS = [uid(1, n) for n in range(2)]
-DPUS = [uid(2, n) for n in range(4)]
+def mid(kind, n):
+    """A NICo MachineId (SPEC 7): fm100 + type (d DPU, h host) + source + 52 base32 characters."""
+    return f"fm100{kind}s{n:032x}" + "0" * 20
+
+
+HOSTS = [mid("h", n) for n in range(2)]
+DPUS = [mid("d", n) for n in range(4)]
 INSTANCES = [uid(3, n) for n in range(3)]
 SERVICES = [uid(4, n) for n in range(4)]
 NAMES = ["svc-a", "SVC-A", "svc-b", "svc-c"]        # svc-a and SVC-A are the same name (case-insensitive)
@@ -470,10 +475,10 @@ class Model:
     def upsert_instance(self, a):
         old = self.instances.get(a["iid"])
         if old is not None:
-            if old["deleting"]:
-                raise Refused("55000", "instance_deleting")
             if old["tenant"] != a["tenant"]:
                 raise Refused("42501")                    # an instance keeps its tenant
+            if old["deleting"]:
+                raise Refused("55000", "instance_deleting")
         if a["net"] is not None and any(n not in self.dpus or self.dpus[n]["host"] != a["host"]
                                         or self.dpus[n]["dereg"] for n in a["net"]):
             raise Refused("22023")
@@ -675,14 +680,14 @@ BEGIN
   IF sv IS NULL THEN
     RAISE EXCEPTION 'no reconciliation row for %', p_sid USING ERRCODE = 'XX001';
   END IF;
-  RETURN extsvc.complete('service', p_sid, sv, tok,
+  RETURN extsvc.complete('service', p_sid::text, sv, tok,
                          jsonb_strip_nulls(jsonb_build_object('outcome', 'transition', 'new_state', p_state,
                            'reason', p_reason, 'message', 'played by test/model/model_sql.py',
                            'applied_revision', CASE WHEN p_state = 'READY' THEN rev END)));
 END
 $f$;
 -- One DPU pass of the worker, through extsvc.complete('dpu', ...).
-CREATE FUNCTION model.w_observe(p_dpu uuid, p_results jsonb) RETURNS text LANGUAGE plpgsql AS $f$
+CREATE FUNCTION model.w_observe(p_dpu text, p_results jsonb) RETURNS text LANGUAGE plpgsql AS $f$
 DECLARE
   sv bigint; tok uuid := gen_random_uuid();
 BEGIN
@@ -806,7 +811,7 @@ def render(op):
     if k == "upsert_instance":
         net = "NULL" if a["net"] is None else "ARRAY[" + ", ".join(lit(n) for n in a["net"]) + "]"
         return (f"SELECT extsvc.upsert_instance({lit(a['iid'])}, {lit(a['tenant'])}, {lit(a['host'])}, "
-                f"{net}::uuid[], {lit(a['dpf'])}::boolean)::text"), API_ROLE
+                f"{net}::text[], {lit(a['dpf'])}::boolean)::text"), API_ROLE
     if k == "set_services":
         return (f"SELECT extsvc.set_instance_extension_services({lit(a['iid'])}, "
                 f"{lit(json.dumps([entry_json(e) for e in a['entries']]))}::jsonb, {lit(a['cv'])}::integer, "

@@ -22,6 +22,7 @@ database extsvc_race. Exit status 0 when every check passed.
 import sys
 import uuid
 
+from extsvc_testkit.machine_ids import dpu_machine_id, host_machine_id
 from psql_sessions import Session as _Session, psql as _psql, waiting_for_lock
 
 DB = "extsvc_race"
@@ -47,7 +48,8 @@ def check(cond, what):
 
 def setup(kind):
     """A READY service of the given type and an instance to attach it to."""
-    sid, inst, host, dpu = (str(uuid.uuid4()) for _ in range(4))
+    sid, inst = str(uuid.uuid4()), str(uuid.uuid4())
+    host, dpu = host_machine_id(uuid.uuid4()), dpu_machine_id(uuid.uuid4())
     if kind == "DPF_HELM_CHART":
         psql(f"""
           SELECT extsvc.create_service('tenant-a', 'svc-{sid[:8]}', 'DPF_HELM_CHART', '{CHART}',
@@ -55,8 +57,8 @@ def setup(kind):
           UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker',
                  state_reason = 'dpuservice_created', applied_revision = desired_revision
            WHERE service_id = '{sid}';
-          SELECT extsvc.register_dpu('{dpu}', '{host}', 'dpu-{dpu[:8]}', 'node-{dpu[:8]}', true);
-          SELECT extsvc.upsert_instance('{inst}', 'tenant-a', '{host}', ARRAY['{dpu}']::uuid[], true);""")
+          SELECT extsvc.register_dpu('{dpu}', '{host}', 'dpu-{dpu[7:15]}', 'node-{dpu[7:15]}', true);
+          SELECT extsvc.upsert_instance('{inst}', 'tenant-a', '{host}', ARRAY['{dpu}']::text[], true);""")
     else:
         psql(f"""
           SELECT extsvc.create_service('tenant-a', 'pod-{sid[:8]}', 'KUBERNETES_POD', 'kind: Pod',

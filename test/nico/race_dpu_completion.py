@@ -44,6 +44,8 @@ import sys
 import time
 import uuid
 
+from extsvc_testkit.machine_ids import dpu_machine_id, host_machine_id
+
 from psql_sessions import Session, psql as _psql, waiting_for_lock
 
 DB = "extsvc_race_dpu"
@@ -106,7 +108,7 @@ def entries(*sids):
 
 
 def register(dpu, host, primary):
-    psql(f"SELECT extsvc.register_dpu('{dpu}', '{host}', 'dpu-{dpu[:8]}', 'node-{dpu[:8]}', {str(primary).lower()})")
+    psql(f"SELECT extsvc.register_dpu('{dpu}', '{host}', 'dpu-{dpu[7:15]}', 'node-{dpu[7:15]}', {str(primary).lower()})")
 
 
 def results_of(work):
@@ -219,11 +221,12 @@ class World:
     """A host with DPU x (primary), two READY services and an instance on it."""
 
     def __init__(self, target="PRIMARY"):
-        self.host, self.x, self.y, self.inst = (str(uuid.uuid4()) for _ in range(4))
+        self.host, self.x, self.y = host_machine_id(uuid.uuid4()), dpu_machine_id(uuid.uuid4()), dpu_machine_id(uuid.uuid4())
+        self.inst = str(uuid.uuid4())
         register(self.x, self.host, True)
         self.s1 = new_service("s1", target)
         self.s2 = new_service("s2", target)
-        psql(f"SELECT extsvc.upsert_instance('{self.inst}', 'tenant-a', '{self.host}', ARRAY['{self.x}']::uuid[], true)")
+        psql(f"SELECT extsvc.upsert_instance('{self.inst}', 'tenant-a', '{self.host}', ARRAY['{self.x}']::text[], true)")
         settle()
 
     def set(self, *sids):
@@ -292,7 +295,7 @@ def delete_instance():
 def site_world():
     """A host with DPU x and a READY ALL_DPUS service that no pass has
     observed on x yet (x due)."""
-    host, x = str(uuid.uuid4()), str(uuid.uuid4())
+    host, x = host_machine_id(uuid.uuid4()), dpu_machine_id(uuid.uuid4())
     register(x, host, True)
     settle()
     sa = new_service("site", target=None, scope="ALL_DPUS")
@@ -362,7 +365,7 @@ def register_primary():
     settle()
     due_again(wd.x)
     interleave("register_dpu", wd.x,
-               f"SELECT extsvc.register_dpu('{wd.y}', '{wd.host}', 'dpu-{wd.y[:8]}', 'node-{wd.y[:8]}', true);")
+               f"SELECT extsvc.register_dpu('{wd.y}', '{wd.host}', 'dpu-{wd.y[7:15]}', 'node-{wd.y[7:15]}', true);")
     check(wd.row(wd.x, wd.s1) == "REMOVING/UNKNOWN" and wd.row(wd.y, wd.s1) == "ACTIVE/PENDING",
           f"register_dpu: the service moves to the new primary ({wd.row(wd.x, wd.s1)!r}, {wd.row(wd.y, wd.s1)!r})")
 
@@ -385,7 +388,7 @@ def upsert_network():
     settle()
     due_again(wd.x)
     interleave("upsert_instance", wd.x,
-               f"SELECT extsvc.upsert_instance('{wd.inst}', 'tenant-a', '{wd.host}', ARRAY['{wd.y}']::uuid[]);")
+               f"SELECT extsvc.upsert_instance('{wd.inst}', 'tenant-a', '{wd.host}', ARRAY['{wd.y}']::text[]);")
     check(wd.row(wd.x, wd.s1) == "REMOVING/UNKNOWN" and wd.row(wd.y, wd.s1) == "ACTIVE/PENDING",
           f"upsert_instance: the service follows the network DPUs ({wd.row(wd.x, wd.s1)!r}, {wd.row(wd.y, wd.s1)!r})")
 
@@ -423,8 +426,8 @@ def update_during_placement():
     on the larger one. The trigger once took the DPUs in the order of the
     dpus table (here the larger one first): U then held the larger, A the
     smaller, and each waited for the other once W committed."""
-    host = str(uuid.uuid4())
-    small, big = sorted(str(uuid.uuid4()) for _ in range(2))
+    host = host_machine_id(uuid.uuid4())
+    small, big = sorted(dpu_machine_id(uuid.uuid4()) for _ in range(2))
     register(big, host, True)  # first in the table
     register(small, host, False)
     sa = new_service("site", target=None, scope="ALL_DPUS")
@@ -443,7 +446,7 @@ def update_during_placement():
         u.send(f"SELECT lifecycle_state FROM extsvc.update_service('{sa}', {lit(data)});")
         check(waiting_for_lock(u.pid), f"{name}: U's update waits for W")
         a.run("BEGIN;")
-        a.send(f"SELECT extsvc.upsert_instance('{uuid.uuid4()}', 'tenant-a', '{host}', ARRAY['{small}']::uuid[]);")
+        a.send(f"SELECT extsvc.upsert_instance('{uuid.uuid4()}', 'tenant-a', '{host}', ARRAY['{small}']::text[]);")
         check(waiting_for_lock(a.pid), f"{name}: A's call waits")
         w.send(complete_sql(c, results_of(c["work"])))
         rw = w.wait()

@@ -31,6 +31,7 @@ import json
 import sys
 import uuid
 
+from extsvc_testkit.machine_ids import host_machine_id
 from psql_sessions import Session as _Session, psql as _psql, waiting_for_lock
 
 DB = "extsvc_race_tenant"
@@ -61,7 +62,7 @@ def pod_service(tenant):
 
 
 def instance(tenant):
-    inst, host = str(uuid.uuid4()), str(uuid.uuid4())
+    inst, host = str(uuid.uuid4()), host_machine_id(uuid.uuid4())
     psql(f"SELECT extsvc.upsert_instance('{inst}', '{tenant}', '{host}', NULL, false)")
     return inst, host
 

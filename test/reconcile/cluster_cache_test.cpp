@@ -144,11 +144,16 @@ TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
     Dirty d = cache_->take_dirty();
     woke.devices.merge(d.devices);
     woke.nodes.merge(d.nodes);
+    const DeviceFacts* dev = cache_->device(device(1));
     const NodeFacts* n = cache_->node(node(1));
-    const core::DpuObjectFacts* dpu = cache_->dpu_object(node(1));
-    return woke.devices.count(device(1)) && n != nullptr && n->labels.count(key) &&
-           dpu != nullptr && dpu->labels.count(key) && dpu->phase == "Ready" &&
-           dpu->condition.empty();
+    // DPF's DPU controller walks the DPU back to Ready after the Node hop; each phase of a DPU
+    // that carries a NICo key wakes its device (the PENDING message names it), so the quiet
+    // window below starts once the walk is over; and the device's own event comes on another
+    // stream than the DPU object's and the Node's, in no fixed order
+    const core::DpuObjectFacts* o = cache_->dpu_object(node(1));
+    return woke.devices.count(device(1)) && dev != nullptr && dev->labels.count(key) &&
+           n != nullptr && n->labels.count(key) && o != nullptr && o->labels.count(key) &&
+           o->phase == "Ready" && o->condition.empty();
   }));
   EXPECT_EQ(woke.devices, std::set<std::string>{device(1)});
   EXPECT_TRUE(woke.nodes.count(node(1)));

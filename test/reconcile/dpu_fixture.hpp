@@ -23,7 +23,8 @@ inline std::string node(int i) {
 inline reconcile::DpuWork dpu_work(int i, bool wanted, const std::string& id,
                                    const std::string& version = kVersion) {
   reconcile::DpuWork w;
-  w.dpu_machine_id = "00000000-0000-0000-0000-00000000d00" + std::to_string(i);
+  // a NICo MachineId (SPEC 7): fm100 + d (DPU) + s (serial) + 52 base32 characters
+  w.dpu_machine_id = "fm100ds" + std::string(48, '0') + std::to_string(100 + i % 100) + "0";
   w.device_name = device(i);
   w.node_name = node(i);
   if (wanted) w.wanted_keys.insert(core::placement_label_key(id, version));

@@ -48,6 +48,7 @@ class SiteLeaseTest : public ::testing::Test {
     t.duration = 2000ms;
     t.renew_deadline = 1500ms;
     t.retry_period = 200ms;
+    t.call_budget = 500ms;  // http_timeout + lease_margin
     return std::make_unique<SiteLease>(*client_, kNs, "site-a", me, t);
   }
   json lease() { return sim_->m("GET", kLeasePath).j(); }
@@ -62,6 +63,7 @@ TEST_F(SiteLeaseTest, AcquireRenewAndAnotherClusterWaitsForExpiry) {
   auto b = candidate(id(200, 1, "2026-01-05T10:00:00.000000Z"));  // a restored copy
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(a->step().held) << a->status().why;
+  EXPECT_EQ(a->status().writes_from, SiteLease::Clock::time_point{});  // nobody to wait out
   EXPECT_EQ(lease()["spec"]["holderIdentity"], a->me().format());
   EXPECT_EQ(lease()["spec"]["leaseTransitions"], 0);
   EXPECT_GE(a->status().valid_until, t0 + 2000ms);
@@ -105,8 +107,14 @@ TEST_F(SiteLeaseTest, PromotedStandbyTakesOverAndTheOldPrimaryIsDeposed) {
   auto standby = candidate(id(100, 2, "2026-01-05T11:00:00.000000Z"));
   ASSERT_TRUE(primary->step().held);
   // promoted: takes the live Lease at once
+  const auto before = SiteLease::Clock::now();
   ASSERT_TRUE(standby->step().held) << standby->status().why;
   EXPECT_EQ(standby->status().action, core::LeaseAction::kPreempt);
+  // but writes only once the old primary's last possible call has ended: min(renew deadline,
+  // duration - budget) + one call budget after the takeover (the old one learns of it only at
+  // its next renewal)
+  EXPECT_GE(standby->status().writes_from, before + 2000ms);
+  EXPECT_LE(standby->status().writes_from, SiteLease::Clock::now() + 2000ms);
   EXPECT_EQ(lease()["metadata"]["annotations"]["nico/highest-timeline"], "100.2");
   // the old primary, still running, sees it at its next round and stops for good
   EXPECT_FALSE(primary->step().held);

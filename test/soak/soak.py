@@ -45,11 +45,13 @@ def fmt(v, digits=1):
 
 
 def dpu_uuid(expr):
-    return f"('00000000-0000-0000-0000-' || lpad(to_hex({expr}), 12, '0'))::uuid"
+    """The NICo MachineId (SPEC 7) of DPU number expr, as an SQL expression."""
+    return f"('fm100ds' || lpad(to_hex({expr}), 32, '0') || repeat('0', 20))"
 
 
 def host_uuid(expr):
-    return f"('00000000-0000-0000-0001-' || lpad(to_hex({expr}), 12, '0'))::uuid"
+    """The NICo MachineId of host number expr."""
+    return f"('fm100hs' || lpad(to_hex({expr}), 32, '0') || repeat('0', 20))"
 
 
 def data(version="1.0.0", v=0):
@@ -137,7 +139,7 @@ class Stream:
                 old = self.live.pop(host)
                 s.run(f"SELECT extsvc.delete_instance('{old}')")
                 self.attached.pop(old, None)
-            s.run(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::uuid[])")
+            s.run(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::text[])")
             self.live[host] = iid
             v = s.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
             sid = s.one(f"SELECT extsvc.set_instance_extension_services('{iid}', "

@@ -16,6 +16,7 @@ json pod(const std::string& name, const std::string& revision, const std::string
        {{"name", name},
         {"labels", {{"nico/extension-service-id", "u"}}},
         {"annotations", {{"nico/extension-service-revision", revision}}}}},
+      {"spec", {{"nodeName", "host-0"}}},
       {"status",
        {{"phase", phase},
         {"conditions", json::array({{{"type", "Ready"}, {"status", ready ? "True" : "False"}}})}}}};
@@ -56,6 +57,47 @@ TEST(ClassifyPod, ContainerWaitingReasonsReachTheMessage) {
             "pod a-y is Pending: container main waiting (ImagePullBackOff)");
 }
 
+// A DaemonSet pod is created unbound; its Node is named by its required node affinity until the
+// scheduler binds it. Unschedulable, it stays Pending with PodScheduled=False and no nodeName.
+TEST(ClassifyPod, AnUnboundPodCountsForItsAffinityNodeAndNamesTheSchedulersReason) {
+  json p = pod("a", "4", "Pending", false);
+  p["spec"] = {
+      {"affinity",
+       {{"nodeAffinity",
+         {{"requiredDuringSchedulingIgnoredDuringExecution",
+           {{"nodeSelectorTerms",
+             json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                         {"operator", "In"},
+                                                         {"values", {"host-7"}}}})}}})}}}}}}}};
+  PodFacts f = pod_facts(p);
+  EXPECT_EQ(f.node, "host-7");
+  EXPECT_FALSE(f.bound);
+  EXPECT_EQ(classify_pod(f, 4).reason, "pod a is not scheduled yet");
+  p["status"]["conditions"].push_back(
+      {{"type", "PodScheduled"},
+       {"status", "False"},
+       {"reason", "Unschedulable"},
+       {"message", "0/4 nodes are available: 1 Insufficient nvidia.com/bf_sf."}});
+  const PodVerdict v = classify_pod(p, 4);
+  EXPECT_FALSE(v.proves_running);
+  EXPECT_EQ(v.reason,
+            "pod a is not scheduled (Unschedulable: 0/4 nodes are available: 1 Insufficient "
+            "nvidia.com/bf_sf.)");
+  // even a status that claims Running proves nothing without a Node
+  p["status"]["phase"] = "Running";
+  p["status"]["conditions"][0]["status"] = "True";
+  EXPECT_FALSE(classify_pod(p, 4).proves_running);
+  // no affinity, no nodeName: for no Node
+  json bare = pod("b", "4", "Pending", false);
+  bare.erase("spec");
+  EXPECT_EQ(pod_facts(bare).node, "");
+  // bound: nodeName wins over the affinity, and the scheduler's old condition is not read
+  p["spec"]["nodeName"] = "host-7";
+  p["status"]["conditions"][1]["status"] = "True";
+  EXPECT_TRUE(pod_facts(p).bound);
+  EXPECT_TRUE(classify_pod(p, 4).proves_running);
+}
+
 TEST(PendingPodsReason, PrefersThePodOfTheAppliedRevision) {
   EXPECT_EQ(pending_pods_reason({}, "n1"), "no pod of the service on Node n1 yet");
   json crash = pod("new", "5", "Running", false);
@@ -75,6 +117,16 @@ TEST(DpfStatus, ReadsReadyConditionGenerationAndPaused) {
   EXPECT_TRUE(s.generation_observed);
   EXPECT_NE(s.message.find("chart pull failed"), std::string::npos);
   EXPECT_NE(s.message.find("spec.paused"), std::string::npos);
+  // DPF's Ready only names the conditions that are not ready; their messages carry the cause
+  const auto sync = dpf_status(json::parse(R"({"metadata":{"generation":1},"status":{"conditions":[
+      {"type":"ApplicationsReconciled","status":"True","message":"fine"},
+      {"type":"ApplicationsReady","status":"False","reason":"Pending",
+       "message":"Application is not ready (Sync: OutOfSync, Health: Missing)."},
+      {"type":"Ready","status":"False","reason":"Pending",
+       "message":"The following conditions are not ready: ApplicationsReady"}]}})"));
+  EXPECT_EQ(sync.message,
+            "The following conditions are not ready: ApplicationsReady; ApplicationsReady: "
+            "Application is not ready (Sync: OutOfSync, Health: Missing).");
   const auto none = dpf_status(json::parse(R"({"metadata":{"generation":2},"status":{}})"));
   EXPECT_FALSE(none.ready.has_value());
   EXPECT_FALSE(none.generation_observed);

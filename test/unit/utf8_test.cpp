@@ -31,5 +31,18 @@ TEST(Utf8, RefusesMalformed) {
   EXPECT_EQ(first_invalid_utf8("\xE2\x28\xA1"), 0u);  // bad continuation
 }
 
+TEST(Utf8, PrefixCutsOnlyBetweenCharacters) {
+  EXPECT_EQ(utf8_prefix("abc", 5), "abc");
+  EXPECT_EQ(utf8_prefix("abc", 2), "ab");
+  const std::string s = "a\xC3\xA9\xE2\x82\xAC";  // "aé€": 1 + 2 + 3 bytes
+  EXPECT_EQ(utf8_prefix(s, 2), "a");              // not half of é
+  EXPECT_EQ(utf8_prefix(s, 3), "a\xC3\xA9");
+  EXPECT_EQ(utf8_prefix(s, 5), "a\xC3\xA9");  // not two thirds of €
+  EXPECT_EQ(utf8_prefix(s, 6), s);
+  EXPECT_EQ(utf8_prefix(s, 0), "");
+  for (size_t n = 0; n <= s.size(); ++n)
+    EXPECT_FALSE(first_invalid_utf8(utf8_prefix(s, n)).has_value()) << n;
+}
+
 }  // namespace
 }  // namespace extsvc::core

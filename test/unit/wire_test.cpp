@@ -36,9 +36,13 @@ std::string array_of(std::initializer_list<std::string_view> parts) {
   return out;
 }
 
+// A DPU's NICo MachineId (SPEC 7), as the queue hands it out.
+const std::string kDpu = "fm100dsjtiaehv1n5vh67tbmqq4eabcjdng40f7jupsadbedhruh6rag1l0";
+
 // A DPU's work object with these wanted_keys and items (JSON texts).
 std::string dpu_work(const std::string& keys, const std::string& items) {
-  return R"({"dpu_machine_id":"d-1","device_name":"dpu-1","node_name":"node-1",)"
+  return R"({"dpu_machine_id":")" + kDpu +
+         R"(","device_name":"dpu-1","node_name":"node-1",)"
          R"("deregistered":false,"attempts":0,"wanted_keys":)" +
          keys + R"(,"items":)" + items + "}";
 }
@@ -62,7 +66,7 @@ std::string refusal(const std::string& keys, const std::string& items) {
 
 TEST(DecodeDpuWork, DecodesBothKindsOfItem) {
   const DpuWork w = decode(R"(["nico/extsvc-a","nico/extsvc-c"])", array_of({kAttachment, kSite}));
-  EXPECT_EQ(w.dpu_machine_id, "d-1");
+  EXPECT_EQ(w.dpu_machine_id, kDpu);
   EXPECT_EQ(w.device_name, "dpu-1");
   EXPECT_EQ(w.node_name, "node-1");
   EXPECT_EQ(w.wanted_keys, (std::set<std::string>{"nico/extsvc-a", "nico/extsvc-c"}));
@@ -95,7 +99,7 @@ TEST(DecodeDpuWork, RefusesWhatDoesNotFitAndNamesIt) {
   EXPECT_EQ(refusal("[]"), "work is not a JSON object");
   EXPECT_EQ(refusal("{}", "[]"), "wanted_keys is not a JSON array");
   EXPECT_EQ(refusal("[]", "{}"), "items is not a JSON array");
-  EXPECT_EQ(refusal(R"({"dpu_machine_id":"d-1"})"), "deregistered is not a boolean");
+  EXPECT_EQ(refusal(R"({"dpu_machine_id":")" + kDpu + R"("})"), "deregistered is not a boolean");
   EXPECT_EQ(refusal(R"(["a",null])", "[]"), "wanted_keys[1] is not a label key");
   EXPECT_EQ(refusal("[]", "[1]"), "items[0] is not an object");
   EXPECT_EQ(refusal("[]", with(R"("version":"V1-T1")", R"("version":null)")),

@@ -24,7 +24,9 @@ import os
 import tempfile
 import uuid
 
-from pgq import Conn, chart, finish, q, unified
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from extsvc_testkit.machine_ids import dpu_machine_id, host_machine_id  # noqa: E402
+from pgq import Conn, chart, finish, q, unified  # noqa: E402
 
 SRC, DST = "extsvc_dump_src", "extsvc_dump_dst"
 T1, T2 = "tenant-dump-a", "tenant-dump-b"
@@ -44,8 +46,9 @@ def attach(inst, sid):
 
 def fill(c):
     """One psql session (each statement its own transaction)."""
-    host_a, host_b = uuid.uuid4(), uuid.uuid4()
-    dpus = [uuid.uuid4() for _ in range(3)]
+    # NICo MachineIds (SPEC 7)
+    host_a, host_b = host_machine_id(uuid.uuid4()), host_machine_id(uuid.uuid4())
+    dpus = [dpu_machine_id(uuid.uuid4()) for _ in range(3)]
     inst = [uuid.uuid4() for _ in range(3)]
     pod, dpf, site, failed, gone = (uuid.uuid4() for _ in range(5))
     sql = ["CREATE EXTENSION nico_extsvc;",
@@ -55,8 +58,9 @@ def fill(c):
         sql.append(f"SELECT extsvc.register_dpu('{d}', '{host_a}', 'dump-dpu-{n}', 'dump-node-{n}', "
                    f"{str(n == 0).lower()});")
     sql += [
-        f"SELECT extsvc.register_dpu('{uuid.uuid4()}', '{uuid.uuid4()}', 'dump-dpu-spare', 'dump-node-spare');",
-        f"SELECT extsvc.upsert_instance('{inst[1]}', {q(T1)}, '{host_a}', ARRAY['{dpus[0]}']::uuid[]);",
+        f"SELECT extsvc.register_dpu('{dpu_machine_id(uuid.uuid4())}', '{host_machine_id(uuid.uuid4())}', "
+        "'dump-dpu-spare', 'dump-node-spare');",
+        f"SELECT extsvc.upsert_instance('{inst[1]}', {q(T1)}, '{host_a}', ARRAY['{dpus[0]}']::text[]);",
         f"SELECT extsvc.upsert_instance('{inst[2]}', {q(T2)}, '{host_b}', NULL, false);",
         # KUBERNETES_POD: created, a new version, attached and detached (tombstone)
         f"SELECT extsvc.create_service({q(T2)}, 'dump-pod', 'KUBERNETES_POD', 'kind: Pod', "
@@ -76,7 +80,7 @@ def fill(c):
         # a host holds one live instance (issue 29): inst[1] goes (deleting,
         # its REMOVING rows wait) and inst[0] takes the host (a hand-over)
         f"SELECT extsvc.delete_instance('{inst[1]}');",
-        f"SELECT extsvc.upsert_instance('{inst[0]}', {q(T1)}, '{host_a}', ARRAY['{dpus[1]}', '{dpus[2]}']::uuid[]);",
+        f"SELECT extsvc.upsert_instance('{inst[0]}', {q(T1)}, '{host_a}', ARRAY['{dpus[1]}', '{dpus[2]}']::text[]);",
         attach(inst[0], dpf),
         f"SELECT extsvc.update_service('{dpf}', {chart(chartVersion='1.2.4')});",
         f"SELECT extsvc.update_service('{dpf}', {chart(chartVersion='1.2.5', values={'a': 1})});",

@@ -191,6 +191,38 @@ def api_checks(c, ids):
     new = c.one(db, f"SELECT service_id FROM extsvc.create_service({q(T2)}, 'upg-pod-2', 'KUBERNETES_POD', 'kind: Pod')")
     cv = c.one(db, attach(inst[2], new, "NULL", q(T2)).rstrip(";"))
     c.check(cv == "4", f"{CURRENT} attach on an upgraded instance: config_version {cv}")
+    machine_id_checks(c, db, ids)
+
+
+def machine_id_checks(c, db, ids):
+    """Issue 22: machine ids are text now; the 0.1.0/0.2.0 uuids are kept as
+    their text and stay usable; new ones must be NICo MachineIds."""
+    types = c.sql(db, "SELECT attrelid::regclass::text || '.' || attname, format_type(atttypid, atttypmod) "
+                      "FROM pg_attribute WHERE attrelid::regclass::text IN ('extsvc.dpus', 'extsvc.instances', "
+                      "'extsvc.dpf_extension_service_attachments', 'extsvc.dpu_reconciliations', "
+                      "'extsvc.site_service_dpu_status', 'extsvc.dpu_state_history', "
+                      "'extsvc.finished_instance_deletions') "
+                      "AND attname IN ('machine_id', 'host_machine_id', 'dpu_machine_id', 'network_dpus') ORDER BY 1")
+    c.check(all(t in ("text", "text[]") for _, t in types) and len(types) == 9,
+            f"every machine-id column is text: {', '.join(n + ' ' + t for n, t in types)}")
+    dpus = [str(d) for d in ids["dpus"]]
+    kept = c.sql(db, "SELECT machine_id FROM extsvc.dpus ORDER BY dpu_device_name")
+    c.check([r[0] for r in kept] == dpus, "the DPUs' uuids are kept as their text form")
+    net = c.one(db, f"SELECT network_dpus::text FROM extsvc.instances WHERE instance_id = '{ids['inst'][0]}'")
+    c.check(net == "{" + ",".join(sorted(dpus[1:3])) + "}" or net == "{" + ",".join(dpus[1:3]) + "}",
+            f"network_dpus kept as text: {net}")
+    feed = c.sql(db, f"SELECT count(*) FROM extsvc.dpu_agent_extension_services('{dpus[0].upper()}')", check=False)
+    c.check(feed == [["0"]], f"a kept uuid id is still accepted (any case) by the agent feed: {feed}")
+    host = c.one(db, "SELECT host_machine_id FROM extsvc.dpus LIMIT 1")
+    new = "fm100dsupg" + "0" * 49
+    c.sql(db, f"SELECT extsvc.register_dpu('{new}', '{host}', 'upg-dpu-new', 'upg-node-new')")
+    c.check(c.one(db, f"SELECT host_machine_id FROM extsvc.dpus WHERE machine_id = '{new}'") == host,
+            "a NICo MachineId DPU registers on a host kept from before")
+    err = c.sql(db, f"SELECT extsvc.register_dpu('{uuid.uuid4()}', '{host}', 'upg-dpu-x', 'upg-node-x')", check=False)
+    c.check(isinstance(err, str) and err.startswith("22023"), f"a new uuid DPU id is refused: {str(err)[:60]}")
+    c.sql(db, f"SELECT extsvc.deregister_dpu('{dpus[2]}')")
+    c.check(c.one(db, f"SELECT deregistered_at IS NOT NULL FROM extsvc.dpus WHERE machine_id = '{dpus[2]}'") == "t",
+            "a DPU kept from before can be deregistered by its id")
 
 
 def name_checks(c):

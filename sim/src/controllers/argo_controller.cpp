@@ -7,8 +7,10 @@
 #include <cstring>
 #include <regex>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
 
+#include "admission.h"
 #include "controller_manager.h"
 #include "resources.h"
 #include "seeding.h"
@@ -20,147 +22,6 @@ namespace {
 const ResourceInfo& R(ClusterId c, const char* plural) {
   return *find_resource_by_plural(c, plural);
 }
-
-std::string trunc63(std::string s) {
-  if (s.size() > 63) s.resize(63);
-  while (!s.empty() && s.back() == '-') s.pop_back();
-  return s;
-}
-
-// Deep merge: b over a (b wins), as Helm merges values maps.
-json deep_merge(json a, const json& b) {
-  if (!a.is_object() || !b.is_object()) return b;
-  for (auto& [k, v] : b.items()) a[k] = a.contains(k) ? deep_merge(a[k], v) : v;
-  return a;
-}
-
-}  // namespace
-
-ChartNames chart_names(const std::string& release, const std::string& chart, const json& values) {
-  ChartNames n;
-  std::string name = chart;
-  if (const json* o = jptr(values, {"nameOverride"});
-      o && o->is_string() && !o->get<std::string>().empty())
-    name = o->get<std::string>();
-  n.name = trunc63(name);
-  if (const json* f = jptr(values, {"fullnameOverride"});
-      f && f->is_string() && !f->get<std::string>().empty())
-    n.fullname = trunc63(f->get<std::string>());
-  else if (release.find(name) != std::string::npos)
-    n.fullname = trunc63(release);
-  else
-    n.fullname = trunc63(release + "-" + name);
-  return n;
-}
-
-std::string helm_chart_label(const std::string& chart, const std::string& version) {
-  std::string v = chart + "-" + version;
-  std::replace(v.begin(), v.end(), '+', '_');
-  return trunc63(v);
-}
-
-json dpf_values(const json& svc, const std::string& service_id, bool inject) {
-  const json* sds_p = jptr(svc, {"spec", "serviceDaemonSet"});
-  json sds = sds_p && sds_p->is_object() ? *sds_p : json::object();
-  if (!sds.contains("labels") || !sds["labels"].is_object()) sds["labels"] = json::object();
-  if (inject) sds["labels"][names::kServiceIdLabel] = service_id;
-  const json* values_p = jptr(svc, {"spec", "helmChart", "values"});
-  json values = values_p && values_p->is_object() ? *values_p : json::object();
-  return deep_merge(values, json{{"serviceDaemonSet", sds}});
-}
-
-std::string argo_repo_url(const std::string& repo) {
-  return starts_with(repo, "oci://") ? repo.substr(6) : repo;
-}
-
-json render_chart_daemonset(const json& app, bool privileged_container) {
-  const json& src = app["spec"]["source"];
-  std::string app_name = jstr(app, {"metadata", "name"});
-  std::string ns = jstr(app, {"spec", "destination", "namespace"});
-  std::string chart = jstr(src, {"chart"});
-  if (chart.empty()) {
-    auto parts = split(jstr(src, {"path"}), '/');
-    while (!parts.empty() && parts.back().empty()) parts.pop_back();
-    chart = parts.empty() ? app_name : parts.back();
-  }
-  std::string version = jstr(src, {"targetRevision"});
-  std::string release = jstr(src, {"helm", "releaseName"});
-  if (release.empty()) release = app_name;  // Argo CD: release name defaults to the app name
-  const json* vp = jptr(src, {"helm", "valuesObject"});
-  json values = vp && vp->is_object() ? *vp : json::object();
-  json sds = values.contains("serviceDaemonSet") && values["serviceDaemonSet"].is_object()
-                 ? values["serviceDaemonSet"]
-                 : json::object();
-  ChartNames n = chart_names(release, chart, values);
-  std::string repo = jstr(src, {"repoURL"});
-  while (!repo.empty() && repo.back() == '/') repo.pop_back();
-
-  json selector{{"app.kubernetes.io/name", n.name}, {"app.kubernetes.io/instance", release}};
-  json chart_labels = selector;
-  chart_labels["helm.sh/chart"] = helm_chart_label(chart, version);
-  chart_labels["app.kubernetes.io/managed-by"] = "Helm";
-  const json sds_labels = string_map(jptr(sds, {"labels"}));
-  const json sds_annotations = string_map(jptr(sds, {"annotations"}));
-
-  json pod_labels = selector;
-  for (auto& [k, v] : sds_labels.items()) pod_labels[k] = v;
-  json container{{"name", n.name},
-                 {"image", repo + "/" + chart + ":" + version},
-                 {"imagePullPolicy", "IfNotPresent"},
-                 {"terminationMessagePath", "/dev/termination-log"},
-                 {"terminationMessagePolicy", "File"}};
-  if (const json* res = jptr(sds, {"resources"}); res && res->is_object() && !res->empty())
-    container["resources"] = {{"limits", *res}, {"requests", *res}};
-  else
-    container["resources"] = json::object();
-  if (privileged_container) container["securityContext"] = {{"privileged", true}};
-  json pod_spec{{"containers", json::array({container})}, {"restartPolicy", "Always"},
-                {"terminationGracePeriodSeconds", 30},    {"dnsPolicy", "ClusterFirst"},
-                {"schedulerName", "default-scheduler"},   {"securityContext", json::object()}};
-  if (const json* nsel = jptr(sds, {"nodeSelector"}); nsel && nsel->is_object()) {
-    const json* terms = jptr(*nsel, {"nodeSelectorTerms"});
-    if (terms && terms->is_array() && !terms->empty())
-      pod_spec["affinity"] = {
-          {"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", *nsel}}}};
-  }
-  json tmpl{{"metadata", {{"labels", pod_labels}}}, {"spec", pod_spec}};
-  // The reference chart always renders the annotations map; a checksum of the values stands in
-  // for config checksums charts commonly add.
-  json pod_annotations = sds_annotations;
-  if (!pod_annotations.empty()) tmpl["metadata"]["annotations"] = pod_annotations;
-
-  json ds_labels = chart_labels;
-  for (auto& [k, v] : sds_labels.items()) ds_labels[k] = v;
-  json ds_annotations = sds_annotations;
-  ds_annotations[names::kArgoTrackingId] = app_name + ":apps/DaemonSet:" + ns + "/" + n.fullname;
-
-  // apps/v1 defaulting of the update strategy.
-  json strategy = json::object();
-  if (const json* us = jptr(sds, {"updateStrategy"}); us && us->is_object()) strategy = *us;
-  if (!strategy.contains("type") || strategy["type"].is_null()) strategy["type"] = "RollingUpdate";
-  if (strategy["type"] == "RollingUpdate") {
-    if (!strategy.contains("rollingUpdate") || !strategy["rollingUpdate"].is_object())
-      strategy["rollingUpdate"] = json::object();
-    json& ru = strategy["rollingUpdate"];
-    if (!ru.contains("maxUnavailable") || ru["maxUnavailable"].is_null()) ru["maxUnavailable"] = 1;
-    if (!ru.contains("maxSurge") || ru["maxSurge"].is_null()) ru["maxSurge"] = 0;
-  }
-
-  return json{{"apiVersion", "apps/v1"},
-              {"kind", "DaemonSet"},
-              {"metadata",
-               {{"name", n.fullname},
-                {"namespace", ns},
-                {"labels", ds_labels},
-                {"annotations", ds_annotations}}},
-              {"spec",
-               {{"selector", {{"matchLabels", selector}}},
-                {"template", tmpl},
-                {"updateStrategy", strategy},
-                {"revisionHistoryLimit", 10}}}};
-}
-
-namespace {
 
 // apps/v1 DaemonSet update-strategy validation (ValidateDaemonSetUpdateStrategy). Empty when valid.
 std::string validate_strategy(const json& ds) {
@@ -263,7 +124,7 @@ class ArgoController : public Controller {
       if (!before.empty() && (before != after || deleted)) index_remove(tracked_, before, key);
       if (!after.empty() && !deleted) index_add(tracked_, after, key);
       for (const std::string& t : {before, after})
-        if (!t.empty()) enqueue_apps_named(cm, t.substr(t.find('/') + 1));
+        if (!t.empty()) enqueue_apps_named(cm, t);
     } else if (&ri == pod_ri_) {
       // The deletion cascade waits for the pods of the tracked DaemonSets.
       for (const ObjPtr& o : {obj, prev}) {
@@ -277,7 +138,7 @@ class ArgoController : public Controller {
           ObjPtr ds = cm.store().find_key_l(*ds_ri_, dkey);
           std::string t = ds ? tracking_key(*ds) : "";
           if (t.empty()) continue;
-          auto it = apps_by_name_.find(t.substr(t.find('/') + 1));
+          auto it = apps_by_name_.find(t);
           if (it == apps_by_name_.end()) continue;
           for (const auto& ak : it->second)
             if (ObjPtr app = cm.store().find_key_l(*app_ri_, ak); app && is_terminating(*app))
@@ -315,7 +176,7 @@ class ArgoController : public Controller {
       // Foreground cascade (resources-finalizer): tracked resources and their pods go first.
       if (!has_finalizer(*app, names::kArgoFinalizer) || !cm.dpu_reachable()) return;
       bool remaining = false;
-      for (const ObjPtr& ds : tracked_daemonsets(st, dest_ns, name)) {
+      for (const ObjPtr& ds : tracked_daemonsets(st, name)) {
         remaining = true;
         std::string ds_uid = jstr(*ds, {"metadata", "uid"});
         bool pods_left = false;
@@ -330,7 +191,8 @@ class ArgoController : public Controller {
         if (!is_terminating(*ds))
           st.mark_deleting_l(*ds_ri_, ds, 0);  // foregroundDeletion: kept until its pods are gone
         else if (!pods_left)
-          st.erase_l(*ds_ri_, dest_ns, jstr(*ds, {"metadata", "name"}));
+          st.erase_l(*ds_ri_, jstr(*ds, {"metadata", "namespace"}),
+                     jstr(*ds, {"metadata", "name"}));
       }
       if (remaining) return;
       json next = *app;
@@ -347,7 +209,7 @@ class ArgoController : public Controller {
         cur && cur->is_object() && compared_to_current(*app) &&
         jstr(*cur, {"sync", "status"}) == "Synced" &&
         jstr(spec, {"destination", "name"}) == names::kDpuClusterName) {
-      auto tracked = tracked_daemonsets(st, dest_ns, name);
+      auto tracked = tracked_daemonsets(st, name);
       json health = json{{"status", "Missing"}};
       if (!tracked.empty()) {
         auto [h, msg] = daemonset_health(*tracked[0]);
@@ -406,16 +268,44 @@ class ArgoController : public Controller {
                      fmsg},
                 {"lastTransitionTime", now}}});
         } else {
-          bool priv = false;
-          {
-            std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
-            auto c = cm.ctx().knobs.charts.find(chart);
-            priv = c != cm.ctx().knobs.charts.end() && c->second.value("needs_privileged", false);
-          }
-          json desired = render_chart_daemonset(*app, priv);
+          json desired = render_chart_daemonset(*app, chart_props(cm.ctx(), chart));
+          const std::string ds_name = jstr(desired, {"metadata", "name"});
+          const std::string ds_ns = jstr(desired, {"metadata", "namespace"});
+          // CreateNamespace=true covers the destination only; a namespace the chart hard-codes
+          // must exist (NamespaceLifecycle).
+          if (!st.find_l(*ns_ri_, "", dest_ns)) st.create_l(*ns_ri_, make_namespace(dest_ns));
           std::string err = kind == "sync"
                                 ? (fmsg.empty() ? "one or more objects failed to apply" : fmsg)
                                 : validate_strategy(desired);
+          if (err.empty() && !st.find_l(*ns_ri_, "", ds_ns))
+            err = "namespaces \"" + ds_ns + "\" not found";
+          ObjPtr ds = err.empty() ? st.find_l(*ds_ri_, ds_ns, ds_name) : nullptr;
+          json next;
+          if (err.empty()) {
+            if (!ds) {
+              next = desired;
+            } else {
+              next = *ds;
+              json& md = next["metadata"];
+              for (auto& [k, v] : desired["metadata"]["labels"].items()) md["labels"][k] = v;
+              for (auto& [k, v] : desired["metadata"]["annotations"].items())
+                md["annotations"][k] = v;
+              for (auto& [k, v] : desired["spec"].items()) next["spec"][k] = v;
+            }
+            // The DPU cluster's admission (DPF's privileged-pod policy) judges the apply.
+            bool enforce = true;
+            {
+              std::lock_guard<std::mutex> l(cm.ctx().knobs.mu);
+              enforce = cm.ctx().knobs.privileged_pod_enforcement;
+            }
+            if (auto denied = privileged_admission_l(st, enforce, *ds_ri_, next))
+              err = jstr(json::parse(denied->body), {"message"});
+          }
+          json resource{{"group", "apps"},
+                        {"version", "v1"},
+                        {"kind", "DaemonSet"},
+                        {"namespace", ds_ns},
+                        {"name", ds_name}};
           if (!err.empty()) {
             status["sync"]["status"] = "OutOfSync";
             status["operationState"] = {
@@ -424,25 +314,19 @@ class ArgoController : public Controller {
                 {"startedAt", now},
                 {"finishedAt", now},
                 {"operation", {{"sync", {{"revision", status["sync"]["revision"]}}}}}};
+            resource["status"] = "OutOfSync";
+            status["resources"] = json::array({resource});
           } else {
-            std::string ds_name = jstr(desired, {"metadata", "name"});
-            if (!st.find_l(*ns_ri_, "", dest_ns)) st.create_l(*ns_ri_, make_namespace(dest_ns));
             // Prune tracked DaemonSets that the render no longer produces (renamed release).
-            for (const ObjPtr& old : tracked_daemonsets(st, dest_ns, name))
-              if (jstr(*old, {"metadata", "name"}) != ds_name)
-                st.erase_l(*ds_ri_, dest_ns, jstr(*old, {"metadata", "name"}));
-            ObjPtr ds = st.find_l(*ds_ri_, dest_ns, ds_name);
-            if (!ds) {
-              st.create_l(*ds_ri_, desired);
-            } else {
-              json next = *ds;
-              json& md = next["metadata"];
-              for (auto& [k, v] : desired["metadata"]["labels"].items()) md["labels"][k] = v;
-              for (auto& [k, v] : desired["metadata"]["annotations"].items())
-                md["annotations"][k] = v;
-              for (auto& [k, v] : desired["spec"].items()) next["spec"][k] = v;
-              if (next != *ds) st.commit_l(*ds_ri_, std::move(next));
-            }
+            for (const ObjPtr& old : tracked_daemonsets(st, name))
+              if (jstr(*old, {"metadata", "name"}) != ds_name ||
+                  jstr(*old, {"metadata", "namespace"}) != ds_ns)
+                st.erase_l(*ds_ri_, jstr(*old, {"metadata", "namespace"}),
+                           jstr(*old, {"metadata", "name"}));
+            if (!ds)
+              st.create_l(*ds_ri_, std::move(next));
+            else if (next != *ds)
+              st.commit_l(*ds_ri_, std::move(next));
             status["sync"]["status"] = "Synced";
             status["operationState"] = {
                 {"phase", "Succeeded"},
@@ -450,22 +334,20 @@ class ArgoController : public Controller {
                 {"startedAt", now},
                 {"finishedAt", now},
                 {"operation", {{"sync", {{"revision", status["sync"]["revision"]}}}}}};
-            status["resources"] = json::array({{{"group", "apps"},
-                                                {"version", "v1"},
-                                                {"kind", "DaemonSet"},
-                                                {"namespace", dest_ns},
-                                                {"name", ds_name},
-                                                {"status", "Synced"}}});
+            resource["status"] = "Synced";
+            status["resources"] = json::array({resource});
           }
         }
       }
     }
     // Health is live (Argo watches the destination cluster), independent of the refresh.
-    auto tracked = tracked_daemonsets(st, dest_ns, name);
+    auto tracked = tracked_daemonsets(st, name);
     if (!status.contains("sync")) {
       // Not yet reconciled by Argo at all: status stays empty.
     } else if (tracked.empty()) {
       status["health"] = {{"status", "Missing"}};
+      if (status.contains("resources") && status["resources"].is_array())
+        for (auto& r : status["resources"]) r["health"] = status["health"];
     } else {
       auto [h, msg] = daemonset_health(*tracked[0]);
       status["health"] = msg.empty() ? json{{"status", h}} : json{{"status", h}, {"message", msg}};
@@ -499,13 +381,13 @@ class ArgoController : public Controller {
   }
 
  private:
-  // "<DaemonSet namespace>/<Application name>" from the tracking id
-  // "<app>:apps/DaemonSet:<ns>/<name>".
+  // The Application's name from the tracking id "<app>:apps/DaemonSet:<ns>/<name>" (whatever
+  // namespace the chart rendered into).
   static std::string tracking_key(const json& ds) {
     std::string tid = jstr(ds, {"metadata", "annotations", names::kArgoTrackingId});
     auto colon = tid.find(':');
     if (colon == std::string::npos) return "";
-    return jstr(ds, {"metadata", "namespace"}) + "/" + tid.substr(0, colon);
+    return tid.substr(0, colon);
   }
 
   // status.sync.comparedTo describes the current spec.source and spec.destination.
@@ -527,9 +409,9 @@ class ArgoController : public Controller {
       for (const auto& k : it->second) cm.enqueue(ControllerManager::kArgo, k);
   }
 
-  std::vector<ObjPtr> tracked_daemonsets(Store& st, const std::string& ns, const std::string& app) {
+  std::vector<ObjPtr> tracked_daemonsets(Store& st, const std::string& app) {
     std::vector<ObjPtr> out;
-    auto it = tracked_.find(ns + "/" + app);
+    auto it = tracked_.find(app);
     if (it != tracked_.end())
       for (const auto& k : it->second)
         if (ObjPtr cur = st.find_key_l(*ds_ri_, k)) out.push_back(cur);
@@ -541,7 +423,7 @@ class ArgoController : public Controller {
   const ResourceInfo* pod_ri_ = &R(ClusterId::Dpu, "pods");
   const ResourceInfo* ns_ri_ = &R(ClusterId::Dpu, "namespaces");
   std::unordered_map<std::string, std::set<std::string>> apps_by_name_;
-  std::unordered_map<std::string, std::set<std::string>> tracked_;  // "<ns>/<app>" -> DS keys
+  std::unordered_map<std::string, std::set<std::string>> tracked_;  // app name -> DS keys
 };
 
 }  // namespace

@@ -55,10 +55,13 @@ void index_remove(std::unordered_map<std::string, std::set<std::string>>& idx,
 }
 
 ControllerManager::ControllerManager(SimContext& ctx, int tick_ms) : ctx_(ctx), tick_ms_(tick_ms) {
+  // in the order of Kind
   ctls_.push_back(make_placement_controller());
+  ctls_.push_back(make_dpudevice_controller());
   ctls_.push_back(make_dpuservice_controller());
   ctls_.push_back(make_argo_controller());
   ctls_.push_back(make_daemonset_controller());
+  ctls_.push_back(make_scheduler());
   ctls_.push_back(make_kubelet());
 }
 

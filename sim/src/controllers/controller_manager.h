@@ -6,9 +6,11 @@
 // is queued or a delay timer is due, at most once per tick, and reconciles queued items in
 // controller order:
 //   placement   : DPUDevice -> DPU -> DPU-cluster Node label propagation (last-applied tracking)
+//   dpudevice   : DPUDevice status (observedGeneration) and finalizer, as DPF's controller writes
 //   dpuservice  : finalizer, serviceID, Argo Application, conditions, deletion
 //   argo        : Application -> rendered DaemonSet in the DPU cluster (refresh lag), app status
-//   daemonset   : DaemonSet -> ControllerRevisions + Pods, per node, with incremental status
+//   daemonset   : DaemonSet -> ControllerRevisions + Pods (unbound), per node, incremental status
+//   scheduler   : unbound Pods -> bound (taints, affinity, resources) or Pending Unschedulable
 //   kubelet     : Pod Pending -> Running/Ready, Terminating -> gone
 // It holds the store mutex only for chunks of at most step_budget (2 ms of work), so API requests
 // interleave with a large batch; the longest hold is measured (GET /controllers).
@@ -56,7 +58,16 @@ class Controller {
 
 class ControllerManager : public StoreObserver {
  public:
-  enum Kind { kPlacement = 0, kDpuService, kArgo, kDaemonSet, kKubelet, kKinds };
+  enum Kind {
+    kPlacement = 0,
+    kDpuDevice,
+    kDpuService,
+    kArgo,
+    kDaemonSet,
+    kScheduler,
+    kKubelet,
+    kKinds
+  };
 
   explicit ControllerManager(SimContext& ctx, int tick_ms = 20);
   ~ControllerManager() override;
@@ -162,9 +173,11 @@ class ControllerManager : public StoreObserver {
 };
 
 std::unique_ptr<Controller> make_placement_controller();
+std::unique_ptr<Controller> make_dpudevice_controller();
 std::unique_ptr<Controller> make_dpuservice_controller();
 std::unique_ptr<Controller> make_argo_controller();
 std::unique_ptr<Controller> make_daemonset_controller();
+std::unique_ptr<Controller> make_scheduler();
 std::unique_ptr<Controller> make_kubelet();
 
 // Shared helpers.
@@ -183,8 +196,27 @@ std::string helm_chart_label(const std::string& chart, const std::string& versio
 // {"serviceDaemonSet": spec.serviceDaemonSet (+ svc.dpu.nvidia.com/service when inject)}, DPF wins.
 json dpf_values(const json& svc, const std::string& service_id, bool inject);
 std::string argo_repo_url(const std::string& repo);  // oci:// stripped
-// What the chart renders for an Application (metadata + spec, no status).
-json render_chart_daemonset(const json& app, bool privileged_container = false);
+// What a chart does beyond DPF's reference chart (POST /charts). DPF's chart contract
+// (docs/public/developer-guides/services/dpuservice-development.md) makes serviceDaemonSet.labels,
+// .annotations and .nodeSelector mandatory; real charts break it (NVIDIA/doca-platform#23: a chart
+// that ignores nodeSelector), and a chart may hard-code the namespace of what it renders.
+struct ChartProps {
+  bool needs_privileged = false;       // its container sets securityContext.privileged
+  bool ignores_labels = false;         // serviceDaemonSet.labels reach neither DaemonSet nor pods
+  bool ignores_annotations = false;    // serviceDaemonSet.annotations reach neither
+  bool ignores_node_selector = false;  // no node affinity from serviceDaemonSet.nodeSelector
+  std::string ns;                      // the DaemonSet's namespace ("": the destination's)
+  json requests = json::object();      // resources its container always requests (= limits)
+  // Throws std::invalid_argument naming the bad property.
+  static ChartProps parse(const json& j);
+  json to_json() const;
+};
+// The properties POSTed for a chart (defaults when none). Takes the knobs mutex.
+ChartProps chart_props(SimContext& ctx, const std::string& chart);
+// What the chart renders for an Application (metadata + spec, no status): one DaemonSet, with
+// Argo CD's tracking annotation <app>:apps/DaemonSet:<ns>/<name> (annotation tracking, the default
+// of Argo CD 3.x and what DPF configures).
+json render_chart_daemonset(const json& app, const ChartProps& props = {});
 std::string template_hash(const json& pod_template);
 // Adds key to the set idx[name] / removes it (erasing empty sets).
 void index_add(std::unordered_map<std::string, std::set<std::string>>& idx, const std::string& name,

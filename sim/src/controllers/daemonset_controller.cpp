@@ -1,6 +1,8 @@
 // Generic DaemonSet controller: ControllerRevisions (<ds>-<hash>, increasing revision), one Pod per
-// matching Node (node affinity / nodeSelector), rolling updates honouring maxUnavailable and
-// maxSurge, status, and the privileged-pod admission policy DPF installs in the DPU cluster.
+// Node that should run it (node affinity / nodeSelector / taints: daemon_pod.h), created unbound
+// for the scheduler to bind, rolling updates honouring maxUnavailable and maxSurge, status. Pod
+// creates go through the DPU cluster's admission (DPF's privileged-pod policy, admission.h): a
+// denied create is a FailedCreate Event and ReplicaFailure condition, as the real controller's.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -9,7 +11,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "admission.h"
 #include "controller_manager.h"
+#include "daemon_pod.h"
 #include "node_selector.h"
 #include "profile.h"
 #include "resources.h"
@@ -51,14 +55,6 @@ long long scaled(const json* v, long long total, long long def) {
     return std::atoll(s.c_str());
   }
   return def;
-}
-
-std::string node_internal_ip(const json& node) {
-  const json* addrs = jptr(node, {"status", "addresses"});
-  if (addrs && addrs->is_array())
-    for (const auto& a : *addrs)
-      if (a.value("type", "") == "InternalIP") return a.value("address", "");
-  return "";
 }
 
 }  // namespace
@@ -210,7 +206,7 @@ class DaemonSetController : public Controller {
           }
           if (ori != ds_ri_) continue;
           if (&ri == pod_ri_) {
-            std::string node = jstr(*o, {"spec", "nodeName"});
+            std::string node = pod_target_node(*o);
             if (!node.empty()) state(dkey).dirty.insert(node);
           }
           cm.enqueue(ControllerManager::kDaemonSet, "ds:" + dkey);
@@ -218,17 +214,9 @@ class DaemonSetController : public Controller {
       }
     } else if (&ri == node_ri_) {
       on_node(cm, type, key, obj, prev);
-    } else if (&ri == svc_ri_) {
-      // Admission depends on the DPUService: creates it denied are tried again.
-      for (const ObjPtr& o : {prev, obj}) {
-        if (!o) continue;
-        std::string sid = jstr(*o, {"status", "serviceID"});
-        if (sid.empty()) continue;
-        if (o == prev || deleted)
-          index_remove(svc_by_sid_, sid, key);
-        else
-          index_add(svc_by_sid_, sid, key);
-      }
+    } else if (&ri == svc_ri_ || &ri == ns_ri_) {
+      // Admission depends on the DPUServices (the allowlist) and the namespace's labels: creates
+      // it denied are tried again.
       for (const auto& dkey : denied_ds_) {
         auto it = states_.find(dkey);
         if (it == states_.end()) continue;
@@ -244,7 +232,6 @@ class DaemonSetController : public Controller {
     universal_.clear();
     ref_keys_of_.clear();
     ds_of_node_.clear();
-    svc_by_sid_.clear();
     denied_ds_.clear();
   }
 
@@ -331,6 +318,17 @@ class DaemonSetController : public Controller {
     } else if (!gone) {
       const json& a = labels_of(prev);
       const json& b = labels_of(obj);
+      const json* ta = prev ? jptr(*prev, {"spec", "taints"}) : nullptr;
+      const json* tb = jptr(*obj, {"spec", "taints"});
+      if ((ta == nullptr) != (tb == nullptr) || (ta && *ta != *tb)) {
+        // a taint decides whether a daemon pod may run here: every DaemonSet that can select it
+        hit = universal_;
+        for (auto it = b.begin(); it != b.end(); ++it)
+          if (auto r = by_ref_key_.find(it.key()); r != by_ref_key_.end())
+            hit.insert(r->second.begin(), r->second.end());
+        if (auto it = ds_of_node_.find(node); it != ds_of_node_.end())
+          hit.insert(it->second.begin(), it->second.end());
+      }
       if (a != b) {
         std::set<std::string> changed;
         for (auto it = a.begin(); it != a.end(); ++it) {
@@ -385,7 +383,7 @@ class DaemonSetController : public Controller {
     if (const auto* pods = st.owned_by_l(*pod_ri_, s.uid))
       for (const auto& pk : *pods)
         if (ObjPtr p = st.find_key_l(*pod_ri_, pk)) {
-          std::string n = jstr(*p, {"spec", "nodeName"});
+          std::string n = pod_target_node(*p);
           if (!n.empty()) out.insert(n);
         }
     return out;
@@ -407,35 +405,6 @@ class DaemonSetController : public Controller {
     index_add(ds_of_node_, node, dkey);
   }
 
-  // Privileged-pod admission (DPF's ValidatingAdmissionPolicy in the DPU cluster): pods with a
-  // privileged container whose svc.dpu.nvidia.com/service label belongs to a DPUService with
-  // security.privileged=false are denied.
-  std::string admission_error(Store& st, const json& tmpl, const std::string& pod_name) {
-    if (!profile().privileged_cel) return "";
-    bool priv = false;
-    if (const json* cs = jptr(tmpl, {"spec", "containers"}); cs && cs->is_array())
-      for (const auto& c : *cs)
-        if (jbool(c, {"securityContext", "privileged"})) priv = true;
-    if (!priv) return "";
-    std::string sid = jstr(tmpl, {"metadata", "labels", names::kServiceIdLabel});
-    if (sid.empty()) return "";
-    auto it = svc_by_sid_.find(sid);
-    if (it == svc_by_sid_.end()) return "";
-    for (const auto& skey : it->second) {
-      ObjPtr svc = st.find_key_l(*svc_ri_, skey);
-      if (!svc || jstr(*svc, {"status", "serviceID"}) != sid) continue;
-      const json* p = jptr(*svc, {"spec", "security", "privileged"});
-      if (p && p->is_boolean() && !p->get<bool>())
-        return "pods \"" + pod_name +
-               "\" is forbidden: ValidatingAdmissionPolicy 'dpf-privileged-pod-enforcement' with "
-               "binding 'dpf-privileged-pod-enforcement' denied request: privileged containers "
-               "are not allowed for DPUService " +
-               jstr(*svc, {"metadata", "namespace"}) + "/" + jstr(*svc, {"metadata", "name"}) +
-               " (spec.security.privileged is false)";
-    }
-    return "";
-  }
-
   struct Ctx {
     ControllerManager& cm;
     Store& st;
@@ -446,60 +415,31 @@ class DaemonSetController : public Controller {
     json owner;
   };
 
-  // Creates the DaemonSet's pod on a node; false when admission denied it (recorded in s.denied).
+  // Creates the DaemonSet's pod for a node, unbound (the scheduler binds it); false when
+  // admission denied it (recorded in s.denied).
   bool create_pod(Ctx& c, DsState& s, const json& node) {
     std::string nname = jstr(node, {"metadata", "name"});
-    const json* tspec = jptr(c.tmpl, {"spec"});
-    json labels = string_map(jptr(c.tmpl, {"metadata", "labels"}));
-    labels[names::kRevisionHashLabel] = c.hash;
-    labels["pod-template-generation"] = std::to_string(c.gen);
-    json spec = tspec ? *tspec : json::object();
-    spec["nodeName"] = nname;
-    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
-        {"nodeSelectorTerms",
-         json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
-                                                     {"operator", "In"},
-                                                     {"values", {nname}}}})}}})}};
-    spec["tolerations"] = json::array(
-        {{{"key", "node.kubernetes.io/not-ready"}, {"operator", "Exists"}, {"effect", "NoExecute"}},
-         {{"key", "node.kubernetes.io/unreachable"},
-          {"operator", "Exists"},
-          {"effect", "NoExecute"}}});
+    json pod = new_daemon_pod(c.tmpl, nname, c.hash, c.gen, c.owner);
     std::string pod_name;
     for (int i = 0; i < 100; ++i) {
       pod_name = c.name + "-" + c.cm.ctx().prng.k8s_suffix(5);
       if (!c.st.find_l(*pod_ri_, c.ns, pod_name)) break;
     }
-    std::string err = admission_error(c.st, c.tmpl, pod_name);
-    if (!err.empty()) {
-      s.denied[nname] = "Error creating: " + err;
+    pod["metadata"]["name"] = pod_name;
+    pod["metadata"]["generateName"] = c.name + "-";
+    pod["metadata"]["namespace"] = c.ns;
+    bool enforce = true;
+    {
+      std::lock_guard<std::mutex> l(c.cm.ctx().knobs.mu);
+      enforce = c.cm.ctx().knobs.privileged_pod_enforcement;
+    }
+    if (auto denied = privileged_admission_l(c.st, enforce, *pod_ri_, pod)) {
+      s.denied[nname] = "Error creating: " + jstr(json::parse(denied->body), {"message"});
       s.last_denied = s.denied[nname];
       return false;
     }
     s.denied.erase(nname);
-    json md{{"name", pod_name},
-            {"generateName", c.name + "-"},
-            {"namespace", c.ns},
-            {"labels", labels},
-            {"ownerReferences", c.owner}};
-    if (const json* a = jptr(c.tmpl, {"metadata", "annotations"});
-        a && a->is_object() && !a->empty())
-      md["annotations"] = *a;
-    std::string now = rfc3339_now();
-    const std::string host_ip = node_internal_ip(node);
-    json status{{"phase", "Pending"},
-                {"qosClass", "BestEffort"},
-                {"hostIP", host_ip},
-                {"hostIPs", json::array({{{"ip", host_ip}}})},
-                {"conditions", json::array({{{"type", "PodScheduled"},
-                                             {"status", "True"},
-                                             {"lastProbeTime", nullptr},
-                                             {"lastTransitionTime", now}}})}};
-    c.st.create_l(*pod_ri_, json{{"apiVersion", "v1"},
-                                 {"kind", "Pod"},
-                                 {"metadata", md},
-                                 {"spec", spec},
-                                 {"status", status}});
+    c.st.create_l(*pod_ri_, std::move(pod));
     return true;
   }
 
@@ -527,10 +467,16 @@ class DaemonSetController : public Controller {
     }
     static const json kEmpty = json::object();
     const json* pod_spec = jptr(c.tmpl, {"spec"});
-    if (!pod_spec_fits_node(pod_spec ? *pod_spec : kEmpty, *node)) {
+    const ShouldRun should = node_should_run_daemon_pod(pod_spec ? *pod_spec : kEmpty, *node);
+    if (!should.run) {
+      s.denied.erase(nname);
+      if (should.keep) {
+        // an untolerated NoSchedule taint: no new pod, an existing one stays (even unbound)
+        out.current = !live.empty();
+        return out;
+      }
       for (const auto& p : live) st.mark_deleting_l(*pod_ri_, p, 30);
       out.misscheduled = !live.empty();
-      s.denied.erase(nname);
       return out;
     }
     out.desired = true;
@@ -818,13 +764,13 @@ class DaemonSetController : public Controller {
   const ResourceInfo* node_ri_ = &R(ClusterId::Dpu, "nodes");
   const ResourceInfo* ev_ri_ = &R(ClusterId::Dpu, "events");
   const ResourceInfo* svc_ri_ = &R(ClusterId::Management, "dpuservices");
+  const ResourceInfo* ns_ri_ = &R(ClusterId::Dpu, "namespaces");
 
   std::unordered_map<std::string, DsState> states_;                    // by DaemonSet key
   std::unordered_map<std::string, std::set<std::string>> by_ref_key_;  // node label key -> DS
   std::set<std::string> universal_;  // DaemonSets that may want a node without a given label
   std::unordered_map<std::string, std::vector<std::string>> ref_keys_of_;
   std::unordered_map<std::string, std::set<std::string>> ds_of_node_;  // node -> DS (contributing)
-  std::unordered_map<std::string, std::set<std::string>> svc_by_sid_;  // serviceID -> DPUService
   std::set<std::string> denied_ds_;  // DaemonSets with a node whose pod admission denied
 };
 

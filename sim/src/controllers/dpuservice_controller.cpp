@@ -6,9 +6,11 @@
 #include <set>
 #include <unordered_map>
 
+#include "admission.h"
 #include "controller_manager.h"
 #include "profile.h"
 #include "resources.h"
+#include "seeding.h"
 
 namespace dpfsim {
 
@@ -241,6 +243,8 @@ class DpuServiceController : public Controller {
     // The desired Application depends on the DPUService's spec only: once it was ensured for
     // this generation, it is rendered again only when the Application's spec (generation) or
     // labels changed since (Argo's status writes change neither).
+    if (!paused && cm.dpu_reachable() && prof.privileged_cel && !dic)
+      label_destination_namespace(st, jstr(*svc, {"metadata", "namespace"}));
     if (!paused && cm.dpu_reachable()) {
       Ensured& e = ensured_[key];
       bool fresh = !apps.empty() && e.svc_uid == uid && e.svc_gen == gen &&
@@ -305,6 +309,24 @@ class DpuServiceController : public Controller {
     std::string name = jstr(app, {"metadata", "labels", names::kDpuServiceNameLabel});
     if (name.empty()) return "";
     return jstr(app, {"metadata", "labels", names::kDpuServiceNamespaceLabel}) + "/" + name;
+  }
+
+  // DPF (v26.8+) labels the namespaces its Applications deploy to in the DPU cluster: the
+  // privileged-pod policy's namespaceSelector matches them (NamespaceScopeLabelKey,
+  // dpuservice_privileged_pod_enforcement.go).
+  void label_destination_namespace(Store& st, const std::string& ns) {
+    const ResourceInfo* ns_ri = find_resource_by_plural(ClusterId::Dpu, "namespaces");
+    ObjPtr cur = st.find_l(*ns_ri, "", ns);
+    if (!cur) {
+      json obj = make_namespace(ns);
+      obj["metadata"]["labels"][kDpuServiceNamespaceScopeLabel] = ns;
+      st.create_l(*ns_ri, std::move(obj));
+      return;
+    }
+    if (jstr(*cur, {"metadata", "labels", kDpuServiceNamespaceScopeLabel}) == ns) return;
+    json next = *cur;
+    next["metadata"]["labels"][kDpuServiceNamespaceScopeLabel] = ns;
+    st.commit_l(*ns_ri, std::move(next));
   }
 
   // The cached Applications of a DPUService.

@@ -1,4 +1,5 @@
-// Simulated kubelet: scheduled Pods become Running/Ready after pod_ready_ms; Pods with a
+// Simulated kubelet: Pods bound to its Node (the scheduler sets spec.nodeName) become
+// Running/Ready after pod_ready_ms; Pods with a
 // deletionTimestamp (phase unchanged, Ready=False) disappear after pod_termination_ms. Pod faults
 // (POST /pod-faults) keep the pods of a node unready with a container waiting reason.
 //
@@ -173,6 +174,16 @@ class Kubelet : public Controller {
     bool running = fault.empty() || fault == "CrashLoopBackOff";
     status["phase"] = running ? "Running" : "Pending";
     if (!status.contains("startTime")) status["startTime"] = now;  // the kubelet accepted it
+    if (!status.contains("hostIP")) {
+      // the kubelet reports its Node's address once it runs the pod
+      std::string host_ip;
+      if (ObjPtr n = st.find_l(*node_ri_, "", node))
+        if (const json* addrs = jptr(*n, {"status", "addresses"}); addrs && addrs->is_array())
+          for (const auto& a : *addrs)
+            if (a.value("type", "") == "InternalIP") host_ip = a.value("address", "");
+      status["hostIP"] = host_ip;
+      status["hostIPs"] = json::array({{{"ip", host_ip}}});
+    }
     if (running && !status.contains("podIP")) {
       status["podIP"] = cm.next_pod_ip();
       status["podIPs"] = json::array({{{"ip", status["podIP"]}}});

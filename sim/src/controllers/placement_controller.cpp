@@ -104,15 +104,19 @@ class PlacementController : public Controller {
     conflicts_.clear();
   }
 
-  // The DPUSet template changed: every device is validated and merged again.
+  // The DPUSet template changed: every device is validated and merged again; without DPUDevices
+  // (v24.10) the template goes to the DPUs directly. Compared with what this hook saw last, not
+  // with tmpl_, which a reconcile may already have refreshed from the same knobs change.
   void on_knobs(ControllerManager& cm) override {
-    Template before = tmpl_;
     Template now = tmpl(cm);
-    if (now.labels != before.labels || now.apply_on_label_change != before.apply_on_label_change)
-      for (const ObjPtr& o : cm.store().list_l(*dev_ri_)) {
-        check_conflict(cm, key_of(*o), o.get());
-        cm.enqueue(ControllerManager::kPlacement, "dev:" + key_of(*o));
-      }
+    if (now.labels == seen_.labels && now.apply_on_label_change == seen_.apply_on_label_change)
+      return;
+    seen_ = now;
+    for (const ObjPtr& o : cm.store().list_l(*dev_ri_)) {
+      check_conflict(cm, key_of(*o), o.get());
+      cm.enqueue(ControllerManager::kPlacement, "dev:" + key_of(*o));
+    }
+    if (!served(*dev_ri_)) enqueue_dpus(cm);
   }
 
   void enqueue_all(ControllerManager& cm) override {
@@ -277,7 +281,9 @@ class PlacementController : public Controller {
     if (!dpu) return;
     std::string ns = jstr(*dpu, {"metadata", "namespace"});
     std::string dev_name = jstr(*dpu, {"spec", "dpuDeviceName"});
-    if (served(*dev_ri_) && !dev_name.empty() && !st.find_l(*dev_ri_, ns, dev_name) &&
+    // a deleted DPUDevice (gone, or terminating behind DPF's dpudevice-protection finalizer)
+    ObjPtr device = dev_name.empty() ? nullptr : st.find_l(*dev_ri_, ns, dev_name);
+    if (served(*dev_ri_) && !dev_name.empty() && (!device || is_terminating(*device)) &&
         !is_terminating(*dpu)) {
       std::string tkey = "dpu-gc/" + jstr(*dpu, {"metadata", "uid"});
       if (cm.due(tkey, d.node_provisioning_ms / 2)) {
@@ -389,6 +395,7 @@ class PlacementController : public Controller {
   std::unordered_map<std::string, std::string> dpu_ns_by_name_;  // DPU name -> namespace
   std::map<std::string, std::string> conflicts_;  // DPUDevice key -> ClusterMetadataConflict text
   Template tmpl_;
+  Template seen_;  // the template on_knobs last acted on
   uint64_t tmpl_seq_ = static_cast<uint64_t>(-1);
 };
 
