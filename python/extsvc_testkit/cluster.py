@@ -4,11 +4,13 @@ initdb runs once per test command into a template data directory
 (EXTSVC_PG_TEMPLATE; scripts/lib/pgcluster.sh and this module make it when
 it is not there yet and export it, so every later cluster of the command,
 shell or Python, copies it); each cluster is a copy of the template (cp -a
-takes a fraction of initdb's time) with its own port, socket directory and
-settings. Clusters are owned by an unprivileged user (postgres when run as
+takes a fraction of initdb's time) with its own port, socket directory,
+settings and system identifier (as initdb would give it: the product tells
+servers apart by it, so two copies must not look like one system). Clusters are owned by an unprivileged user (postgres when run as
 root: PostgreSQL refuses root).
 
   template()                  the template's data directory (made if needed)
+  new_system_identifier(data) gives a stopped copy a system identifier of its own
   Cluster(workdir, settings)  a copy of it, configured (not started)
   .start() .stop() .restart() .reload() .append_conf({...}) .tail_log()
   .conn(dbname, user)         a persistent db.Conn to it (kept per database and role)
@@ -16,10 +18,14 @@ root: PostgreSQL refuses root).
 import atexit
 import os
 import pwd
+import random
+import re
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
+import time
 
 from . import db
 
@@ -75,6 +81,63 @@ def template():
     return t
 
 
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def _crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC32C[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def new_system_identifier(data):
+    """Gives the stopped data directory data a system identifier of its own,
+    made as initdb makes one (seconds, microseconds, pid bits), so that a
+    copy of the template is a system of its own as an initdb'd cluster is.
+    The identifier is stored in two places PostgreSQL checks against each
+    other at startup: pg_control (its first field, under the file's CRC-32C,
+    which ends the checked part of the struct) and the long header of the
+    first page of every WAL segment (xlp_sysid, after the 24-byte short
+    header; page headers carry no checksum). Returns the new identifier."""
+    now = time.time()
+    sysid = (int(now) << 32) | (int((now % 1) * 1e6) << 12) | random.getrandbits(12)
+    control = os.path.join(data, "global", "pg_control")
+    with open(control, "r+b") as f:
+        buf = bytearray(f.read())
+        old = buf[:8]
+        # the CRC field's offset: the first 4-aligned place whose 4 bytes are
+        # the CRC-32C of everything before them (PostgreSQL 15: 288)
+        end = next((k for k in range(16, 1024, 4)
+                    if struct.unpack_from("<I", buf, k)[0] == _crc32c(bytes(buf[:k]))), None)
+        if end is None:
+            raise RuntimeError(f"{control}: no CRC-32C found")
+        struct.pack_into("<Q", buf, 0, sysid)
+        struct.pack_into("<I", buf, end, _crc32c(bytes(buf[:end])))
+        f.seek(0)
+        f.write(buf)
+    wal = os.path.join(data, "pg_wal")
+    for name in os.listdir(wal):
+        if re.fullmatch(r"[0-9A-F]{24}", name):
+            with open(os.path.join(wal, name), "r+b") as f:
+                f.seek(24)
+                if f.read(8) != bytes(old):
+                    raise RuntimeError(f"{name}: its long page header names another system")
+                f.seek(24)
+                f.write(struct.pack("<Q", sysid))
+    return sysid
+
+
 class Cluster:
     """A copy of the template in workdir/data with its own port and socket
     directory (workdir), the settings given added to postgresql.conf;
@@ -88,6 +151,7 @@ class Cluster:
         r = as_pg(["cp", "-a", template(), self.data], capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"copying the template failed: {r.stderr}")
+        new_system_identifier(self.data)
         conf = {"port": str(self.port), "unix_socket_directories": f"'{self.dir}'", **BASE_SETTINGS}
         if preload:
             conf["shared_preload_libraries"] = "'nico_extsvc'"
@@ -146,3 +210,12 @@ class Cluster:
     def env(self):
         """PGHOST, PGPORT, PGUSER, PGDATABASE for a client started against this cluster."""
         return {"PGHOST": self.dir, "PGPORT": str(self.port), "PGUSER": PG_USER, "PGDATABASE": "postgres"}
+
+
+if __name__ == "__main__":
+    # scripts/lib/pgcluster.sh: python3 -m extsvc_testkit.cluster new-system-identifier DATA
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "new-system-identifier":
+        print(new_system_identifier(sys.argv[2]))
+    else:
+        sys.exit("usage: python3 -m extsvc_testkit.cluster new-system-identifier DATA")

@@ -8,7 +8,8 @@
 # One way to make a cluster (python/extsvc_testkit/cluster.py is the same in
 # Python): initdb runs once per test command into a template data directory,
 # $EXTSVC_PG_TEMPLATE, exported for every later cluster of the command (shell
-# or Python); each cluster is a copy of it (cp -a is far faster than initdb).
+# or Python); each cluster is a copy of it (cp -a is far faster than initdb)
+# with a system identifier of its own.
 
 pg_free_port() {
   "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -40,6 +41,8 @@ pg_cluster_start() {
   export PG_CLUSTER_DIR PGPORT
   export PGHOST="$PG_CLUSTER_DIR" PGUSER="$PG_OS_USER" PGDATABASE=postgres
   as_pg_user cp -a "$EXTSVC_PG_TEMPLATE" "$PG_CLUSTER_DIR/data" || return 1
+  # a system identifier of its own, as initdb gives (the product tells servers apart by it)
+  "$PY" -m extsvc_testkit.cluster new-system-identifier "$PG_CLUSTER_DIR/data" >/dev/null || return 1
   {
     echo "port = $PGPORT"
     echo "listen_addresses = ''"
