@@ -398,12 +398,13 @@ class Env:
         self.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i, tag)}', '{host}', '{device(i)}', '{node(i)}', "
                     f"{str(bool(primary)).lower()})")
 
-    def new_instance(self, host, network=(), tenant="tenant-a", tag="d", free=True):
+    def new_instance(self, host, network=(), tenant="tenant-a", tag="d", free=True, wait=True):
         """A new instance on host with the DPUs numbered in network as its network
         DPUs. A host holds one live instance (issue 29): with free, an earlier
-        test's instances of host are deleted first and waited for (free_host)."""
+        test's instances of host are deleted first and, with wait, waited for
+        (free_host); without wait the new one takes the host at once."""
         if free:
-            self.free_host(host)
+            self.free_host(host, wait=wait)
         iid = str(uuid.uuid4())
         arr = "ARRAY[" + ",".join(f"'{dpu_id(i, tag)}'" for i in network) + "]::text[]"
         self.pg.sql(f"SELECT extsvc.upsert_instance('{iid}', {lit(tenant)}, '{host}', {arr})")

@@ -47,7 +47,7 @@ def held(key, sid):
 def test_a_detach_in_flight_keeps_its_tombstone_until_the_key_and_the_pod_are_gone():
     sid = e().ready_service("in-flight")
     key = label_key(sid)
-    iid = e().new_instance(HOST)
+    iid = e().new_instance(HOST, wait=False)  # the previous test's instance is deleted, not waited for
     # hop 1 (DPUDevice -> DPU) and hop 2 (DPU -> Node) take 1.5 s each
     e().sim.ctl("POST", "/delays", {"label_propagation_ms": 3000})
     e().attach(iid, sid)
@@ -94,7 +94,7 @@ def test_a_detach_in_flight_keeps_its_tombstone_until_the_key_and_the_pod_are_go
 
 def test_running_on_a_node_that_stops_reporting_turns_unknown_and_a_detach_waits():
     sid = e().ready_service("silent-node")
-    iid = e().new_instance(HOST)
+    iid = e().new_instance(HOST, wait=False)  # the previous test's instance is deleted, not waited for
     grace_s = 2.0
     e().sim.ctl("POST", "/delays", {"node_grace_ms": int(grace_s * 1000)})
     e().attach(iid, sid)

@@ -153,7 +153,7 @@ def test_two_sites_on_one_cluster_never_touch_each_other():
         register(b, [2, 3], HOSTS[1])
         me_a, me_b = a().holder_identity(), b.holder_identity()
         assert a().site_lease("site-b")["spec"]["holderIdentity"] == me_b
-        ia, ib = a().new_instance(HOSTS[0]), b.new_instance(HOSTS[1])
+        ia, ib = a().new_instance(HOSTS[0], wait=False), b.new_instance(HOSTS[1], wait=False)
         # three attached services each, and one more each to delete
         sa = [a().create(f"two-a-{k}", helm_data(values={"k": k}), target="ALL") for k in range(4)]
         sb = [b.create(f"two-b-{k}", helm_data(values={"k": k}), target="ALL") for k in range(4)]
@@ -217,7 +217,7 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
     sids = [a().create(f"half-{k}", helm_data(values={"h": k}), target="ALL") for k in range(3)]
     for s in sids:
         a().wait_state(s, "READY")
-    inst = a().new_instance(HOSTS[0])  # an earlier test's instance of the host goes first
+    inst = a().new_instance(HOSTS[0], wait=False)  # an earlier test's instance of the host is deleted first
     attach(a(), inst, *sids)
     settled(a())
     before = workload(a().sim)
