@@ -315,6 +315,14 @@ class Env:
                                               "FROM extsvc.worker_status()") or None,
                           timeout, what="this server to hold the site Lease")
 
+    def wait_watching(self, timeout=30):
+        """Until every informer of the watcher has listed and has its stream open
+        (extsvc.watch_status()): a test that counts on the watch caches' events,
+        not on a resync, starts from there."""
+        wait_until(lambda: self.pg.one("SELECT count(*) > 0 AND bool_and(synced AND current) "
+                                       "FROM extsvc.watch_status()") == "t",
+                   timeout, interval=0.1, what="every informer listed and watching")
+
     def site_lease(self, site_id=None):
         """The site's Lease object in dpfsim, or None."""
         code, body = self.sim.kube("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/"

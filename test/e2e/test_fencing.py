@@ -62,6 +62,10 @@ def resync_and_wait_dpus():
 
 def test_slow_post_after_delete_leaves_no_orphan_once_a_resync_ran():
     sim = e().sim
+    # the watch caches are what delete the orphan on its ADDED event: they must be current
+    # first (this is the file's first test, started as soon as the server is up; a resync
+    # requested before they listed meets the orphan guard of an empty database instead)
+    e().wait_watching()
     # applied 3 s after it was sent; the worker gives up after 2 s
     fid = sim.fault(verb="POST", path_regex="/dpuservices", action="latency", latency_ms=3000,
                     count=1)["id"]
