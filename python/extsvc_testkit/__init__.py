@@ -6,6 +6,7 @@ the docs checks (tools/) and the demo (scripts/demo.py).
   extsvc_testkit.cluster     the one way to make a throw-away PostgreSQL
                              cluster: initdb once per test command into a
                              template (EXTSVC_PG_TEMPLATE), a copy per cluster
+                             with a system identifier of its own
   extsvc_testkit.db          SQL over kept psycopg 3 connections (Conn, Conns;
                              Session for two-session race tests; SqlError)
   extsvc_testkit.harness     a cluster with the worker talking TLS + bearer
