@@ -48,12 +48,12 @@ SELECT count(*) AS queue_rows FROM extsvc.dpf_extension_service_reconciliations;
 ------------------------------------------------------------------ claim
 -- batch_size bounds the claim; the oldest due row comes first
 SELECT id AS service_id, state_version, work->>'lifecycle_state' AS lifecycle_state,
-       work->>'dpf_service_name' = extsvc.dpf_service_name(id, work->>'attachable_version') AS name_ok,
+       work->>'dpf_service_name' = extsvc.dpf_service_name(id::uuid, work->>'attachable_version') AS name_ok,
        (work->>'desired_revision')::integer AS desired_revision, (work->>'applied_revision')::integer AS applied_revision,
        (work->>'attempts')::integer AS attempts,
-       extsvc._render_dpuservice(id, work->>'attachable_version', (work->>'desired_revision')::integer,
+       extsvc._render_dpuservice(id::uuid, work->>'attachable_version', (work->>'desired_revision')::integer,
                                  work->'helm_data', work->>'namespace')
-         = extsvc.render_dpuservice(id) AS desired_ok
+         = extsvc.render_dpuservice(id::uuid) AS desired_ok
   FROM extsvc.claim('service', 'w1', 1);
 SELECT * FROM pg_temp.q(:A);
 SELECT id AS service_id FROM extsvc.claim('service', 'w2');
@@ -138,7 +138,7 @@ SELECT * FROM pg_temp.q(:A);
 -- the next pass works from the newest intent
 SELECT state_version, work->>'lifecycle_state' AS lifecycle_state, (work->>'desired_revision')::integer AS desired_revision,
        (work->>'applied_revision')::integer AS applied_revision,
-       extsvc._render_dpuservice(id, work->>'attachable_version', (work->>'desired_revision')::integer,
+       extsvc._render_dpuservice(id::uuid, work->>'attachable_version', (work->>'desired_revision')::integer,
                                  work->'helm_data', work->>'namespace')#>>'{spec,helmChart,source,version}' AS chart_version
   FROM extsvc.claim('service', 'w1');
 SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.dpf_extension_service_reconciliations
