@@ -1,6 +1,10 @@
-# PGXS build of nico_extsvc. The C++ parts (core library, Kubernetes client,
-# PostgreSQL glue, simulator, unit tests) are built by CMake into $(BUILD_DIR);
-# this Makefile drives that build and installs the result the PGXS way.
+# PGXS build of nico_extsvc. The C++ parts are built by CMake into
+# $(BUILD_DIR); this Makefile drives that build and installs the result the
+# PGXS way. `make` builds what ships (the extension's module and its SQL
+# scripts) and nothing else; the rest is asked for by name:
+#   make sim          dpfsim, the cluster simulator (scripts/demo.sh, the e2e tests)
+#   make tests        the GoogleTest binaries and dpfsim (what `make check-unit` runs)
+#   make bench-tools  dpfsim, dpfsim_load and client_overhead (bench/)
 EXTENSION  = nico_extsvc
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 BUILD_DIR ?= build
@@ -27,7 +31,8 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: cmake-build install-lib regress-links check-unit pgtap installcheck-nopreload sql-scripts
+.PHONY: cmake-build install-lib regress-links check-unit pgtap installcheck-nopreload sql-scripts \
+        sim tests bench-tools
 
 all: cmake-build sql-scripts
 sql-scripts: $(DATA_built)
@@ -47,7 +52,13 @@ $(BUILD_DIR)/CMakeCache.txt:
 	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) -DPG_CONFIG=$(PG_CONFIG)
 
 cmake-build: $(BUILD_DIR)/CMakeCache.txt
-	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target nico_extsvc
+sim: $(BUILD_DIR)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target dpfsim
+tests: $(BUILD_DIR)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target extsvc_tests
+bench-tools: $(BUILD_DIR)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target extsvc_bench
 
 install: install-lib
 install-lib: cmake-build
@@ -71,7 +82,7 @@ installcheck-nopreload:
 	$(pg_regress_installcheck) --inputdir=$(BUILD_DIR)/regress-nopreload-in \
 	  --outputdir=$(BUILD_DIR)/regress-nopreload-out --dbname=$(CONTRIB_TESTDB) $(REGRESS_NOPRELOAD)
 
-check-unit: cmake-build
+check-unit: tests
 	cd $(BUILD_DIR) && ctest --output-on-failure
 
 pgtap:

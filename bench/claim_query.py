@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The worker's queue statements at 1M rows per queue (issue 11).
 
 Fills both queue tables (extsvc.dpf_extension_service_reconciliations and
@@ -45,9 +45,9 @@ tables, the machine and its load into docs/performance.md between
 <!-- claim-query:begin --> and <!-- claim-query:end --> (added at the end
 when missing).
 
-  PYTHONPATH=python python3 bench/claim_query.py            # 1M rows per queue, 200 calls each
-  PYTHONPATH=python python3 bench/claim_query.py --rows 100000 --calls 50
-  PYTHONPATH=python python3 bench/claim_query.py --write-doc
+  PYTHONPATH=python /usr/bin/python3 bench/claim_query.py            # 1M rows per queue, 200 calls each
+  PYTHONPATH=python /usr/bin/python3 bench/claim_query.py --rows 100000 --calls 50
+  PYTHONPATH=python /usr/bin/python3 bench/claim_query.py --write-doc
 
 Env: BENCH_CLAIM_ROWS (1000000; BENCH_QUICK=1: 100000), BENCH_CLAIM_CALLS (200;
 quick 50). About 5-6 minutes at 1M rows on 2 cores, 2-4 of them the fill. Needs the extension
@@ -63,6 +63,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from extsvc_testkit import db  # noqa: E402
 from extsvc_testkit.harness import PG_USER, PGBIN, Postgres  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -267,19 +268,22 @@ def cpu_model():
     return "?"
 
 
-def psql(pg, *commands, variables=None):
-    """Runs commands (each its own -c: own transaction, one session); returns
-    (stdout, stderr). auto_explain's plans arrive on stderr as NOTICEs."""
-    cmd = [f"{PGBIN}/psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", pg.dir, "-p", str(pg.port),
-           "-U", PG_USER, "-d", "postgres"]
-    for k, v in (variables or {}).items():
-        cmd += ["-v", f"{k}={v}"]
-    for c in commands:
-        cmd += ["-c", c]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"psql failed: {commands}\n{r.stderr[-4000:]}")
-    return r.stdout, r.stderr
+def psql(pg, *commands):
+    """Runs commands in one session of their own (each its own transaction;
+    extsvc_testkit.db); returns (the rows as psql -A -t printed them, the
+    NOTICEs). auto_explain's plans arrive as NOTICEs."""
+    c = db.Conn(pg.dir, pg.port, PG_USER, "postgres")
+    try:
+        out = []
+        for cmd in commands:
+            try:
+                rows = c.rows(cmd)
+            except db.SqlError as e:
+                raise RuntimeError(f"psql failed: {commands}\n{e.psql_text()[-4000:]}") from None
+            out += ["|".join("" if v is None else v for v in r) for r in rows]
+        return "\n".join(out) + "\n", "\n".join(c.notices)
+    finally:
+        c.close()
 
 
 def psql_file(pg, text, variables):

@@ -1,18 +1,19 @@
 """Shared helpers of the benchmarks: sizes from the environment, the e2e
-harness (imported, not copied), a persistent psql session, statistics, worker
-RSS and table printing. Python standard library only."""
+harness (imported, not copied), a persistent session, statistics, worker
+RSS and table printing."""
 import http.client
 import json
 import os
 import statistics
-import subprocess
+import subprocess  # noqa: F401  (bench/fleet.py runs its tools through c.subprocess)
 import threading
 import time
 import urllib.parse
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-from extsvc_testkit import harness  # noqa: E402  (BUILD_DIR / DPFSIM are read from the environment by the harness)
-from extsvc_testkit.harness import PG_USER, PGBIN, Env, helm_data, lit, wait_until  # noqa: E402,F401
+from extsvc_testkit import db, harness  # noqa: E402  (BUILD_DIR / DPFSIM are read from the environment by the harness)
+from extsvc_testkit.harness import FAST_DELAYS, PG_USER, PGBIN, Env, helm_data, lit, wait_until  # noqa: E402,F401
+from extsvc_testkit.invariants import machine_line  # noqa: E402,F401
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 
@@ -30,9 +31,6 @@ BENCH_GUCS = {"extsvc.log_level": "'info'", "extsvc.resync_interval": "'300s'",
               "extsvc.retry_base": "'%s'" % os.environ.get("BENCH_RETRY_BASE", "500ms"),
               "extsvc.retry_cap": "'300s'", "extsvc.lease_time": "'60s'", "extsvc.http_timeout": "'10s'"}
 
-# Sim delays "reduced to 0-50 ms" for fleet runs.
-FAST_DELAYS = {"label_propagation_ms": 50, "node_provisioning_ms": 0, "dpuservice_sync_ms": 20,
-               "pod_ready_ms": 50, "pod_termination_ms": 20, "dpuservice_ready_ms": 20, "finalizer_ms": 20}
 
 
 def size(name, full, quick):
@@ -99,24 +97,6 @@ def table(title, header, rows):
     print(flush=True)
 
 
-def machine_line():
-    try:
-        with open("/proc/loadavg") as f:
-            load = f.read().split()[:3]
-    except OSError:
-        load = ["?"]
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs ({model}), load average {' '.join(load)}"
-
-
 # --- processes ---------------------------------------------------------------
 
 def proc_mem(pid):
@@ -176,45 +156,32 @@ def worker_status(e):
                     "FROM extsvc.worker_status() ORDER BY slot")
 
 
-# --- a persistent psql session (commit time as the client sees it) ---------
+# --- a persistent session (commit time as the client sees it) --------------
 
 class Session:
-    """One psql process fed through stdin; `run` returns when the statement's
-    result has been read, i.e. right after its (auto)commit."""
+    """One kept connection (extsvc_testkit.db); `run` returns when the
+    statement's result has been read, i.e. right after its (auto)commit.
+    Rows as psql -A -t printed them (NULL as ''); a refused statement answers
+    no rows, as the psql session with ON_ERROR_STOP=0 it replaces did."""
 
     def __init__(self, pg):
-        self.p = subprocess.Popen(
-            [f"{PGBIN}/psql", "-X", "-q", "-A", "-t", "-F", "\x1f", "-v", "ON_ERROR_STOP=0",
-             "-h", pg.dir, "-p", str(pg.port), "-U", PG_USER, "-d", "postgres"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-        self.n = 0
+        self.c = db.Conn(pg.dir, pg.port, PG_USER, "postgres")
         self.run("SELECT 1")
 
     def run(self, query):
-        self.n += 1
-        marker = f"__bench_end_{self.n}__"
-        self.p.stdin.write(query.rstrip().rstrip(";") + ";\n\\echo " + marker + "\n")
-        self.p.stdin.flush()
-        rows = []
-        while True:
-            line = self.p.stdout.readline()
-            if not line:
-                raise RuntimeError("psql session ended: " + self.p.stderr.read())
-            line = line.rstrip("\n")
-            if line == marker:
-                return rows
-            rows.append(line.split("\x1f"))
+        try:
+            return [["" if v is None else v for v in r] for r in self.c.rows(query)]
+        except db.SqlError as e:
+            if e.sqlstate is None:  # no server answer (no connection): not a refusal
+                raise
+            return []
 
     def one(self, query):
         rows = self.run(query)
         return rows[0][0] if rows and rows[0] else None
 
     def close(self):
-        try:
-            self.p.stdin.close()
-            self.p.wait(10)
-        except Exception:  # noqa: BLE001
-            self.p.kill()
+        self.c.close()
 
 
 # --- dpfsim control API over one keep-alive connection ---------------------

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Scale with the watch caches (issue 11), side by side in one run.
 
 1. latency: attach -> instance ready for one PRIMARY DPU, REPEATS cycles, next to

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Placement benchmarks (issue 5).
 
 1. attach-to-RUNNING latency of one instance: REPEATS attach/detach cycles,

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """dpfsim at fleet scale (issue 11): seeding, 1000 DPUServices as the product renders them, then
 a raw keep-alive loop of one merge patch per DPUDevice placing 5000 DPUs, observed through a
 watch on the pods (LIST, then WATCH from the list's resourceVersion, as an informer does).

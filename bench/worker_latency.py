@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Benchmark (a): intent-to-first-API-call latency after commit, and
 create-to-READY latency, for N sequential single creates (each its own
 transaction).

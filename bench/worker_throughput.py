@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Benchmarks (b)-(e) of the service path.
 
 (b) services created per second to READY: N creates in one transaction, time

@@ -3,7 +3,8 @@
 # -fsanitize=fuzzer,address,undefined) in $SANITIZE_BUILD_DIR.
 #
 #   scripts/fuzz.sh smoke [SECONDS]   each target for SECONDS (default 10) from
-#                                     its seed corpus; fails on any finding (CI)
+#                                     its seed corpus, FUZZ_JOBS (default 2) at a
+#                                     time; fails on any finding (CI)
 #   scripts/fuzz.sh long [SECONDS]    the recorded run: SECONDS (default 900) in
 #                                     total on one core, split over the targets
 #                                     by weight, then writes executions, coverage
@@ -46,15 +47,23 @@ stat_of() { sed -n "s/^stat::$2: *//p" "$1" | tail -n 1; }
 
 SEED_ARG=()
 smoke() {
-  local secs="${1:-10}" failed=0 t name
+  local secs="${1:-10}" jobs="${FUZZ_JOBS:-2}" failed=0 t name pids=() names=()
   # CI: the same input sequence every run (the seed corpora, which hold every
-  # earlier finding, then seed 1), so a red run is reproducible, not luck
+  # earlier finding, then seed 1), so a red run is reproducible, not luck.
+  # FUZZ_JOBS targets at a time (default 2, one per core of the test machine),
+  # each for its full SECONDS; the results are reported in target order.
   SEED_ARG=(-seed=1)
   for t in "${TARGETS[@]}"; do
     name="${t%%:*}"
-    local log="$WORK/$name/smoke.log"
     mkdir -p "$WORK/$name"
-    if run_target "$name" "$secs" "$log" && [ "$(findings "$name")" -eq 0 ]; then
+    if [ "${#pids[@]}" -ge "$jobs" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+    (run_target "$name" "$secs" "$WORK/$name/smoke.log"; echo $? >"$WORK/$name/smoke.rc") &
+    pids+=($!); names+=("$name")
+  done
+  wait
+  for name in "${names[@]}"; do
+    local log="$WORK/$name/smoke.log"
+    if [ "$(cat "$WORK/$name/smoke.rc")" = 0 ] && [ "$(findings "$name")" -eq 0 ]; then
       echo "fuzz_$name: ok, $(stat_of "$log" number_of_executed_units) executions in ${secs} s"
     else
       failed=$((failed + 1))
@@ -92,7 +101,7 @@ long() {
     echo "  $execs executions, cov ${cov:-?} of ${edges:-?} edges, $found findings"
   done
   # The human table and the run's record, both from the same figures.
-  PYTHONPATH="$ROOT/python" python3 - "$DOC" "$figures" "$total" "$started" "$load" "$(nproc)" "$(clang++ --version | head -n 1)" \
+  PYTHONPATH="$ROOT/python" "${PY:-/usr/bin/python3}" - "$DOC" "$figures" "$total" "$started" "$load" "$(nproc)" "$(clang++ --version | head -n 1)" \
     "$(sed -n 's/^CMAKE_CXX_FLAGS_RELWITHDEBINFO:[A-Z]*=//p' "$BUILD/CMakeCache.txt")" <<'PY'
 import sys
 from extsvc_testkit.invariants import run_record, run_stamp, write_doc_block

@@ -9,6 +9,7 @@ PACKAGES=(
   nlohmann-json3-dev libspdlog-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   curl python3 python3-yaml procps  # python3-yaml: test/e2e/test_metrics.py reads the postgres_exporter queries file
+  python3-psycopg  # the test kit's SQL connections (python/extsvc_testkit/db.py), for /usr/bin/python3
   clang libclang-rt-14-dev  # fuzz targets and sanitizer builds (scripts/fuzz.sh, sanitize-tests.sh)
   python3-matplotlib  # bench/plot_fleet.py draws the fleet curves into docs/
   patroni etcd-server python3-etcd  # test/ha: Patroni + etcd (v2 API)

@@ -35,7 +35,7 @@ for t in test/unit/extsvc_unit_tests test/kube/extsvc_kube_tests; do
   figures+="$(basename "$t") ${tests:-0} $ok $((SECONDS - t0)) $reports"$'\n'
 done
 if [ -n "${WRITE_DOC:-}" ] && [ "$#" -eq 0 ]; then
-  PYTHONPATH="$ROOT/python" python3 - "$figures" "$(clang++ --version | head -n 1)" "$SANITIZE_CXX_FLAGS" <<'PY'
+  PYTHONPATH="$ROOT/python" "${PY:-/usr/bin/python3}" - "$figures" "$(clang++ --version | head -n 1)" "$SANITIZE_CXX_FLAGS" <<'PY'
 import sys
 figures, clang, flags = sys.argv[1:]
 from extsvc_testkit.invariants import run_record, run_stamp, write_doc_block

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Keeps the state tables in docs/ true to the transition tables.
 
 docs/lifecycle.md's table is generated from extsvc.lifecycle_transitions and
@@ -6,12 +6,15 @@ docs/placement.md's tables from extsvc.placement_transitions (one block per
 state machine) -- the tables the triggers enforce. `--check` (used by the
 test suite) fails when a block differs; `--write` regenerates the blocks.
 Usage: lifecycle_doc.py [--check|--write] [DBNAME] [lifecycle|placement ...]
-(default: lifecycle only). Connection: psql's PG* variables.
+(default: lifecycle only). Connection: libpq's PG* variables, through the
+test kit (PYTHONPATH=python; extsvc_testkit.db).
 """
 import os
-import subprocess
 import sys
 
+from extsvc_testkit import db
+
+CONNS = db.Conns()
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
 LIFECYCLE_QUERY = (
     "SELECT coalesce(from_state, '(new)'), to_state, actor, reason, description "
@@ -31,9 +34,8 @@ PLACEMENT_QUERY = (
 
 
 def psql(dbname, query):
-    out = subprocess.run(["psql", "-X", "-A", "-t", "-F", "\t", "-d", dbname, "-c", query],
-                         capture_output=True, text=True, check=True).stdout
-    return [row.split("\t") for row in out.strip().splitlines()]
+    """The rows of query in dbname (NULL as '', as psql printed it)."""
+    return [["" if v is None else v for v in r] for r in CONNS.sql(query, dbname)]
 
 
 def render_lifecycle(dbname):

@@ -1,10 +1,10 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes the summary table of docs/reliability.md (issue 13: "one table:
 test, size, result, figure -- every row measured by the scripts, not typed
 in") from the machine-readable records the suites embed in their result
 blocks, <!-- SUITE-run {json} --> (scripts/fuzz.sh long,
 scripts/sanitize-tests.sh, test/e2e/test_kill_sweep.py,
-test/e2e/test_failover.py, bench/soak.py, bench/model_sql.py,
+test/e2e/test_failover.py, test/soak/soak.py, test/model/model_sql.py,
 test/e2e/test_model_worker.py, test/nico/race_dpu_completion.py,
 test/nico/concurrency.py, test/e2e/test_site.py, test/ha/test_patroni.py). Only the
 records are read, never the human tables, and the verdicts are computed here

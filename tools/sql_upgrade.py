@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Assembles an upgrade script of nico_extsvc (make runs it; see
 docs/operator-guide.md, "Appendix: how upgrade scripts are made").
 

@@ -1,43 +1,31 @@
 """End-to-end harness: a real PostgreSQL cluster with the nico_extsvc worker
-talking TLS + bearer token to a real dpfsim process. Python standard library
-only; SQL goes through psql so nothing but Debian packages is needed.
+talking TLS + bearer token to a real dpfsim process. SQL goes through one
+kept psycopg 3 connection (extsvc_testkit.db); the cluster is a copy of the
+test command's template data directory (extsvc_testkit.cluster).
 """
 import json
 import os
-import pwd
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 import traceback
 import urllib.error
 import urllib.request
+import uuid
+
+from . import db
+from .cluster import PG_USER, PGBIN, Cluster, as_pg, free_port  # noqa: F401  (names the suites import from here)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD_DIR = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
 DPFSIM = os.environ.get("DPFSIM", os.path.join(BUILD_DIR, "sim", "dpfsim"))
-PGBIN = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip() \
-    or "/usr/lib/postgresql/15/bin"
-PG_USER = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
 NAMESPACE = "dpf-operator-system"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def as_pg(cmd, **kw):
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", PG_USER, "--"] + cmd
-    return subprocess.run(cmd, **kw)
+# dpfsim's delays "reduced to 0-50 ms" for fleet runs (POST /delays): the
+# benchmarks and the soak.
+FAST_DELAYS = {"label_propagation_ms": 50, "node_provisioning_ms": 0, "dpuservice_sync_ms": 20,
+               "pod_ready_ms": 50, "pod_termination_ms": 20, "dpuservice_ready_ms": 20, "finalizer_ms": 20}
 
 
 def wait_until(fn, timeout=30.0, interval=0.05, what="condition"):
@@ -214,35 +202,38 @@ class Sim:
         assert code == 200, body
         return body["items"]
 
+    def device_labels(self, i):
+        """spec.cluster.nodeLabels of seeded DPUDevice i (management cluster)."""
+        code, body = self.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NAMESPACE}"
+                                      f"/dpudevices/{device(i)}")
+        assert code == 200, body
+        return (body.get("spec", {}).get("cluster", {}) or {}).get("nodeLabels", {}) or {}
 
-class Postgres:
-    """A throw-away cluster owned by an unprivileged user, nico_extsvc preloaded;
+    def node_labels(self, i):
+        """The labels of seeded DPU i's Node (DPU cluster)."""
+        code, body = self.kube("GET", f"/api/v1/nodes/{node(i)}", base=self.dpu)
+        assert code == 200, body
+        return body["metadata"].get("labels", {})
+
+    def pods_on(self, i, sid):
+        """The service's pods on DPU i, found as the product finds them: by the
+        service label the rendered DPUService puts on them, never by name."""
+        code, body = self.kube("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?fieldSelector=spec.nodeName%3D{node(i)}"
+                                      f"&labelSelector=nico%2Fextension-service-id%3D{sid}", base=self.dpu)
+        assert code == 200, body
+        return body["items"]
+
+
+class Postgres(Cluster):
+    """A throw-away cluster owned by an unprivileged user, nico_extsvc preloaded
+    (a copy of the test command's template: extsvc_testkit.cluster), with the
+    extension created and the example chart repositories allowed;
     extension=False leaves the extension uncreated (a server to restore into)."""
 
     def __init__(self, workdir, settings, extension=True, name="pg"):
-        self.dir = os.path.join(workdir, name)
-        os.makedirs(self.dir)
-        os.chmod(self.dir, 0o755)
-        if os.geteuid() == 0:
-            shutil.chown(self.dir, PG_USER)
-        self.port = free_port()
-        self.data = os.path.join(self.dir, "data")
-        self.logfile = os.path.join(self.dir, "server.log")
-        r = as_pg([f"{PGBIN}/initdb", "-D", self.data, "-U", PG_USER, "-A", "trust", "-E", "UTF8",
-                   "--locale=C.UTF-8"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(r.stdout + r.stderr)
-        conf = {
-            "port": str(self.port), "listen_addresses": "''",
-            "unix_socket_directories": f"'{self.dir}'",
-            # fsync off is safe here (the OS survives a server crash);
-            # synchronous_commit stays on: crash tests must not lose commits
-            "shared_preload_libraries": "'nico_extsvc'", "fsync": "off",
-            "full_page_writes": "off", "max_connections": "60",
-            "log_line_prefix": "'%m [%p] %b '",
-        }
+        conf = {"max_connections": "60"}
         conf.update(settings)
-        self.append_conf(conf)
+        super().__init__(os.path.join(workdir, name), conf)
         self.start()
         if not extension:
             return
@@ -250,62 +241,23 @@ class Postgres:
         self.sql("SELECT extsvc.allow_chart('https://charts.example.com')")
         self.sql("SELECT extsvc.allow_chart('oci://registry.example.com')")
 
-    def append_conf(self, conf):
-        text = "".join(f"{k} = {v}\n" for k, v in conf.items())
-        as_pg(["tee", "-a", os.path.join(self.data, "postgresql.conf")], input=text,
-              capture_output=True, text=True, check=True)
-
-    def ctl(self, *args):
-        r = as_pg([f"{PGBIN}/pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60"] + list(args),
-                  capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"pg_ctl {args}: {r.stdout}{r.stderr}\n{self.tail_log()}")
-
-    def start(self):
-        self.ctl("start")
-
-    def restart(self):
-        self.ctl("-m", "fast", "restart")
-
-    def reload(self):
-        self.ctl("reload")
-
-    def stop(self):
-        try:
-            self.ctl("-m", "fast", "stop")
-        except RuntimeError:
-            pass
-
-    def tail_log(self, n=60):
-        try:
-            with open(self.logfile) as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
-
     def sql(self, query, *, check=True):
-        """Runs one statement; returns rows as lists of strings (NULL -> None)."""
-        # NUL between records, US between fields, ETX for NULL: values may
-        # hold newlines, and str.splitlines() would split on other controls.
-        # A long statement (the invariants pass every live DPUService as one
-        # literal) goes through standard input, in one transaction as -c runs
-        # it: the kernel bounds one argument to 128 KiB.
-        long = len(query) > 64 * 1024
-        r = subprocess.run([f"{PGBIN}/psql", "-X", "-q", "-A", "-t", "-0", "-F", "\x1f", "-P", "null=\x03",
-                            "-v", "ON_ERROR_STOP=1", "-h", self.dir, "-p", str(self.port),
-                            "-U", PG_USER, "-d", "postgres"] + (["-1", "-f", "-"] if long else ["-c", query]),
-                           input=query if long else None, capture_output=True, text=True)
-        if r.returncode != 0:
-            if check:
-                raise RuntimeError(f"SQL failed: {query}\n{r.stderr}")
-            return r.stderr
-        rows = []
-        for record in r.stdout.split("\0"):
-            record = record.strip("\n")
-            if record == "":
-                continue
-            rows.append([None if c == "\x03" else c for c in record.split("\x1f")])
-        return rows
+        """Runs one statement (or several, in one implicit transaction) on the
+        kept connection to database postgres; returns rows as lists of
+        strings (NULL -> None). With check=False an error returns its text
+        as psql printed it, instead of raising, and the statement runs in a
+        session of its own, as every statement did with a psql process: the
+        callers that expect errors are the probes of a server that may be
+        restarting ("server back", "worker up"), and an answer from a kept
+        backend the postmaster is about to end would say the server is back
+        before its crash restart has even begun."""
+        if check:
+            return self.conn().sql(query)
+        c = db.Conn(self.dir, self.port, PG_USER, "postgres")
+        try:
+            return c.sql(query, check=False)
+        finally:
+            c.close()
 
     def one(self, query):
         rows = self.sql(query)
@@ -362,6 +314,14 @@ class Env:
         return wait_until(lambda: self.pg.one("SELECT coalesce(max(lease_holder) FILTER (WHERE lease_held), '') "
                                               "FROM extsvc.worker_status()") or None,
                           timeout, what="this server to hold the site Lease")
+
+    def wait_watching(self, timeout=30):
+        """Until every informer of the watcher has listed and has its stream open
+        (extsvc.watch_status()): a test that counts on the watch caches' events,
+        not on a resync, starts from there."""
+        wait_until(lambda: self.pg.one("SELECT count(*) > 0 AND bool_and(synced AND current) "
+                                       "FROM extsvc.watch_status()") == "t",
+                   timeout, interval=0.1, what="every informer listed and watching")
 
     def site_lease(self, site_id=None):
         """The site's Lease object in dpfsim, or None."""
@@ -428,6 +388,47 @@ class Env:
             print(self.pg.tail_log(40))
             print(self.pg.sql(f"SELECT * FROM extsvc.reconciliation_queue WHERE service_id = {lit(sid)}::uuid"))
             raise
+        except db.SqlError:
+            print(self.pg.tail_log(40))  # the server went away: its last words
+            raise
+
+    def version_of(self, sid):
+        return self.pg.one(f"SELECT version FROM extsvc.services WHERE service_id = {lit(sid)}::uuid")
+
+    def ready_service(self, name, target="PRIMARY", data=None, **kw):
+        """A service created and waited for until READY (values {"v": 1} unless data is given)."""
+        sid = self.create(name, data if data is not None else helm_data(values={"v": 1}), target=target, **kw)
+        self.wait_state(sid, "READY")
+        return sid
+
+    def register_dpu(self, i, host, primary, tag="d"):
+        """Registers seeded DPU i (dpu_id(i, tag), its device and node) on host."""
+        self.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i, tag)}', '{host}', '{device(i)}', '{node(i)}', "
+                    f"{str(bool(primary)).lower()})")
+
+    def new_instance(self, host, network=(), tenant="tenant-a", tag="d", free=True, wait=True):
+        """A new instance on host with the DPUs numbered in network as its network
+        DPUs. A host holds one live instance (issue 29): with free, an earlier
+        test's instances of host are deleted first and, with wait, waited for
+        (free_host); without wait the new one takes the host at once."""
+        if free:
+            self.free_host(host, wait=wait)
+        iid = str(uuid.uuid4())
+        arr = "ARRAY[" + ",".join(f"'{dpu_id(i, tag)}'" for i in network) + "]::text[]"
+        self.pg.sql(f"SELECT extsvc.upsert_instance('{iid}', {lit(tenant)}, '{host}', {arr})")
+        return iid
+
+    def attach(self, iid, *sids, check=True):
+        """set_instance_extension_services(iid) with exactly these services at
+        their current versions (none: detach everything)."""
+        services = json.dumps([{"service_id": s, "version": self.version_of(s)} for s in sids])
+        return self.pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(services)})", check=check)
+
+    def summary_rows(self, iid):
+        """{service_id: (aggregate_state, removed, configs_synced)} of the instance."""
+        return {r[0]: (r[1], r[2], r[3]) for r in self.pg.sql(
+            f"SELECT service_id, aggregate_state, removed, configs_synced "
+            f"FROM extsvc.instance_extension_services_summary('{iid}')")}
 
     def free_host(self, host, wait=True, timeout=60):
         """A host holds at most one live instance (issue 29): deletes the live

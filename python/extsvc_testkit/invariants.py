@@ -208,6 +208,26 @@ def run_stamp():
             "commit": commit}
 
 
+def machine_line():
+    """The machine a figure was measured on: CPUs, model and load average."""
+    import os
+    try:
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[:3]
+    except OSError:
+        load = ["?"]
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs ({model}), load average {' '.join(load)}"
+
+
 def run_record(suite, run):
     """The machine-readable record of a run, kept in its block as an HTML
     comment: <!-- SUITE-run {json} -->. tools/reliability_summary.py reads

@@ -1,8 +1,8 @@
 -- SPEC 2.5: every worker write is a compare-and-swap on (state_version,
 -- lease_token); concurrent claims never hand out the same row.
 BEGIN;
+\ir helpers.psql
 SELECT plan(35);
-\ir ../queue_adapters.psql
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -28,13 +28,14 @@ SELECT lives_ok(format($$SELECT extsvc.create_service('t1', 'cas', 'DPF_HELM_CHA
                        :'chart', :S), 'fixture: a DPF service');
 
 ------------------------------------------------------------------ stale state_version
-CREATE TEMP TABLE c1 AS SELECT * FROM pg_temp.claim_reconciliations('w1');
+CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim('service', 'w1');
 SELECT is((SELECT count(*)::integer FROM c1), 1, 'claimed');
 SELECT is((SELECT lease_owner FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :S), 'w1', 'leased to w1');
 -- new intent arrives while w1 works
 SELECT is((extsvc.update_service(:S, :'chart2')).desired_revision, 2, 'update while leased: revision 2');
-SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c1), (SELECT lease_token FROM c1),
-                                         'transition', 'READY', 'dpuservice_created', 'created', applied_revision => 1),
+SELECT is(extsvc.complete('service', :S, (SELECT state_version FROM c1), (SELECT lease_token FROM c1),
+                          '{"outcome": "transition", "new_state": "READY", "reason": "dpuservice_created",
+                            "message": "created", "applied_revision": 1}'),
           'stale', 'completion with the old state_version is stale');
 SELECT is((SELECT ARRAY[lifecycle_state, applied_revision::text, status_message] FROM extsvc.services WHERE service_id = :S),
           ARRAY['CREATING', NULL, 'waiting for the worker to apply revision 2'], 'the service is unchanged');
@@ -45,38 +46,40 @@ SELECT ok((SELECT lease_token IS NULL AND next_due_at <= now() FROM extsvc.dpf_e
 SELECT is((SELECT count(*)::integer FROM extsvc.service_state_history WHERE service_id = :S AND actor = 'worker'), 0,
           'no worker history written');
 -- a delete that lands during an in-flight create wins
-CREATE TEMP TABLE c2 AS SELECT * FROM pg_temp.claim_reconciliations('w1');
-SELECT is((SELECT desired_revision FROM c2), 2, 'the next claim works from revision 2');
+CREATE TEMP TABLE c2 AS SELECT * FROM extsvc.claim('service', 'w1');
+SELECT is((SELECT (work->>'desired_revision')::integer FROM c2), 2, 'the next claim works from revision 2');
 SELECT is((extsvc.delete_service(:S)).lifecycle_state, 'DELETING', 'delete while the create is in flight');
-SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c2), (SELECT lease_token FROM c2),
-                                         'transition', 'READY', 'dpuservice_created', 'created', applied_revision => 2),
+SELECT is(extsvc.complete('service', :S, (SELECT state_version FROM c2), (SELECT lease_token FROM c2),
+                          '{"outcome": "transition", "new_state": "READY", "reason": "dpuservice_created",
+                            "message": "created", "applied_revision": 2}'),
           'stale', 'the in-flight create result is stale');
 SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = :S), 'DELETING', 'the delete wins');
-CREATE TEMP TABLE c3 AS SELECT * FROM pg_temp.claim_reconciliations('w1');
-SELECT is((SELECT lifecycle_state FROM c3), 'DELETING', 'the next pass deletes');
+CREATE TEMP TABLE c3 AS SELECT * FROM extsvc.claim('service', 'w1');
+SELECT is((SELECT work->>'lifecycle_state' FROM c3), 'DELETING', 'the next pass deletes');
 
 ------------------------------------------------------------------ lost lease
-SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c3), gen_random_uuid(),
-                                         'transition', 'DELETED', 'dpuservice_deleted'),
+SELECT is(extsvc.complete('service', :S, (SELECT state_version FROM c3), gen_random_uuid(),
+                          '{"outcome": "transition", "new_state": "DELETED", "reason": "dpuservice_deleted"}'),
           'lost', 'completion with another lease token is lost');
 SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = :S), 'DELETING', 'nothing written');
 SELECT is((SELECT lease_token FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :S),
           (SELECT lease_token FROM c3), 'the lease is untouched');
 -- an unexpired lease cannot be claimed by another worker
-SELECT is((SELECT count(*)::integer FROM pg_temp.claim_reconciliations('w2')), 0, 'a held lease is not claimed again');
+SELECT is((SELECT count(*)::integer FROM extsvc.claim('service', 'w2')), 0, 'a held lease is not claimed again');
 -- an expired one can; the first worker is then lost
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_expires_at = now() - interval '1 second' WHERE service_id = :S;
-CREATE TEMP TABLE c4 AS SELECT * FROM pg_temp.claim_reconciliations('w2');
+CREATE TEMP TABLE c4 AS SELECT * FROM extsvc.claim('service', 'w2');
 SELECT is((SELECT count(*)::integer FROM c4), 1, 'an expired lease is reclaimed');
 SELECT isnt((SELECT lease_token FROM c4), (SELECT lease_token FROM c3), 'with a new token');
-SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c3), (SELECT lease_token FROM c3),
-                                         'transition', 'DELETED', 'dpuservice_deleted'),
+SELECT is(extsvc.complete('service', :S, (SELECT state_version FROM c3), (SELECT lease_token FROM c3),
+                          '{"outcome": "transition", "new_state": "DELETED", "reason": "dpuservice_deleted"}'),
           'lost', 'the first worker''s late result is lost');
-SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4),
-                                         'transition', 'DELETED', 'dpuservice_deleted'),
+SELECT is(extsvc.complete('service', :S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4),
+                          '{"outcome": "transition", "new_state": "DELETED", "reason": "dpuservice_deleted"}'),
           'applied', 'the second worker''s result is applied');
 SELECT is((SELECT lifecycle_state FROM extsvc.services WHERE service_id = :S), 'DELETED', 'DELETED');
-SELECT is(pg_temp.complete_reconciliation(:S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4), 'done'),
+SELECT is(extsvc.complete('service', :S, (SELECT state_version FROM c4), (SELECT lease_token FROM c4),
+                          '{"outcome": "done"}'),
           'lost', 'a second completion with a used token is lost');
 
 ------------------------------------------------------------------ two sessions

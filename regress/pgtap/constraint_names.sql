@@ -3,6 +3,7 @@
 -- modification, a failed precondition and a conflict are distinguishable
 -- without parsing messages.
 BEGIN;
+\ir helpers.psql
 SELECT plan(20);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -14,19 +15,6 @@ SET LOCAL client_min_messages = warning;
 \set C '''4a000000-0000-0000-0000-000000000003'''
 \set H '''fm100hs4c00000000000000000000000000000100000000000000000000'''
 \set I1 '''41000000-0000-0000-0000-000000000001'''
-
--- 'SQLSTATE constraint' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.con(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_con text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_con = CONSTRAINT_NAME;
-  RETURN v_state || ' ' || coalesce(nullif(v_con, ''), '(none)');
-END $$;
 
 SELECT extsvc.create_service('con-t', 'con-dpf', 'DPF_HELM_CHART', :'chart', dpu_target => 'ALL', service_id => :D);
 SELECT extsvc.create_service('con-t', 'con-pod', 'KUBERNETES_POD', 'kind: Pod', service_id => :P);

@@ -2,6 +2,7 @@
 -- through extsvc.record_dpf_status, which writes only differences; a
 -- DPUService someone paused is named in the READY service's status_message.
 BEGIN;
+\ir helpers.psql
 SELECT plan(8);
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;

@@ -1,6 +1,7 @@
 -- SPEC 2.9: every error class has its SQLSTATE, and a refused call changes
 -- nothing.
 BEGIN;
+\ir helpers.psql
 SELECT plan(72);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -16,22 +17,6 @@ CREATE FUNCTION pg_temp.snapshot() RETURNS text LANGUAGE sql AS $$
     (SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t.repo_url, t.chart_name), '')) FROM extsvc.chart_allowlist t),
     (SELECT count(*) FROM extsvc.service_records))
 $$;
-
--- Runs stmt as a login role (SECURITY DEFINER functions check session_user,
--- so SET ROLE would not do); returns 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 
 CREATE ROLE extsvc_tap_tenant LOGIN IN ROLE extsvc_api;
 

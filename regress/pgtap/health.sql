@@ -5,6 +5,7 @@
 -- The checks that need a cluster (reachability, watch streams, the Lease held) fail in
 -- test/e2e/test_ops.py against dpfsim.
 BEGIN;
+\ir helpers.psql
 SELECT plan(26);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;

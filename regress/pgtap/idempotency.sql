@@ -2,6 +2,7 @@
 -- create with the same id and arguments, update with the same data and
 -- delete are idempotent; the same id with other arguments is a conflict.
 BEGIN;
+\ir helpers.psql
 SELECT plan(29);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;

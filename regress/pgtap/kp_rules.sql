@@ -4,6 +4,7 @@
 -- confirms terminated tombstones (P1-8), the instance deletion probe and
 -- configs_synced of an entry without attachment rows (P1-13).
 BEGIN;
+\ir helpers.psql
 SELECT plan(49);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -19,19 +20,6 @@ SET LOCAL client_min_messages = warning;
 \set I2 '''51000000-0000-0000-0000-000000000002'''
 \set I3 '''51000000-0000-0000-0000-000000000003'''
 \set IU '''51000000-0000-0000-0000-0000000000ff'''
-
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
 
 -- [{service_id, version}] of one version (the latest when vnum is NULL)
 CREATE FUNCTION pg_temp.entry(id uuid, vnum integer DEFAULT NULL) RETURNS jsonb LANGUAGE sql AS $$

@@ -6,6 +6,7 @@
 -- config CAS from its imported number) and the agent feed returns the
 -- strings the agents already echo.
 BEGIN;
+\ir helpers.psql
 SELECT plan(47);
 
 SET LOCAL client_min_messages = warning;
@@ -21,8 +22,9 @@ SET LOCAL client_min_messages = warning;
 \set H2 '''fm100hsc400000000000000000000000000000200000000000000000000'''
 \set S4 '''c1000000-0000-4000-8000-000000000004'''
 
--- 'SQLSTATE | constraint | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+-- 'SQLSTATE | constraint | DETAIL' of a failing statement ('-': no constraint),
+-- 'ok' otherwise (helpers.psql's diag writes an absent constraint as '')
+CREATE FUNCTION pg_temp.err_con(stmt text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   v_state text;
   v_con text;
@@ -65,38 +67,38 @@ $j$[
 ]$j$::jsonb AS instances;
 
 ------------------------------------------------------------------ refused input: 22023 with the JSON path, nothing written
-SELECT is(pg_temp.err($$SELECT * FROM extsvc.import_nico_services('{}')$$), '22023 | - | JSON path: $', 'not an array');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con($$SELECT * FROM extsvc.import_nico_services('{}')$$), '22023 | - | JSON path: $', 'not an array');
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{0,color}', '"blue"'))), '22023 | - | JSON path: $[0].color',
           'an unknown field, by path');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{1,type}', '"dpf_helm_chart"'))), '22023 | - | JSON path: $[1].type',
           'DPF_HELM_CHART services are not imported (they are created anew)');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{0,versions,1,version}', '"V2"'))),
           '22023 | - | JSON path: $[0].versions[1].version = V2', 'a version that is no ConfigVersion string');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{0,version_ctr}', '2'))),
           '22023 | - | JSON path: $[0].version_ctr = 2, newest version number 3', 'version_ctr below the newest number');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{0,created}', '"2026-08-01 10:00"'))),
           '22023 | - | JSON path: $[0].created = 2026-08-01 10:00', 'a timestamp without a zone');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set(jsonb_set((SELECT services FROM rows), '{0,versions,1,deleted}', '"2026-08-03T00:00:00Z"'),
                       '{0,versions,2,deleted}', '"2026-08-03T00:00:00Z"'))),
           '22023 | - | JSON path: $[0].versions', 'a live service without a live version');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             (SELECT services || (services->0) FROM rows))), '22023 | - | JSON path: $[2].id', 'a service twice');
 -- the rules create_service applies (issue 29), named by the JSON path
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{1,tenant_organization_id}', '"tenant i"'))),
           '22023 | - | JSON path: $[1].tenant_organization_id = tenant i',
           'a tenant id outside the one rule of tenant ids (1-256 of A-Za-z0-9_-)');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{0,name}', to_jsonb('tele' || chr(8203) || 'metry')))),
           '22023 | - | JSON path: $[0].name; character U+200B at position 5',
           'a live service''s name with an invisible character');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_set((SELECT services FROM rows), '{0,versions,2,observability}',
                       '{"configs": [{"name": "m", "config": {"Tracing": {}}}]}'))),
           '22023 | - | JSON path: $[0].versions[2].observability.configs[0].config.Tracing',
@@ -138,13 +140,13 @@ SELECT is((SELECT md5(string_agg(x::text, '|' ORDER BY x::text)) FROM (
           (SELECT h FROM before), 'and nothing changed');
 
 ------------------------------------------------------------------ conflicts: 23505 with the constraint, all or nothing
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_build_array(jsonb_set((SELECT services->0 #- '{versions,0,service_id}' FROM rows), '{id}', to_jsonb(:S3::text)),
                               jsonb_set((SELECT services->0 FROM rows), '{description}', '"changed"')))),
           '23505 | service_records_pkey | JSON path: $[1].id = ' || :S1, 'the same id with other content: service_records_pkey');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.service_records WHERE service_id = :S3),
           'all or nothing: the new service of the refused call is not there');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)',
             jsonb_build_array(jsonb_set(jsonb_set((SELECT services->0 #- '{versions,0,service_id}' FROM rows), '{id}', to_jsonb(:S3::text)),
                                         '{name}', '"TELEMETRY"')))),
           '23505 | service_records_tenant_name_key | JSON path: $[0].name = TELEMETRY',
@@ -157,19 +159,19 @@ SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.import_nico_services(
 
 ------------------------------------------------------------------ instances
 SELECT extsvc.register_dpu(:D, :H, 'imp-dpu', 'imp-node', true);
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set((SELECT instances FROM rows), '{0,machine_id}', '"c4000000-0000-4000-8000-000000000001"'))),
           '22023 | - | JSON path: $[0].machine_id = c4000000-0000-4000-8000-000000000001: the machine ID has an invalid length of 36',
           'a machine_id NICo''s parser refuses: 22023 with its path');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set((SELECT instances FROM rows), '{0,extension_services_config_version}', '"7"'))),
           '22023 | - | JSON path: $[0].extension_services_config_version = 7', 'a config version that is no ConfigVersion');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set((SELECT instances FROM rows), '{0,extension_services_config,service_configs,0,version}',
                       '"V9-T1785751200000000"'))),
           'P0002 | - | JSON path: $[0] entry service_id ' || :S1 || ', version V9-T1785751200000000',
           'an entry without its imported version: P0002');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set((SELECT instances FROM rows), '{0,extension_services_config,service_configs,0,dpu_target}', '"all"'))),
           '22023 | - | JSON path: $[0].extension_services_config.service_configs[0].dpu_target',
           'a dpu_target (a DPF entry): 22023');
@@ -189,18 +191,18 @@ SELECT is(ARRAY(SELECT version || ' ' || config_version_text || ' ' || (removed_
           'the DPU agent feed: the strings the agents already echo');
 SELECT results_eq($$SELECT action FROM extsvc.import_nico_instances((SELECT instances FROM rows))$$,
                   $$VALUES ('unchanged')$$, 'a second import of the instance: unchanged');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set((SELECT instances FROM rows), '{0,extension_services_config_version}', '"V8-T1785751200000001"'))),
           '23505 | instances_pkey | JSON path: $[0].id = ' || :I1, 'the same instance with other content: instances_pkey');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set((SELECT instances FROM rows), '{0,id}', to_jsonb(:I2::text)))),
           '23505 | instances_one_live_per_host | JSON path: $[0].machine_id = ' || :H || ', id: ' || :I2,
           'another live instance on the imported instance''s host: instances_one_live_per_host (issue 29)');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set(jsonb_set((SELECT instances FROM rows), '{0,id}', to_jsonb(:I2::text)),
                       '{0,tenant_org}', '"tenant/i"'))),
           '22023 | - | JSON path: $[0].tenant_org = tenant/i', 'a tenant_org outside the rule of tenant ids');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_instances(%L)',
             jsonb_set(jsonb_set(jsonb_set((SELECT instances FROM rows), '{0,id}', to_jsonb(:I2::text)),
                                 '{0,machine_id}', to_jsonb(:H2::text)),
                       '{0,extension_services_config,service_configs,0,id}', to_jsonb(:A1::text)))),
@@ -209,7 +211,7 @@ SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_instances(%L)',
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.instances WHERE instance_id = :I2), 'all or nothing');
 
 ------------------------------------------------------------------ NICo's numbering continues
-SELECT is(pg_temp.err(format('SELECT extsvc.set_instance_extension_services(%L, %L, 6)', :I1, '[]')),
+SELECT is(pg_temp.err_con(format('SELECT extsvc.set_instance_extension_services(%L, %L, 6)', :I1, '[]')),
           '55000 | config_version_match | if_config_version_match: 6, config_version: 7', 'the config CAS is at the imported number');
 SELECT is(extsvc.set_instance_extension_services(:I1, '[]', 7::bigint), 8, 'and the next change is number 8');
 SELECT ok((SELECT config_version_text ~ '^V8-T[0-9]+$' FROM extsvc.instances WHERE instance_id = :I1), 'with its string V8-T...');
@@ -220,7 +222,7 @@ SELECT is((SELECT version_number || ' ' || (version ~ '^V4-T[0-9]+$') || ' ' || 
              FROM extsvc.service_versions(:S1) ORDER BY version_number DESC LIMIT 1),
           '4 true true', 'the new version continues NICo''s numbering: V4-T..., number 4 (its Vault key)');
 SELECT is((SELECT count(*)::int FROM extsvc.service_versions(:S1, include_deleted => true)), 4, 'no version re-minted');
-SELECT is(pg_temp.err(format('SELECT * FROM extsvc.import_nico_services(%L)', (SELECT services FROM rows))),
+SELECT is(pg_temp.err_con(format('SELECT * FROM extsvc.import_nico_services(%L)', (SELECT services FROM rows))),
           '23505 | service_records_pkey | JSON path: $[0].id = ' || :S1,
           'once changed here, importing the old rows again is a conflict');
 SELECT lives_ok(format('SELECT * FROM extsvc.import_nico_services(%L)', jsonb_build_array((SELECT services->1 FROM rows))),

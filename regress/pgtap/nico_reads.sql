@@ -3,6 +3,7 @@
 -- site_service_status), their grants, the tenant argument of issue #10, and
 -- P0002 for an unknown instance in every instance status function.
 BEGIN;
+\ir helpers.psql
 SELECT plan(84);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -23,33 +24,6 @@ SET LOCAL client_min_messages = warning;
 \set I2 '''81000000-0000-0000-0000-000000000002'''
 \set IU '''81000000-0000-0000-0000-0000000000ff'''
 
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
-
--- Runs stmt as a login role; returns 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 GRANT EXECUTE ON FUNCTION pg_temp.as_user(name, text) TO PUBLIC;
 
 CREATE ROLE extsvc_tap_reads_nobody LOGIN;

@@ -6,6 +6,7 @@
 -- description never NULL; delete_service's removed versions; the deletion
 -- probe; the batch reads.
 BEGIN;
+\ir helpers.psql
 SELECT plan(69);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -24,19 +25,6 @@ SET LOCAL client_min_messages = warning;
 \set I2 '''b2000000-0000-0000-0000-000000000002'''
 \set I3 '''b2000000-0000-0000-0000-000000000003'''
 \set A1 '''b3000000-0000-0000-0000-000000000001'''
-
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
 
 ------------------------------------------------------------------ NICo's parser, its test cases
 SELECT is((SELECT row(canonical, machine_type, source, problem)::text FROM extsvc.parse_machine_id(:NV)),

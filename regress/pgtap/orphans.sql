@@ -4,6 +4,7 @@
 -- those are: the name of a DELETED service, a name no service ever had, the
 -- name a superseded version would have had, and a KUBERNETES_POD lookalike.
 BEGIN;
+\ir helpers.psql
 SELECT plan(6);
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;

@@ -4,8 +4,8 @@
 -- attachments, status functions and the ALL_DPUS deletion gate. No worker
 -- runs: this session plays it.
 BEGIN;
+\ir helpers.psql
 SELECT plan(218);
-\ir ../queue_adapters.psql
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 -- set_instance_extension_services reuses a temp table within a transaction
@@ -33,35 +33,6 @@ SET LOCAL client_min_messages = warning;
 \set I4 '''71000000-0000-0000-0000-000000000004'''
 \set I5 '''71000000-0000-0000-0000-000000000005'''
 \set DE '''fm100ds7d00000000000000000000000000000e00000000000000000000'''
-
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
-
--- Runs stmt as a login role (SECURITY DEFINER functions check session_user,
--- so SET ROLE would not do); returns 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 
 CREATE FUNCTION pg_temp.cfg(VARIADIC ids uuid[]) RETURNS jsonb LANGUAGE sql AS $$
   SELECT coalesce(jsonb_agg(jsonb_build_object('service_id', s.service_id, 'version', s.version) ORDER BY o), '[]')
@@ -109,18 +80,18 @@ DECLARE
   c record;
   n integer := 0;
 BEGIN
-  FOR c IN SELECT * FROM pg_temp.claim_dpu_reconciliations('tap-worker', 1000, 30) LOOP
-    IF c.dpu_device_name NOT LIKE 'place-%' OR (p_only IS NOT NULL AND NOT (c.dpu_machine_id = ANY (p_only))) THEN
+  FOR c IN SELECT * FROM extsvc.claim('dpu', 'tap-worker', 1000, 30) LOOP
+    IF c.work->>'device_name' NOT LIKE 'place-%' OR (p_only IS NOT NULL AND NOT (c.id = ANY (p_only))) THEN
       UPDATE extsvc.dpu_reconciliations q SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-       WHERE q.dpu_machine_id = c.dpu_machine_id;
+       WHERE q.dpu_machine_id = c.id;
       CONTINUE;
     END IF;
-    PERFORM pg_temp.complete_dpu_reconciliation(c.dpu_machine_id, c.state_version, c.lease_token, 'observed',
-      coalesce((SELECT jsonb_agg(i || jsonb_build_object('state',
+    PERFORM extsvc.complete('dpu', c.id, c.state_version, c.lease_token, jsonb_build_object('outcome', 'observed',
+      'results', coalesce((SELECT jsonb_agg(i || jsonb_build_object('state',
                   CASE WHEN (i->>'wanted')::boolean THEN p_wanted ELSE p_unwanted END))
-                  FROM jsonb_array_elements(c.items) i), '[]'));
+                  FROM jsonb_array_elements(c.work->'items') i), '[]')));
     UPDATE extsvc.dpu_reconciliations q SET next_due_at = NULL
-     WHERE q.dpu_machine_id = c.dpu_machine_id AND q.next_due_at > now();
+     WHERE q.dpu_machine_id = c.id AND q.next_due_at > now();
     n := n + 1;
   END LOOP;
   RETURN n;
@@ -254,49 +225,49 @@ SELECT is(ROW(pg_temp.sv(:DA), pg_temp.sv(:DB))::text, (SELECT ROW(a, b)::text F
 
 ------------------------------------------------------------------ claim / complete
 UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL WHERE dpu_machine_id = :DC;
-CREATE TEMP TABLE k1 AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 1, 30);
+CREATE TEMP TABLE k1 AS SELECT * FROM extsvc.claim('dpu', 'w1', 1, 30);
 SELECT is((SELECT count(*)::integer FROM k1), 1, 'claim honours batch_size');
-CREATE TEMP TABLE k2 AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w2', 100, 30) WHERE dpu_device_name LIKE 'place-%';
+CREATE TEMP TABLE k2 AS SELECT * FROM extsvc.claim('dpu', 'w2', 100, 30) WHERE work->>'device_name' LIKE 'place-%';
 SELECT is((SELECT count(*)::integer FROM k2), 1, 'a second worker gets the other due DPU, not the leased one');
-SELECT is((SELECT count(*)::integer FROM pg_temp.claim_dpu_reconciliations('w3', 100, 30) WHERE dpu_device_name LIKE 'place-%'), 0,
+SELECT is((SELECT count(*)::integer FROM extsvc.claim('dpu', 'w3', 100, 30) WHERE work->>'device_name' LIKE 'place-%'), 0,
           'leased DPUs are not claimed again');
 CREATE TEMP TABLE ka AS SELECT * FROM k1 UNION ALL SELECT * FROM k2;
-SELECT is((SELECT lease_owner FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = (SELECT dpu_machine_id FROM k1)), 'w1',
+SELECT is((SELECT lease_owner FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = (SELECT id FROM k1)), 'w1',
           'the lease names its worker');
-SELECT is((SELECT wanted_keys FROM ka WHERE dpu_machine_id = :DA),
+SELECT is((SELECT ARRAY(SELECT jsonb_array_elements_text(work->'wanted_keys')) FROM ka WHERE id = :DA),
           ARRAY(SELECT placement_label_key FROM extsvc.service_records WHERE service_id IN (:A, :N, :P) ORDER BY 1),
           'wanted_keys: the sorted label keys of the DPU');
-SELECT is((SELECT ARRAY[dpu_device_name, dpu_node_name, deregistered::text] FROM ka WHERE dpu_machine_id = :DB),
+SELECT is((SELECT ARRAY[work->>'device_name', work->>'node_name', work->>'deregistered'] FROM ka WHERE id = :DB),
           ARRAY['place-b', 'place-node-b', 'false'], 'the claim carries the DPUDevice and Node names');
-SELECT is((SELECT jsonb_agg(i->>'service_id' ORDER BY i->>'service_id') FROM ka, jsonb_array_elements(items) i WHERE dpu_machine_id = :DA),
+SELECT is((SELECT jsonb_agg(i->>'service_id' ORDER BY i->>'service_id') FROM ka, jsonb_array_elements(work->'items') i WHERE id = :DA),
           jsonb_build_array(:A, :P, :N), 'items: one per attachment row of the DPU');
 SELECT ok((SELECT bool_and((i->>'wanted')::boolean AND i->>'kind' = 'attachment' AND i->>'instance_id' = :I1
                            AND i->>'label_key' = s.placement_label_key AND i->>'dpf_service_name' = s.dpf_service_name
                            AND i->>'version' = s.attachable_version)
-             FROM ka, jsonb_array_elements(items) i JOIN extsvc.service_records s ON s.service_id = (i->>'service_id')::uuid),
+             FROM ka, jsonb_array_elements(work->'items') i JOIN extsvc.service_records s ON s.service_id = (i->>'service_id')::uuid),
           'items carry instance, label key, DPUService name and version, and wanted');
 -- new intent while the worker works: the network also uses place-b
 SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'place-a', %L, ARRAY[%L, %L]::text[])$$, :I1, :H1, :DA, :DB),
                 'network change while leased');
-SELECT is(pg_temp.sv(:DB), (SELECT state_version FROM ka WHERE dpu_machine_id = :DB) + 1, 'the new row bumped place-b''s state_version');
-SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM ka WHERE dpu_machine_id = :DB),
-            (SELECT lease_token FROM ka WHERE dpu_machine_id = :DB), 'observed',
-            (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM ka, jsonb_array_elements(items) i WHERE dpu_machine_id = :DB)),
+SELECT is(pg_temp.sv(:DB), (SELECT state_version FROM ka WHERE id = :DB) + 1, 'the new row bumped place-b''s state_version');
+SELECT is(extsvc.complete('dpu', :DB, (SELECT state_version FROM ka WHERE id = :DB),
+            (SELECT lease_token FROM ka WHERE id = :DB), jsonb_build_object('outcome', 'observed', 'results',
+            (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM ka, jsonb_array_elements(work->'items') i WHERE id = :DB))),
           'stale', 'a completion with the old state_version is stale');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/PENDING', '1/place-a/svc-all/ACTIVE/PENDING',
                                 '1/place-a/svc-primary/ACTIVE/PENDING', '1/place-b/svc-active/ACTIVE/PENDING',
                                 '1/place-b/svc-all/ACTIVE/PENDING'], 'the stale result wrote nothing');
 SELECT ok((SELECT lease_token IS NULL AND next_due_at <= now() FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB),
           'the stale DPU is released and due');
-SELECT is(pg_temp.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA), gen_random_uuid(),
-            'observed', '[{"kind": "attachment", "state": "RUNNING"}]'), 'lost', 'a wrong lease token is lost');
-SELECT ok((SELECT lease_token = (SELECT lease_token FROM ka WHERE dpu_machine_id = :DA) FROM extsvc.dpu_reconciliations
+SELECT is(extsvc.complete('dpu', :DA, (SELECT state_version FROM ka WHERE id = :DA), gen_random_uuid(),
+            '{"outcome": "observed", "results": [{"kind": "attachment", "state": "RUNNING"}]}'), 'lost', 'a wrong lease token is lost');
+SELECT ok((SELECT lease_token = (SELECT lease_token FROM ka WHERE id = :DA) FROM extsvc.dpu_reconciliations
             WHERE dpu_machine_id = :DA), 'the lease is untouched by a lost completion');
 CREATE TEMP TABLE sva AS SELECT pg_temp.sv(:DA) AS v;
-SELECT is(pg_temp.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA),
-            (SELECT lease_token FROM ka WHERE dpu_machine_id = :DA), 'observed',
-            (SELECT jsonb_agg(i || '{"state": "RUNNING", "message": "ready"}') FROM ka, jsonb_array_elements(items) i WHERE dpu_machine_id = :DA),
-            observation => '{"node": "seen"}'),
+SELECT is(extsvc.complete('dpu', :DA, (SELECT state_version FROM ka WHERE id = :DA),
+            (SELECT lease_token FROM ka WHERE id = :DA), jsonb_build_object('outcome', 'observed', 'results',
+            (SELECT jsonb_agg(i || '{"state": "RUNNING", "message": "ready"}') FROM ka, jsonb_array_elements(work->'items') i WHERE id = :DA),
+            'observation', '{"node": "seen"}'::jsonb)),
           'applied', 'the current completion is applied');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-a/svc-primary/ACTIVE/RUNNING', '1/place-b/svc-active/ACTIVE/PENDING',
@@ -308,8 +279,8 @@ SELECT is((SELECT status_message FROM extsvc.dpf_extension_service_attachments W
 SELECT is(pg_temp.sv(:DA), (SELECT v FROM sva), 'status writes do not bump the DPU''s state_version');
 SELECT ok((SELECT next_due_at IS NULL AND attempts = 0 AND lease_token IS NULL AND observation = '{"node": "seen"}'
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DA), 'converged: not due, lease released, observation kept');
-SELECT is(pg_temp.complete_dpu_reconciliation(:DA, (SELECT state_version FROM ka WHERE dpu_machine_id = :DA),
-            (SELECT lease_token FROM ka WHERE dpu_machine_id = :DA), 'observed', '[]'), 'lost', 'a used token is lost');
+SELECT is(extsvc.complete('dpu', :DA, (SELECT state_version FROM ka WHERE id = :DA),
+            (SELECT lease_token FROM ka WHERE id = :DA), '{"outcome": "observed", "results": []}'), 'lost', 'a used token is lost');
 -- direct status writes play the worker (extsvc.placement_transitions)
 SET LOCAL nico_extsvc.actor = 'worker';
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'ERROR' WHERE dpu_machine_id = :DA AND service_id = :P;
@@ -318,47 +289,51 @@ SELECT ok(pg_temp.sv(:DA) = (SELECT v FROM sva) AND (SELECT next_due_at IS NULL 
 UPDATE extsvc.dpf_extension_service_attachments SET deployment_state = 'RUNNING' WHERE dpu_machine_id = :DA AND service_id = :P;
 SET LOCAL nico_extsvc.actor = '';
 -- retry
-CREATE TEMP TABLE kb AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
-SELECT throws_ok(format($$SELECT pg_temp.complete_dpu_reconciliation(%L, %s, %L, 'bogus')$$, :DB,
+CREATE TEMP TABLE kb AS SELECT * FROM extsvc.claim('dpu', 'w1', 100, 30) WHERE id = :DB;
+SELECT throws_ok(format($$SELECT extsvc.complete('dpu', %L, %s, %L, '{"outcome": "bogus"}')$$, :DB,
                         (SELECT state_version FROM kb), (SELECT lease_token FROM kb)),
                  '22023', 'unknown DPU reconciliation outcome', 'an unknown outcome is refused');
-SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kb), (SELECT lease_token FROM kb), 'retry',
-            message => 'DPU cluster unreachable', http_status => 503, retry_after_s => 120), 'applied', 'retry');
+SELECT is(extsvc.complete('dpu', :DB, (SELECT state_version FROM kb), (SELECT lease_token FROM kb),
+            '{"outcome": "retry", "message": "DPU cluster unreachable", "http_status": 503, "retry_after_s": 120}'),
+          'applied', 'retry');
 SELECT ok((SELECT attempts = 1 AND last_error = 'DPU cluster unreachable' AND last_http_status = 503
                   AND next_due_at >= now() + interval '120 s' AND lease_token IS NULL
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB), 'retry backs off (honouring Retry-After) and keeps the error');
 SELECT is(pg_temp.rows(), ARRAY['1/place-a/svc-active/ACTIVE/RUNNING', '1/place-a/svc-all/ACTIVE/RUNNING',
                                 '1/place-a/svc-primary/ACTIVE/RUNNING', '1/place-b/svc-active/ACTIVE/PENDING',
                                 '1/place-b/svc-all/ACTIVE/PENDING'], 'retry writes no status');
-SELECT is((SELECT count(*)::integer FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB), 0,
+SELECT is((SELECT count(*)::integer FROM extsvc.claim('dpu', 'w1', 100, 30) WHERE id = :DB), 0,
           'not due during the backoff');
 -- not converged
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now(), attempts = 6 WHERE dpu_machine_id = :DB;
-CREATE TEMP TABLE kc AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
-SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed',
-            (SELECT jsonb_agg(i || '{"state": "PENDING"}') FROM kc, jsonb_array_elements(items) i)), 'applied', 'PENDING observed');
+CREATE TEMP TABLE kc AS SELECT * FROM extsvc.claim('dpu', 'w1', 100, 30) WHERE id = :DB;
+SELECT is(extsvc.complete('dpu', :DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc),
+            jsonb_build_object('outcome', 'observed', 'results',
+            (SELECT jsonb_agg(i || '{"state": "PENDING"}') FROM kc, jsonb_array_elements(work->'items') i))), 'applied', 'PENDING observed');
 SELECT ok((SELECT next_due_at > now() AND next_due_at <= now() + interval '5 s' AND attempts = 7
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB), 'not converged: due again within 5 s');
 -- keep polling
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :DB;
 DELETE FROM kc;
-INSERT INTO kc SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
-SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed',
-            (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM kc, jsonb_array_elements(items) i), keep_polling => true),
+INSERT INTO kc SELECT * FROM extsvc.claim('dpu', 'w1', 100, 30) WHERE id = :DB;
+SELECT is(extsvc.complete('dpu', :DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc),
+            jsonb_build_object('outcome', 'observed', 'results',
+            (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM kc, jsonb_array_elements(work->'items') i), 'keep_polling', true)),
           'applied', 'RUNNING observed with keep_polling');
 SELECT ok((SELECT next_due_at > now() + interval '5 s' AND next_due_at <= now() + interval '30 s'
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB), 'keep_polling: due again later, within 30 s');
 -- an expired lease is reclaimed; the old holder is lost
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now(), attempts = 0 WHERE dpu_machine_id = :DB;
 DELETE FROM kc;
-INSERT INTO kc SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_machine_id = :DB;
+INSERT INTO kc SELECT * FROM extsvc.claim('dpu', 'w1', 100, 30) WHERE id = :DB;
 UPDATE extsvc.dpu_reconciliations SET lease_expires_at = now() - interval '1 s' WHERE dpu_machine_id = :DB;
-CREATE TEMP TABLE kd AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w2', 100, 30) WHERE dpu_machine_id = :DB;
+CREATE TEMP TABLE kd AS SELECT * FROM extsvc.claim('dpu', 'w2', 100, 30) WHERE id = :DB;
 SELECT is((SELECT count(*)::integer FROM kd), 1, 'an expired lease is reclaimed');
-SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), 'observed', '[]'),
+SELECT is(extsvc.complete('dpu', :DB, (SELECT state_version FROM kc), (SELECT lease_token FROM kc), '{"outcome": "observed", "results": []}'),
           'lost', 'the first holder is lost');
-SELECT is(pg_temp.complete_dpu_reconciliation(:DB, (SELECT state_version FROM kd), (SELECT lease_token FROM kd), 'observed',
-            (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM kd, jsonb_array_elements(items) i)), 'applied', 'the new holder is applied');
+SELECT is(extsvc.complete('dpu', :DB, (SELECT state_version FROM kd), (SELECT lease_token FROM kd),
+            jsonb_build_object('outcome', 'observed', 'results',
+            (SELECT jsonb_agg(i || '{"state": "RUNNING"}') FROM kd, jsonb_array_elements(work->'items') i))), 'applied', 'the new holder is applied');
 
 ------------------------------------------------------------------ status
 SELECT is(extsvc.instance_extension_services_ready(:I1), true, 'ready: every active attachment RUNNING');
@@ -556,18 +531,19 @@ SELECT is((SELECT array_agg(deployment_state::text) FROM extsvc.site_service_dpu
 SELECT lives_ok($$SELECT extsvc.deregister_dpu('fm100ds7d00000000000000000000000000000d00000000000000000000')$$, 'deregister place-d');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE dpu_machine_id = 'fm100ds7d00000000000000000000000000000d00000000000000000000'),
           'a deregistered DPU wants nothing');
-CREATE TEMP TABLE ke AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 1000, 30) WHERE dpu_machine_id = 'fm100ds7d00000000000000000000000000000d00000000000000000000';
-SELECT is((SELECT ARRAY[deregistered::text, cardinality(wanted_keys)::text] FROM ke), ARRAY['true', '0'],
+CREATE TEMP TABLE ke AS SELECT * FROM extsvc.claim('dpu', 'w1', 1000, 30) WHERE id = 'fm100ds7d00000000000000000000000000000d00000000000000000000';
+SELECT is((SELECT ARRAY[work->>'deregistered', jsonb_array_length(work->'wanted_keys')::text] FROM ke), ARRAY['true', '0'],
           'its claim says deregistered, nothing wanted');
-SELECT is((SELECT (i->>'wanted')::boolean FROM ke, jsonb_array_elements(items) i WHERE i->>'kind' = 'site'), false,
+SELECT is((SELECT (i->>'wanted')::boolean FROM ke, jsonb_array_elements(work->'items') i WHERE i->>'kind' = 'site'), false,
           'the site item is not wanted there');
-SELECT is(pg_temp.complete_dpu_reconciliation((SELECT dpu_machine_id FROM ke), (SELECT state_version FROM ke), (SELECT lease_token FROM ke),
-            'observed', jsonb_build_array(jsonb_build_object('kind', 'site', 'service_id', :W, 'state', 'TERMINATED'))),
+SELECT is(extsvc.complete('dpu', (SELECT id FROM ke), (SELECT state_version FROM ke), (SELECT lease_token FROM ke),
+            jsonb_build_object('outcome', 'observed', 'results',
+              jsonb_build_array(jsonb_build_object('kind', 'site', 'service_id', :W, 'state', 'TERMINATED')))),
           'applied', 'place-d observed clean');
 SELECT is((extsvc.delete_service(:W)).lifecycle_state, 'DELETING', 'delete the ALL_DPUS service');
 SELECT ok(NOT EXISTS (SELECT FROM extsvc.dpu_desired_labels WHERE service_id = :W), 'DELETING: wanted nowhere');
 SELECT is(extsvc._site_service_cleared(:W), false, 'not cleared before the DPUs report');
-SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), false,
+SELECT is((SELECT (work->>'placement_clear')::boolean FROM extsvc.claim('service', 'tap', 1000) WHERE id = :W), false,
           'claim service: placement_clear false');
 -- as if it had polled seven times already
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = NULL,
@@ -582,15 +558,16 @@ SELECT ok((SELECT next_due_at <= now() FROM extsvc.dpf_extension_service_reconci
 SELECT is((SELECT attempts FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :W), 0,
           'and starts its backoff over: a report is evidence, not a failed attempt');
 -- a pass in flight when the last DPU reports must not overwrite that wake
-CREATE TEMP TABLE kw AS SELECT * FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W;
-SELECT is((SELECT placement_clear FROM kw), false, 'a pass claims the service before place-c reports');
+CREATE TEMP TABLE kw AS SELECT * FROM extsvc.claim('service', 'tap', 1000) WHERE id = :W;
+SELECT is((SELECT (work->>'placement_clear')::boolean FROM kw), false, 'a pass claims the service before place-c reports');
 SELECT is(pg_temp.pass(), 3, 'place-c and place-e report TERMINATED (and place-d, woken by the delete, again)');
-SELECT is(pg_temp.complete_reconciliation((SELECT service_id FROM kw), (SELECT state_version FROM kw), (SELECT lease_token FROM kw), 'poll'),
+SELECT is(extsvc.complete('service', (SELECT id FROM kw), (SELECT state_version FROM kw), (SELECT lease_token FROM kw),
+            '{"outcome": "poll"}'),
           'stale', 'the poll that pass decided before the report is stale');
 SELECT ok((SELECT next_due_at <= now() AND lease_token IS NULL FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :W),
           'and the service is due again at once, not after a backoff');
 SELECT is(extsvc._site_service_cleared(:W), true, 'cleared once every registered DPU reported TERMINATED');
-SELECT is((SELECT placement_clear FROM pg_temp.claim_reconciliations('tap', 1000) WHERE service_id = :W), true,
+SELECT is((SELECT (work->>'placement_clear')::boolean FROM extsvc.claim('service', 'tap', 1000) WHERE id = :W), true,
           'claim service: placement_clear true');
 
 ------------------------------------------------------------------ deregister_dpu

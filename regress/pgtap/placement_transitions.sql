@@ -8,6 +8,7 @@
 -- (no worker: readiness false after extsvc.observation_max_age; persisted by
 -- the resync), the bulk paths, the history bound and its reader.
 BEGIN;
+\ir helpers.psql
 SET LOCAL client_min_messages = warning;
 
 ------------------------------------------------------------------ fixtures

@@ -4,24 +4,10 @@
 -- entries are SECURITY INVOKER in front of SECURITY DEFINER gates (issue #10:
 -- admin rights follow the calling role); regress/pgtap/roles.sql tests SET ROLE.
 BEGIN;
+\ir helpers.psql
 SELECT plan(72);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
-
--- Runs stmt as a login role; returns 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 
 CREATE ROLE extsvc_tap_nobody LOGIN;
 CREATE ROLE extsvc_tap_tenant LOGIN IN ROLE extsvc_api;

@@ -2,6 +2,7 @@
 -- both queues, the work objects of the wire schema (docs/worker.md), and the
 -- refusals of a queue name or an outcome that does not fit.
 BEGIN;
+\ir helpers.psql
 SELECT plan(26);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;

@@ -3,10 +3,11 @@
 -- false while DPF attachments remain (55000), and an omitted dpf_managed
 -- keeps the current value; register_dpu without is_primary keeps the flag,
 -- except for a DPU registered to another host (issue #13, found by
--- bench/model_sql.py seed 60: the kept flag made a second primary there and
+-- test/model/model_sql.py seed 60: the kept flag made a second primary there and
 -- the call failed on the index dpus_one_primary_per_host).
 -- The SPEC 2.10 positional forms stay callable.
 BEGIN;
+\ir helpers.psql
 SELECT plan(30);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -26,19 +27,6 @@ SET LOCAL client_min_messages = warning;
 \set DX '''fm100ds9d0000000000000000000000000000ff00000000000000000000'''
 \set I1 '''91000000-0000-0000-0000-000000000001'''
 \set I2 '''91000000-0000-0000-0000-000000000002'''
-
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
 
 ------------------------------------------------------------------ signatures
 SELECT is(pg_get_function_arguments('extsvc.upsert_instance(uuid,text,text,text[],boolean)'::regprocedure),

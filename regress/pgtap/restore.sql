@@ -4,6 +4,7 @@
 -- (constraint triggers now, no longer circular foreign keys) still refuse
 -- what the foreign keys refused.
 BEGIN;
+\ir helpers.psql
 SELECT plan(12);
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;

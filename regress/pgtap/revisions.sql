@@ -2,6 +2,7 @@
 -- extsvc_api, purge_deleted (what it keeps for audit) and abandon_service
 -- (a delete blocked by a foreign object), their grants and SQLSTATEs.
 BEGIN;
+\ir helpers.psql
 SELECT plan(74);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -18,34 +19,6 @@ SET LOCAL client_min_messages = warning;
 \set O '''6a000000-0000-0000-0000-000000000006'''
 \set Y '''6a000000-0000-0000-0000-000000000007'''
 \set U '''6a000000-0000-0000-0000-0000000000ff'''
-
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
-
--- Runs stmt as a login role; returns 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 
 -- the worker's side: a lifecycle change with its reason
 CREATE FUNCTION pg_temp.worker(id uuid, state text, reason text) RETURNS void LANGUAGE sql AS $$
@@ -158,7 +131,7 @@ SELECT is(pg_temp.as_user('extsvc_tap_rev_operator', format('SELECT extsvc.retry
 SELECT is((SELECT row(lifecycle_state, status_message)::text FROM extsvc.services WHERE service_id = :S),
           row('CREATING', 'retry requested by an operator')::text, 'retry_service: never created -> CREATING');
 
--- issue #13 (bench/model_sql.py seed 1929): an update after a failed delete
+-- issue #13 (test/model/model_sql.py seed 1929): an update after a failed delete
 -- replaces the delete; a retry of the update's failure retries the update
 SELECT extsvc.create_service('rev-t', 'rev-undelete', 'DPF_HELM_CHART', :'c1', dpu_target => 'ALL', service_id => :Y);
 SELECT pg_temp.worker(:Y, 'READY', 'dpuservice_created');

@@ -3,29 +3,10 @@
 -- ALL_DPUS service; the optional trailing tenant_organization_id argument
 -- refuses another tenant's rows exactly like unknown ones (42501).
 BEGIN;
+\ir helpers.psql
 SELECT plan(49);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
-
--- Runs stmt as login role p_login, after SET ROLE p_role when given; returns
--- 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION pg_temp.run_as(p_login name, p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_login);
-  IF p_role IS NOT NULL THEN
-    EXECUTE format('SET ROLE %I', p_role);
-  END IF;
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET ROLE;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 
 -- an operator login (member of both roles, as NICo's operators are) and a
 -- NICo-like login that is a member of extsvc_api only

@@ -1,6 +1,7 @@
 -- Schema contract: tables, keys, indexes, foreign keys, the services view
 -- (SPEC 2.10) and the roles.
 BEGIN;
+\ir helpers.psql
 SELECT plan(74);
 
 SELECT has_schema('extsvc');

@@ -6,6 +6,7 @@
 -- from a removed chart keep running where they are (nothing is torn down
 -- behind the tenant's back) and are listed in extsvc.services_outside_allowlist.
 BEGIN;
+\ir helpers.psql
 SELECT plan(30);
 
 SET LOCAL client_min_messages = warning;
@@ -21,15 +22,6 @@ SET LOCAL extsvc.enforce_chart_allowlist = on;
 \set D '''fm100ds5f20000000000000000000000000000100000000000000000000'''
 \set I '''5f300000-0000-0000-0000-000000000001'''
 \set J '''5f300000-0000-0000-0000-000000000002'''
-
--- 'SQLSTATE: message' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 -- the worker's answers, played: a state change with actor worker
 CREATE FUNCTION pg_temp.worker(p_id uuid, p_state text, p_reason text) RETURNS void LANGUAGE sql AS $$

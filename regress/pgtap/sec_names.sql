@@ -7,24 +7,13 @@
 -- written precomposed and decomposed, or "agent" and "agent" with a
 -- zero-width space, were two services of one tenant.
 BEGIN;
+\ir helpers.psql
 SELECT plan(22);
 
 SET LOCAL client_min_messages = warning;
 
--- 'SQLSTATE | message | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text; v_msg text; v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN concat_ws(' | ', v_state, v_msg, v_detail);
-END $$;
-
 CREATE FUNCTION pg_temp.create(p_tenant text, p_name text) RETURNS text LANGUAGE sql AS $$
-  SELECT pg_temp.err(format($f$SELECT extsvc.create_service(%L, %L, 'KUBERNETES_POD', 'kind: Pod')$f$, p_tenant, p_name))
+  SELECT pg_temp.diag(format($f$SELECT extsvc.create_service(%L, %L, 'KUBERNETES_POD', 'kind: Pod')$f$, p_tenant, p_name), 'sqlstate', 'message', 'detail')
 $$;
 
 SELECT is(getdatabaseencoding(), 'UTF8', 'the test database is UTF-8');
@@ -67,15 +56,15 @@ SELECT is(pg_temp.create('nm-t', '  spaced name  '), 'ok', 'ordinary spaces are 
 SELECT is((SELECT count(*)::int FROM extsvc.services WHERE tenant_organization_id = 'nm-t'), 2, 'no refused name was stored');
 
 -- update_service: the same rules
-SELECT is(split_part(pg_temp.err(format($f$SELECT extsvc.update_service(%L, service_name => %L)$f$,
-            (SELECT service_id FROM extsvc.services WHERE service_name = 'spaced name'), 'CAF' || chr(201))), ' | ', 1), '23505',
+SELECT is(split_part(pg_temp.diag(format($f$SELECT extsvc.update_service(%L, service_name => %L)$f$,
+            (SELECT service_id FROM extsvc.services WHERE service_name = 'spaced name'), 'CAF' || chr(201)), 'sqlstate', 'message', 'detail'), ' | ', 1), '23505',
           'a rename to another spelling of an existing name is refused');
-SELECT is(split_part(pg_temp.err(format($f$SELECT extsvc.update_service(%L, service_name => %L)$f$,
-            (SELECT service_id FROM extsvc.services WHERE service_name = 'spaced name'), 'spaced' || chr(8203) || 'name')), ' | ', 1), '22023',
+SELECT is(split_part(pg_temp.diag(format($f$SELECT extsvc.update_service(%L, service_name => %L)$f$,
+            (SELECT service_id FROM extsvc.services WHERE service_name = 'spaced name'), 'spaced' || chr(8203) || 'name'), 'sqlstate', 'message', 'detail'), ' | ', 1), '22023',
           'a rename to a name with a zero-width space is refused');
-SELECT is(pg_temp.err(format($f$SELECT extsvc.update_service(%L, service_name => %L)$f$,
+SELECT is(pg_temp.diag(format($f$SELECT extsvc.update_service(%L, service_name => %L)$f$,
             (SELECT service_id FROM extsvc.services WHERE service_name = 'caf' || chr(233) AND tenant_organization_id = 'nm-t'),
-            'cafe' || chr(769))), 'ok', 'passing the own name in another spelling is no rename');
+            'cafe' || chr(769)), 'sqlstate', 'message', 'detail'), 'ok', 'passing the own name in another spelling is no rename');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -5,6 +5,7 @@
 -- search_path puts a hostile schema before pg_catalog never runs one of its
 -- look-alike operators or functions.
 BEGIN;
+\ir helpers.psql
 SELECT plan(5);
 
 SET LOCAL client_min_messages = warning;
@@ -22,8 +23,9 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  ORDER BY 1),
           ARRAY[]::text[], 'no function of the extension has public on its search_path');
 
--- 'SQLSTATE' of a failing statement, 'succeeded' otherwise (its own path pinned)
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+-- 'SQLSTATE' of a failing statement, 'succeeded' otherwise; unlike the helpers
+-- of helpers.psql it pins its own path: the session's path is hostile here
+CREATE FUNCTION pg_temp.try_pinned(stmt text) RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   EXECUTE stmt;
   RETURN 'succeeded';
@@ -96,12 +98,12 @@ SELECT extsvc.delete_instance('5c520000-0000-0000-0000-000000000001');
 SELECT count(*) FROM extsvc.metrics();
 SELECT extsvc.metrics_prometheus() IS NOT NULL;
 SELECT extsvc.delete_service('5c530000-0000-0000-0000-000000000002');
-SELECT pg_temp.try($$SELECT extsvc.delete_service('5c530000-0000-0000-0000-000000000001')$$);
+SELECT pg_temp.try_pinned($$SELECT extsvc.delete_service('5c530000-0000-0000-0000-000000000001')$$);
 
 -- refusals run through the same code
-SELECT pg_temp.try($$SELECT extsvc.create_service('sp-t', 'sp-pod', 'KUBERNETES_POD', 'kind: Pod')$$);
-SELECT pg_temp.try($$SELECT extsvc.retry_service('5c530000-0000-0000-0000-000000000001')$$);
-SELECT pg_temp.try($$SELECT extsvc.upsert_instance('5c520000-0000-0000-0000-000000000002', 'sp t', 'fm100hs5c51000000000000000000000000000100000000000000000000')$$);
+SELECT pg_temp.try_pinned($$SELECT extsvc.create_service('sp-t', 'sp-pod', 'KUBERNETES_POD', 'kind: Pod')$$);
+SELECT pg_temp.try_pinned($$SELECT extsvc.retry_service('5c530000-0000-0000-0000-000000000001')$$);
+SELECT pg_temp.try_pinned($$SELECT extsvc.upsert_instance('5c520000-0000-0000-0000-000000000002', 'sp t', 'fm100hs5c51000000000000000000000000000100000000000000000000')$$);
 
 RESET search_path;
 SELECT is(:armed::bigint, 1::bigint, 'the trap was armed: that session ran hostile.now()');

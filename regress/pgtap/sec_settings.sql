@@ -5,24 +5,10 @@
 -- calling it loads the library, and loading defines the real settings, so a
 -- placeholder a session set before is never what the SQL sees.
 BEGIN;
+\ir helpers.psql
 SELECT plan(14);
 
 SET LOCAL client_min_messages = warning;
-
--- 'SQLSTATE: message' of a failing statement, 'ok' otherwise, as a login role
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 
 CREATE ROLE extsvc_tap_set_nico LOGIN IN ROLE extsvc_api;
 

@@ -13,6 +13,7 @@
 --  * extsvc.allow_privileged = off refuses security.privileged: true from
 --    tenants at create, update, rollback and retry.
 BEGIN;
+\ir helpers.psql
 SELECT plan(41);
 
 SET LOCAL client_min_messages = warning;
@@ -32,43 +33,6 @@ SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set IB '''5b200000-0000-0000-0000-00000000000b'''
 \set IA2 '''5b200000-0000-0000-0000-0000000000a2'''
 \set IU '''5b200000-0000-0000-0000-0000000000ff'''
-
--- 'SQLSTATE: message' of a statement run as a login role, 'ok' otherwise
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE || ': ' || SQLERRM;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
-
--- 'SQLSTATE | CONSTRAINT | HINT' of a failing statement, run as p_role
--- (NULL: the superuser running the test)
-CREATE FUNCTION pg_temp.err(stmt text, p_role name DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-  v_state text;
-  v_constraint text;
-  v_hint text;
-BEGIN
-  IF p_role IS NOT NULL THEN
-    EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  END IF;
-  BEGIN
-    EXECUTE stmt;
-  EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_constraint = CONSTRAINT_NAME, v_hint = PG_EXCEPTION_HINT;
-    v_res := concat_ws(' | ', v_state, coalesce(v_constraint, ''), v_hint);
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 
 CREATE FUNCTION pg_temp.worker(p_id uuid, p_state text, p_reason text) RETURNS void LANGUAGE sql AS $$
   UPDATE extsvc.service_records SET lifecycle_state = p_state, state_actor = 'worker', state_reason = p_reason,
@@ -92,18 +56,18 @@ SELECT is(pg_temp.as_user('extsvc_tap_t8_nico', format('SELECT extsvc.render_dpu
 SELECT is(extsvc.render_dpuservice(:SA)->'metadata'->>'name', extsvc.dpf_service_name(:SA,
             (SELECT version FROM extsvc.services WHERE service_id = :SA)),
           'the positional form of SPEC 2.10 still works');
-SELECT is(pg_temp.err(format('SELECT extsvc.render_dpuservice(%L)', :SU)), 'P0002 |  | Check the service id.',
+SELECT is(pg_temp.diag(format('SELECT extsvc.render_dpuservice(%L)', :SU), 'sqlstate', 'constraint', 'hint'), 'P0002 |  | Check the service id.',
           'without the tenant, an unknown service is P0002 as before');
 
 -- instance_extension_services_terminated -----------------------------------------
 SELECT extsvc.upsert_instance(:IA, 't8-a', :H);
-SELECT is(pg_temp.err(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IA, 't8-b')),
-          pg_temp.err(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IU, 't8-b')),
+SELECT is(pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IA, 't8-b'), 'sqlstate', 'constraint', 'hint'),
+          pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IU, 't8-b'), 'sqlstate', 'constraint', 'hint'),
           'terminated: another tenant''s live instance answers exactly like an unknown one');
-SELECT is(pg_temp.err(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IU, 't8-b')),
+SELECT is(pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L, %L)', :IU, 't8-b'), 'sqlstate', 'constraint', 'hint'),
           'P0002 |  | Pass the id of an instance of this tenant (an unknown id and another tenant''s id get this same answer); a finished deletion answers true until extsvc.purge_deleted forgets it.',
           'terminated: an unknown instance with the tenant is P0002, the answer of issue 22 for an unknown id');
-SELECT is(pg_temp.err(format('SELECT extsvc.instance_extension_services_terminated(%L)', :IU)),
+SELECT is(pg_temp.diag(format('SELECT extsvc.instance_extension_services_terminated(%L)', :IU), 'sqlstate', 'constraint', 'hint'),
           'P0002 |  | Pass the id of an instance of this tenant (an unknown id and another tenant''s id get this same answer); a finished deletion answers true until extsvc.purge_deleted forgets it.',
           'terminated: an unknown instance without the tenant is P0002 (issue 22)');
 SELECT is(extsvc.instance_extension_services_terminated(:IA, 't8-a'), false, 'terminated: the owner sees its live instance');
@@ -114,18 +78,18 @@ SELECT is(pg_temp.as_user('extsvc_tap_t8_nico', format('SELECT extsvc.instance_e
           'P0002: instance not found', 'and gets the unknown-id answer for another tenant''s instance');
 
 -- one live instance per host --------------------------------------------------------
-SELECT is(pg_temp.err(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IB, 't8-b', :H)),
+SELECT is(pg_temp.diag(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IB, 't8-b', :H), 'sqlstate', 'constraint', 'hint'),
           '23505 | instances_one_live_per_host | Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.',
           'another tenant''s instance on a host with a live instance is refused');
-SELECT is(pg_temp.err(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IA2, 't8-a', :H)),
+SELECT is(pg_temp.diag(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IA2, 't8-a', :H), 'sqlstate', 'constraint', 'hint'),
           '23505 | instances_one_live_per_host | Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.',
           'so is a second instance of the same tenant');
 SELECT is((SELECT count(*)::int FROM extsvc.instances WHERE host_machine_id = :H), 1, 'the host still has one instance');
 SELECT extsvc.upsert_instance(:IB, 't8-b', :H2);
-SELECT is(pg_temp.err(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IB, 't8-b', :H)),
+SELECT is(pg_temp.diag(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IB, 't8-b', :H), 'sqlstate', 'constraint', 'hint'),
           '23505 | instances_one_live_per_host | Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.',
           'an instance cannot move to a host with a live instance');
-SELECT is(pg_temp.err(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IA, 't8-a', :H)), 'ok',
+SELECT is(pg_temp.diag(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IA, 't8-a', :H), 'sqlstate', 'constraint', 'hint'), 'ok',
           'an upsert of the host''s own instance is fine');
 SELECT lives_ok(format($$SELECT extsvc.create_service('t8-a', 't8-attached', 'DPF_HELM_CHART', %L, dpu_target => 'PRIMARY', service_id => %L)$$,
                        :'chart', :R), 'fixture: a READY service attached to the host''s instance');
@@ -136,7 +100,7 @@ SELECT extsvc.set_instance_extension_services(:IA, (SELECT jsonb_build_array(jso
 SELECT extsvc.delete_instance(:IA);
 SELECT is((SELECT delete_requested_at IS NOT NULL FROM extsvc.instances WHERE instance_id = :IA), true,
           'fixture: the instance is being deleted (its DPU must be observed clean first)');
-SELECT is(pg_temp.err(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IB, 't8-b', :H)), 'ok',
+SELECT is(pg_temp.diag(format('SELECT extsvc.upsert_instance(%L, %L, %L)', :IB, 't8-b', :H), 'sqlstate', 'constraint', 'hint'), 'ok',
           'once the instance is being deleted, the host takes the next one (hand-over)');
 SELECT ok(EXISTS (SELECT FROM pg_indexes WHERE schemaname = 'extsvc' AND indexname = 'instances_one_live_per_host'
                     AND indexdef LIKE '%WHERE (delete_requested_at IS NULL)%'),
@@ -161,8 +125,9 @@ SELECT lives_ok(format($$SELECT extsvc.create_service('t8-a', 't8-priv-failed', 
                        :'priv', :Q), 'fixture (allowed): a privileged service whose create fails');
 SELECT pg_temp.worker(:Q, 'FAILED', 'permanent_error');
 SET LOCAL extsvc.allow_privileged = off;
-SELECT is(pg_temp.err(format($$SELECT extsvc.create_service('t8-a', 't8-priv-2', 'DPF_HELM_CHART', %L, dpu_target => 'PRIMARY')$$, :'priv'),
-                      'extsvc_tap_t8_nico'),
+SELECT is(pg_temp.diag_as('extsvc_tap_t8_nico',
+                          format($$SELECT extsvc.create_service('t8-a', 't8-priv-2', 'DPF_HELM_CHART', %L, dpu_target => 'PRIMARY')$$, :'priv'),
+                          'sqlstate', 'constraint', 'hint'),
           '22023 |  | Privileged services are turned off at this site (extsvc.allow_privileged); use security.privileged: false, or ask an operator.',
           'create with security.privileged true is refused, the HINT names the setting');
 SELECT is(pg_temp.as_user('extsvc_tap_t8_nico', format($$SELECT extsvc.create_service('t8-a', 't8-priv-2', 'DPF_HELM_CHART', %L, dpu_target => 'PRIMARY')$$, :'priv')),

@@ -4,24 +4,12 @@
 -- credential of the others. NULL and empty elements are refused (22023
 -- naming the position) and the result lists every version the call deleted.
 BEGIN;
+\ir helpers.psql
 SELECT plan(15);
 
 SET LOCAL client_min_messages = warning;
 
 \set S '''5e000000-0000-0000-0000-000000000001'''
-
--- 'SQLSTATE | DETAIL' of a failing statement, 'ok' otherwise
-CREATE FUNCTION pg_temp.err(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_detail text;
-BEGIN
-  EXECUTE stmt;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
-  RETURN v_state || ' | ' || v_detail;
-END $$;
 
 -- a KUBERNETES_POD service with three versions, V1 and V3 with a credential
 SELECT lives_ok(format($$SELECT extsvc.create_service('sec-t', 'pod-three', 'KUBERNETES_POD', 'kind: Pod',

@@ -4,6 +4,7 @@
 -- until no DPU carries the key), the orphan guard's pending list and its
 -- confirmation, the label census, and who may call what.
 BEGIN;
+\ir helpers.psql
 SELECT plan(60);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
@@ -16,19 +17,6 @@ SET LOCAL client_min_messages = warning;
 \set H '''fm100hs00000000000000000000000000005ce100000000000000000000'''
 \set I '''51000000-0000-0000-0000-000000000001'''
 
-CREATE FUNCTION pg_temp.as_user(p_role name, p_stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_res text := 'ok';
-BEGIN
-  EXECUTE format('SET SESSION AUTHORIZATION %I', p_role);
-  BEGIN
-    EXECUTE p_stmt;
-  EXCEPTION WHEN OTHERS THEN
-    v_res := SQLSTATE;
-  END;
-  RESET SESSION AUTHORIZATION;
-  RETURN v_res;
-END $$;
 CREATE ROLE extsvc_site_tenant LOGIN IN ROLE extsvc_api;
 CREATE ROLE extsvc_site_operator LOGIN IN ROLE extsvc_admin;
 
@@ -52,9 +40,9 @@ SELECT matches((SELECT recorded FROM extsvc.database_identity_status()),
                'the status names the recorded identity');
 SELECT matches((SELECT current_identity FROM extsvc.database_identity_status()),
                '^system identifier -?[0-9]+, database ', 'and the current one');
-SELECT is(pg_temp.as_user('extsvc_site_tenant', 'SELECT extsvc.confirm_database_identity()'), '42501',
+SELECT is(pg_temp.diag_as('extsvc_site_tenant', 'SELECT extsvc.confirm_database_identity()', 'sqlstate'), '42501',
           'extsvc_api may not confirm the identity');
-SELECT is(pg_temp.as_user('extsvc_site_operator', 'SELECT extsvc.confirm_database_identity()'), 'ok',
+SELECT is(pg_temp.diag_as('extsvc_site_operator', 'SELECT extsvc.confirm_database_identity()', 'sqlstate'), 'ok',
           'extsvc_admin may');
 SELECT ok((SELECT matches FROM extsvc.database_identity_status()), 'after the confirmation it matches');
 SELECT is((SELECT array_agg(origin) FROM extsvc.database_identity), ARRAY['confirmed'],
@@ -122,7 +110,7 @@ SELECT is(extsvc.live_service_count(), 1::bigint, 'live DPF services: 1 (the pur
 SELECT is((SELECT count(*)::integer FROM extsvc.record_pending_orphans('dpuservice',
              '[{"name":"extsvc-a","uid":"u1","detail":"s1"},{"name":"extsvc-b","uid":"u2"}]')), 0,
           'a census holds two back: none confirmed yet');
-SELECT is(pg_temp.as_user('extsvc_site_tenant', 'SELECT extsvc.confirm_orphan_cleanup()'), '42501',
+SELECT is(pg_temp.diag_as('extsvc_site_tenant', 'SELECT extsvc.confirm_orphan_cleanup()', 'sqlstate'), '42501',
           'extsvc_api may not confirm');
 SELECT is(extsvc.confirm_orphan_cleanup(), 2, 'an admin confirms both');
 SELECT is(ARRAY(SELECT name || '/' || uid FROM extsvc.record_pending_orphans('dpuservice',

@@ -2,6 +2,7 @@
 -- reports as pods of our services without an attachment becomes extsvc.stray_workloads, the gauge
 -- extsvc_stray_pods and one history entry per new pod; the next pass replaces the DPU's rows.
 BEGIN;
+\ir helpers.psql
 SELECT plan(14);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;

@@ -2,6 +2,7 @@
 -- trigger and recorded in the history with its actor and reason; any other
 -- change is refused with SQLSTATE 55000 and leaves no history.
 BEGIN;
+\ir helpers.psql
 SELECT plan((SELECT count(*)::integer FROM extsvc.lifecycle_transitions) * 2 + 17);
 
 -- A DPF service row placed directly in state p_state (triggers bypassed

@@ -4,6 +4,7 @@
 -- id, next_due_in of one queue; and what a DPU outcome from the watch caches means in
 -- _complete_dpu (observed_at, watched, evidence older than the staleness bound).
 BEGIN;
+\ir helpers.psql
 SELECT plan(33);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;

@@ -1,9 +1,6 @@
 -- SPEC 2.4, 2.5, 2.10: creating, updating and deleting services through the
 -- SQL API. Every call only persists intent; no Kubernetes call is made.
 CREATE EXTENSION nico_extsvc;
-\set ECHO none
-\ir regress/queue_adapters.psql
-\set ECHO all
 
 CREATE FUNCTION pg_temp.try(stmt text, OUT state text, OUT message text, OUT detail text, OUT hint text)
 LANGUAGE plpgsql AS $$
@@ -129,10 +126,13 @@ SELECT d#>>'{spec,helmChart,source,version}' AS version, d#>'{spec,helmChart,val
   FROM extsvc.render_dpuservice('11111111-1111-1111-1111-111111111111') d;
 
 -- the worker creates it (a claim, then a transition to READY with revision 2)
-SELECT c.service_id, c.lifecycle_state, c.desired_revision,
-       pg_temp.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'transition',
-                                      'READY', 'dpuservice_created', 'DPUService created', c.desired_revision) AS result
-  FROM pg_temp.claim_reconciliations('test-worker') c WHERE c.service_id = '11111111-1111-1111-1111-111111111111';
+SELECT c.id AS service_id, c.work->>'lifecycle_state' AS lifecycle_state,
+       (c.work->>'desired_revision')::integer AS desired_revision,
+       extsvc.complete('service', c.id, c.state_version, c.lease_token,
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'READY',
+                                          'reason', 'dpuservice_created', 'message', 'DPUService created',
+                                          'applied_revision', (c.work->>'desired_revision')::integer)) AS result
+  FROM extsvc.claim('service', 'test-worker') c WHERE c.id = '11111111-1111-1111-1111-111111111111';
 SELECT * FROM pg_temp.svc('11111111-1111-1111-1111-111111111111');
 
 -- update of READY: a new revision, UPDATING, the applied revision kept
@@ -180,9 +180,10 @@ SELECT state_version FROM extsvc.dpf_extension_service_reconciliations
 SELECT * FROM pg_temp.try($$SELECT extsvc.update_service('11111111-1111-1111-1111-111111111111', description => 'x')$$);
 SELECT * FROM pg_temp.try($$SELECT extsvc.delete_service('99999999-9999-9999-9999-999999999999')$$);
 -- the worker observes the 404 and marks it DELETED
-SELECT pg_temp.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'transition',
-                                      'DELETED', 'dpuservice_deleted', NULL) AS result
-  FROM pg_temp.claim_reconciliations('test-worker') c WHERE c.service_id = '11111111-1111-1111-1111-111111111111';
+SELECT extsvc.complete('service', c.id, c.state_version, c.lease_token,
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'DELETED',
+                                          'reason', 'dpuservice_deleted')) AS result
+  FROM extsvc.claim('service', 'test-worker') c WHERE c.id = '11111111-1111-1111-1111-111111111111';
 SELECT * FROM pg_temp.svc('11111111-1111-1111-1111-111111111111');
 -- the name is free again once DELETED
 SELECT * FROM pg_temp.svc((extsvc.create_service('tenant-a', 'renamed service', 'KUBERNETES_POD', 'pod',

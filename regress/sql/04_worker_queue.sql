@@ -1,12 +1,9 @@
--- SPEC 2.5: the worker's queue. extsvc.claim leases due rows;
--- extsvc.complete writes an outcome only with the claimed state_version and
--- lease token (compare-and-swap). Here this session plays the worker (the
--- cluster runs with extsvc.workers = 0), through the typed adapters of
--- regress/queue_adapters.psql.
+-- SPEC 2.5: the worker's queue. extsvc.claim leases due rows (the work as a
+-- JSON object, the wire schema of docs/worker.md); extsvc.complete writes an
+-- outcome object only with the claimed state_version and lease token
+-- (compare-and-swap). Here this session plays the worker (the cluster runs
+-- with extsvc.workers = 0) through those two functions.
 CREATE EXTENSION nico_extsvc;
-\set ECHO none
-\ir regress/queue_adapters.psql
-\set ECHO all
 SET extsvc.enforce_chart_allowlist = off;
 
 CREATE FUNCTION pg_temp.try(stmt text, OUT state text, OUT message text, OUT detail text, OUT hint text)
@@ -50,14 +47,18 @@ SELECT count(*) AS queue_rows FROM extsvc.dpf_extension_service_reconciliations;
 
 ------------------------------------------------------------------ claim
 -- batch_size bounds the claim; the oldest due row comes first
-SELECT service_id, state_version, lifecycle_state, dpf_service_name = extsvc.dpf_service_name(service_id, attachable_version) AS name_ok,
-       desired_revision, applied_revision, attempts,
-       desired = extsvc.render_dpuservice(service_id) AS desired_ok
-  FROM pg_temp.claim_reconciliations('w1', 1);
+SELECT id AS service_id, state_version, work->>'lifecycle_state' AS lifecycle_state,
+       work->>'dpf_service_name' = extsvc.dpf_service_name(id::uuid, work->>'attachable_version') AS name_ok,
+       (work->>'desired_revision')::integer AS desired_revision, (work->>'applied_revision')::integer AS applied_revision,
+       (work->>'attempts')::integer AS attempts,
+       extsvc._render_dpuservice(id::uuid, work->>'attachable_version', (work->>'desired_revision')::integer,
+                                 work->'helm_data', work->>'namespace')
+         = extsvc.render_dpuservice(id::uuid) AS desired_ok
+  FROM extsvc.claim('service', 'w1', 1);
 SELECT * FROM pg_temp.q(:A);
-SELECT service_id FROM pg_temp.claim_reconciliations('w2');
+SELECT id AS service_id FROM extsvc.claim('service', 'w2');
 -- leased rows are not claimed again; nothing is left
-SELECT count(*) AS claimed FROM pg_temp.claim_reconciliations('w3');
+SELECT count(*) AS claimed FROM extsvc.claim('service', 'w3');
 SELECT service_name, lifecycle_state, state_version, due, lease_owner IS NOT NULL AS leased
   FROM extsvc.reconciliation_queue ORDER BY service_name;
 
@@ -68,14 +69,15 @@ SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.dpf_extension_ser
 ------------------------------------------------------------------ retry
 -- a transient failure: attempts + 1, due later (never before Retry-After),
 -- the error kept, the lease released, the state unchanged
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'retry', message => 'HTTP 503 from the API server',
-                                      http_status => 503, retry_after_s => 200);
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a',
+                       jsonb_build_object('outcome', 'retry', 'message', 'HTTP 503 from the API server',
+                                          'http_status', 503, 'retry_after_s', 200));
 SELECT * FROM pg_temp.q(:A);
 SELECT next_due_at >= last_error_at + interval '200 seconds' AS honours_retry_after,
        next_due_at <= last_error_at + interval '200.001 seconds' AS not_longer
   FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :A;
 -- not due: no claim
-SELECT count(*) AS claimed FROM pg_temp.claim_reconciliations('w1');
+SELECT count(*) AS claimed FROM extsvc.claim('service', 'w1');
 -- the backoff doubles from extsvc.retry_base (500ms) up to extsvc.retry_cap
 -- (300s), with up to 20 % jitter, never below Retry-After
 SELECT a, extsvc._backoff(a) BETWEEN lo AND hi AS within_bounds
@@ -85,71 +87,88 @@ SELECT extsvc._backoff(1, 42) AS retry_after_wins;
 
 ------------------------------------------------------------------ reconcile_now, poll, transition
 SELECT extsvc.reconcile_now(:A) AS made_due;
-SELECT service_id, state_version, attempts FROM pg_temp.claim_reconciliations('w1');
+SELECT id AS service_id, state_version, (work->>'attempts')::integer AS attempts FROM extsvc.claim('service', 'w1');
 SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.dpf_extension_service_reconciliations
  WHERE service_id = :A \gset
 -- poll (waiting on the cluster): attempts + 1, due later, last error kept
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'poll', retry_after_s => 200);
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a',
+                       jsonb_build_object('outcome', 'poll', 'retry_after_s', 200));
 SELECT * FROM pg_temp.q(:A);
 SELECT next_due_at >= last_success_at + interval '200 seconds' AS honours_retry_after
   FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :A;
 SELECT extsvc.reconcile_now(:A) AS made_due;
-SELECT service_id, attempts FROM pg_temp.claim_reconciliations('w1');
+SELECT id AS service_id, (work->>'attempts')::integer AS attempts FROM extsvc.claim('service', 'w1');
 SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.dpf_extension_service_reconciliations
  WHERE service_id = :A \gset
 -- transition to READY with the applied revision: attempts reset, error
 -- cleared, nothing due until new intent or drift
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'transition', 'READY', 'dpuservice_created',
-                                      'DPUService created', applied_revision => 1, observed_generation => 1);
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a',
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'READY',
+                                          'reason', 'dpuservice_created', 'message', 'DPUService created',
+                                          'applied_revision', 1, 'observed_generation', 1));
 SELECT * FROM pg_temp.q(:A);
 SELECT revision, applied_at IS NOT NULL AS applied FROM extsvc.helm_revisions WHERE service_id = :A;
 SELECT observed_generation, last_success_at IS NOT NULL AS success_at, last_error_at
   FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :A;
 -- a transition the table does not allow is refused (and nothing changes)
 SELECT extsvc.reconcile_now(:A) AS made_due;
-SELECT lease_token AS tok_a, state_version AS sv_a FROM pg_temp.claim_reconciliations('w1') \gset
-SELECT * FROM pg_temp.try(format($$SELECT pg_temp.complete_reconciliation(%L, %s, %L, 'transition', 'DELETED', 'dpuservice_deleted')$$,
+SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.claim('service', 'w1') \gset
+SELECT * FROM pg_temp.try(format($$SELECT extsvc.complete('service', %L, %s, %L,
+                                                          jsonb_build_object('outcome', 'transition',
+                                                                             'new_state', 'DELETED',
+                                                                             'reason', 'dpuservice_deleted'))$$,
                                  :A, :sv_a, :'tok_a'));
-SELECT * FROM pg_temp.try(format($$SELECT pg_temp.complete_reconciliation(%L, %s, %L, 'explode')$$, :A, :sv_a, :'tok_a'));
+SELECT * FROM pg_temp.try(format($$SELECT extsvc.complete('service', %L, %s, %L,
+                                                          jsonb_build_object('outcome', 'explode'))$$, :A, :sv_a, :'tok_a'));
 SELECT * FROM pg_temp.q(:A);
 -- done: nothing changed, nothing more to do
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'done');
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a', jsonb_build_object('outcome', 'done'));
 SELECT * FROM pg_temp.q(:A);
 
 ------------------------------------------------------------------ stale
 -- new intent lands while the worker talks to Kubernetes: its result is
 -- dropped ('stale'), the row is released and due at once
 SELECT extsvc.reconcile_now(:A) AS made_due;
-SELECT lease_token AS tok_a, state_version AS sv_a FROM pg_temp.claim_reconciliations('w1') \gset
+SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.claim('service', 'w1') \gset
 SELECT lifecycle_state, version_ctr FROM extsvc.update_service(:A, :'chart2');
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'transition', 'FAILED', 'permanent_error', 'HTTP 422');
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a',
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'FAILED',
+                                          'reason', 'permanent_error', 'message', 'HTTP 422'));
 SELECT * FROM pg_temp.q(:A);
 -- the next pass works from the newest intent
-SELECT state_version, lifecycle_state, desired_revision, applied_revision,
-       desired#>>'{spec,helmChart,source,version}' AS chart_version
-  FROM pg_temp.claim_reconciliations('w1');
+SELECT state_version, work->>'lifecycle_state' AS lifecycle_state, (work->>'desired_revision')::integer AS desired_revision,
+       (work->>'applied_revision')::integer AS applied_revision,
+       extsvc._render_dpuservice(id::uuid, work->>'attachable_version', (work->>'desired_revision')::integer,
+                                 work->'helm_data', work->>'namespace')#>>'{spec,helmChart,source,version}' AS chart_version
+  FROM extsvc.claim('service', 'w1');
 SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.dpf_extension_service_reconciliations
  WHERE service_id = :A \gset
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'transition', 'READY', 'revision_applied',
-                                      'revision 2 applied', applied_revision => 2);
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a',
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'READY',
+                                          'reason', 'revision_applied', 'message', 'revision 2 applied',
+                                          'applied_revision', 2));
 SELECT * FROM pg_temp.q(:A);
 
 ------------------------------------------------------------------ lost
 -- a worker whose lease was taken over writes nothing
 SELECT extsvc.reconcile_now(:A) AS made_due;
-SELECT lease_token AS tok_a, state_version AS sv_a FROM pg_temp.claim_reconciliations('w1') \gset
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, gen_random_uuid(), 'transition', 'FAILED', 'permanent_error', 'x');
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, NULL, 'done');
-SELECT pg_temp.complete_reconciliation('99999999-9999-9999-9999-999999999999', 1, :'tok_a', 'done');
+SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.claim('service', 'w1') \gset
+SELECT extsvc.complete('service', :A, :sv_a, gen_random_uuid(),
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'FAILED',
+                                          'reason', 'permanent_error', 'message', 'x'));
+SELECT extsvc.complete('service', :A, :sv_a, NULL, jsonb_build_object('outcome', 'done'));
+SELECT extsvc.complete('service', '99999999-9999-9999-9999-999999999999', 1, :'tok_a',
+                       jsonb_build_object('outcome', 'done'));
 SELECT * FROM pg_temp.q(:A);
 -- an expired lease can be claimed by another worker; the first one is then lost
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_expires_at = now() - interval '1 second'
  WHERE service_id = :A;
-SELECT lease_token AS tok_a2 FROM pg_temp.claim_reconciliations('w2') \gset
+SELECT lease_token AS tok_a2 FROM extsvc.claim('service', 'w2') \gset
 SELECT lease_owner FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :A;
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'done') AS first_worker;
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a2', 'event', reason => 'drift_patched',
-                                      message => 'spec.helmChart.source.version drifted') AS second_worker;
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a', jsonb_build_object('outcome', 'done')) AS first_worker;
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a2',
+                       jsonb_build_object('outcome', 'event', 'reason', 'drift_patched',
+                                          'message', 'spec.helmChart.source.version drifted')) AS second_worker;
 SELECT * FROM pg_temp.q(:A);
 
 ------------------------------------------------------------------ drift
@@ -166,21 +185,26 @@ SELECT extsvc.mark_drift(:A, 'DPUService missing') AS marked_again;
 SELECT * FROM pg_temp.q(:A);
 -- not READY: no-op (B is still CREATING and leased by w2)
 SELECT extsvc.mark_drift(:B) AS marked_b;
-SELECT lease_token AS tok_a, state_version AS sv_a FROM pg_temp.claim_reconciliations('w1') \gset
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'event', reason => 'drift_recreated',
-                                      message => 'DPUService re-created');
+SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.claim('service', 'w1') \gset
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a',
+                       jsonb_build_object('outcome', 'event', 'reason', 'drift_recreated',
+                                          'message', 'DPUService re-created'));
 -- an event not allowed in this state is refused
 SELECT extsvc.reconcile_now(:A) AS made_due;
-SELECT lease_token AS tok_a, state_version AS sv_a FROM pg_temp.claim_reconciliations('w1') \gset
-SELECT * FROM pg_temp.try(format($$SELECT pg_temp.complete_reconciliation(%L, %s, %L, 'event', reason => 'superseded')$$,
+SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.claim('service', 'w1') \gset
+SELECT * FROM pg_temp.try(format($$SELECT extsvc.complete('service', %L, %s, %L,
+                                                          jsonb_build_object('outcome', 'event',
+                                                                             'reason', 'superseded'))$$,
                                  :A, :sv_a, :'tok_a'));
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'done');
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a', jsonb_build_object('outcome', 'done'));
 
 ------------------------------------------------------------------ FAILED and retry_service
 SELECT lifecycle_state FROM extsvc.update_service(:A, :'chart3');
-SELECT lease_token AS tok_a, state_version AS sv_a FROM pg_temp.claim_reconciliations('w1') \gset
-SELECT pg_temp.complete_reconciliation(:A, :sv_a, :'tok_a', 'transition', 'FAILED', 'permanent_error',
-                                      'DPUService refused: 422 spec.helmChart.source.version');
+SELECT lease_token AS tok_a, state_version AS sv_a FROM extsvc.claim('service', 'w1') \gset
+SELECT extsvc.complete('service', :A, :sv_a, :'tok_a',
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'FAILED',
+                                          'reason', 'permanent_error',
+                                          'message', 'DPUService refused: 422 spec.helmChart.source.version'));
 SELECT * FROM pg_temp.q(:A);
 SELECT * FROM pg_temp.try(format('SELECT extsvc.reconcile_now(%L)', :A));
 -- retry: FAILED with an applied revision goes back to UPDATING
@@ -189,8 +213,10 @@ SELECT * FROM pg_temp.q(:A);
 SELECT * FROM pg_temp.try(format('SELECT extsvc.retry_service(%L)', :A));
 SELECT * FROM pg_temp.try($$SELECT extsvc.retry_service('99999999-9999-9999-9999-999999999999')$$);
 -- B fails before it was ever created: retry goes back to CREATING
-SELECT pg_temp.complete_reconciliation(:B, state_version, lease_token, 'transition', 'FAILED', 'ownership_conflict',
-                                      'extsvc-...: owned by another service')
+SELECT extsvc.complete('service', :B, state_version, lease_token,
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'FAILED',
+                                          'reason', 'ownership_conflict',
+                                          'message', 'extsvc-...: owned by another service'))
   FROM extsvc.dpf_extension_service_reconciliations WHERE service_id = :B;
 SELECT lifecycle_state FROM extsvc.retry_service(:B);
 

@@ -2,12 +2,9 @@
 -- resolution into per-DPU attachment rows, the derived label set, the per-DPU
 -- work queue and the status functions. No worker runs (extsvc.workers = 0):
 -- this session plays it with extsvc.claim and extsvc.complete on the dpu
--- queue (regress/queue_adapters.psql). Version strings and label keys carry the
--- creation time, so outputs show service names instead.
+-- queue. Version strings and label keys carry the creation time, so outputs
+-- show service names instead.
 CREATE EXTENSION nico_extsvc;
-\set ECHO none
-\ir regress/queue_adapters.psql
-\set ECHO all
 SET extsvc.enforce_chart_allowlist = off;
 
 CREATE FUNCTION pg_temp.try(stmt text, OUT state text, OUT message text, OUT detail text, OUT hint text)
@@ -92,28 +89,30 @@ LANGUAGE plpgsql AS $$
 DECLARE
   c record;
 BEGIN
-  FOR c IN SELECT * FROM pg_temp.claim_dpu_reconciliations('test-worker', 100, 30) x ORDER BY x.dpu_device_name LOOP
-    IF p_only IS NOT NULL AND NOT (c.dpu_device_name = ANY (p_only)) THEN
+  FOR c IN SELECT * FROM extsvc.claim('dpu', 'test-worker', 100, 30) x ORDER BY x.work->>'device_name' LOOP
+    IF p_only IS NOT NULL AND NOT (c.work->>'device_name' = ANY (p_only)) THEN
       UPDATE extsvc.dpu_reconciliations q SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-       WHERE q.dpu_machine_id = c.dpu_machine_id;
+       WHERE q.dpu_machine_id = c.id;
       CONTINUE;
     END IF;
-    dpu := c.dpu_device_name;
+    dpu := c.work->>'device_name';
     state_version := c.state_version;
-    deregistered := c.deregistered;
-    wanted := ARRAY(SELECT s.service_name FROM unnest(c.wanted_keys) k
+    deregistered := (c.work->>'deregistered')::boolean;
+    wanted := ARRAY(SELECT s.service_name FROM jsonb_array_elements_text(c.work->'wanted_keys') k
                       JOIN extsvc.service_records s ON s.placement_label_key = k ORDER BY 1);
-    result := pg_temp.complete_dpu_reconciliation(c.dpu_machine_id, c.state_version, c.lease_token, 'observed',
-      coalesce((SELECT jsonb_agg(i || jsonb_build_object('state',
+    result := extsvc.complete('dpu', c.id, c.state_version, c.lease_token,
+                              jsonb_build_object('outcome', 'observed',
+                                                 'results', coalesce((SELECT jsonb_agg(i || jsonb_build_object('state',
                   CASE WHEN (i->>'wanted')::boolean THEN p_wanted ELSE p_unwanted END))
-                  FROM jsonb_array_elements(c.items) i), '[]'), keep_polling => p_keep_polling);
+                  FROM jsonb_array_elements(c.work->'items') i), '[]'),
+                                                 'keep_polling', p_keep_polling));
     SELECT CASE WHEN q.next_due_at IS NULL THEN 'none'
                 WHEN q.next_due_at <= q.last_observed_at + interval '5 s' THEN 'in <= 5s'
                 WHEN q.next_due_at <= q.last_observed_at + interval '30 s' THEN 'in 5..30s'
                 ELSE 'later' END INTO next
-      FROM extsvc.dpu_reconciliations q WHERE q.dpu_machine_id = c.dpu_machine_id;
+      FROM extsvc.dpu_reconciliations q WHERE q.dpu_machine_id = c.id;
     UPDATE extsvc.dpu_reconciliations q SET next_due_at = NULL
-     WHERE q.dpu_machine_id = c.dpu_machine_id AND q.next_due_at > now();
+     WHERE q.dpu_machine_id = c.id AND q.next_due_at > now();
     RETURN NEXT;
   END LOOP;
 END $$;
@@ -256,58 +255,67 @@ SELECT * FROM pg_temp.q();
 SELECT * FROM pg_temp.try($$SELECT extsvc.set_instance_extension_services('10000000-0000-0000-0000-000000000001', '[]', 1)$$);
 
 ------------------------------------------------------------------ the worker: claim and complete
-CREATE TEMP TABLE claim1 AS SELECT * FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30);
-SELECT dpu_device_name, dpu_node_name, state_version, deregistered, attempts,
-       ARRAY(SELECT s.service_name FROM unnest(wanted_keys) k JOIN extsvc.service_records s ON s.placement_label_key = k ORDER BY 1) AS wanted
+CREATE TEMP TABLE claim1 AS SELECT * FROM extsvc.claim('dpu', 'w1', 100, 30);
+SELECT work->>'device_name' AS dpu_device_name, work->>'node_name' AS dpu_node_name, state_version,
+       (work->>'deregistered')::boolean AS deregistered, (work->>'attempts')::integer AS attempts,
+       ARRAY(SELECT s.service_name FROM jsonb_array_elements_text(work->'wanted_keys') k
+               JOIN extsvc.service_records s ON s.placement_label_key = k ORDER BY 1) AS wanted
   FROM claim1 ORDER BY 1;
 -- items: one per attachment row on the DPU, with the generated names
-SELECT c.dpu_device_name, i->>'kind' AS kind, right(i->>'instance_id', 2) AS instance, s.service_name,
+SELECT c.work->>'device_name' AS dpu_device_name, i->>'kind' AS kind, right(i->>'instance_id', 2) AS instance, s.service_name,
        i->>'version' = s.attachable_version AS version_ok, i->>'label_key' = s.placement_label_key AS key_ok,
        i->>'dpf_service_name' = s.dpf_service_name AS name_ok, (i->>'wanted')::boolean AS wanted
-  FROM claim1 c, jsonb_array_elements(c.items) i JOIN extsvc.service_records s ON s.service_id = (i->>'service_id')::uuid
+  FROM claim1 c, jsonb_array_elements(c.work->'items') i JOIN extsvc.service_records s ON s.service_id = (i->>'service_id')::uuid
  ORDER BY 1, 4;
 -- the leases are held: SKIP LOCKED / unexpired leases give nothing more
 SELECT * FROM pg_temp.q();
-SELECT count(*) AS claimed FROM pg_temp.claim_dpu_reconciliations('w2', 100, 30);
+SELECT count(*) AS claimed FROM extsvc.claim('dpu', 'w2', 100, 30);
 -- new intent while w1 works: the network now also uses dpu-b
 SELECT extsvc.upsert_instance(:I1, 'tenant-a', :H1, ARRAY[:DA, :DB]::text[]);
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 -- w1's result for dpu-b is stale: nothing written, the row is released and due
-SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed',
-         jsonb_build_array(jsonb_build_object('kind', 'attachment', 'instance_id', '10000000-0000-0000-0000-000000000001',
+SELECT extsvc.complete('dpu', id, state_version, lease_token,
+                       jsonb_build_object('outcome', 'observed',
+                                          'results', jsonb_build_array(jsonb_build_object('kind', 'attachment', 'instance_id', '10000000-0000-0000-0000-000000000001',
                                               'service_id', '5e000000-0000-0000-0000-0000000000a1',
                                               'version', (SELECT version FROM extsvc.services WHERE service_id = :A),
-                                              'state', 'RUNNING'))) AS result
-  FROM claim1 WHERE dpu_device_name = 'dpu-b';
+                                              'state', 'RUNNING')))) AS result
+  FROM claim1 WHERE work->>'device_name' = 'dpu-b';
 -- a wrong lease token is lost
-SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, gen_random_uuid(), 'observed', '[]') AS result
-  FROM claim1 WHERE dpu_device_name = 'dpu-a';
+SELECT extsvc.complete('dpu', id, state_version, gen_random_uuid(),
+                       jsonb_build_object('outcome', 'observed', 'results', '[]'::jsonb)) AS result
+  FROM claim1 WHERE work->>'device_name' = 'dpu-a';
 SELECT * FROM pg_temp.rows(:I1);
 SELECT * FROM pg_temp.q();
 -- dpu-a: everything RUNNING there (the DPU's state_version is unchanged by
 -- this status write); converged, so not due again
-SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed',
-         (SELECT jsonb_agg(i || '{"state": "RUNNING", "message": "pod ready"}') FROM jsonb_array_elements(items) i),
-         observation => '{"labels": "seen"}') AS result
-  FROM claim1 WHERE dpu_device_name = 'dpu-a';
+SELECT extsvc.complete('dpu', id, state_version, lease_token,
+                       jsonb_build_object('outcome', 'observed',
+                                          'results', (SELECT jsonb_agg(i || '{"state": "RUNNING", "message": "pod ready"}') FROM jsonb_array_elements(work->'items') i),
+                                          'observation', '{"labels": "seen"}'::jsonb)) AS result
+  FROM claim1 WHERE work->>'device_name' = 'dpu-a';
 SELECT * FROM pg_temp.rows(:I1);
 -- dpu-c and dpu-d carry nothing: converged too
-SELECT dpu_device_name, pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed') AS result
-  FROM claim1 WHERE dpu_device_name IN ('dpu-c', 'dpu-d') ORDER BY 1;
+SELECT work->>'device_name' AS dpu_device_name, extsvc.complete('dpu', id, state_version, lease_token,
+                                                               jsonb_build_object('outcome', 'observed')) AS result
+  FROM claim1 WHERE work->>'device_name' IN ('dpu-c', 'dpu-d') ORDER BY 1;
 SELECT * FROM pg_temp.q();
 SELECT dpu_device_name, observation, last_observed_at IS NOT NULL AS observed
   FROM extsvc.dpu_placement ORDER BY 1;
 -- a used token is lost afterwards
-SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'observed', '[]') AS result
-  FROM claim1 WHERE dpu_device_name = 'dpu-a';
+SELECT extsvc.complete('dpu', id, state_version, lease_token,
+                       jsonb_build_object('outcome', 'observed', 'results', '[]'::jsonb)) AS result
+  FROM claim1 WHERE work->>'device_name' = 'dpu-a';
 -- an unknown outcome is an error
-SELECT * FROM pg_temp.try($$SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'bogus') FROM pg_temp.claim_dpu_reconciliations('w1', 1, 30)$$);
+SELECT * FROM pg_temp.try($$SELECT extsvc.complete('dpu', id, state_version, lease_token,
+                                                   jsonb_build_object('outcome', 'bogus')) FROM extsvc.claim('dpu', 'w1', 1, 30)$$);
 
 -- 'retry' backs off: attempts counted, error kept, due later (here after Retry-After)
-SELECT pg_temp.complete_dpu_reconciliation(dpu_machine_id, state_version, lease_token, 'retry',
-         message => 'DPU cluster unreachable', http_status => 503, retry_after_s => 200) AS result
-  FROM pg_temp.claim_dpu_reconciliations('w1', 100, 30) WHERE dpu_device_name = 'dpu-b';
+SELECT extsvc.complete('dpu', id, state_version, lease_token,
+                       jsonb_build_object('outcome', 'retry', 'message', 'DPU cluster unreachable',
+                                          'http_status', 503, 'retry_after_s', 200)) AS result
+  FROM extsvc.claim('dpu', 'w1', 100, 30) WHERE work->>'device_name' = 'dpu-b';
 SELECT * FROM pg_temp.q();
 SELECT next_due_at >= last_error_at + interval '200 s' AS honours_retry_after, last_http_status
   FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :DB;
@@ -470,19 +478,21 @@ SELECT * FROM pg_temp.pass();
 SELECT lifecycle_state FROM extsvc.delete_service(:W);
 SELECT * FROM pg_temp.labels() WHERE service = 'site-wide';
 SELECT extsvc._site_service_cleared(:W) AS cleared;
-SELECT c.lifecycle_state, c.placement_clear,
-       pg_temp.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'poll') AS result
-  FROM pg_temp.claim_reconciliations('test-worker', 100) c WHERE c.service_id = :W;
+SELECT c.work->>'lifecycle_state' AS lifecycle_state, (c.work->>'placement_clear')::boolean AS placement_clear,
+       extsvc.complete('service', c.id, c.state_version, c.lease_token,
+                       jsonb_build_object('outcome', 'poll')) AS result
+  FROM extsvc.claim('service', 'test-worker', 100) c WHERE c.id = :W;
 SELECT * FROM pg_temp.pass(ARRAY['dpu-a', 'dpu-b']);
 SELECT extsvc._site_service_cleared(:W) AS cleared;
 SELECT * FROM pg_temp.pass();
 SELECT dpu_device_name, deployment_state FROM extsvc.site_service_dpu_status JOIN extsvc.dpus ON machine_id = dpu_machine_id ORDER BY 1;
 SELECT extsvc._site_service_cleared(:W) AS cleared;
 -- the TERMINATED reports made the service's row due again
-SELECT c.lifecycle_state, c.placement_clear,
-       pg_temp.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'transition',
-                                      'DELETED', 'dpuservice_deleted') AS result
-  FROM pg_temp.claim_reconciliations('test-worker', 100) c WHERE c.service_id = :W;
+SELECT c.work->>'lifecycle_state' AS lifecycle_state, (c.work->>'placement_clear')::boolean AS placement_clear,
+       extsvc.complete('service', c.id, c.state_version, c.lease_token,
+                       jsonb_build_object('outcome', 'transition', 'new_state', 'DELETED',
+                                          'reason', 'dpuservice_deleted')) AS result
+  FROM extsvc.claim('service', 'test-worker', 100) c WHERE c.id = :W;
 SELECT * FROM pg_temp.q();
 
 ------------------------------------------------------------------ deregister_dpu

@@ -3,9 +3,6 @@
 -- never claims: the queue gauges below only move with this script. Worker
 -- counters (iterations, ages) vary from run to run and are checked by shape.
 CREATE EXTENSION nico_extsvc;
-\set ECHO none
-\ir regress/queue_adapters.psql
-\set ECHO all
 SET extsvc.enforce_chart_allowlist = off;
 
 ------------------------------------------------------------------ shape (SPEC 6)
@@ -48,10 +45,14 @@ SELECT service_name, lifecycle_state FROM extsvc.create_service('t1', 'dpf2', 'D
        dpu_target => 'PRIMARY', service_id => '5e000000-0000-0000-0000-000000000003');
 SELECT lifecycle_state FROM extsvc.delete_service('5e000000-0000-0000-0000-000000000003');
 -- the worker's part for dpf, by hand: created in the cluster, READY
-SELECT c.service_id, pg_temp.complete_reconciliation(c.service_id, c.state_version, c.lease_token, 'transition', 'READY',
-         'dpuservice_created', NULL, c.desired_revision, 201, NULL, 1, '1') AS result
-  FROM pg_temp.claim_reconciliations('test-worker', 10, 30) c
- WHERE c.service_id = '5e000000-0000-0000-0000-000000000002';
+SELECT c.id AS service_id, extsvc.complete('service', c.id, c.state_version, c.lease_token,
+                                     jsonb_build_object('outcome', 'transition', 'new_state', 'READY',
+                                                        'reason', 'dpuservice_created',
+                                                        'applied_revision', (c.work->>'desired_revision')::integer,
+                                                        'http_status', 201, 'observed_generation', 1,
+                                                        'observed_resource_version', '1')) AS result
+  FROM extsvc.claim('service', 'test-worker', 10, 30) c
+ WHERE c.id = '5e000000-0000-0000-0000-000000000002';
 UPDATE extsvc.dpf_extension_service_reconciliations SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL;
 SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000001', 't1', 'fm100hsc000000000000000000000000000000100000000000000000000');
 SELECT extsvc.upsert_instance('10000000-0000-0000-0000-000000000002', 't1', 'fm100hsc000000000000000000000000000000200000000000000000000');
@@ -61,12 +62,14 @@ SELECT extsvc.set_instance_extension_services(i, jsonb_build_array(jsonb_build_o
   FROM unnest(ARRAY['10000000-0000-0000-0000-000000000001', '10000000-0000-0000-0000-000000000002']::uuid[]) i;
 -- a worker pass on the DPUs: dpu-a observes RUNNING, dpu-b ERROR
 SELECT d.dpu_device_name,
-       pg_temp.complete_dpu_reconciliation(c.dpu_machine_id, c.state_version, c.lease_token, 'observed',
-         (SELECT jsonb_agg(i || jsonb_build_object('state', CASE d.dpu_device_name WHEN 'dpu-a' THEN 'RUNNING' ELSE 'ERROR' END))
-            FROM jsonb_array_elements(c.items) i)) AS result
-  FROM pg_temp.claim_dpu_reconciliations('test-worker', 100, 30) c
-  JOIN extsvc.dpus d ON d.machine_id = c.dpu_machine_id
- WHERE jsonb_array_length(c.items) > 0
+       extsvc.complete('dpu', c.id, c.state_version, c.lease_token,
+                       jsonb_build_object('outcome', 'observed', 'results', (
+                         SELECT jsonb_agg(i || jsonb_build_object('state',
+                                  CASE d.dpu_device_name WHEN 'dpu-a' THEN 'RUNNING' ELSE 'ERROR' END))
+                           FROM jsonb_array_elements(c.work->'items') i))) AS result
+  FROM extsvc.claim('dpu', 'test-worker', 100, 30) c
+  JOIN extsvc.dpus d ON d.machine_id = c.id
+ WHERE jsonb_array_length(c.work->'items') > 0
  ORDER BY 1;
 -- one service row leased, one made due 90 s ago
 UPDATE extsvc.dpf_extension_service_reconciliations

@@ -8,6 +8,10 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 # invariants) is imported by package name; every script that runs the tests,
 # benchmarks or the demo gets it on the path here (once, however often sourced).
 case ":${PYTHONPATH:-}:" in *":$ROOT/python:"*) ;; *) export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" ;; esac
+# The interpreter of every Python script here: Debian's, which has the test
+# kit's dependencies (python3-psycopg, python3-yaml, python3-matplotlib); the
+# python3 first on PATH may be another one (pyenv).
+PY="${EXTSVC_PYTHON:-/usr/bin/python3}"
 PG_CONFIG="${PG_CONFIG:-pg_config}"
 PGBIN="$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)"
 
@@ -26,9 +30,11 @@ as_pg_user() {
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-# Builds everything and installs the extension into the server's directories.
+# Builds what ships (the extension's module and SQL scripts; `make`) and
+# installs it into the server's directories. dpfsim and the tests are built
+# by `make sim` and `make tests` where they are needed.
 build_and_install() {
-  log "building (cmake via make) in $BUILD_DIR"
+  log "building the extension (cmake via make) in $BUILD_DIR"
   make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" all
   log "installing the extension"
   $SUDO make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" install

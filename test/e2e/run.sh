@@ -1,18 +1,53 @@
 #!/usr/bin/env bash
 # Runs every end-to-end suite (worker + dpfsim + PostgreSQL). Each prints
-# "N passed, N failed"; this script sums them into the same closing line.
+# "N passed, N failed"; this script sums them into the same closing line and
+# says how long each file took. Every file makes its own clusters (copies of
+# the test command's template, extsvc_testkit.cluster) and its own dpfsim on
+# free ports, so files may run side by side: E2E_JOBS (default 1) at a time,
+# each file's output printed whole, in file order, when it is done.
 # One file by hand, from the repository root (the harness is the package
-# python/extsvc_testkit):  PYTHONPATH=python python3 test/e2e/test_workers.py
+# python/extsvc_testkit):  PYTHONPATH=python /usr/bin/python3 test/e2e/test_workers.py
 set -uo pipefail
-source "$(dirname "$0")/../../scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit
+source "$(dirname "$0")/../../scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit, $PY
 cd "$(dirname "$0")"
+jobs="${E2E_JOBS:-1}"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+run_file() {  # run_file FILE: its output, exit status and seconds into $out
+  local t0=$SECONDS rc=0
+  "$PY" "$1" >"$out/$1.log" 2>&1 || rc=$?
+  echo "$rc $((SECONDS - t0))" >"$out/$1.rc"
+}
+
+files=(test_*.py)
+if [ "$jobs" -le 1 ]; then
+  for t in "${files[@]}"; do
+    t0=$SECONDS
+    "$PY" "$t" 2>&1 | tee "$out/$t.log"
+    echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$out/$t.rc"
+  done
+else
+  running=()
+  for t in "${files[@]}"; do
+    while [ "${#running[@]}" -ge "$jobs" ]; do
+      wait -n 2>/dev/null || true
+      alive=()
+      for p in "${running[@]}"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
+      running=("${alive[@]}")
+    done
+    run_file "$t" &
+    running+=($!)
+  done
+  wait
+  for t in "${files[@]}"; do cat "$out/$t.log"; done
+fi
+
 total_p=0; total_f=0
-for t in test_*.py; do
-  out=$(mktemp)
-  python3 "$t" 2>&1 | tee "$out"
-  rc=${PIPESTATUS[0]}
+for t in "${files[@]}"; do
+  read -r rc secs <"$out/$t.rc"
   # a file may run several groups (each with its own cluster): count them all
-  lines=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out")
+  lines=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out/$t.log")
   if [ -z "$lines" ]; then total_f=$((total_f + 1)); echo "$t: no summary (crashed?)"
   else
     file_f=0
@@ -23,7 +58,7 @@ for t in test_*.py; do
     if [ "$rc" -ne 0 ] && [ "$file_f" -eq 0 ]; then file_f=1; echo "$t: exit $rc"; fi
     total_f=$((total_f + file_f))
   fi
-  rm -f "$out"
+  echo "e2e time: $t ${secs} s"
 done
 echo "e2e: $total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end: attach, detach and per-DPU status (issue 5). Placement labels
 on DPUDevices, propagation to DPU-cluster Nodes, DaemonSet pods, and the
 status that gates instance readiness, all through the worker and dpfsim."""
@@ -26,58 +26,11 @@ def setup_fleet(env):
     # host A: DPUs 0 (primary) and 1; host B: 2 (primary) and 3; host C: 4 (primary)
     for i, host, primary in ((0, HOST_A, True), (1, HOST_A, False), (2, HOST_B, True),
                              (3, HOST_B, False), (4, HOST_C, True)):
-        env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{host}', '{device(i)}', '{node(i)}', {primary})")
-
-
-def new_instance(host, network=(), tenant="tenant-a", free=True):
-    """A new instance on host. A host holds one live instance (issue 29):
-    with free, an earlier test's instance there is deleted first and waited for."""
-    if free:
-        e().free_host(host)
-    iid = str(uuid.uuid4())
-    arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::text[]"
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', {lit(tenant)}, '{host}', {arr})")
-    return iid
-
-
-def ready_service(name, target="PRIMARY", **kw):
-    sid = e().create(name, helm_data(values={"v": 1}), target=target, **kw)
-    e().wait_state(sid, "READY")
-    return sid
-
-
-def version_of(sid):
-    return e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
+        env.register_dpu(i, host, primary)
 
 
 def label_key(sid):
     return e().pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{sid}'")
-
-
-def attach(iid, *sids, check=True):
-    services = json.dumps([{"service_id": s, "version": version_of(s)} for s in sids])
-    return e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(services)})", check=check)
-
-
-def device_labels(i):
-    code, body = e().sim.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(i)}")
-    assert code == 200, body
-    return (body.get("spec", {}).get("cluster", {}) or {}).get("nodeLabels", {}) or {}
-
-
-def node_labels(i):
-    code, body = e().sim.kube("GET", f"/api/v1/nodes/{node(i)}", base=e().sim.dpu)
-    assert code == 200, body
-    return body["metadata"].get("labels", {})
-
-
-def pods_on(i, sid):
-    """The service's pods on DPU i, found as the product finds them: by the
-    service label the rendered DPUService puts on them, never by name."""
-    code, body = e().sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node(i)}"
-                              f"&labelSelector=nico%2Fextension-service-id%3D{sid}", base=e().sim.dpu)
-    assert code == 200, body
-    return body["items"]
 
 
 def status(iid):
@@ -86,19 +39,13 @@ def status(iid):
         f"FROM extsvc.instance_extension_service_status('{iid}')")}
 
 
-def summary(iid):
-    return {r[0]: (r[1], r[2], r[3]) for r in e().pg.sql(
-        f"SELECT service_id, aggregate_state, removed, configs_synced "
-        f"FROM extsvc.instance_extension_services_summary('{iid}')")}
-
-
 def ready(iid):
     return e().pg.one(f"SELECT extsvc.instance_extension_services_ready('{iid}')") == "t"
 
 
 def wait_summary(iid, sid, state, removed=False, timeout=40):
     def check():
-        s = summary(iid).get(sid)
+        s = e().summary_rows(iid).get(sid)
         return s if s and s[0] == state and s[1] == ("t" if removed else "f") and s[2] == "t" else False
     try:
         return wait_until(check, timeout, interval=0.1, what=f"{sid} {state}")
@@ -109,58 +56,58 @@ def wait_summary(iid, sid, state, removed=False, timeout=40):
 
 
 def test_attach_labels_only_the_target_dpu_and_reaches_running():
-    sid = ready_service("attach-active", target="ALL_ACTIVE")
-    iid = new_instance(HOST_A, network=[1])
+    sid = e().ready_service("attach-active", target="ALL_ACTIVE")
+    iid = e().new_instance(HOST_A, network=[1])
     assert not ready(iid) or True
-    attach(iid, sid)
+    e().attach(iid, sid)
     key = label_key(sid)
     wait_summary(iid, sid, "RUNNING")
     assert ready(iid)
-    assert device_labels(1).get(key) == "enabled"
-    assert key not in device_labels(0)
-    assert node_labels(1).get(key) == "enabled" and key not in node_labels(0)
-    assert len(pods_on(1, sid)) == 1 and not pods_on(0, sid)
-    assert all(key not in device_labels(i) for i in (2, 3, 4))
+    assert e().sim.device_labels(1).get(key) == "enabled"
+    assert key not in e().sim.device_labels(0)
+    assert e().sim.node_labels(1).get(key) == "enabled" and key not in e().sim.node_labels(0)
+    assert len(e().sim.pods_on(1, sid)) == 1 and not e().sim.pods_on(0, sid)
+    assert all(key not in e().sim.device_labels(i) for i in (2, 3, 4))
 
 
 def test_primary_and_all_targets():
-    s_primary = ready_service("target-primary", target="PRIMARY")
-    s_all = ready_service("target-all", target="ALL")
-    iid = new_instance(HOST_B, network=[3])
-    attach(iid, s_primary, s_all)
+    s_primary = e().ready_service("target-primary", target="PRIMARY")
+    s_all = e().ready_service("target-all", target="ALL")
+    iid = e().new_instance(HOST_B, network=[3])
+    e().attach(iid, s_primary, s_all)
     wait_summary(iid, s_primary, "RUNNING")
     wait_summary(iid, s_all, "RUNNING")
     kp, ka = label_key(s_primary), label_key(s_all)
-    assert device_labels(2).get(kp) == "enabled" and kp not in device_labels(3)
-    assert device_labels(2).get(ka) == "enabled" and device_labels(3).get(ka) == "enabled"
+    assert e().sim.device_labels(2).get(kp) == "enabled" and kp not in e().sim.device_labels(3)
+    assert e().sim.device_labels(2).get(ka) == "enabled" and e().sim.device_labels(3).get(ka) == "enabled"
     st = status(iid)
     assert st[(s_primary, device(2))] == ("ACTIVE", "RUNNING") and (s_primary, device(3)) not in st
     # detach both, converge, tombstones gone
-    attach(iid)
-    wait_until(lambda: summary(iid) == {}, timeout=40, interval=0.1, what="tombstones gone")
+    e().attach(iid)
+    wait_until(lambda: e().summary_rows(iid) == {}, timeout=40, interval=0.1, what="tombstones gone")
     assert ready(iid)
-    assert all(k not in device_labels(i) for i in (2, 3) for k in (kp, ka))
+    assert all(k not in e().sim.device_labels(i) for i in (2, 3) for k in (kp, ka))
 
 
 def test_detach_terminates_then_tombstone_goes_and_delete_is_allowed():
-    sid = ready_service("detach-me", target="PRIMARY")
-    iid = new_instance(HOST_C)
-    attach(iid, sid)
+    sid = e().ready_service("detach-me", target="PRIMARY")
+    iid = e().new_instance(HOST_C)
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     err = e().pg.sql(f"SELECT extsvc.delete_service('{sid}')", check=False)
     assert "still has active or removing attachments" in err, err
-    attach(iid)  # detach
+    e().attach(iid)  # detach
     seen = set()
 
     def gone():
-        s = summary(iid).get(sid)
+        s = e().summary_rows(iid).get(sid)
         if s:
             seen.add(s[0])
         return s is None
     wait_until(gone, timeout=40, interval=0.05, what="tombstone gone")
     assert "PENDING" not in seen and "RUNNING" not in seen, seen
-    assert label_key(sid) not in device_labels(4) and label_key(sid) not in node_labels(4)
-    assert not pods_on(4, sid)
+    assert label_key(sid) not in e().sim.device_labels(4) and label_key(sid) not in e().sim.node_labels(4)
+    assert not e().sim.pods_on(4, sid)
     assert e().delete(sid) == "DELETING"
     e().wait_state(sid, "DELETED")
 
@@ -168,13 +115,13 @@ def test_detach_terminates_then_tombstone_goes_and_delete_is_allowed():
 def test_hand_over_keeps_the_label_until_the_last_reason_is_gone():
     """A host holds one live instance (issue 29): a hand-over is the old
     instance being deleted while the next one, live, takes the host."""
-    sid = ready_service("hand-over", target="PRIMARY")
-    old = new_instance(HOST_A)
-    attach(old, sid)
+    sid = e().ready_service("hand-over", target="PRIMARY")
+    old = e().new_instance(HOST_A)
+    e().attach(old, sid)
     wait_summary(old, sid, "RUNNING")
     key = label_key(sid)
     new = str(uuid.uuid4())
-    services = json.dumps([{"service_id": sid, "version": version_of(sid)}])
+    services = json.dumps([{"service_id": sid, "version": e().version_of(sid)}])
     # one transaction: the old instance goes, the new one takes the host and
     # attaches the same service (a second live instance would be refused)
     e().pg.sql(f"SELECT extsvc.delete_instance('{old}'); "
@@ -183,48 +130,48 @@ def test_hand_over_keeps_the_label_until_the_last_reason_is_gone():
     labelled = []
 
     def old_gone():
-        labelled.append(device_labels(0).get(key) == "enabled")
+        labelled.append(e().sim.device_labels(0).get(key) == "enabled")
         return e().pg.one(f"SELECT count(*) FROM extsvc.instances WHERE instance_id = '{old}'") == "0"
     wait_until(old_gone, timeout=40, interval=0.1, what="the old instance released and gone")
     assert all(labelled), "the label left the DPU during the hand-over"
     wait_summary(new, sid, "RUNNING")
-    assert device_labels(0).get(key) == "enabled"  # the new instance still needs it
-    attach(new)
-    wait_until(lambda: sid not in summary(new), timeout=40, what="new tombstone gone")
-    assert key not in device_labels(0) and key not in node_labels(0)
+    assert e().sim.device_labels(0).get(key) == "enabled"  # the new instance still needs it
+    e().attach(new)
+    wait_until(lambda: sid not in e().summary_rows(new), timeout=40, what="new tombstone gone")
+    assert key not in e().sim.device_labels(0) and key not in e().sim.node_labels(0)
 
 
 def test_network_change_moves_the_target_set_without_leaks():
-    sid = ready_service("net-move", target="ALL_ACTIVE")
-    iid = new_instance(HOST_A, network=[1])
-    attach(iid, sid)
+    sid = e().ready_service("net-move", target="ALL_ACTIVE")
+    iid = e().new_instance(HOST_A, network=[1])
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     key = label_key(sid)
     e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST_A}', ARRAY['{dpu_id(0)}']::text[])")
     wait_until(lambda: status(iid).get((sid, device(1))) is None and
                status(iid).get((sid, device(0))) == ("ACTIVE", "RUNNING"), timeout=40, interval=0.1,
                what="target moved")
-    assert device_labels(0).get(key) == "enabled" and key not in device_labels(1)
-    assert key not in node_labels(1) and not pods_on(1, sid)
-    attach(iid)
-    wait_until(lambda: summary(iid) == {}, timeout=40, what="detached")
+    assert e().sim.device_labels(0).get(key) == "enabled" and key not in e().sim.device_labels(1)
+    assert key not in e().sim.node_labels(1) and not e().sim.pods_on(1, sid)
+    e().attach(iid)
+    wait_until(lambda: e().summary_rows(iid) == {}, timeout=40, what="detached")
 
 
 def test_update_rolls_pods_and_status_passes_through_pending():
-    sid = ready_service("rolling", target="PRIMARY")
-    iid = new_instance(HOST_C)
-    attach(iid, sid)
+    sid = e().ready_service("rolling", target="PRIMARY")
+    iid = e().new_instance(HOST_C)
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
-    old_rev = pods_on(4, sid)[0]["metadata"]["annotations"]["nico/extension-service-revision"]
+    old_rev = e().sim.pods_on(4, sid)[0]["metadata"]["annotations"]["nico/extension-service-revision"]
     # a slow pod start makes the rollout long enough to be seen
     e().sim.ctl("POST", "/delays", {"pod_ready_ms": 2000})
     e().update(sid, helm_data(values={"v": 2}))
     seen = set()
 
     def rolled():
-        s = summary(iid)[sid]
+        s = e().summary_rows(iid)[sid]
         seen.add(s[0])
-        pods = [p for p in pods_on(4, sid) if not p["metadata"].get("deletionTimestamp")]
+        pods = [p for p in e().sim.pods_on(4, sid) if not p["metadata"].get("deletionTimestamp")]
         new_pod_ready = bool(pods) and pods[0]["metadata"]["annotations"]["nico/extension-service-revision"] != old_rev \
             and any(c.get("type") == "Ready" and c.get("status") == "True"
                     for c in pods[0].get("status", {}).get("conditions", []))
@@ -234,74 +181,74 @@ def test_update_rolls_pods_and_status_passes_through_pending():
     finally:
         e().sim.ctl("POST", "/delays", {"pod_ready_ms": 300})
     assert "PENDING" in seen, seen
-    attach(iid)
-    wait_until(lambda: summary(iid) == {}, timeout=40, what="detached")
+    e().attach(iid)
+    wait_until(lambda: e().summary_rows(iid) == {}, timeout=40, what="detached")
 
 
 def test_instance_deletion_waits_for_terminated_everywhere():
-    sid = ready_service("inst-delete", target="ALL")
-    iid = new_instance(HOST_B, network=[2])
-    attach(iid, sid)
+    sid = e().ready_service("inst-delete", target="ALL")
+    iid = e().new_instance(HOST_B, network=[2])
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     e().pg.sql(f"SELECT extsvc.delete_instance('{iid}')")
     assert e().pg.one(f"SELECT count(*) FROM extsvc.instances WHERE instance_id = '{iid}'") == "1"
     wait_until(lambda: e().pg.one(f"SELECT count(*) FROM extsvc.instances WHERE instance_id = '{iid}'") == "0",
                timeout=40, what="instance gone")
-    assert all(label_key(sid) not in device_labels(i) for i in (2, 3))
+    assert all(label_key(sid) not in e().sim.device_labels(i) for i in (2, 3))
 
 
 def test_foreign_labels_untouched_and_kubectl_removal_restored():
-    sid = ready_service("foreign", target="PRIMARY")
-    iid = new_instance(HOST_C)
+    sid = e().ready_service("foreign", target="PRIMARY")
+    iid = e().new_instance(HOST_C)
     e().sim.kube("PATCH", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(4)}",
                  {"spec": {"cluster": {"nodeLabels": {"example.com/team": "blue"}}}},
                  content_type="application/merge-patch+json")
     e().sim.kube("PATCH", f"/api/v1/nodes/{node(4)}", {"metadata": {"labels": {"example.com/rack": "r7"}}},
                  content_type="application/merge-patch+json", base=e().sim.dpu)
-    attach(iid, sid)
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     key = label_key(sid)
     e().sim.kube("PATCH", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(4)}",
                  {"spec": {"cluster": {"nodeLabels": {key: None}}}}, content_type="application/merge-patch+json")
     e().pg.sql("SELECT extsvc.request_resync()")
-    wait_until(lambda: device_labels(4).get(key) == "enabled", timeout=30, what="label restored")
+    wait_until(lambda: e().sim.device_labels(4).get(key) == "enabled", timeout=30, what="label restored")
     wait_summary(iid, sid, "RUNNING")
-    attach(iid)
-    wait_until(lambda: summary(iid) == {}, timeout=40, what="detached")
-    assert device_labels(4).get("example.com/team") == "blue"
-    assert node_labels(4).get("example.com/rack") == "r7"
+    e().attach(iid)
+    wait_until(lambda: e().summary_rows(iid) == {}, timeout=40, what="detached")
+    assert e().sim.device_labels(4).get("example.com/team") == "blue"
+    assert e().sim.node_labels(4).get("example.com/rack") == "r7"
 
 
 def test_unreachable_dpu_cluster_is_unknown_and_blocks_detach():
-    sid = ready_service("unreachable", target="PRIMARY")
-    iid = new_instance(HOST_A)
-    attach(iid, sid)
+    sid = e().ready_service("unreachable", target="PRIMARY")
+    iid = e().new_instance(HOST_A)
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     e().sim.ctl("POST", "/dpu-cluster", {"reachable": False})
     try:
-        attach(iid)
+        e().attach(iid)
         # Polling says UNKNOWN at once; the watch caches keep what they last saw (the label still
         # on the Node: TERMINATING, observed before the partition) until the staleness bound
         # (test_partition.py). Either way the removal is never confirmed while blind.
-        wait_until(lambda: (summary(iid).get(sid) or ("",))[0] in ("UNKNOWN", "TERMINATING"),
+        wait_until(lambda: (e().summary_rows(iid).get(sid) or ("",))[0] in ("UNKNOWN", "TERMINATING"),
                    timeout=30, what="UNKNOWN or TERMINATING")
         time.sleep(2)
-        assert summary(iid)[sid][0] in ("UNKNOWN", "TERMINATING")  # never TERMINATED while blind
+        assert e().summary_rows(iid)[sid][0] in ("UNKNOWN", "TERMINATING")  # never TERMINATED while blind
         assert not ready(iid)
     finally:
         e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
-    wait_until(lambda: summary(iid) == {}, timeout=40, what="detach completes once observable")
+    wait_until(lambda: e().summary_rows(iid) == {}, timeout=40, what="detach completes once observable")
 
 
 def test_all_dpus_service_lifecycle_including_a_dpu_registered_later():
     sid = e().create("site-wide", helm_data(), target=None, deployment_scope="ALL_DPUS")
     e().wait_state(sid, "READY")
     key = label_key(sid)
-    wait_until(lambda: all(device_labels(i).get(key) == "enabled" for i in range(5)), timeout=30,
+    wait_until(lambda: all(e().sim.device_labels(i).get(key) == "enabled" for i in range(5)), timeout=30,
                what="labels on every registered DPU")
-    assert key not in device_labels(5)  # not registered yet
+    assert key not in e().sim.device_labels(5)  # not registered yet
     e().pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(5)}', '{HOST_C}', '{device(5)}', '{node(5)}', false)")
-    wait_until(lambda: device_labels(5).get(key) == "enabled", timeout=30, what="label on the new DPU")
+    wait_until(lambda: e().sim.device_labels(5).get(key) == "enabled", timeout=30, what="label on the new DPU")
 
     def site():
         return {r[0]: (r[1], r[2]) for r in e().pg.sql(
@@ -325,7 +272,7 @@ def test_all_dpus_service_lifecycle_including_a_dpu_registered_later():
     finally:
         e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
     e().wait_state(sid, "DELETED", timeout=60)
-    assert all(key not in device_labels(i) for i in range(6))
+    assert all(key not in e().sim.device_labels(i) for i in range(6))
     hist = e().history(sid)
     assert ("DELETING", "DELETED", "worker", "dpuservice_deleted") in hist
 
@@ -337,9 +284,9 @@ def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
     TERMINATED with that evidence, so the service can be deleted."""
     host_d = host_id("d1")
     e().pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(5)}', '{host_d}', '{device(5)}', '{node(5)}', true)")
-    sid = ready_service("dpu-gone", target="PRIMARY")
-    iid = new_instance(host_d)
-    attach(iid, sid)
+    sid = e().ready_service("dpu-gone", target="PRIMARY")
+    iid = e().new_instance(host_d)
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
     code, body = e().sim.kube("DELETE", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(5)}")
     assert code in (200, 202), body
@@ -359,8 +306,8 @@ def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
                       f"WHERE machine = 'deployment' AND to_state = 'TERMINATED'")
     assert any("are gone" in (m[0] or "") for m in gone), gone
     # a new instance wants it again (ERROR); deregistration releases it
-    iid = new_instance(host_d)
-    attach(iid, sid)
+    iid = e().new_instance(host_d)
+    e().attach(iid, sid)
     wait_until(lambda: (lambda r: r if r and r[1] == "ERROR" else False)(status(iid).get((sid, device(5)))),
                timeout=30, what="ERROR again for the new instance")
     e().pg.sql(f"SELECT extsvc.deregister_dpu('{dpu_id(5)}')")
@@ -369,37 +316,37 @@ def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
     hist = e().pg.sql(f"SELECT to_state, reason FROM extsvc.instance_dpu_state_history('{iid}') "
                       f"WHERE machine = 'deployment'")
     assert ["TERMINATED", "absence_observed"] in hist or ["TERMINATED", "dpu_gone"] in hist, hist
-    attach(iid)
-    wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
+    e().attach(iid)
+    wait_until(lambda: e().summary_rows(iid) == {}, timeout=30, what="detached")
     assert e().delete(sid) == "DELETING"
     e().wait_state(sid, "DELETED")
 
 
 def test_mixed_types_and_cross_tenant_are_refused():
-    sid = ready_service("mixed-dpf", target="PRIMARY")
+    sid = e().ready_service("mixed-dpf", target="PRIMARY")
     pod = e().pg.one("SELECT service_id FROM extsvc.create_service('tenant-a', 'mixed-pod', 'KUBERNETES_POD', '{\"spec\":{}}')")
-    iid = new_instance(HOST_C)
-    err = attach(iid, sid, pod, check=False)
+    iid = e().new_instance(HOST_C)
+    err = e().attach(iid, sid, pod, check=False)
     assert "cannot be mixed" in err, err
-    other = new_instance(host_id("c2"), tenant="tenant-b")  # a host of its own
-    err = attach(other, sid, check=False)
+    other = e().new_instance(host_id("c2"), tenant="tenant-b")  # a host of its own
+    err = e().attach(other, sid, check=False)
     assert "another tenant" in err, err
-    assert summary(iid) == {} and summary(other) == {}
+    assert e().summary_rows(iid) == {} and e().summary_rows(other) == {}
 
 
 def test_worker_kill_and_restart_during_detach_converge():
-    sid = ready_service("kill-detach", target="PRIMARY")
-    iid = new_instance(HOST_B)
-    attach(iid, sid)
+    sid = e().ready_service("kill-detach", target="PRIMARY")
+    iid = e().new_instance(HOST_B)
+    e().attach(iid, sid)
     wait_summary(iid, sid, "RUNNING")
-    attach(iid)
+    e().attach(iid)
     time.sleep(0.2)
     for pid in e().pg.worker_pids():
         os.kill(pid, signal.SIGKILL)
     wait_until(lambda: e().pg.sql("SELECT 1", check=False) == [["1"]], timeout=60, what="server back")
     e().pg.restart()
-    wait_until(lambda: summary(iid) == {}, timeout=60, what="detach converged")
-    assert label_key(sid) not in device_labels(2)
+    wait_until(lambda: e().summary_rows(iid) == {}, timeout=60, what="detach converged")
+    assert label_key(sid) not in e().sim.device_labels(2)
 
 
 def main():

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Standby promotion (issue 13): a primary and a streaming standby
 (pg_basebackup, synchronous commit), both with the library preloaded and the
 same settings. The standby's workers make no calls; the primary is stopped
@@ -195,7 +195,7 @@ def write_doc(created, in_flight, intents, took, last, done):
         f"1 instance deleted, 1 new instance on its host | 0 | {intents} of {intents} (synchronous commit) | "
         + (f"{took:.1f} s" if took is not None else f"not within {LIMIT_S:.0f} s")
         + (" | hold |" if done else f" | VIOLATED ({record['violations']}) |"),
-        "", f"Measured {stamp['date']} on commit `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python python3 "
+        "", f"Measured {stamp['date']} on commit `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python /usr/bin/python3 "
         "test/e2e/test_failover.py`.",
         invariants.run_record("failover", record)]))
 

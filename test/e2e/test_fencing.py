@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end: fencing, the cluster side of the lease (issue 10).
 
 Short leases (extsvc.lease_time = 5 s) and short call timeouts
@@ -10,12 +10,11 @@ is still applied later, the way a slow API server does.
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-import uuid
 
-from extsvc_testkit.harness import (host_id, PGBIN, PG_USER, Env, helm_data, lit, run_tests, wait_until, device, node,
+from extsvc_testkit.db import Session
+from extsvc_testkit.harness import (host_id, PG_USER, Env, helm_data, lit, run_tests, wait_until, device, node,
                                     dpu_id as harness_dpu_id)
 
 ENV = None
@@ -59,29 +58,14 @@ def resync_and_wait_dpus():
     wait_until(lambda: worker_counter("dpus_rederived") > before, timeout=20, what="resync ran")
 
 
-def device_labels(i):
-    code, body = e().sim.kube("GET", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(i)}")
-    assert code == 200, body
-    return (body.get("spec", {}).get("cluster", {}) or {}).get("nodeLabels", {}) or {}
-
-
-def node_labels(i):
-    code, body = e().sim.kube("GET", f"/api/v1/nodes/{node(i)}", base=e().sim.dpu)
-    assert code == 200, body
-    return body["metadata"].get("labels", {})
-
-
-def pods_on(i, sid):
-    code, body = e().sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node(i)}"
-                              f"&labelSelector=nico%2Fextension-service-id%3D{sid}", base=e().sim.dpu)
-    assert code == 200, body
-    return body["items"]
-
-
 # --- (a) a slow POST applied after the service was DELETED -------------------
 
 def test_slow_post_after_delete_leaves_no_orphan_once_a_resync_ran():
     sim = e().sim
+    # the watch caches are what delete the orphan on its ADDED event: they must be current
+    # first (this is the file's first test, started as soon as the server is up; a resync
+    # requested before they listed meets the orphan guard of an empty database instead)
+    e().wait_watching()
     # applied 3 s after it was sent; the worker gives up after 2 s
     fid = sim.fault(verb="POST", path_regex="/dpuservices", action="latency", latency_ms=3000,
                     count=1)["id"]
@@ -125,26 +109,23 @@ def test_slow_label_patch_after_detach_leaks_no_label_once_a_resync_ran():
     sid = e().create("slow-patch", helm_data(values={"v": 1}))
     e().wait_state(sid, "READY")
     key = e().pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{sid}'")
-    version = e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
-    iid = str(uuid.uuid4())
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::text[])")
+    iid = e().new_instance(HOST)
     fid = sim.fault(verb="PATCH", path_regex="/dpudevices/", action="latency", latency_ms=3000,
                     count=1)["id"]
-    services = json.dumps([{"service_id": sid, "version": version}])
-    e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(services)})")
+    e().attach(iid, sid)
     wait_until(lambda: fault_hits(fid) == 1, timeout=10, what="the label PATCH is in flight")
-    e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', '[]')")  # detach
+    e().attach(iid)  # detach
 
     def detached():
         rows = e().pg.sql(f"SELECT 1 FROM extsvc.instance_extension_service_status('{iid}')")
         return not rows
     wait_until(detached, timeout=30, what="detach converged")
     time.sleep(3.5)  # the slow PATCH has been applied (or refused) by now
-    leaked = key in device_labels(0)
+    leaked = key in e().sim.device_labels(0)
     print(f"    label leaked by the late PATCH before the resync: {leaked}")
     resync_and_wait_dpus()
-    wait_until(lambda: key not in device_labels(0) and key not in node_labels(0)
-               and not pods_on(0, sid), timeout=20, what="no leaked label after the resync")
+    wait_until(lambda: key not in e().sim.device_labels(0) and key not in e().sim.node_labels(0)
+               and not e().sim.pods_on(0, sid), timeout=20, what="no leaked label after the resync")
 
 
 # --- the lease is renewed during a long batch; no call after it ran out -------
@@ -224,21 +205,19 @@ def test_an_idle_in_transaction_lock_does_not_stall_the_worker():
     wait_until(lambda: fault_hits(fid) == 1, timeout=10, what="its POST in flight")
     # an operator's session locks the row being worked on and stays idle:
     # the worker's completion of that row has to wait for the lock
-    p = subprocess.Popen([f"{PGBIN}/psql", "-X", "-q", "-h", e().pg.dir, "-p", str(e().pg.port),
-                          "-U", PG_USER, "-d", "postgres"], stdin=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    s = Session("operator", e().pg.dir, e().pg.port, PG_USER)
     try:
-        p.stdin.write("BEGIN; SELECT 1 FROM extsvc.dpf_extension_service_reconciliations "
-                      f"WHERE service_id = '{first}' FOR UPDATE;\n")
-        p.stdin.flush()
+        s.run("BEGIN;")
+        s.send("SELECT 1 FROM extsvc.dpf_extension_service_reconciliations "
+               f"WHERE service_id = '{first}' FOR UPDATE;")
         time.sleep(0.5)
         # intent committed meanwhile still reaches the cluster while the lock is held
         other = e().create("not-stalled")
         e().wait_state(other, "READY", timeout=15)
     finally:
-        p.stdin.write("ROLLBACK;\n")
-        p.stdin.close()
-        p.wait(timeout=10)
+        s.wait(timeout=10)
+        s.run("ROLLBACK;")
+        s.close()
     e().wait_state(first, "READY", timeout=20)
     assert "lock timeout" in e().pg.tail_log(400)
 
@@ -291,8 +270,7 @@ def main_short():
     ok = False
     try:
         for i in range(2):
-            ENV.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOST}', '{device(i)}', "
-                       f"'{node(i)}', {'true' if i == 0 else 'false'})")
+            ENV.register_dpu(i, HOST, i == 0, tag="e")
         ok = run_tests([
             test_slow_post_after_delete_leaves_no_orphan_once_a_resync_ran,
             test_live_services_are_never_cleaned_up,

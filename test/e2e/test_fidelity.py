@@ -1,15 +1,13 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end against dpfsim's realistic defaults (issue 9): Helm-named
 workloads found by label, revisions proven per pod under an Argo CD refresh
 lag, one DPU's crash loop isolated to that DPU, terminations never claimed
 early, DPF-written spec keys and `paused` left alone, and DPF releases whose
 CRDs lack fields refused loudly instead of pruned silently."""
-import json
 import sys
 import time
-import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id as harness_dpu_id, host_id
+from extsvc_testkit.harness import Env, helm_data, run_tests, wait_until, device, node, dpu_id as harness_dpu_id, host_id
 
 ENV = None
 NS = "dpf-operator-system"
@@ -27,24 +25,7 @@ def e():
 
 def setup_fleet(env):
     for i in range(4):  # one host with four DPUs; DPU 0 is the primary
-        env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOST}', '{device(i)}', '{node(i)}', {i == 0})")
-
-
-def new_instance(network):
-    e().free_host(HOST)  # one live instance per host (issue 29): the previous test's goes first
-    iid = str(uuid.uuid4())
-    arr = "ARRAY[" + ",".join(f"'{dpu_id(i)}'" for i in network) + "]::text[]"
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', {arr})")
-    return iid
-
-
-def version_of(sid):
-    return e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
-
-
-def attach(iid, *sids):
-    services = json.dumps([{"service_id": s, "version": version_of(s)} for s in sids])
-    e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(services)})")
+        env.register_dpu(i, HOST, i == 0, tag="e")
 
 
 def per_dpu(iid, sid):
@@ -53,13 +34,6 @@ def per_dpu(iid, sid):
         f"SELECT st.dpu_device_name, st.deployment_state, coalesce(st.status_message, ''), s.applied_revision "
         f"FROM extsvc.instance_extension_service_status('{iid}') st "
         f"JOIN extsvc.services s USING (service_id) WHERE st.service_id = '{sid}'")}
-
-
-def pods_on(i, sid):
-    code, body = e().sim.kube("GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=spec.nodeName%3D{node(i)}"
-                              f"&labelSelector=nico%2Fextension-service-id%3D{sid}", base=e().sim.dpu)
-    assert code == 200, body
-    return body["items"]
 
 
 def ready_pod_of(pods, revision):
@@ -72,9 +46,7 @@ def ready_pod_of(pods, revision):
 
 
 def ready_service(name, target="ALL_ACTIVE", **data_kw):
-    sid = e().create(name, helm_data(values={"v": 1}, **data_kw), target=target)
-    e().wait_state(sid, "READY")
-    return sid
+    return e().ready_service(name, target, data=helm_data(values={"v": 1}, **data_kw))
 
 
 def wait_dpu(iid, sid, dev, state, timeout=40):
@@ -85,7 +57,7 @@ def wait_dpu(iid, sid, dev, state, timeout=40):
 
 
 def detach_all(iid):
-    attach(iid)
+    e().attach(iid)
     wait_until(lambda: not e().pg.sql(f"SELECT 1 FROM extsvc.instance_extension_services_summary('{iid}')"),
                timeout=60, interval=0.1, what="detached")
 
@@ -100,24 +72,24 @@ def management_writes(resource):
 
 def test_helm_named_workload_reaches_running_by_label():
     sid = ready_service("helm-named")
-    iid = new_instance([1])
-    attach(iid, sid)
+    iid = e().new_instance(HOST, tag="e", network=[1])
+    e().attach(iid, sid)
     wait_dpu(iid, sid, device(1), "RUNNING")
     name = e().state(sid)[3]
-    pods = pods_on(1, sid)
+    pods = e().sim.pods_on(1, sid)
     assert pods and ready_pod_of(pods, 1), pods
     owners = {r["name"] for p in pods for r in p["metadata"].get("ownerReferences", [])
               if r.get("kind") == "DaemonSet"}
     # The chart names the DaemonSet (<release>-<chart>), never the product.
     assert owners == {f"{name}-demo-agent"}, owners
-    assert not pods_on(0, sid)
+    assert not e().sim.pods_on(0, sid)
     detach_all(iid)
 
 
 def test_update_under_argo_lag_is_never_running_before_a_new_pod():
     sid = ready_service("argo-lag")
-    iid = new_instance([1, 2])
-    attach(iid, sid)
+    iid = e().new_instance(HOST, tag="e", network=[1, 2])
+    e().attach(iid, sid)
     wait_dpu(iid, sid, device(1), "RUNNING")
     wait_dpu(iid, sid, device(2), "RUNNING")
     e().sim.ctl("POST", "/delays", {"argo_refresh_ms": 2000, "pod_ready_ms": 1500})
@@ -133,7 +105,7 @@ def test_update_under_argo_lag_is_never_running_before_a_new_pod():
             for i in (1, 2):
                 state, msg, applied = rows[device(i)]
                 seen.add(state)
-                if applied == 2 and state == "RUNNING" and not ready_pod_of(pods_on(i, sid), 2):
+                if applied == 2 and state == "RUNNING" and not ready_pod_of(e().sim.pods_on(i, sid), 2):
                     violations.append((device(i), msg))
                 done = done and applied == 2 and state == "RUNNING"
             time.sleep(0.1)
@@ -148,10 +120,10 @@ def test_update_under_argo_lag_is_never_running_before_a_new_pod():
 
 def test_one_crash_looping_dpu_leaves_the_others_running():
     sid = ready_service("crashloop")
-    iid = new_instance([1, 2, 3])
+    iid = e().new_instance(HOST, tag="e", network=[1, 2, 3])
     e().sim.ctl("POST", "/pod-faults", {"node": node(2), "reason": "CrashLoopBackOff"})
     try:
-        attach(iid, sid)
+        e().attach(iid, sid)
         wait_dpu(iid, sid, device(1), "RUNNING")
         wait_dpu(iid, sid, device(3), "RUNNING")
         state, msg, _ = wait_until(
@@ -179,13 +151,13 @@ def test_admission_denial_is_named_in_the_pending_message():
     try:
         sid = e().create("denied", helm_data(values={"v": 1}, chartName="priv-agent"), target="ALL_ACTIVE")
         e().wait_state(sid, "READY")
-        iid = new_instance([3])
-        attach(iid, sid)
+        iid = e().new_instance(HOST, tag="e", network=[3])
+        e().attach(iid, sid)
         state, msg, _ = wait_until(
             lambda: (lambda r: r if r and "Sync: OutOfSync, Health: Missing" in r[1] else False)(
                 per_dpu(iid, sid).get(device(3))),
             timeout=30, interval=0.1, what="the Application's sync failure in the message")
-        assert state == "PENDING" and not pods_on(3, sid), (state, msg)
+        assert state == "PENDING" and not e().sim.pods_on(3, sid), (state, msg)
         assert "FailedCreate" not in msg, msg
         # it stays so: the denial is not a lag that a later observation turns into RUNNING
         time.sleep(2)
@@ -208,18 +180,18 @@ def test_unschedulable_pod_is_named_and_never_running():
     try:
         sid = e().create("unsched", helm_data(values={"v": 1}, chartName="sf-agent"), target="ALL_ACTIVE")
         e().wait_state(sid, "READY")
-        iid = new_instance([2])
-        attach(iid, sid)
+        iid = e().new_instance(HOST, tag="e", network=[2])
+        e().attach(iid, sid)
         state, msg, _ = wait_until(
             lambda: (lambda r: r if r and "Unschedulable" in r[1] else False)(per_dpu(iid, sid).get(device(2))),
             timeout=30, interval=0.1, what="the scheduler's reason in the message")
         assert state == "PENDING", (state, msg)
         assert "Insufficient nvidia.com/bf_sf" in msg, msg
-        assert not pods_on(2, sid), "unbound: no pod has spec.nodeName"
+        assert not e().sim.pods_on(2, sid), "unbound: no pod has spec.nodeName"
         print(f"    {msg[:200]}")
         # detach while the pod is still unbound: TERMINATED only once it is gone
         e().sim.ctl("POST", "/delays", {"pod_termination_ms": 1500})
-        attach(iid)
+        e().attach(iid)
         seen_terminated_with_pod = False
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -233,7 +205,7 @@ def test_unschedulable_pod_is_named_and_never_running():
                 seen_terminated_with_pod = True
             time.sleep(0.05)
         assert not seen_terminated_with_pod, "TERMINATED while a pod of the service was left"
-        attach(iid, sid)
+        e().attach(iid, sid)
         wait_until(lambda: (lambda r: r if r and "Unschedulable" in r[1] else False)(per_dpu(iid, sid).get(device(2))),
                    timeout=30, interval=0.1, what="unschedulable again")
         code, body = e().sim.kube("PATCH", f"/api/v1/nodes/{node(2)}/status",
@@ -250,24 +222,24 @@ def test_unschedulable_pod_is_named_and_never_running():
 
 def test_detach_with_slow_termination_is_never_terminated_early():
     sid = ready_service("slow-stop")
-    iid = new_instance([1])
-    attach(iid, sid)
+    iid = e().new_instance(HOST, tag="e", network=[1])
+    e().attach(iid, sid)
     wait_dpu(iid, sid, device(1), "RUNNING")
     e().sim.ctl("POST", "/delays", {"pod_termination_ms": 3000})
     try:
-        attach(iid)
+        e().attach(iid)
         violations, samples, terminating = [], 0, False
         deadline = time.time() + 60
         while time.time() < deadline:
             rows = per_dpu(iid, sid)
             samples += 1
             if not rows:
-                if pods_on(1, sid):
+                if e().sim.pods_on(1, sid):
                     violations.append("tombstone released while a pod remains")
                 break
             state = rows[device(1)][0]
             terminating = terminating or state == "TERMINATING"
-            if state == "TERMINATED" and pods_on(1, sid):
+            if state == "TERMINATED" and e().sim.pods_on(1, sid):
                 violations.append(rows[device(1)])
             time.sleep(0.1)
         assert not violations, violations
@@ -322,8 +294,8 @@ def test_paused_is_shown_not_fought_and_blocks_delete_visibly():
 
 def test_dpf_ready_condition_reaches_sql():
     sid = ready_service("dpf-ready", target="PRIMARY")
-    iid = new_instance([])
-    attach(iid, sid)
+    iid = e().new_instance(HOST, tag="e", network=[])
+    e().attach(iid, sid)
     wait_dpu(iid, sid, device(0), "RUNNING")
     e().pg.sql("SELECT extsvc.request_resync()")
     wait_until(lambda: e().pg.one(f"SELECT dpf_ready FROM extsvc.services WHERE service_id = '{sid}'") == "t",
@@ -337,8 +309,8 @@ def test_dpf_failure_reaches_sql_and_running_is_never_claimed():
     e().sim.ctl("POST", "/chart-faults", {"chart": "broken-agent", "kind": "pull"})
     try:
         sid = ready_service("dpf-broken", target="PRIMARY", chartName="broken-agent")
-        iid = new_instance([])
-        attach(iid, sid)
+        iid = e().new_instance(HOST, tag="e", network=[])
+        e().attach(iid, sid)
         e().pg.sql("SELECT extsvc.request_resync()")
         row = wait_until(lambda: (lambda r: r if r and r[0] == "f" else False)(e().pg.sql(
             f"SELECT dpf_ready, dpf_reason, coalesce(dpf_message, '') FROM extsvc.services "

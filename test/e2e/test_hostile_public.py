@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end (issue 29, item 1): a hostile `public` schema never runs.
 
 A non-superuser role that may create objects in schema `public` (an upgraded
@@ -20,20 +20,19 @@ their kept plans, and every SQL function of the extension pins its own.
 Before the fix the worker's resync statement (`lifecycle_state <> 'DELETED'`
 in src/pg/queue_access.cpp) ran `public.<>` as the bootstrap superuser.
 
-The harness's own psql sessions (fixtures, polling) pin their search_path
-with PGOPTIONS; the trap is checked to be armed (a hostile-path session's
-own `now()` is recorded) before the story starts.
+The harness's own connections (fixtures, polling) pin their search_path
+with PGOPTIONS (libpq reads it); the trap is checked to be armed (a
+hostile-path session's own `now()` is recorded) before the story starts.
 """
 import json
 import os
-import subprocess
 import sys
 import uuid
 
-from extsvc_testkit.harness import (Env, PGBIN, device, dpu_id, helm_data, host_id, lit, node,
-                                    run_tests, wait_until)
+from extsvc_testkit import db
+from extsvc_testkit.harness import Env, device, dpu_id, helm_data, host_id, lit, node, run_tests, wait_until
 
-# every psql of the harness (and of this file, unless it says otherwise)
+# every connection of the harness (and of this file, unless it says otherwise)
 os.environ["PGOPTIONS"] = "-c search_path=pg_catalog,pg_temp"
 
 HOSTILE, NICO = "extsvc_hostile", "extsvc_nico"
@@ -69,18 +68,21 @@ def e():
     return ENV
 
 
+CONNS = {}  # (user, hostile_path) -> a kept connection
+
+
 def psql(sql, user, hostile_path=False, check=True):
-    """One psql run as a login role; hostile_path: the session keeps the
-    database's default search_path (public first) instead of the pinned one."""
-    env = dict(os.environ)
-    if hostile_path:
-        env.pop("PGOPTIONS", None)
-    r = subprocess.run([f"{PGBIN}/psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", e().pg.dir,
-                        "-p", str(e().pg.port), "-U", user, "-d", "postgres", "-c", sql],
-                       capture_output=True, text=True, env=env)
-    if r.returncode != 0 and check:
-        raise RuntimeError(f"{user}: {sql}\n{r.stderr}")
-    return r.stdout.strip()
+    """One statement (or several) as a login role, on a kept connection;
+    the answer as psql -A -t printed it. hostile_path: the session keeps the
+    database's default search_path (public first) instead of the pinned one
+    (options "" overrides PGOPTIONS)."""
+    key = (user, hostile_path)
+    if key not in CONNS:
+        CONNS[key] = db.Conn(e().pg.dir, e().pg.port, user, "postgres", options="" if hostile_path else None)
+    r = CONNS[key].sql(sql, check=check)
+    if isinstance(r, str):
+        return r
+    return "\n".join("|".join("" if v is None else v for v in row) for row in r).strip()
 
 
 def nico(sql):

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Kill-point sweep (issue 13): the worker is SIGKILLed exactly before or
 after each Kubernetes write of both reconcilers (create, adopt, update,
 delete, drift repair, orphan cleanup; DPUDevice label patches of attach,
@@ -109,10 +109,6 @@ def t_delete(sid):
     tsql(f"SELECT 1 FROM extsvc.delete_service('{sid}'::uuid)")
 
 
-def version_of(sid):
-    return pg().one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
-
-
 def dpf_name(sid):
     return pg().one(f"SELECT dpf_service_name FROM extsvc.services WHERE service_id = '{sid}'")
 
@@ -136,19 +132,12 @@ def new_instance(host):
 
 
 def attach(iid, *sids):
-    services = json.dumps([{"service_id": s, "version": version_of(s)} for s in sids])
+    services = json.dumps([{"service_id": s, "version": ENV.version_of(s)} for s in sids])
     tsql(f"SELECT 1 FROM extsvc.set_instance_extension_services('{iid}', {lit(services)})")
 
 
 def summary(iid):
-    return {r[0]: r[1] for r in pg().sql(
-        f"SELECT service_id, aggregate_state FROM extsvc.instance_extension_services_summary('{iid}')")}
-
-
-def ready_service(name, target="PRIMARY", **kw):
-    sid = ENV.create(name, helm_data(values={"v": 1}), target=target, **kw)
-    ENV.wait_state(sid, "READY")
-    return sid
+    return {sid: row[0] for sid, row in ENV.summary_rows(iid).items()}
 
 
 def wait_running(iid, *sids):
@@ -456,7 +445,7 @@ def orphan_points():
 
 
 def dpu_points():
-    S["prim"] = ready_service("kp-primary", target="PRIMARY")
+    S["prim"] = ENV.ready_service("kp-primary", target="PRIMARY")
     S["all"] = S["pair-before"][1]  # target ALL, READY
     single = {"before": "C", "after": "D"}
     double = {"before": "A", "after": "B"}
@@ -559,7 +548,7 @@ def write_doc(total_s, final):
               f"median {statistics.median(secs):.2f} s, max {max(secs):.2f} s (limit {CONVERGE_S:.0f} s); the "
               f"whole sweep took {total_s:.0f} s.",
               "", f"Measured {stamp['date']} on commit `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python "
-              f"python3 test/e2e/test_kill_sweep.py` (2 workers, product defaults, dpfsim's default delays)"
+              f"/usr/bin/python3 test/e2e/test_kill_sweep.py` (2 workers, product defaults, dpfsim's default delays)"
               + (f"; the invariants checked once more after the last point: {len(final)} violations." if final
                  else "; the invariants checked once more after the last point hold."),
               invariants.run_record("kill-sweep", record)]

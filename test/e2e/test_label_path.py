@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end: DPF's three-hop label path and Nodes that stop reporting
 (issue 23), through the worker (watch caches on) and dpfsim's realistic
 defaults. DPUDevice -> DPU object (DPUSet controller) -> Node (DPU
@@ -6,12 +6,10 @@ controller): a detach while the key is on the DPU object but not yet on the
 Node never shows TERMINATED, nor loses the tombstone, while the key or a pod
 remains; a RUNNING service on a Node that stops reporting becomes UNKNOWN
 within the Node's grace period plus one observation, never TERMINATED."""
-import json
 import sys
 import time
-import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id, host_id
+from extsvc_testkit.harness import Env, host_id, run_tests, wait_until, device, node
 
 ENV = None
 NS = "dpf-operator-system"
@@ -22,32 +20,8 @@ def e():
     return ENV
 
 
-def ready_service(name):
-    sid = e().create(name, helm_data(values={"v": 1}), target="PRIMARY")
-    e().wait_state(sid, "READY")
-    return sid
-
-
-def version_of(sid):
-    return e().pg.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
-
-
 def label_key(sid):
     return e().pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{sid}'")
-
-
-def new_instance():
-    # a host holds one live instance (issue 29): the previous test's instance on HOST goes first
-    e().pg.sql("SELECT extsvc.delete_instance(instance_id) FROM extsvc.instances "
-               f"WHERE host_machine_id = '{HOST}' AND delete_requested_at IS NULL")
-    iid = str(uuid.uuid4())
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOST}', ARRAY[]::text[])")
-    return iid
-
-
-def attach(iid, *sids):
-    services = json.dumps([{"service_id": s, "version": version_of(s)} for s in sids])
-    e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(services)})")
 
 
 def row(iid, sid):
@@ -71,12 +45,12 @@ def held(key, sid):
 
 
 def test_a_detach_in_flight_keeps_its_tombstone_until_the_key_and_the_pod_are_gone():
-    sid = ready_service("in-flight")
+    sid = e().ready_service("in-flight")
     key = label_key(sid)
-    iid = new_instance()
+    iid = e().new_instance(HOST, wait=False)  # the previous test's instance is deleted, not waited for
     # hop 1 (DPUDevice -> DPU) and hop 2 (DPU -> Node) take 1.5 s each
     e().sim.ctl("POST", "/delays", {"label_propagation_ms": 3000})
-    attach(iid, sid)
+    e().attach(iid, sid)
     wait_until(lambda: held(key, sid)["dpu"], timeout=20, what="the key on the DPU object")
     assert not held(key, sid)["node"]
     # hold hop 1 (a ClusterMetadataConflict on another DPUDevice stops the DPUSet) so the DPU
@@ -84,7 +58,7 @@ def test_a_detach_in_flight_keeps_its_tombstone_until_the_key_and_the_pod_are_go
     e().sim.kube("PATCH", f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(1)}",
                  {"spec": {"cluster": {"nodeLabels": {"zone": "b"}}}}, "application/merge-patch+json")
     e().sim.ctl("POST", "/dpuset", {"nodeLabels": {"zone": "a"}})
-    attach(iid)  # detach
+    e().attach(iid)  # detach
     wait_until(lambda: not held(key, sid)["device"], timeout=20, what="the DPUDevice label removed")
     seen = []
 
@@ -119,11 +93,11 @@ def test_a_detach_in_flight_keeps_its_tombstone_until_the_key_and_the_pod_are_go
 
 
 def test_running_on_a_node_that_stops_reporting_turns_unknown_and_a_detach_waits():
-    sid = ready_service("silent-node")
-    iid = new_instance()
+    sid = e().ready_service("silent-node")
+    iid = e().new_instance(HOST, wait=False)  # the previous test's instance is deleted, not waited for
     grace_s = 2.0
     e().sim.ctl("POST", "/delays", {"node_grace_ms": int(grace_s * 1000)})
-    attach(iid, sid)
+    e().attach(iid, sid)
     wait_until(lambda: (row(iid, sid) or ("",))[0] == "RUNNING", timeout=30, what="RUNNING")
     t0 = time.time()
     e().sim.ctl("POST", f"/nodes/{node(0)}/not-ready", {})
@@ -134,7 +108,7 @@ def test_running_on_a_node_that_stops_reporting_turns_unknown_and_a_detach_waits
     # the grace period plus one observation (an event wakes the row), far below the staleness bound
     assert grace_s <= took < grace_s + 5, took
     # detach while the Node is silent: the pod's deletion hangs, the row never reads TERMINATED
-    attach(iid)
+    e().attach(iid)
     t1 = time.time()
     while time.time() - t1 < 3:
         r = row(iid, sid)
@@ -150,7 +124,7 @@ def main():
     ENV = Env(dpus=2, workers=2)
     ok = False
     try:
-        ENV.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(0)}', '{HOST}', '{device(0)}', '{node(0)}', true)")
+        ENV.register_dpu(0, HOST, True)
         ok = run_tests([
             test_a_detach_in_flight_keeps_its_tombstone_until_the_key_and_the_pod_are_gone,
             test_running_on_a_node_that_stops_reporting_turns_unknown_and_a_detach_waits,

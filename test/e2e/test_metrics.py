@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end: metrics (issue 12) with the worker and dpfsim.
 
 Request counters and the latency histogram grow with work (and agree with

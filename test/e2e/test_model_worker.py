@@ -1,6 +1,6 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Model-based test with the worker and dpfsim on (issue 13): the smaller
-variant of bench/model_sql.py. Seeded random sequences of SQL API calls
+variant of test/model/model_sql.py. Seeded random sequences of SQL API calls
 (create_service, update_service, delete_service, register_dpu,
 deregister_dpu, upsert_instance, set_instance_extension_services attach and
 detach, delete_instance), chosen from a small model so that each one is
@@ -14,7 +14,7 @@ per-DPU row of an attached READY service RUNNING.
 
 Each sequence starts from the same baseline (five DPUs on three hosts, no
 live service, no instance) and ends by going back to it, so a seed replays
-alone: PYTHONPATH=python python3 test/e2e/test_model_worker.py --seed S --sequences 1
+alone: PYTHONPATH=python /usr/bin/python3 test/e2e/test_model_worker.py --seed S --sequences 1
 Sequence k of a run has seed S + k. A failure prints the seed and the calls."""
 import argparse
 import json
@@ -301,8 +301,7 @@ class Sequence:
 
 def setup_baseline(env):
     for i, (host, primary) in BASELINE.items():
-        env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOSTS[host]}', '{device(i)}', '{node(i)}', "
-                   f"{'true' if primary else 'false'})")
+        env.register_dpu(i, HOSTS[host], primary)
 
 
 def main():
@@ -337,7 +336,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - report the seed and the calls, go on
                 failed += 1
                 print(f"FAIL seed {seed} ({time.time() - t0:.1f}s): {e}\n  calls (batch):\n{seq.trace()}\n"
-                      f"  replay: PYTHONPATH=python python3 test/e2e/test_model_worker.py --seed {seed} "
+                      f"  replay: PYTHONPATH=python /usr/bin/python3 test/e2e/test_model_worker.py --seed {seed} "
                       f"--sequences 1 --batches {args.batches} --batch-size {args.batch_size}", flush=True)
                 # the next sequence needs the baseline: a fresh cluster
                 env.close(keep=True)
@@ -383,7 +382,7 @@ def write_doc(run):
         lines.append(f"| {r['seeds'][0]}..{r['seeds'][1]} | {r['sequences']} | {r['calls']:,} | {r['points']:,} "
                      f"| {r['violations']} | {r['failed']} | {r['seconds']:.0f} s | {r['date']}"
                      + (f", `{r['commit']}`" if r.get("commit") else "") + " |")
-    lines += ["", "Measured by `PYTHONPATH=python python3 test/e2e/test_model_worker.py --seed S --sequences N "
+    lines += ["", "Measured by `PYTHONPATH=python /usr/bin/python3 test/e2e/test_model_worker.py --seed S --sequences N "
               "--write-doc` (4 batches of 4 calls each), one line per run."]
     lines += [invariants.run_record("model-worker", r) for r in runs]
     invariants.write_doc_block("model-worker-results", "\n".join(lines), path)

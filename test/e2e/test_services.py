@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end: the worker drives DPUService create / update / delete through
 dpfsim over TLS with a bearer token (issue 4)."""
 import os

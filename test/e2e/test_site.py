@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 from extsvc_testkit.harness import (PG_USER, PGBIN, Env, as_pg, device, dpu_id, helm_data, host_id, lit,
                                     node, run_tests, wait_until)
@@ -48,15 +47,6 @@ def register(env, dpus, host):
     for i in dpus:
         env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{host}', '{device(i)}', '{node(i)}', "
                    f"{'true' if i == dpus[0] else 'false'})")
-
-
-def new_instance(env, host):
-    # a host holds one live instance (issue 29): an earlier test's instance on it goes first
-    env.pg.sql("SELECT extsvc.delete_instance(instance_id) FROM extsvc.instances "
-               f"WHERE host_machine_id = '{host}' AND delete_requested_at IS NULL")
-    iid = str(uuid.uuid4())
-    env.pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{host}', ARRAY[]::text[])")
-    return iid
 
 
 def attach(env, iid, *sids):
@@ -165,7 +155,7 @@ def test_two_sites_on_one_cluster_never_touch_each_other():
         register(b, [2, 3], HOSTS[1])
         me_a, me_b = a().holder_identity(), b.holder_identity()
         assert a().site_lease("site-b")["spec"]["holderIdentity"] == me_b
-        ia, ib = new_instance(a(), HOSTS[0]), new_instance(b, HOSTS[1])
+        ia, ib = a().new_instance(HOSTS[0], wait=False), b.new_instance(HOSTS[1], wait=False)
         # three attached services each, and one more each to delete
         sa = [a().create(f"two-a-{k}", helm_data(values={"k": k}), target="ALL") for k in range(4)]
         sb = [b.create(f"two-b-{k}", helm_data(values={"k": k}), target="ALL") for k in range(4)]
@@ -229,7 +219,7 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
     sids = [a().create(f"half-{k}", helm_data(values={"h": k}), target="ALL") for k in range(3)]
     for s in sids:
         a().wait_state(s, "READY")
-    inst = new_instance(a(), HOSTS[0])
+    inst = a().new_instance(HOSTS[0], wait=False)  # an earlier test's instance of the host is deleted first
     attach(a(), inst, *sids)
     settled(a())
     before = workload(a().sim)
@@ -326,8 +316,7 @@ def test_restored_copy_writes_nothing_while_the_primary_holds_the_lease_then_tak
                        and (r.get("user_agent") or "").startswith("nico_extsvc/") and me_a not in r["user_agent"]]
         assert not copy_writes, f"a paused copy wrote: {copy_writes[:3]}"
         # an admin confirms the copy: it then waits for the Lease, held by the primary
-        as_pg([f"{PGBIN}/psql", "-X", "-q", "-h", copy.pg.dir, "-p", str(copy.pg.port), "-U", PG_USER, "-d", "site_copy",
-               "-c", "SELECT extsvc.confirm_database_identity()"], check=True, capture_output=True)
+        copy.pg.conns.sql("SELECT extsvc.confirm_database_identity()", dbname="site_copy")
         st = wait_until(lambda: (lambda s: s if s and s[0] == "lease" and s[1] == me_a else None)(status()), timeout=30,
                         what="the copy waiting for the primary's Lease")
         since = last_seq()
@@ -614,7 +603,7 @@ def write_doc():
             "|---|---:|---:|---|---:|",
             f"| 2 (`site-a`, `site-b`) | {r['services_per_site']} | {r['resyncs_per_site']} | "
             f"{r['writes_a']} / {r['writes_b']} | {r['cross_writes']} |",
-            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python python3 "
+            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python /usr/bin/python3 "
             "test/e2e/test_site.py`.", invariants.run_record("site-two-sites", {**stamp, **r})]))
     if "half-restored" in RESULTS:
         r = RESULTS["half-restored"]
@@ -623,7 +612,7 @@ def write_doc():
             "|---|---:|---:|---:|",
             f"| {r['dpuservices']} DPUServices, keys on {r['dpus']} DPUs | {r['deletes']} | {r['label_patches']} | "
             f"{r['restarted_pods']} of {r['pods']} |",
-            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python python3 "
+            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python /usr/bin/python3 "
             "test/e2e/test_site.py`.", invariants.run_record("site-half-restored", {**stamp, **r})]))
     if "restored-copy" in RESULTS:
         r = RESULTS["restored-copy"]
@@ -631,7 +620,7 @@ def write_doc():
             "| copy writes while the primary held the Lease | window | takeover after the primary died | Lease duration |",
             "|---:|---:|---:|---:|",
             f"| {r['copy_writes']} | {r['window_s']:.0f} s | {r['takeover_s']:.1f} s | {r['lease_duration_s']} s |",
-            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python python3 "
+            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python /usr/bin/python3 "
             "test/e2e/test_site.py`.", invariants.run_record("site-restored-copy", {**stamp, **r})]))
     return lines
 

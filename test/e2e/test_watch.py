@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end: the watcher's informers (issue 11). A watch dropped mid-stream
 loses no event (it resumes from its resourceVersion); a resourceVersion older
 than the API server's window answers 410 and the informer lists again; a
@@ -12,9 +12,8 @@ import os
 import sys
 import threading
 import time
-import uuid
 
-from extsvc_testkit.harness import Env, helm_data, lit, run_tests, wait_until, device, node, dpu_id, host_id
+from extsvc_testkit.harness import Env, host_id, run_tests, wait_until, device, node
 
 ENV = None
 NS = "dpf-operator-system"
@@ -27,31 +26,11 @@ def e():
 
 def setup_fleet(env, n):
     for i in range(n):
-        env.pg.sql(f"SELECT extsvc.register_dpu('{dpu_id(i)}', '{HOSTS[i]}', '{device(i)}', '{node(i)}', true)")
-
-
-def new_instance(i):
-    iid = str(uuid.uuid4())
-    e().pg.sql(f"SELECT extsvc.upsert_instance('{iid}', 'tenant-a', '{HOSTS[i]}', ARRAY[]::text[])")
-    return iid
-
-
-def ready_service(name):
-    sid = e().create(name, helm_data(values={"v": 1}), target="PRIMARY")
-    e().wait_state(sid, "READY")
-    return sid
-
-
-def attach(iid, *sids):
-    entries = [{"service_id": s, "version": e().pg.one(f"SELECT version FROM extsvc.services "
-                                                       f"WHERE service_id = '{s}'")} for s in sids]
-    e().pg.sql(f"SELECT extsvc.set_instance_extension_services('{iid}', {lit(json.dumps(entries))})")
+        env.register_dpu(i, HOSTS[i], True)
 
 
 def summary(iid):
-    return {r[0]: r[1] for r in e().pg.sql(
-        f"SELECT service_id, aggregate_state FROM extsvc.instance_extension_services_summary('{iid}') "
-        "WHERE NOT removed")}
+    return {sid: row[0] for sid, row in e().summary_rows(iid).items() if row[1] == "f"}
 
 
 def watch_status():
@@ -88,8 +67,8 @@ def test_a_watch_cut_mid_stream_loses_no_event():
     resume from their last resourceVersion (no LIST) and the attach reaches RUNNING through
     events alone (a converging DPU is not polled; the safety-net look comes after 60 s)."""
     wait_until(all_watched, timeout=30, what="every informer listed and watching")
-    sid = ready_service("cut")
-    iid = new_instance(0)
+    sid = e().ready_service("cut")
+    iid = e().new_instance(HOSTS[0])
     before = watch_status()
     stop = threading.Event()
     cuts = [0]
@@ -104,7 +83,7 @@ def test_a_watch_cut_mid_stream_loses_no_event():
     w0 = watcher()
     try:
         t0 = time.time()
-        attach(iid, sid)
+        e().attach(iid, sid)
         wait_until(lambda: summary(iid).get(sid) == "RUNNING", timeout=30, what="RUNNING while cut")
         took = time.time() - t0
     finally:
@@ -120,7 +99,7 @@ def test_a_watch_cut_mid_stream_loses_no_event():
         assert after[r]["lists"] == before[r]["lists"], (r, "resumed by a LIST", before[r], after[r])
     print(f"    {cuts[0]} cuts; RUNNING after {took:.2f} s; watches "
           f"{ {r: after[r]['watches'] - before[r]['watches'] for r in after} }")
-    attach(iid)
+    e().attach(iid)
     wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
 
 
@@ -128,14 +107,14 @@ def test_an_expired_resource_version_makes_the_informer_list_again():
     """With the API server's event window shrunk to a few events, a watch that resumes after a
     cut finds its resourceVersion gone: 410, a new LIST, and what happened meanwhile is seen."""
     wait_until(all_watched, timeout=30, what="watching")
-    sid = ready_service("expired")
-    iid = new_instance(1)
+    sid = e().ready_service("expired")
+    iid = e().new_instance(HOSTS[1])
     before = watch_status()
     window = e().sim.watch_config()["window_events"]
     e().sim.watch_config(window_events=1)
     try:
         e().sim.ctl("POST", "/dpu-cluster", {"reachable": False})  # the DPU streams break
-        attach(iid, sid)  # label patched; DPF's Node label and the pod follow while blind
+        e().attach(iid, sid)  # label patched; DPF's Node label and the pod follow while blind
         time.sleep(1.5)
         e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
         wait_until(lambda: summary(iid).get(sid) == "RUNNING", timeout=40, what="RUNNING after the re-list")
@@ -146,7 +125,7 @@ def test_an_expired_resource_version_makes_the_informer_list_again():
     finally:
         e().sim.ctl("POST", "/dpu-cluster", {"reachable": True})
         e().sim.watch_config(window_events=window)
-    attach(iid)
+    e().attach(iid)
     wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
 
 
@@ -209,7 +188,7 @@ def test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it_only_when_our
     (its registry of placement keys): the key of one of its services goes, a key it never
     wrote stays, untouched, and is reported in the DPU's observation."""
     wait_until(all_watched, timeout=30, what="watching")
-    sid = ready_service("by-hand")  # its key is registered; no instance wants it on DPU 3
+    sid = e().ready_service("by-hand")  # its key is registered; no instance wants it on DPU 3
     ours = e().pg.one(f"SELECT placement_label_key FROM extsvc.services WHERE service_id = '{sid}'")
     foreign = "nico/extsvc-byhand" + "a" * 14
     path = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices/{device(3)}"
@@ -246,9 +225,9 @@ def test_a_partition_turns_unknown_after_the_staleness_bound_and_recovers():
     reads UNKNOWN, and the resync persists it; once reachable again the informers resume or list
     and RUNNING comes back."""
     wait_until(all_watched, timeout=30, what="watching")
-    sid = ready_service("partition")
-    iid = new_instance(2)
-    attach(iid, sid)
+    sid = e().ready_service("partition")
+    iid = e().new_instance(HOSTS[2])
+    e().attach(iid, sid)
     wait_until(lambda: summary(iid).get(sid) == "RUNNING", timeout=30, what="RUNNING")
     bound = float(e().pg.one("SELECT extract(epoch FROM extsvc._observation_max_age())"))
     e().sim.ctl("POST", "/dpu-cluster", {"reachable": False})

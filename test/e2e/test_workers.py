@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """End-to-end: several workers share the queue; every DPUService is created
 exactly once (SKIP LOCKED claims, leases, compare-and-swap)."""
 import os

@@ -12,7 +12,7 @@ interleave at every step, plus the worker's side (a faithful DPU pass, a
 service transition) played through its entry points by a superuser session.
 
 Every pair is checked against the reference model (test/nico/conc_model.py,
-bench/model_sql.py's model of the SQL contract extended to KUBERNETES_POD
+test/model/model_sql.py's model of the SQL contract extended to KUBERNETES_POD
 services), started from the state the previous pairs left:
 - no transaction may end in 40P01 (deadlock) or in an error no serial
   order explains;

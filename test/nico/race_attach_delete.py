@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Two-session test of the attach/delete race (issue #14 P0-4).
 
 Two psql sessions driven step by step (test/nico/psql_sessions.py), pg_locks
@@ -16,7 +16,7 @@ Permutations (DPF_HELM_CHART and KUBERNETES_POD services):
 Without the FOR SHARE lock in set_instance_extension_services, attach-first
 lets both commit and leaves a DELETING service attached.
 
-Connection: psql's PG* variables (a superuser). Creates and drops the
+Connection: libpq's PG* variables (a superuser). Creates and drops the
 database extsvc_race. Exit status 0 when every check passed.
 """
 import sys

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """psql sessions driven step by step (test/nico/psql_sessions.py) against the
 deadlock between API calls and the worker's DPU completion (issue 13;
 docs/reliability.md, "Lock order of placement changes").
@@ -33,7 +33,7 @@ service_pass: worker against worker, the service pass of another worker
 recording an ALL_DPUS update applied while W completes (40P01 while
 _complete_service locked the service FOR UPDATE).
 
-Connection: psql's PG* variables (a superuser). Creates and drops the
+Connection: libpq's PG* variables (a superuser). Creates and drops the
 database extsvc_race_dpu. Exit status 0 when every check passed. With
 WRITE_DOC=1 and PYTHONPATH=python (every scenario run) the figures and the run's record
 (<!-- race-dpu-run {json} -->) go into docs/reliability.md.
@@ -478,7 +478,7 @@ def write_doc(ran, seconds):
         "| scenarios | checks | failed checks | answers refused with 40P01 | time |", "|---:|---:|---:|---:|---:|",
         f"| {len(ran)} | {checks} | {failures} | {deadlocks} | {seconds:.0f} s |", "",
         f"Scenarios: {', '.join(ran)}. Measured {rec['date']} on commit `{rec['commit']}` (PostgreSQL {pg}) by "
-        "`WRITE_DOC=1 PYTHONPATH=python PGBIN=… python3 test/nico/race_dpu_completion.py` in a cluster of "
+        "`WRITE_DOC=1 PYTHONPATH=python PGBIN=… /usr/bin/python3 test/nico/race_dpu_completion.py` in a cluster of "
         "scripts/lib/pgcluster.sh.",
         run_record("race-dpu", rec)]))
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Three-session test (issue 29, item 4): a refused call of one tenant does
 not block another tenant.
 
@@ -24,7 +24,7 @@ A control: A's attach of its own service still locks that service (a delete
 of it in the other session waits), so the lock that keeps attach and delete
 apart (race_attach_delete.py) is still taken.
 
-Connection: psql's PG* variables (a superuser). Creates and drops the
+Connection: libpq's PG* variables (a superuser). Creates and drops the
 database extsvc_race_tenant. Exit status 0 when every check passed.
 """
 import json

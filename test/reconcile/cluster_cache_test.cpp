@@ -22,6 +22,7 @@
 #include "reconcile/dpu_reconciler.hpp"
 #include "reconcile/service_reconciler.hpp"
 #include "release_pods.hpp"
+#include "shared_sim.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::controller {
@@ -46,10 +47,8 @@ reconcile::DpuWork work(int i, bool wanted) {
 
 class ClusterCacheTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sim_ = simtest::SimProcess::start({"--dpus", "3", "--seed", "9"});
-  }
-  static void TearDownTestSuite() { sim_.reset(); }
+  static void SetUpTestSuite() { sim_ = &testfixture::shared_reconcile_sim(); }
+  static void TearDownTestSuite() { sim_ = nullptr; }
 
   void SetUp() override {
     sim_->reset(3, 0);
@@ -134,12 +133,12 @@ class ClusterCacheTest : public ::testing::Test {
     ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
   }
 
-  static std::unique_ptr<simtest::SimProcess> sim_;
+  static simtest::SimProcess* sim_;
   std::unique_ptr<kube::Client> mgmt_, dpu_;
   std::unique_ptr<ClusterCache> cache_;
 };
 
-std::unique_ptr<simtest::SimProcess> ClusterCacheTest::sim_;
+simtest::SimProcess* ClusterCacheTest::sim_ = nullptr;
 
 TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
   start();
@@ -155,6 +154,10 @@ TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
                     "application/merge-patch+json")
                 .status,
             200);
+  // DPF's three hops: DPUDevice -> DPU -> Node, and the DPU walks back through its phases to
+  // Ready, every condition True, after the Node was labelled (each phase or condition change of a
+  // DPU carrying a NICo key wakes its device: the PENDING message names the phase). The quiet part
+  // below starts once DPF is done.
   Dirty woke;
   ASSERT_TRUE(pump_until([&] {
     Dirty d = cache_->take_dirty();

@@ -19,6 +19,7 @@
 #include "kube/client.hpp"
 #include "reconcile/service_reconciler.hpp"
 #include "release_pods.hpp"
+#include "shared_sim.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::reconcile {
@@ -38,10 +39,8 @@ DpuWork work(int i, bool wanted) {
 
 class DpuReconcilerTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sim_ = simtest::SimProcess::start({"--dpus", "2", "--seed", "5"});
-  }
-  static void TearDownTestSuite() { sim_.reset(); }
+  static void SetUpTestSuite() { sim_ = &testfixture::shared_reconcile_sim(); }
+  static void TearDownTestSuite() { sim_ = nullptr; }
 
   void SetUp() override {
     sim_->reset(2, 0);
@@ -125,11 +124,11 @@ class DpuReconcilerTest : public ::testing::Test {
     return state;
   }
 
-  static std::unique_ptr<simtest::SimProcess> sim_;
+  static simtest::SimProcess* sim_;
   std::unique_ptr<kube::Client> mgmt_, dpu_;
 };
 
-std::unique_ptr<simtest::SimProcess> DpuReconcilerTest::sim_;
+simtest::SimProcess* DpuReconcilerTest::sim_ = nullptr;
 
 TEST_F(DpuReconcilerTest, AttachLabelsOnlyTheWantedDpuAndRunningNeedsAReadyPodOfTheRevision) {
   const std::string key = core::placement_label_key(kId, kVersion);

@@ -19,6 +19,7 @@
 #include "kube/client.hpp"
 #include "reconcile/dpu_reconciler.hpp"
 #include "reconcile/service_reconciler.hpp"
+#include "shared_sim.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::reconcile {
@@ -38,10 +39,8 @@ DpuWork work(int i, bool wanted) {
 
 class LabelPathTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sim_ = simtest::SimProcess::start({"--dpus", "2", "--seed", "23"});
-  }
-  static void TearDownTestSuite() { sim_.reset(); }
+  static void SetUpTestSuite() { sim_ = &testfixture::shared_reconcile_sim(); }
+  static void TearDownTestSuite() { sim_ = nullptr; }
 
   void SetUp() override {
     sim_->reset(2, 0);
@@ -125,11 +124,11 @@ class LabelPathTest : public ::testing::Test {
     return h;
   }
 
-  static std::unique_ptr<simtest::SimProcess> sim_;
+  static simtest::SimProcess* sim_;
   std::unique_ptr<kube::Client> mgmt_, dpu_;
 };
 
-std::unique_ptr<simtest::SimProcess> LabelPathTest::sim_;
+simtest::SimProcess* LabelPathTest::sim_ = nullptr;
 
 // The case a two-hop view gets wrong: detached while the key is on the DPU object but not yet on
 // the Node. DPUDevice and Node show no key and no pod runs, yet DPF still carries the key to the

@@ -16,6 +16,7 @@
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
 #include "kube/client.hpp"
+#include "shared_sim.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::reconcile {
@@ -29,10 +30,8 @@ constexpr const char* kVersion = "V1-T1700000000000000";
 
 class ServiceReconcilerTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sim_ = simtest::SimProcess::start({"--dpus", "2", "--seed", "3"});
-  }
-  static void TearDownTestSuite() { sim_.reset(); }
+  static void SetUpTestSuite() { sim_ = &testfixture::shared_reconcile_sim(); }
+  static void TearDownTestSuite() { sim_ = nullptr; }
 
   void SetUp() override {
     sim_->reset(2, 0);
@@ -95,12 +94,12 @@ class ServiceReconcilerTest : public ::testing::Test {
     ASSERT_EQ(resp.status, 200) << resp.body;
   }
 
-  static std::unique_ptr<simtest::SimProcess> sim_;
+  static simtest::SimProcess* sim_;
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<ServiceReconciler> rec_;
 };
 
-std::unique_ptr<simtest::SimProcess> ServiceReconcilerTest::sim_;
+simtest::SimProcess* ServiceReconcilerTest::sim_ = nullptr;
 
 TEST_F(ServiceReconcilerTest, CreatesTheDpuServiceAndAReplayedCreateAdoptsIt) {
   const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-000000000001";

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """pg_dump / pg_restore keep every row of nico_extsvc (issue #12, suite
 dump-restore).
 

@@ -1,11 +1,13 @@
-"""psql helpers shared by test/upgrade's suites: SQL, table snapshots and
-pg_dump, against the server named by psql's PG* variables or by explicit
-host/port arguments."""
+"""Helpers shared by test/upgrade's suites: SQL (the test kit's kept
+connections, extsvc_testkit.db), table snapshots and pg_dump, against the
+server named by libpq's PG* variables or by explicit host/port arguments."""
 import difflib
 import json
 import os
 import subprocess
 import sys
+
+from extsvc_testkit import db as extsvc_db
 
 PGBIN = os.environ.get("PGBIN", "")
 CHART = {"repoURL": "oci://registry.example.com/charts", "chartName": "telemetry",
@@ -20,6 +22,7 @@ class Conn:
     """A server address (None: psql's PG* variables) and a check counter."""
 
     def __init__(self, host=None, port=None, user=None):
+        self.conns = extsvc_db.Conns(host, port, user)
         self.args = []
         if host:
             self.args += ["-h", host]
@@ -32,22 +35,12 @@ class Conn:
     def sql(self, db, query, check=True):
         """Runs query in db; rows as lists of strings (NULL -> None). With
         check=False an error returns its 'SQLSTATE: message' text instead."""
-        r = subprocess.run([tool("psql"), "-X", "-q", "-A", "-t", "-0", "-F", "\x1f", "-P", "null=\x03",
-                            "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose", *self.args, "-d", db,
-                            "-c", query], capture_output=True, text=True)
-        if r.returncode != 0:
+        try:
+            return self.conns.sql(query, db)
+        except extsvc_db.SqlError as e:
             if check:
-                raise RuntimeError(f"SQL failed in {db}: {query}\n{r.stderr}")
-            for line in r.stderr.splitlines():
-                if line.startswith("ERROR:"):
-                    return line[len("ERROR:"):].strip()
-            return r.stderr.strip()
-        rows = []
-        for record in r.stdout.split("\0"):
-            record = record.strip("\n")
-            if record:
-                rows.append([None if c == "\x03" else c for c in record.split("\x1f")])
-        return rows
+                raise RuntimeError(f"SQL failed in {db}: {query}\n{e.psql_text()}") from None
+            return f"{e.sqlstate}: {e.message}" if e.sqlstate else e.message
 
     def one(self, db, query):
         rows = self.sql(db, query)
@@ -91,8 +84,9 @@ class Conn:
              WHERE n.nspname = 'extsvc' AND a.attidentity <> '' ORDER BY 1""")]
 
     def script(self, db, text):
-        """Runs a multi-statement script in one psql session (each statement
-        its own transaction); stops at the first error."""
+        """Runs a multi-statement script in one psql process (each statement
+        its own transaction, as a file given to psql); stops at the first
+        error."""
         r = subprocess.run([tool("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", *self.args, "-d", db],
                            input=text, capture_output=True, text=True)
         if r.returncode != 0:

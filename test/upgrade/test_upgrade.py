@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """nico_extsvc 0.1.0 -> 0.2.0 -> current and 0.2.0 -> current (suite upgrade).
 
 One throw-away server with today's library preloaded and a worker configured

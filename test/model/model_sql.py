@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Model-based tests of the SQL contract (issue 13).
 
 Random, seeded sequences of SQL API calls on DPF_HELM_CHART services and
@@ -39,16 +39,17 @@ rollback_of marks the revision created by the rollback's transaction.) Sequence 
 a run has seed S + k; a mismatch prints that seed, the operation trace and
 the command that replays it (--seed N --sequences 1).
 
-  python3 bench/model_sql.py --own-cluster                     # 10^4 sequences of 20 calls
-  python3 bench/model_sql.py --ci                              # 300, state checked after every call (the suite)
-  python3 bench/model_sql.py --seed 123 --sequences 1 -v       # replay one sequence, verbose
-  python3 bench/model_sql.py --own-cluster --write-doc         # record the figures in docs/reliability.md
+  PYTHONPATH=python /usr/bin/python3 test/model/model_sql.py --own-cluster                # 10^4 sequences of 20 calls
+  PYTHONPATH=python /usr/bin/python3 test/model/model_sql.py --ci                         # 300, state checked after every call (the suite)
+  PYTHONPATH=python /usr/bin/python3 test/model/model_sql.py --seed 123 --sequences 1 -v  # replay one sequence, verbose
+  PYTHONPATH=python /usr/bin/python3 test/model/model_sql.py --own-cluster --write-doc    # record the figures in docs/reliability.md
 
-Connection: psql's PG* variables (a superuser), or --own-cluster for a
-throw-away cluster on a private port and socket directory. Creates and drops
-the database extsvc_model and the role extsvc_model_api. Python standard
-library only. Closing line: `model_sql: N passed, N failed` (sequences);
-exit status 1 on any mismatch."""
+Connection: libpq's PG* variables (a superuser), or --own-cluster for a
+throw-away cluster on a private port and socket directory (a copy of the test
+command's template, extsvc_testkit.cluster). SQL goes through kept
+connections of the test kit (extsvc_testkit.db). Creates and drops the
+database extsvc_model and the role extsvc_model_api. Closing line:
+`model_sql: N passed, N failed` (sequences); exit status 1 on any mismatch."""
 import argparse
 import collections
 import copy
@@ -58,16 +59,18 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+from extsvc_testkit import cluster, db
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DB = "extsvc_model"
 API_ROLE = "extsvc_model_api"
 PGBIN = os.environ.get("PGBIN", "")
+CONNS = db.Conns()  # libpq's PG* variables (set by OwnCluster when it makes the server)
 
 
 def tool(name):
@@ -679,7 +682,7 @@ BEGIN
   END IF;
   RETURN extsvc.complete('service', p_sid::text, sv, tok,
                          jsonb_strip_nulls(jsonb_build_object('outcome', 'transition', 'new_state', p_state,
-                           'reason', p_reason, 'message', 'played by bench/model_sql.py',
+                           'reason', p_reason, 'message', 'played by test/model/model_sql.py',
                            'applied_revision', CASE WHEN p_state = 'READY' THEN rev END)));
 END
 $f$;
@@ -735,31 +738,22 @@ SELECT json_build_object(
 
 
 class Session:
-    """One psql process fed line by line (each statement its own transaction)."""
+    """One kept connection (each statement its own transaction); answers
+    are the text psql -A -t printed (fields joined by '|', rows by newlines,
+    an error as psql's text of it)."""
 
-    def __init__(self, args):
-        self.p = subprocess.Popen([tool("psql"), "-X", "-q", "-A", "-t", *args, "-d", DB],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, bufsize=1)
-        self.n = 0
+    def __init__(self):
+        self.c = CONNS.get(DB)
 
     def run(self, sql):
-        self.n += 1
-        marker = f"__model_{self.n}__"
-        self.p.stdin.write(sql.replace("\n", " ").rstrip().rstrip(";") + ";\n\\echo " + marker + "\n")
-        self.p.stdin.flush()
-        out = []
-        while True:
-            line = self.p.stdout.readline()
-            if not line:
-                raise RuntimeError("psql ended: " + "".join(out))
-            if line.rstrip("\n") == marker:
-                return "\n".join(out)
-            out.append(line.rstrip("\n"))
+        try:
+            rows = self.c.rows(sql)
+        except db.SqlError as e:
+            return e.psql_text()
+        return "\n".join("|".join("" if v is None else v for v in r) for r in rows)
 
     def close(self):
-        self.p.stdin.close()
-        self.p.wait(timeout=30)
+        self.c.close()
 
 
 def lit(v):
@@ -826,7 +820,7 @@ def render(op):
         return f"SELECT extsvc.delete_instance({lit(a['iid'])}, {lit(a['tenant'])})::text", API_ROLE
     if k == "w_observe":
         res = [{"kind": "attachment", "instance_id": i, "service_id": s, "version": v, "state": st,
-                "message": "played by bench/model_sql.py"} for (i, s, st), v in zip(a["results"], a["versions"])]
+                "message": "played by test/model/model_sql.py"} for (i, s, st), v in zip(a["results"], a["versions"])]
         return f"SELECT model.w_observe({lit(a['dpu'])}, {lit(json.dumps(res))}::jsonb)", None
     raise ValueError(k)
 
@@ -1166,54 +1160,31 @@ def run_sequence(sess, seed, length, norm, check_every_op, verbose):
 # Servers
 
 class OwnCluster:
-    """A throw-away cluster (scripts/lib/pgcluster.sh in Python): private port
-    and socket directory, the library preloaded, no Kubernetes cluster
-    configured (the worker stays idle; it does not watch extsvc_model anyway)."""
+    """A throw-away cluster (extsvc_testkit.cluster): private port and socket
+    directory, the library preloaded, no Kubernetes cluster configured (the
+    worker stays idle; it does not watch extsvc_model anyway)."""
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="nico-extsvc-model.")
-        os.chmod(self.dir, 0o755)
-        self.user = "postgres" if os.getuid() == 0 else None
-        if self.user:
-            shutil.chown(self.dir, self.user)
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
-        bindir = PGBIN or subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()
-        self.bindir = bindir
-        data = os.path.join(self.dir, "data")
-        self.as_user([os.path.join(bindir, "initdb"), "-D", data, "-U", self.user or os.environ.get("USER", "postgres"),
-                      "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8"])
-        with open(os.path.join(data, "postgresql.conf"), "a") as f:
-            f.write(f"port = {self.port}\nlisten_addresses = ''\nunix_socket_directories = '{self.dir}'\n"
-                    "shared_preload_libraries = 'nico_extsvc'\nextsvc.workers = 1\nfsync = off\n"
-                    "full_page_writes = off\nsynchronous_commit = off\n")
-        self.as_user([os.path.join(bindir, "pg_ctl"), "-D", data, "-l", os.path.join(self.dir, "server.log"),
-                      "-w", "-t", "60", "start"])
-        os.environ.update({"PGHOST": self.dir, "PGPORT": str(self.port), "PGUSER": self.user or os.environ["USER"]})
-
-    def as_user(self, cmd):
-        if self.user:
-            cmd = ["runuser", "-u", self.user, "--"] + cmd
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+        self.top = tempfile.mkdtemp(prefix="nico-extsvc-model.")
+        os.chmod(self.top, 0o755)
+        self.pg = cluster.Cluster(os.path.join(self.top, "pg"), {
+            "extsvc.workers": "1", "synchronous_commit": "off"})
+        self.pg.start()
+        os.environ.update(self.pg.env())
 
     def stop(self):
         try:
-            self.as_user([os.path.join(self.bindir, "pg_ctl"), "-D", os.path.join(self.dir, "data"), "-w",
-                          "-m", "fast", "stop"])
+            CONNS.close()
+            self.pg.stop()
         finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            shutil.rmtree(self.top, ignore_errors=True)
 
 
-def psql(db, sql):
-    r = subprocess.run([tool("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"psql failed: {sql[:200]}\n{r.stderr}")
-    return r.stdout.strip()
+def psql(db, sql):  # noqa: F811 - the parameter keeps the old helper's name
+    """One statement on the kept connection to db; raises on error; the rows
+    as psql -A -t printed them."""
+    rows = CONNS.sql(sql, db)
+    return "\n".join("|".join("" if v is None else v for v in r) for r in rows).strip()
 
 
 def setup_db():
@@ -1278,7 +1249,7 @@ def write_doc(run):
         cov.update(r["coverage"])
     lines += ["", "Sequences that exercised each path (of "
               f"{sum(r['sequences'] for r in runs):,}): " + "; ".join(f"{k} {v:,}" for k, v in sorted(cov.items())) + ".",
-              "", "Measured " + ", ".join(sorted({r["date"] for r in runs})) + " by `python3 bench/model_sql.py "
+              "", "Measured " + ", ".join(sorted({r["date"] for r in runs})) + " by `PYTHONPATH=python /usr/bin/python3 test/model/model_sql.py "
               "--own-cluster --seed S --sequences N --write-doc` (`--check-every-op` where the table says so), "
               "one line per run."]
     lines += [f"<!-- model-run {json.dumps(r, sort_keys=True)} -->" for r in runs]
@@ -1322,7 +1293,7 @@ def main():
     t0 = time.time()
     try:
         norm = setup_db()
-        sess = Session(["-v", "ON_ERROR_STOP=0"])
+        sess = Session()
         for k in range(args.sequences):
             seed = args.seed + k
             n, bad, events = run_sequence(sess, seed, args.length, norm, args.check_every_op, args.verbose)
@@ -1332,7 +1303,7 @@ def main():
                 failed += 1
                 print(f"sequence {k} seed {seed}: FAILED")
                 print("\n".join(bad))
-                print(f"  replay: python3 bench/model_sql.py --seed {seed} --sequences 1 --length {args.length}"
+                print(f"  replay: PYTHONPATH=python /usr/bin/python3 test/model/model_sql.py --seed {seed} --sequences 1 --length {args.length}"
                       f"{' --check-every-op' if args.check_every_op else ''} -v")
                 if failed >= args.max_failures:
                     print(f"stopping after {failed} failed sequences")

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Fault soak (issue 13): a fleet under a steady stream of operations while
 both clusters answer ~20 % of requests with mixed faults (503, 429 with
 Retry-After, connection resets, calls slower than the lease); then the faults
@@ -7,21 +7,21 @@ stop and the fleet must converge within 60 s with the reliability invariants
 twice, without and with faults, and the Kubernetes requests the workers made
 until convergence are compared (target: with faults <= 3x without).
 
-  PYTHONPATH=python python3 bench/soak.py                       # 500 services, 200 DPUs, 5 minutes
-  PYTHONPATH=python python3 bench/soak.py --ci                  # 60 services, 20 DPUs, 30 s (the test command)
-  PYTHONPATH=python python3 bench/soak.py --seed 7 --write-doc  # record the figures in docs/reliability.md
+  PYTHONPATH=python /usr/bin/python3 test/soak/soak.py                       # 500 services, 200 DPUs, 5 minutes
+  PYTHONPATH=python /usr/bin/python3 test/soak/soak.py --ci                  # 60 services, 20 DPUs, 30 s (the test command)
+  PYTHONPATH=python /usr/bin/python3 test/soak/soak.py --seed 7 --write-doc  # record the figures in docs/reliability.md
 From the repository root; PYTHONPATH=python finds extsvc_testkit (scripts/test-all.sh sets it itself).
 
 Exit status 0 only when both runs converged in time with the invariants and
-the request ratio is within the target. Python standard library only."""
+the request ratio is within the target."""
 import argparse
 import json
 import random
 import sys
 import time
 
-import common as c  # bench/common.py, beside this file
-from extsvc_testkit import invariants
+from extsvc_testkit import db, invariants
+from extsvc_testkit.harness import FAST_DELAYS, PG_USER, Env, lit, wait_until
 
 # Short leases and call timeouts (as the e2e harness), so "slower than the
 # lease" happens within a soak; retries capped low enough to converge.
@@ -38,6 +38,10 @@ FAULT_RATE = 1.0
 for _, _p in FAULTS:
     FAULT_RATE *= 1.0 - _p
 FAULT_RATE = 1.0 - FAULT_RATE
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def dpu_uuid(expr):
@@ -74,18 +78,28 @@ def backlog(pg):
         "WHERE NOT (a.placement_state = 'ACTIVE' AND a.deployment_state = 'RUNNING'))"))
 
 
-class QuietSession(c.Session):
-    """c.Session whose refused statements answer None without filling a
-    stderr pipe nobody reads (a soak refuses many)."""
+class QuietSession:
+    """One kept connection; a refused statement answers None (a soak refuses
+    many), a row's NULL answers '' as psql printed it."""
 
     def __init__(self, pg):
-        import subprocess
-        self.p = subprocess.Popen(
-            [f"{c.PGBIN}/psql", "-X", "-q", "-A", "-t", "-F", "\x1f", "-v", "ON_ERROR_STOP=0",
-             "-h", pg.dir, "-p", str(pg.port), "-U", c.PG_USER, "-d", "postgres"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
-        self.n = 0
+        self.c = db.Conn(pg.dir, pg.port, PG_USER, "postgres")
         self.run("SELECT 1")
+
+    def run(self, query):
+        try:
+            return [["" if v is None else v for v in r] for r in self.c.rows(query)]
+        except db.SqlError as e:
+            if e.sqlstate is None:  # no server answer (no connection): not a refusal
+                raise
+            return []
+
+    def one(self, query):
+        rows = self.run(query)
+        return rows[0][0] if rows and rows[0] else None
+
+    def close(self):
+        self.c.close()
 
 
 class Stream:
@@ -105,8 +119,8 @@ class Stream:
         r = self.rng.random()
         if r < 0.20:
             name = f"soak-new-{self.n}"
-            sid = s.one("SELECT service_id FROM extsvc.create_service('tenant-a', " + c.lit(name)
-                        + ", 'DPF_HELM_CHART', " + c.lit(json.dumps(data(v=self.n))) + ", dpu_target => 'PRIMARY')")
+            sid = s.one("SELECT service_id FROM extsvc.create_service('tenant-a', " + lit(name)
+                        + ", 'DPF_HELM_CHART', " + lit(json.dumps(data(v=self.n))) + ", dpu_target => 'PRIMARY')")
             kind = "create"
             if sid:
                 self.deletable.append(sid)
@@ -114,7 +128,7 @@ class Stream:
             sid = self.rng.choice(self.updatable)
             kind = "update"
             sid = s.one(f"SELECT service_id FROM extsvc.update_service('{sid}', data => "
-                        + c.lit(json.dumps(data(version=f"1.0.{self.n % 50}", v=self.n))) + ")")
+                        + lit(json.dumps(data(version=f"1.0.{self.n % 50}", v=self.n))) + ")")
         elif r < 0.65:
             sid = self.rng.choice(self.stable)
             iid = f"00000000-0000-0000-0002-{self.n:012x}"
@@ -129,7 +143,7 @@ class Stream:
             self.live[host] = iid
             v = s.one(f"SELECT version FROM extsvc.services WHERE service_id = '{sid}'")
             sid = s.one(f"SELECT extsvc.set_instance_extension_services('{iid}', "
-                        + c.lit(json.dumps([{"service_id": sid, "version": v}])) + ")")
+                        + lit(json.dumps([{"service_id": sid, "version": v}])) + ")")
             kind = "attach"
             if sid:
                 self.attached[iid] = sid
@@ -156,10 +170,10 @@ class Stream:
 
 
 def run(args, faults):
-    e = c.env(dpus=args.dpus, workers=2, extra=SOAK_GUCS)
+    e = Env(dpus=args.dpus, workers=2, extra=SOAK_GUCS)
     out = {"faults": faults}
     try:
-        e.sim.ctl("POST", "/delays", c.FAST_DELAYS)
+        e.sim.ctl("POST", "/delays", FAST_DELAYS)
         hosts = [r[0] for r in e.pg.sql(
             f"SELECT {host_uuid('i')} FROM generate_series(0, {args.dpus - 1}) i")]
         e.pg.sql(f"SELECT count(extsvc.register_dpu({dpu_uuid('i')}, {host_uuid('i')}, "
@@ -171,10 +185,10 @@ def run(args, faults):
         for pool, n in (("stable", n_stable), ("upd", n_upd)):
             ids[pool] = [r[0] for r in e.pg.sql(
                 "SELECT (extsvc.create_service('tenant-a', 'soak-" + pool + "-' || g, 'DPF_HELM_CHART', "
-                + c.lit(json.dumps(data())) + ", dpu_target => 'PRIMARY')).service_id FROM generate_series(1, "
+                + lit(json.dumps(data())) + ", dpu_target => 'PRIMARY')).service_id FROM generate_series(1, "
                 + str(n) + ") g")]
         t0 = time.time()
-        c.wait_until(lambda: e.pg.one("SELECT count(*) FROM extsvc.services WHERE lifecycle_state <> 'READY'") == "0",
+        wait_until(lambda: e.pg.one("SELECT count(*) FROM extsvc.services WHERE lifecycle_state <> 'READY'") == "0",
                      timeout=600, interval=1.0, what="the fleet READY before the soak")
         out["setup_s"] = time.time() - t0
         s = QuietSession(e.pg)
@@ -224,7 +238,7 @@ def run(args, faults):
         out["converge_s"] = None if converged_at is None else converged_at - t_stop
         out["violations"] = last
         out["samples"] = samples
-        s.p.stdin.close()
+        s.close()
     finally:
         e.close()
     return out
@@ -246,8 +260,8 @@ def write_doc(args, clean, faulty, ratio):
               "setup_s": round(faulty.get("setup_s", 0), 1)}
     inv = ("hold" if faulty["converge_s"] is not None
            else f"{len(faulty['violations'])} violations at {args.converge_timeout:.0f} s")
-    conv = f"{c.fmt(faulty['converge_s'])} s" if faulty["converge_s"] is not None else "not converged"
-    conv_clean = f"{c.fmt(clean['converge_s'])} s" if clean["converge_s"] is not None else "not converged"
+    conv = f"{fmt(faulty['converge_s'])} s" if faulty["converge_s"] is not None else "not converged"
+    conv_clean = f"{fmt(clean['converge_s'])} s" if clean["converge_s"] is not None else "not converged"
     invariants.write_doc_block("soak-results", "\n".join([
         "| size | duration | ops | fault rate | requests faulted | converged after faults stop | fault-free run "
         "converged | requests without / with faults | ratio | invariants |",
@@ -257,8 +271,8 @@ def write_doc(args, clean, faulty, ratio):
         f"{faulty['requests']} | {ratio:.2f} | {inv} |",
         "", "Operations with faults (succeeded, refused): " + ", ".join(
             f"{k} {v[0]}/{v[1]}" for k, v in sorted(faulty["op_results"].items())) + ".",
-        "", f"Seed {args.seed}; measured {stamp['date']} on commit `{stamp['commit']}`, {c.machine_line()}, by "
-        f"`PYTHONPATH=python python3 bench/soak.py --seed {args.seed} --write-doc`" + (" --ci" if args.ci else "")
+        "", f"Seed {args.seed}; measured {stamp['date']} on commit `{stamp['commit']}`, {invariants.machine_line()}, by "
+        f"`PYTHONPATH=python /usr/bin/python3 test/soak/soak.py --seed {args.seed} --write-doc`" + (" --ci" if args.ci else "")
         + ".",
         invariants.run_record("soak", record)]))
 
@@ -277,12 +291,12 @@ def main():
     if args.ci:
         args.services, args.dpus, args.seconds = 60, 20, 30
     print(f"soak: seed {args.seed}, {args.services} services, {args.dpus} DPUs, {args.seconds} s at "
-          f"{args.ops_per_s} ops/s, fault rate {FAULT_RATE:.1%} on both clusters; {c.machine_line()}", flush=True)
+          f"{args.ops_per_s} ops/s, fault rate {FAULT_RATE:.1%} on both clusters; {invariants.machine_line()}", flush=True)
     clean = run(args, faults=False)
-    print(f"  without faults: {clean['ops']} ops, converged {c.fmt(clean['converge_s'])} s after the stream, "
+    print(f"  without faults: {clean['ops']} ops, converged {fmt(clean['converge_s'])} s after the stream, "
           f"{clean['requests']} requests", flush=True)
     faulty = run(args, faults=True)
-    print(f"  with faults:    {faulty['ops']} ops, converged {c.fmt(faulty['converge_s'])} s after the faults "
+    print(f"  with faults:    {faulty['ops']} ops, converged {fmt(faulty['converge_s'])} s after the faults "
           f"stopped, {faulty['requests']} requests ({faulty['faulted']} of the {faulty['during']} requests "
           f"during the stream answered with a fault)", flush=True)
     ratio = faulty["requests"] / max(1, clean["requests"])

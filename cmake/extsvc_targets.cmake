@@ -1,0 +1,75 @@
+# Build settings shared by the targets (included from the top CMakeLists.txt).
+#
+# One precompiled header. Parsing nlohmann/json and spdlog (with fmt) is most
+# of the compile time of a translation unit here, so every C++ target outside
+# src/pg reuses one header precompiled once (extsvc_pch, cmake/pch.hpp)
+# instead of parsing them per file or precompiling them per target. A PCH is
+# only valid for compilations with the same predefined macros and code model,
+# so its users get the same compile definitions (nlohmann and spdlog's, by
+# linking extsvc_pch_deps) and the same -fPIC; -Winvalid-pch (an error with
+# EXTSVC_WERROR) stops a build whose flags would silently bypass it.
+#
+# What is not shipped (dpfsim, the tests, the benchmark tools) builds with
+# EXTSVC_TEST_FLAGS instead of the build type's optimisation and debug
+# flags: the flags that made the whole test command fastest when measured
+# (compile time against run time; docs/performance.md, "Build").
+option(EXTSVC_PCH "Precompile nlohmann/json and spdlog once for all targets" ON)
+# Fewer, larger translation units (CMake's unity build) for the targets that
+# use the precompiled header: EXTSVC_UNITY_BATCH sources per unit, 0 = off.
+set(EXTSVC_UNITY_BATCH 0 CACHE STRING "Sources per unity translation unit (0: no unity build)")
+set(EXTSVC_TEST_FLAGS "-O1 -g0" CACHE STRING
+    "Optimisation and debug flags of dpfsim, the tests and the benchmark tools (not shipped)")
+separate_arguments(_extsvc_test_flags UNIX_COMMAND "${EXTSVC_TEST_FLAGS}")
+
+add_library(extsvc_pch_deps INTERFACE)
+target_link_libraries(extsvc_pch_deps INTERFACE nlohmann_json::nlohmann_json spdlog::spdlog)
+
+if(EXTSVC_PCH)
+  add_library(extsvc_pch OBJECT ${CMAKE_SOURCE_DIR}/cmake/pch.cpp)
+  target_link_libraries(extsvc_pch PRIVATE extsvc_pch_deps)
+  target_precompile_headers(extsvc_pch PRIVATE ${CMAKE_SOURCE_DIR}/cmake/pch.hpp)
+  # -O0 leaves __OPTIMIZE__ undefined: such a test build needs a PCH of its own.
+  if(NOT EXTSVC_SANITIZE AND _extsvc_test_flags MATCHES "-O0")
+    add_library(extsvc_pch_test OBJECT ${CMAKE_SOURCE_DIR}/cmake/pch.cpp)
+    target_link_libraries(extsvc_pch_test PRIVATE extsvc_pch_deps)
+    target_compile_options(extsvc_pch_test PRIVATE ${_extsvc_test_flags})
+    target_precompile_headers(extsvc_pch_test PRIVATE ${CMAKE_SOURCE_DIR}/cmake/pch.hpp)
+  endif()
+endif()
+
+# extsvc_use_pch(TARGET): TARGET's sources start with cmake/pch.hpp, compiled once.
+function(extsvc_use_pch t)
+  target_link_libraries(${t} PRIVATE extsvc_pch_deps)
+  if(EXTSVC_UNITY_BATCH GREATER 0)
+    set_target_properties(${t} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${EXTSVC_UNITY_BATCH})
+  endif()
+  get_target_property(type ${t} TYPE)
+  if(type STREQUAL "EXECUTABLE")
+    # an executable's sources would be -fPIE: the precompiled header is -fPIC
+    set_target_properties(${t} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+    target_compile_options(${t} PRIVATE -fPIC)
+  endif()
+  if(NOT EXTSVC_PCH)
+    return()
+  endif()
+  get_target_property(not_shipped ${t} EXTSVC_NOT_SHIPPED)
+  if(not_shipped AND TARGET extsvc_pch_test)
+    target_precompile_headers(${t} REUSE_FROM extsvc_pch_test)
+  else()
+    target_precompile_headers(${t} REUSE_FROM extsvc_pch)
+  endif()
+  target_compile_options(${t} PRIVATE -Winvalid-pch)
+endfunction()
+
+# extsvc_not_shipped(TARGET...): dpfsim, tests and benchmark tools get
+# EXTSVC_TEST_FLAGS and the precompiled header.
+function(extsvc_not_shipped)
+  foreach(t ${ARGN})
+    set_target_properties(${t} PROPERTIES EXTSVC_NOT_SHIPPED ON)
+    # the sanitizer build keeps its own flags (line tables in the reports)
+    if(NOT EXTSVC_SANITIZE)
+      target_compile_options(${t} PRIVATE ${_extsvc_test_flags})
+    endif()
+    extsvc_use_pch(${t})
+  endforeach()
+endfunction()
