@@ -171,7 +171,7 @@ SELECT throws_ok($$SELECT extsvc.register_orphan_placement_keys('site-a', '{}')$
                  'orphans must be a JSON array', 'orphans that are not an array are refused');
 SELECT throws_ok($$SELECT extsvc.register_orphan_placement_keys('', '[]')$$, '22023',
                  'no site to register orphaned placement keys for', 'an empty site is refused');
-SELECT is(pg_temp.as_user('extsvc_site_tenant', $$SELECT extsvc.register_orphan_placement_keys('site-a', '[]')$$),
+SELECT is(split_part(pg_temp.as_user('extsvc_site_tenant', $$SELECT extsvc.register_orphan_placement_keys('site-a', '[]')$$), ':', 1),
           '42501', 'extsvc_api may not register keys');
 
 SELECT * FROM finish();
