@@ -5,6 +5,7 @@
 #   make sim          dpfsim, the cluster simulator (scripts/demo.sh, the e2e tests)
 #   make tests        the GoogleTest binaries and dpfsim (what `make check-unit` runs)
 #   make bench-tools  dpfsim, dpfsim_load and client_overhead (bench/)
+#   make dist         the PGXN source archive $(EXTENSION)-<version>.zip of HEAD
 EXTENSION  = nico_extsvc
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 BUILD_DIR ?= build
@@ -32,7 +33,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 .PHONY: cmake-build install-lib regress-links check-unit pgtap installcheck-nopreload sql-scripts \
-        sim tests bench-tools
+        sim tests bench-tools dist
 
 all: cmake-build sql-scripts
 sql-scripts: $(DATA_built)
@@ -91,3 +92,11 @@ pgtap:
 clean: clean-cmake
 clean-cmake:
 	rm -rf $(BUILD_DIR) $(DATA_built)
+
+# PGXN: the source archive of HEAD (committed files only), what .gitattributes
+# does not mark export-ignore; META.json is checked against the control file
+# first. scripts/check-dist.sh builds and installs from the unpacked archive.
+DIST = $(EXTENSION)-$(EXTVERSION).zip
+dist:
+	scripts/check-meta.sh
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(DIST) HEAD
