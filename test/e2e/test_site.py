@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 
 from extsvc_testkit.harness import (PG_USER, PGBIN, Env, as_pg, device, dpu_id, helm_data, host_id, lit,
                                     node, run_tests, wait_until)
