@@ -158,30 +158,11 @@ def worker_status(e):
 
 # --- a persistent session (commit time as the client sees it) --------------
 
-class Session:
-    """One kept connection (extsvc_testkit.db); `run` returns when the
-    statement's result has been read, i.e. right after its (auto)commit.
-    Rows as psql -A -t printed them (NULL as ''); a refused statement answers
-    no rows, as the psql session with ON_ERROR_STOP=0 it replaces did."""
-
-    def __init__(self, pg):
-        self.c = db.Conn(pg.dir, pg.port, PG_USER, "postgres")
-        self.run("SELECT 1")
-
-    def run(self, query):
-        try:
-            return [["" if v is None else v for v in r] for r in self.c.rows(query)]
-        except db.SqlError as e:
-            if e.sqlstate is None:  # no server answer (no connection): not a refusal
-                raise
-            return []
-
-    def one(self, query):
-        rows = self.run(query)
-        return rows[0][0] if rows and rows[0] else None
-
-    def close(self):
-        self.c.close()
+def Session(pg):  # noqa: N802 (the test kit's class, bound to the harness user)
+    """One kept connection (extsvc_testkit.db.QuietSession): a refused
+    statement answers no rows, as the psql session with ON_ERROR_STOP=0 it
+    replaces did."""
+    return db.QuietSession(pg, PG_USER)
 
 
 # --- dpfsim control API over one keep-alive connection ---------------------

@@ -241,6 +241,32 @@ def _ended_while_idle(c):
     return bool(r)
 
 
+class QuietSession:
+    """One kept connection to the database `postgres` of a harness server (its
+    socket dir and port) for load generators: rows as psql -A -t printed them
+    (NULL as ''); a refused statement answers no rows (a soak or a benchmark
+    sends many that the API refuses), a lost connection raises."""
+
+    def __init__(self, pg, user):
+        self.c = Conn(pg.dir, pg.port, user, "postgres")
+        self.run("SELECT 1")
+
+    def run(self, query):
+        try:
+            return [["" if v is None else v for v in r] for r in self.c.rows(query)]
+        except SqlError as e:
+            if e.sqlstate is None:  # no server answer (no connection): not a refusal
+                raise
+            return []
+
+    def one(self, query):
+        rows = self.run(query)
+        return rows[0][0] if rows and rows[0] else None
+
+    def close(self):
+        self.c.close()
+
+
 class Session:
     """A connection fed one statement at a time, for tests that interleave
     two sessions: send() starts a statement and returns at once, wait()
