@@ -124,6 +124,19 @@ class DpuReconcilerTest : public ::testing::Test {
     return state;
   }
 
+  // Runs passes until the item's message names `text` (or `ms` passed); the last outcome.
+  DpuOutcome pass_until_message(const DpuWork& w, const std::string& text, int ms = 15000) {
+    DpuOutcome o;
+    simtest::wait_until(
+        [&] {
+          DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+          o = rec.reconcile(w);
+          return !o.results.empty() && o.results.front().message.find(text) != std::string::npos;
+        },
+        ms);
+    return o;
+  }
+
   static simtest::SimProcess* sim_;
   std::unique_ptr<kube::Client> mgmt_, dpu_;
 };
@@ -171,14 +184,7 @@ TEST_F(DpuReconcilerTest, ACrashLoopingPodIsPendingWithItsReason) {
   DpuOutcome o;
   EXPECT_EQ(pass_until(work(0, true), "PENDING", &o), "PENDING");
   // the label is placed, the pod exists but is not Ready: wait for the reason
-  simtest::wait_until(
-      [&] {
-        DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
-        o = rec.reconcile(work(0, true));
-        return !o.results.empty() &&
-               o.results.front().message.find("CrashLoopBackOff") != std::string::npos;
-      },
-      15000);
+  o = pass_until_message(work(0, true), "CrashLoopBackOff");
   ASSERT_EQ(o.results.size(), 1u);
   EXPECT_EQ(o.results.front().state, "PENDING");
   EXPECT_NE(o.results.front().message.find("CrashLoopBackOff"), std::string::npos)
@@ -258,15 +264,7 @@ void detach_never_claims_early(simtest::SimProcess& sim, const std::function<Dpu
 }
 
 TEST_F(ContractBreakingChart, IsPendingWithTheContractAndADetachWaitsForItsPods) {
-  DpuOutcome o;
-  simtest::wait_until(
-      [&] {
-        DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
-        o = rec.reconcile(work(0, true));
-        return !o.results.empty() &&
-               o.results.front().message.find("chart does not propagate") != std::string::npos;
-      },
-      20000);
+  DpuOutcome o = pass_until_message(work(0, true), "chart does not propagate", 20000);
   ASSERT_EQ(o.results.size(), 1u);
   EXPECT_EQ(o.results.front().state, "PENDING");
   EXPECT_NE(o.results.front().message.find("chart does not propagate "
