@@ -40,21 +40,24 @@ BEGIN
        WHERE h.service_id = r.service_id AND h.revision = r.desired_revision) THEN
     RAISE EXCEPTION 'service % points at a desired revision that does not exist', r.service_id
       USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'desired_revision_exists',
-            DETAIL = format('desired_revision = %s; extsvc.helm_revisions has no such row.', r.desired_revision);
+            DETAIL = format('desired_revision = %s; extsvc.helm_revisions has no such row.', r.desired_revision),
+            HINT = 'Change services through the extsvc API functions, which write the revision or version first.';
   END IF;
   IF r.applied_revision IS NOT NULL AND NOT EXISTS (
        SELECT FROM extsvc.helm_revisions h
        WHERE h.service_id = r.service_id AND h.revision = r.applied_revision) THEN
     RAISE EXCEPTION 'service % points at an applied revision that does not exist', r.service_id
       USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'applied_revision_exists',
-            DETAIL = format('applied_revision = %s; extsvc.helm_revisions has no such row.', r.applied_revision);
+            DETAIL = format('applied_revision = %s; extsvc.helm_revisions has no such row.', r.applied_revision),
+            HINT = 'Change services through the extsvc API functions, which write the revision or version first.';
   END IF;
   IF r.attachable_version IS NOT NULL AND NOT EXISTS (
        SELECT FROM extsvc.service_versions v
        WHERE v.service_id = r.service_id AND v.version = r.attachable_version) THEN
     RAISE EXCEPTION 'service % points at an attachable version that does not exist', r.service_id
       USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'attachable_version_exists',
-            DETAIL = format('attachable_version = %s; extsvc.service_versions has no such row.', r.attachable_version);
+            DETAIL = format('attachable_version = %s; extsvc.service_versions has no such row.', r.attachable_version),
+            HINT = 'Change services through the extsvc API functions, which write the revision or version first.';
   END IF;
   RETURN NULL;
 END
@@ -81,6 +84,7 @@ BEGIN
                                  WHERE h.service_id = OLD.service_id AND h.revision = OLD.revision)) THEN
       RAISE EXCEPTION 'revision % of service % is still pointed at', OLD.revision, OLD.service_id
         USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'desired_revision_exists',
+              DETAIL = format('service_id: %s, revision: %s (its desired or applied revision)', OLD.service_id, OLD.revision),
               HINT = 'A service''s desired and applied revisions stay while the service exists.';
     END IF;
   ELSIF EXISTS (SELECT FROM extsvc.service_records s
@@ -89,6 +93,7 @@ BEGIN
                                   WHERE v.service_id = OLD.service_id AND v.version = OLD.version)) THEN
     RAISE EXCEPTION 'version % of service % is its attachable version', OLD.version, OLD.service_id
       USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'attachable_version_exists',
+            DETAIL = format('service_id: %s, version: %s', OLD.service_id, OLD.version),
             HINT = 'The attachable version stays while the service exists.';
   END IF;
   RETURN NULL;
