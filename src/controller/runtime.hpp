@@ -52,11 +52,18 @@ struct Settings {
 struct Hooks {
   kube::RequestObserver* observer = nullptr;
   std::function<bool()> interrupted;
+  // The site's write fence (issue 25): consulted right before every write is sent, after the
+  // clients' rate limiter, whoever makes the call; empty = always allowed (the lease process,
+  // whose only writes are the Lease itself).
+  std::function<bool()> may_write;
 };
 
 class Runtime {
  public:
   Runtime(const Settings& s, const Hooks& hooks);
+  // the clients' write fence calls back into this object
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   bool configured() const { return management_ != nullptr; }
   const std::string& config_error() const { return config_error_; }
@@ -77,8 +84,12 @@ class Runtime {
   ClusterCache* cache() { return cache_.get(); }
 
   // The current item's lease fence also guards the clients' one resend after
-  // a 401; an empty function (between items) lets it through.
+  // a 401 and, with the site fence, every write at the moment it is sent; an
+  // empty function (between items) leaves the site fence alone.
   void set_fence(const std::function<bool()>& fence);
+  // Writes the clients did not send because a fence closed while they waited for the rate
+  // limiter (a pass that sees this count grow lost its lease mid-call).
+  uint64_t fenced_writes() const;
 
   uint64_t requests() const;
   uint64_t errors() const;
@@ -91,7 +102,10 @@ class Runtime {
 
  private:
   std::optional<kube::ClusterConfig> cluster_config(const Settings& s, const ClusterSettings& c);
+  bool write_allowed() const;
 
+  std::function<bool()> site_fence_;
+  std::function<bool()> item_fence_;
   std::string ns_;
   std::string site_id_;
   int watch_timeout_s_ = 300;

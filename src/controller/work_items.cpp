@@ -27,6 +27,32 @@ std::string retry(const std::string& message, double retry_after_s = -1) {
   return j.dump();
 }
 
+// A write the clients did not send because a fence closed while it waited for the rate limiter:
+// the pass concluded from a call that never happened, so it claims nothing and is retried, as a
+// pass the fence stopped before the call is.
+constexpr const char* kUnsent =
+    "lease fence: the lease could no longer cover a write that waited for the rate limiter; it "
+    "was not sent";
+
+reconcile::Outcome unsent_write(reconcile::Outcome o) {
+  reconcile::Outcome lost;
+  lost.kind = reconcile::Outcome::Kind::kLost;
+  lost.retry_reason = "lease_fence";
+  lost.message = kUnsent;
+  lost.api_calls = o.api_calls;
+  return lost;
+}
+
+reconcile::DpuOutcome unsent_write(reconcile::DpuOutcome o) {
+  reconcile::DpuOutcome lost;
+  lost.retry = true;
+  lost.lost = true;
+  lost.retry_reason = "lease_fence";
+  lost.message = kUnsent;
+  lost.api_calls = o.api_calls;
+  return lost;
+}
+
 }  // namespace
 
 ItemResult work_service(Runtime& rt, std::string_view work_json,
@@ -58,7 +84,9 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
   try {
     w.lease_ok = lease_ok;
     const FenceScope fence_scope(rt, w.lease_ok);
-    const reconcile::Outcome o = rt.services().reconcile(w);
+    const uint64_t fenced_before = rt.fenced_writes();
+    reconcile::Outcome o = rt.services().reconcile(w);
+    if (rt.fenced_writes() != fenced_before) o = unsent_write(std::move(o));
     if (o.kind == reconcile::Outcome::Kind::kLost) {
       // recorded as a retry (with backoff, so a lease too short for the calls
       // does not spin); the CAS drops it if the row is someone else's
@@ -102,7 +130,9 @@ ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view
     w.registered_keys = keys.registered;
     w.derived_removal_ok = keys.derived_removal_ok;
     const FenceScope fence_scope(rt, w.lease_ok);
-    const reconcile::DpuOutcome o = rec.reconcile(w);
+    const uint64_t fenced_before = rt.fenced_writes();
+    reconcile::DpuOutcome o = rec.reconcile(w);
+    if (rt.fenced_writes() != fenced_before) o = unsent_write(std::move(o));
     if (!o.held_keys.empty())
       spdlog::warn("DPU {}: the orphan guard holds back removing {} label key(s) no item names",
                    w.device_name, o.held_keys.size());

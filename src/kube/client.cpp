@@ -125,6 +125,7 @@ std::string dump(const json& j) {
 Client::Client(ClusterConfig cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {
   impl_->interrupted = &interrupted;
   impl_->may_resend = &may_resend;
+  impl_->may_write = &may_write;
 }
 
 Client::~Client() = default;

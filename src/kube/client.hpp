@@ -66,6 +66,7 @@ class Client {
     uint64_t bytes_received = 0;  // response bodies
     uint64_t connects = 0;        // new TCP connections (CURLINFO_NUM_CONNECTS)
     double throttled_ms = 0;      // time spent waiting in the client-side token bucket
+    uint64_t fenced = 0;          // writes not sent because may_write said no
   };
 
   // An invalid configuration does not throw: every call then returns
@@ -130,6 +131,12 @@ class Client {
   // false the 401 answer is returned instead: the caller's lease fence allowed one call, and a
   // second one might land after the lease is gone.
   std::function<bool()> may_resend;
+
+  // Optional. Consulted right before every write (POST, PUT, PATCH, DELETE) is sent, after the
+  // token bucket granted it: a caller's fence checked before the call cannot see a lease lost
+  // while the call waited for the bucket. When it returns false (or throws) nothing is sent and
+  // the call returns Error{kOther, 0, "Fenced", ...}.
+  std::function<bool()> may_write;
 
  private:
   friend class AsyncGet;

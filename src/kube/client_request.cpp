@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "kube/detail/client_impl.hpp"
@@ -37,6 +38,17 @@ bool Client::Impl::resend_allowed() {
   if (may_resend == nullptr || !*may_resend) return true;
   try {
     return (*may_resend)();
+  } catch (...) {
+    return false;
+  }
+}
+
+// A throwing fence answers "no" here too: a write is never sent on doubt.
+bool Client::Impl::write_allowed(const char* method) {
+  if (std::strcmp(method, "GET") == 0) return true;
+  if (may_write == nullptr || !*may_write) return true;
+  try {
+    return (*may_write)();
   } catch (...) {
     return false;
   }
@@ -124,6 +136,12 @@ Result Client::Impl::request(const char* method, const std::string& path, const 
   }
   std::string token = std::get<std::string>(std::move(tok));
   if (!throttle()) return interrupted_error();
+  if (!write_allowed(method)) {
+    ++stats.fenced;
+    return make_error(ErrorKind::kOther, 0, "Fenced",
+                      std::string("not sent: the write fence closed before ") + method + " " +
+                          redact(path) + " (the lease can no longer cover the call)");
+  }
   Raw raw = perform(method, path, body, content_type, token, limit);
   if (!raw.error && raw.status == 401 && !cfg.token_file.empty()) {
     // Token rotation: always re-read the file after a 401; retry once if it changed.
@@ -139,6 +157,10 @@ Result Client::Impl::request(const char* method, const std::string& path, const 
                   redact(path));
       token = *s;
       if (!throttle()) return interrupted_error();
+      if (!write_allowed(method)) {
+        ++stats.fenced;
+        return to_result(std::move(raw), token);
+      }
       raw = perform(method, path, body, content_type, token, limit);
     }
   }

@@ -86,6 +86,9 @@ void rebuild_runtime() {
     controller::Hooks hooks;
     hooks.observer = metrics_observer();
     hooks.interrupted = [] { return ProcDiePending != 0; };
+    // the site Lease must outlive every write at the moment it is sent (the item fences check
+    // before each call; a call may then wait for the rate limiter)
+    hooks.may_write = [] { return site_write_permit(g_slot, call_budget_ms() * 1000000LL); };
     auto fresh =
         std::make_unique<controller::Runtime>(runtime_settings(site, g_identity.user_agent), hooks);
     if (!fresh->configured()) spdlog::warn("worker idle: {}", fresh->config_error());

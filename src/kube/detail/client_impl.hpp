@@ -40,6 +40,7 @@ struct Client::Impl {
   Stats stats;
   std::shared_ptr<spdlog::logger> logger;
   const std::function<bool()>* may_resend = nullptr;
+  const std::function<bool()>* may_write = nullptr;
   const std::function<bool()>* interrupted = nullptr;
   char errbuf[CURL_ERROR_SIZE] = {};
   size_t last_body_bytes = 0;  // decoded body size of the last response
@@ -87,6 +88,8 @@ struct Client::Impl {
   // Defined in client_request.cpp.
   bool is_interrupted();
   bool resend_allowed();
+  // may_write's answer for a request of `method` (reads are always allowed)
+  bool write_allowed(const char* method);
   bool throttle();
   Result to_result(Raw&& raw, const std::string& token);
   Result request(const char* method, const std::string& path, const std::string* body,
