@@ -65,6 +65,8 @@ void SiteLease::failed(const kube::Error& e, const std::string& what, Clock::tim
 void SiteLease::won(const nlohmann::json& lease, Clock::time_point sent, bool acquired) {
   const bool was_held = status_.held;
   observe(core::LeaseRecord::from_json(lease), Clock::now());
+  written_rv_ = observed_->resource_version;
+  echoed_ = false;
   status_.held = true;
   status_.deposed = false;
   status_.why.clear();
@@ -182,6 +184,32 @@ bool SiteLease::release() {
 
 void SiteLease::drop(const std::string& why) {
   lose(why);
+}
+
+SiteLease::Seen SiteLease::seen(const nlohmann::json& lease) {
+  const auto record = core::LeaseRecord::from_json(lease);
+  if (status_.held) {
+    // A watch delivers versions in order, so until our last write comes back on it every version
+    // it delivers is older than that write and says nothing of now (e.g. the previous holder's
+    // last renewal after our acquisition). resourceVersions are opaque: compared for equality only.
+    if (!echoed_) {
+      echoed_ = record.resource_version == written_rv_;
+      return Seen::kNothing;
+    }
+    if (record.holder == me_text_) return Seen::kNothing;
+  }
+  const bool was_held = status_.held;
+  observe(record, Clock::now());
+  if (!was_held) return record.holder.empty() ? Seen::kFree : Seen::kNothing;
+  if (core::decide(record, me_, false) == core::LeaseAction::kDeposed) {
+    status_.deposed = true;
+    lose("deposed: " + record.holder +
+         " took the Lease (same system identifier, higher timeline); seen on the watch");
+  } else {
+    lose("taken by " + (record.holder.empty() ? std::string("nobody (released)") : record.holder) +
+         "; seen on the watch");
+  }
+  return Seen::kLost;
 }
 
 }  // namespace extsvc::controller

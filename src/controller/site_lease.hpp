@@ -57,6 +57,16 @@ class SiteLease {
   // Stops holding without a call (the database's identity changed, the worker is disabled).
   void drop(const std::string& why);
 
+  // The Lease as the watch delivered it (lease_watch.hpp): a holder learns of a takeover when it
+  // happens, not at its next renewal (client-go's leader election only reads at renewals, which
+  // leaves a deposed holder writing for up to the retry period).
+  enum class Seen {
+    kNothing,  // our own renewal, or nothing that changes what we do
+    kLost,     // we held it and someone else holds it now: stop writing at once
+    kFree,     // we do not hold it and it was released: try at once
+  };
+  Seen seen(const nlohmann::json& lease);
+
   const LeaseStatus& status() const { return status_; }
   const std::string& name() const { return name_; }
   const core::HolderIdentity& me() const { return me_; }
@@ -74,6 +84,10 @@ class SiteLease {
   LeaseTiming timing_;
   LeaseStatus status_;
   std::optional<core::LeaseRecord> observed_;
+  // The watch (seen()): the resourceVersion our last write returned, and whether the watch has
+  // delivered it yet.
+  std::string written_rv_;
+  bool echoed_ = false;
   Clock::time_point observed_at_{};
 };
 

@@ -13,9 +13,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "controller/lease_watch.hpp"
 #include "controller/site_lease.hpp"
 #include "core/site.hpp"
 #include "guard.hpp"
@@ -42,6 +44,8 @@ controller::Runtime* g_rt = nullptr;
 // here, not only in g_lease: a reload rebuilds g_lease, whose first round then merely renews
 controller::SiteLease::Clock::time_point g_writes_from{};
 controller::SiteLease* g_lease = nullptr;
+// The watch on the Lease (after g_lease, which it feeds; destroyed first).
+controller::LeaseWatch* g_watch = nullptr;
 ServerIdentity g_me;
 // What was last published and logged (each change is logged once).
 PauseReason g_last_reason = PauseReason::kStarting;
@@ -51,6 +55,8 @@ char g_last_holder[320];
 void destroy() {
   PendingError err;
   cpp_call(err, [] {
+    delete g_watch;
+    g_watch = nullptr;
     delete g_lease;
     g_lease = nullptr;
     delete g_rt;
@@ -85,6 +91,7 @@ void rebuild() {
       timing.retry_period = std::chrono::milliseconds(t.retry_period_ms);
       timing.call_budget = std::chrono::milliseconds(t.http_timeout_ms + t.lease_margin_ms);
       g_lease = new controller::SiteLease(rt->management(), rt->ns(), site, me, timing);
+      g_watch = new controller::LeaseWatch(rt->management(), *g_lease, rt->ns());
     }
     g_rt = rt.release();
   });
@@ -281,6 +288,66 @@ long round(MemoryContext cxt) {
   return retry + static_cast<long>(rng() % static_cast<unsigned>(retry / 5 + 1));
 }
 
+// Waits up to timeout_ms for the latch, or for the watch on the Lease to bring news: a takeover
+// closes the fence here, at once (then the caller's next round reads the Lease and says why); a
+// release ends the wait so that the next round can take it.
+void lease_wait(long timeout_ms) {
+  const int64 deadline = site_now_ns() + static_cast<int64>(timeout_ms) * 1000000LL;
+  for (;;) {
+    const long left = static_cast<long>((deadline - site_now_ns()) / 1000000LL);
+    if (left <= 0) return;
+    std::vector<kube::Multi::Socket> sockets;
+    long timer = -1;
+    PendingError err;
+    if (g_watch != nullptr)
+      cpp_call(err, [&] {
+        sockets = g_watch->sockets();
+        timer = g_watch->next_timer_ms();
+      });
+    WaitEventSet* set =
+        CreateWaitEventSet(CurrentMemoryContext, static_cast<int>(sockets.size()) + 2);
+    AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, nullptr);
+    AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, nullptr, nullptr);
+    for (const auto& s : sockets) {
+      const int ev = (s.read ? WL_SOCKET_READABLE : 0) | (s.write ? WL_SOCKET_WRITEABLE : 0);
+      if (ev != 0) AddWaitEventToSet(set, ev, s.fd, nullptr, nullptr);
+    }
+    WaitEvent occurred[4];
+    const int n = WaitEventSetWait(set, timer >= 0 ? Min(left, timer) : left, occurred,
+                                   lengthof(occurred), PG_WAIT_EXTENSION);
+    FreeWaitEventSet(set);
+    bool latch = false;
+    for (int i = 0; i < n; ++i) latch |= (occurred[i].events & WL_LATCH_SET) != 0;
+    if (latch) {
+      ResetLatch(MyLatch);
+      return;
+    }
+    if (g_watch == nullptr) continue;
+    auto news = controller::SiteLease::Seen::kNothing;
+    char why[512] = "", holder[320] = "";
+    bool deposed = false;
+    cpp_call(err, [&] {
+      news = g_watch->step();
+      const auto& st = g_lease->status();
+      snprintf(why, sizeof why, "%s", st.why.c_str());
+      snprintf(holder, sizeof holder, "%s", st.holder.c_str());
+      deposed = st.deposed;
+    });
+    flush_logs();
+    if (err.sqlstate != 0) {
+      ereport(WARNING, (errmsg_internal("%s", err.message)));
+      continue;
+    }
+    if (news == controller::SiteLease::Seen::kLost) {
+      // no call may start from here on
+      g_writes_from = {};
+      publish(deposed ? PauseReason::kDeposed : PauseReason::kLease, why, false, holder, 0, 0);
+      return;
+    }
+    if (news == controller::SiteLease::Seen::kFree) return;
+  }
+}
+
 // At exit: no new call, the calls under way end (each within its budget), then the release.
 void on_exit(int, Datum) {
   SiteShared* site = site_shared();
@@ -355,9 +422,7 @@ extern "C" void nico_extsvc_lease_main(Datum) {
       rebuild();
     }
     const long wait_ms = round(cxt);
+    lease_wait(wait_ms);
     MemoryContextSwitchTo(old);
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
-                    PG_WAIT_EXTENSION);
-    ResetLatch(MyLatch);
   }
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "controller/lease_watch.hpp"
 #include "kube/client.hpp"
 #include "sim_harness.h"
 
@@ -167,3 +168,58 @@ TEST_F(SiteLeaseTest, AHolderThatCannotRenewStopsAtTheRenewDeadline) {
 
 }  // namespace
 }  // namespace extsvc::controller
+
+// The watch on the Lease (lease_watch.hpp): the old primary hears of the takeover when it happens,
+// without a renewal; its own renewals and the versions from before its last write are no news.
+SiteLease::Seen watch_until(LeaseWatch& w, SiteLease::Seen wanted,
+                            std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  SiteLease::Seen last = SiteLease::Seen::kNothing;
+  while (std::chrono::steady_clock::now() < end) {
+    last = w.step();
+    if (last == wanted) return last;
+    std::this_thread::sleep_for(5ms);
+  }
+  return last;
+}
+
+TEST_F(SiteLeaseTest, TheWatchTellsTheOldPrimaryOfTheTakeoverBeforeItsNextRenewal) {
+  auto primary = candidate(id(100, 1, "2026-01-05T10:00:00.000000Z"));
+  auto standby = candidate(id(100, 2, "2026-01-05T11:00:00.000000Z"));
+  ASSERT_TRUE(primary->step().held);
+  LeaseWatch watch(*client_, *primary, kNs);
+  // listed and watching; several renewals of our own come back on it as no news
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(primary->step().held);
+    EXPECT_EQ(watch_until(watch, SiteLease::Seen::kLost, 100ms), SiteLease::Seen::kNothing);
+    ASSERT_TRUE(primary->status().held) << primary->status().why;
+  }
+  EXPECT_TRUE(watch.current());
+  ASSERT_TRUE(standby->step().held) << standby->status().why;
+  // no primary->step() from here: only the watch can tell it
+  EXPECT_EQ(watch_until(watch, SiteLease::Seen::kLost, 5000ms), SiteLease::Seen::kLost);
+  EXPECT_FALSE(primary->status().held);
+  EXPECT_TRUE(primary->status().deposed);
+  EXPECT_EQ(primary->status().valid_until, SiteLease::Clock::time_point{});
+  EXPECT_NE(primary->status().why.find("seen on the watch"), std::string::npos)
+      << primary->status().why;
+  // and its next round agrees
+  EXPECT_FALSE(primary->step().held);
+  EXPECT_TRUE(primary->status().deposed);
+}
+
+TEST_F(SiteLeaseTest, TheWatchTellsACandidateOfARelease) {
+  auto a = candidate(id(100, 1, "2026-01-05T10:00:00.000000Z"));
+  auto b = candidate(id(200, 1, "2026-01-05T10:00:00.000000Z"));
+  ASSERT_TRUE(a->step().held);
+  ASSERT_FALSE(b->step().held);
+  LeaseWatch watch(*client_, *b, kNs);
+  ASSERT_TRUE(a->step().held);
+  EXPECT_EQ(watch_until(watch, SiteLease::Seen::kFree, 300ms), SiteLease::Seen::kNothing);
+  ASSERT_TRUE(a->release());
+  EXPECT_EQ(watch_until(watch, SiteLease::Seen::kFree, 5000ms), SiteLease::Seen::kFree);
+  EXPECT_TRUE(b->step().held) << b->status().why;
+  // what the watch delivers after b's acquisition (b's own write) is no news
+  EXPECT_EQ(watch_until(watch, SiteLease::Seen::kLost, 300ms), SiteLease::Seen::kNothing);
+  EXPECT_TRUE(b->status().held);
+}
