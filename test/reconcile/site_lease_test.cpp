@@ -166,9 +166,6 @@ TEST_F(SiteLeaseTest, AHolderThatCannotRenewStopsAtTheRenewDeadline) {
   EXPECT_TRUE(a->step().held);
 }
 
-}  // namespace
-}  // namespace extsvc::controller
-
 // The watch on the Lease (lease_watch.hpp): the old primary hears of the takeover when it happens,
 // without a renewal; its own renewals and the versions from before its last write are no news.
 SiteLease::Seen watch_until(LeaseWatch& w, SiteLease::Seen wanted,
@@ -223,3 +220,6 @@ TEST_F(SiteLeaseTest, TheWatchTellsACandidateOfARelease) {
   EXPECT_EQ(watch_until(watch, SiteLease::Seen::kLost, 300ms), SiteLease::Seen::kNothing);
   EXPECT_TRUE(b->status().held);
 }
+
+}  // namespace
+}  // namespace extsvc::controller
