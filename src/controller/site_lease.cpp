@@ -72,6 +72,22 @@ void SiteLease::won(const nlohmann::json& lease, Clock::time_point sent, bool ac
   status_.why.clear();
   status_.valid_until = sent + timing_.duration;
   status_.renew_until = sent + timing_.renew_deadline;
+  // a takeover's wait written into the Lease holds for whoever holds it next, also for this very
+  // server after a crash restart that lost its memory of it
+  if (lease.is_object()) {
+    const auto ann = lease.value("metadata", nlohmann::json::object())
+                         .value("annotations", nlohmann::json::object());
+    const auto it = ann.find(std::string(core::kAnnWritesFrom));
+    if (it != ann.end() && it->is_string()) {
+      if (const auto until = core::parse_micro_time(it->get<std::string>())) {
+        const auto wall = std::chrono::system_clock::now();
+        if (*until > wall)
+          status_.writes_from =
+              std::max(status_.writes_from,
+                       Clock::now() + std::chrono::duration_cast<Clock::duration>(*until - wall));
+      }
+    }
+  }
   if (acquired || !was_held) {
     status_.since = std::chrono::system_clock::now();
     spdlog::info("site Lease {} {} as {} (transition {})", name_, acquired ? "acquired" : "resumed",
@@ -134,9 +150,16 @@ const LeaseStatus& SiteLease::step() {
   if (status_.action == core::LeaseAction::kPreempt)
     spdlog::warn("site Lease {}: taking it from {} (same system identifier, lower timeline)", name_,
                  record.holder);
-  const auto lease = core::lease_for(record, ns_, name_, site_id_, me_,
-                                     static_cast<int>(timing_.duration.count() / 1000), acquired,
-                                     std::chrono::system_clock::now());
+  auto lease = core::lease_for(record, ns_, name_, site_id_, me_,
+                               static_cast<int>(timing_.duration.count() / 1000), acquired,
+                               std::chrono::system_clock::now());
+  // the deposed holder's last possible call ends this long after our write (below)
+  const auto deposed_window =
+      std::min(timing_.renew_deadline, timing_.duration - timing_.call_budget) +
+      timing_.call_budget;
+  if (status_.action == core::LeaseAction::kPreempt)
+    lease["metadata"]["annotations"][std::string(core::kAnnWritesFrom)] =
+        core::micro_time(std::chrono::system_clock::now() + deposed_window);
   auto put = api_.put(path_, lease);
   if (put.ok()) {
     const bool preempted = status_.action == core::LeaseAction::kPreempt;
@@ -146,9 +169,7 @@ const LeaseStatus& SiteLease::step() {
       // later one would have made ours a 409): it starts no call after that send time + its
       // renew deadline (nor after + duration - budget), and each call ends within the budget
       const auto now = Clock::now();
-      status_.writes_from =
-          now + std::min(timing_.renew_deadline, timing_.duration - timing_.call_budget) +
-          timing_.call_budget;
+      status_.writes_from = std::max(status_.writes_from, now + deposed_window);
       spdlog::warn(
           "site Lease {}: the deposed holder may still write; our writes start in {} ms", name_,
           std::chrono::duration_cast<std::chrono::milliseconds>(status_.writes_from - now).count());

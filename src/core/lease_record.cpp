@@ -145,6 +145,40 @@ std::string micro_time(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+std::optional<std::chrono::system_clock::time_point> parse_micro_time(std::string_view text) {
+  // 2006-01-02T15:04:05[.000000]Z
+  if (text.size() < 20 || text.back() != 'Z' || text[4] != '-' || text[7] != '-' ||
+      text[10] != 'T' || text[13] != ':' || text[16] != ':')
+    return std::nullopt;
+  const auto year = number<int>(text.substr(0, 4)), mon = number<int>(text.substr(5, 2)),
+             day = number<int>(text.substr(8, 2)), hour = number<int>(text.substr(11, 2)),
+             min = number<int>(text.substr(14, 2)), sec = number<int>(text.substr(17, 2));
+  if (!year || !mon || !day || !hour || !min || !sec || *mon < 1 || *mon > 12 || *day < 1 ||
+      *day > 31 || *hour > 23 || *min > 59 || *sec > 60)
+    return std::nullopt;
+  long long us = 0;
+  const std::string_view rest = text.substr(19, text.size() - 20);
+  if (!rest.empty()) {
+    if (rest[0] != '.' || rest.size() < 2 || rest.size() > 10) return std::nullopt;
+    std::string digits(rest.substr(1));
+    const auto frac = number<long long>(digits);
+    if (!frac) return std::nullopt;
+    us = *frac;
+    for (size_t n = digits.size(); n < 6; ++n) us *= 10;
+    for (size_t n = digits.size(); n > 6; --n) us /= 10;
+  }
+  std::tm tm{};
+  tm.tm_year = *year - 1900;
+  tm.tm_mon = *mon - 1;
+  tm.tm_mday = *day;
+  tm.tm_hour = *hour;
+  tm.tm_min = *min;
+  tm.tm_sec = *sec;
+  const time_t secs = timegm(&tm);
+  return std::chrono::system_clock::time_point(std::chrono::seconds(secs)) +
+         std::chrono::microseconds(us);
+}
+
 json lease_for(const std::optional<LeaseRecord>& observed, std::string_view ns,
                std::string_view name, std::string_view site_id, const HolderIdentity& me,
                int duration_s, bool acquired, std::chrono::system_clock::time_point now) {

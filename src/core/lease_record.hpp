@@ -28,6 +28,10 @@ inline constexpr std::string_view kAnnDatabase = "nico/database";
 inline constexpr std::string_view kAnnServerStarted = "nico/server-started";
 inline constexpr std::string_view kAnnHost = "nico/host";
 inline constexpr std::string_view kAnnHighestTimeline = "nico/highest-timeline";
+// Set by a holder that took the Lease from a deposed one (a promotion): no holder writes before
+// this time, whatever happens to the taker's memory (a crash restart of its server resumes the
+// Lease at once under the same identity). A MicroTime.
+inline constexpr std::string_view kAnnWritesFrom = "nico/writes-from";
 
 // Who writes: "<system_identifier>.<timeline>/<database>/<server start>/<host:port>", e.g.
 // "7301234567890123456.2/nico/2026-01-05T10:00:00.123456Z/db-1:5432". The server start is the
@@ -77,6 +81,8 @@ LeaseAction decide(const LeaseRecord& observed, const HolderIdentity& me, bool e
 
 // MicroTime: "2006-01-02T15:04:05.000000Z".
 std::string micro_time(std::chrono::system_clock::time_point t);
+// Its inverse (also without the fraction); nullopt on anything else.
+std::optional<std::chrono::system_clock::time_point> parse_micro_time(std::string_view text);
 
 // The Lease to write: the object read (its metadata and annotations kept, resourceVersion as the
 // precondition) or a new one, with me as holder. acquired: acquireTime now and transitions + 1

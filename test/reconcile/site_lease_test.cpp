@@ -166,6 +166,31 @@ TEST_F(SiteLeaseTest, AHolderThatCannotRenewStopsAtTheRenewDeadline) {
   EXPECT_TRUE(a->step().held);
 }
 
+TEST_F(SiteLeaseTest, ACrashRestartOfTheTakerKeepsTheTakeoverWait) {
+  auto primary = candidate(id(100, 1, "2026-01-05T10:00:00.000000Z"));
+  auto standby = candidate(id(100, 2, "2026-01-05T11:00:00.000000Z"));
+  ASSERT_TRUE(primary->step().held);
+  ASSERT_TRUE(standby->step().held);
+  const auto wait_until = standby->status().writes_from;
+  ASSERT_GT(wait_until, SiteLease::Clock::now() + 1500ms);
+  EXPECT_FALSE(lease()["metadata"]["annotations"]["nico/writes-from"].get<std::string>().empty());
+  // the promoted server crashes and restarts at once: same identity (the postmaster's start
+  // survives a crash restart), no memory; it resumes its Lease and still waits
+  standby.reset();
+  auto restarted = candidate(id(100, 2, "2026-01-05T11:00:00.000000Z"));
+  ASSERT_TRUE(restarted->step().held) << restarted->status().why;
+  EXPECT_EQ(restarted->status().action, core::LeaseAction::kRenew);
+  EXPECT_GE(restarted->status().writes_from, wait_until - 50ms);
+  EXPECT_LE(restarted->status().writes_from, wait_until + 50ms);
+  // once the wait is over a restart writes at once
+  std::this_thread::sleep_for(
+      std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - SiteLease::Clock::now()) +
+      50ms);
+  auto again = candidate(id(100, 2, "2026-01-05T11:00:00.000000Z"));
+  ASSERT_TRUE(again->step().held);
+  EXPECT_EQ(again->status().writes_from, SiteLease::Clock::time_point{});
+}
+
 // The watch on the Lease (lease_watch.hpp): the old primary hears of the takeover when it happens,
 // without a renewal; its own renewals and the versions from before its last write are no news.
 SiteLease::Seen watch_until(LeaseWatch& w, SiteLease::Seen wanted,

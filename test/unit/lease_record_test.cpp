@@ -88,6 +88,18 @@ TEST(LeaseDecision, TimelinesOfOneCluster) {
   EXPECT_EQ(decide(other, old_primary, false), LeaseAction::kAcquire);
 }
 
+TEST(LeaseObject, MicroTimeRoundTrips) {
+  const auto t = system_clock::time_point(std::chrono::microseconds(1767607200123456LL));
+  EXPECT_EQ(parse_micro_time(micro_time(t)), t);
+  EXPECT_EQ(parse_micro_time("2026-01-05T10:00:00Z"),
+            system_clock::time_point(std::chrono::seconds(1767607200)));
+  EXPECT_EQ(parse_micro_time("2026-01-05T10:00:00.5Z"),
+            system_clock::time_point(std::chrono::microseconds(1767607200500000LL)));
+  for (const char* bad : {"", "2026-01-05", "2026-01-05T10:00:00", "2026-13-05T10:00:00Z",
+                          "2026-01-05T10:00:00.Z", "2026-01-05T10:00:00.12x456Z", "tomorrow"})
+    EXPECT_EQ(parse_micro_time(bad), std::nullopt) << bad;
+}
+
 TEST(LeaseObject, AcquireRenewRelease) {
   const auto me = id(100, 2);
   const auto t = system_clock::time_point(std::chrono::microseconds(1767607200123456LL));
