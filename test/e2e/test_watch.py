@@ -9,6 +9,7 @@ anything. Two groups, each with its own cluster: the second runs with a short
 resync interval and staleness bound."""
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -101,6 +102,48 @@ def test_a_watch_cut_mid_stream_loses_no_event():
           f"{ {r: after[r]['watches'] - before[r]['watches'] for r in after} }")
     e().attach(iid)
     wait_until(lambda: summary(iid) == {}, timeout=30, what="detached")
+
+
+def watcher_memory_bytes():
+    """Every memory context of the watcher, in bytes: pg_log_backend_memory_contexts writes them to
+    the server log, ending with one "Grand total" line."""
+    pid = e().pg.one("SELECT pid FROM extsvc.worker_status() WHERE slot = 0")
+    with open(e().pg.logfile) as f:
+        f.seek(0, 2)
+        start = f.tell()
+    assert e().pg.one(f"SELECT pg_log_backend_memory_contexts({pid})") == "t"
+    found = []
+
+    def logged():
+        with open(e().pg.logfile) as f:
+            f.seek(start)
+            found[:] = re.findall(r"Grand total: (\d+) bytes", f.read())
+        return found
+    wait_until(logged, timeout=20, what="the watcher's memory contexts in the log")
+    return int(found[0])
+
+
+def test_wait_set_rebuilds_keep_the_watchers_memory_flat():
+    """Issue 24, part 4.1: every change of the informers' sockets (a cut stream reconnects) rebuilds
+    the watcher's wait set; hundreds of rebuilds leave its PostgreSQL memory where it was (the old
+    set is freed, the socket arrays live in the loop's context)."""
+    wait_until(all_watched, timeout=30, what="every informer listed and watching")
+
+    def cut(n):
+        for _ in range(n):
+            e().sim.cut_watches()
+            time.sleep(0.03)
+        wait_until(all_watched, timeout=30, what="watching again")
+    cut(30)  # warm: plans and caches the reconnects use once
+    m0 = watcher_memory_bytes()
+    w0 = sum(v["watches"] for v in watch_status().values())
+    cut(300)
+    m1 = watcher_memory_bytes()
+    w1 = sum(v["watches"] for v in watch_status().values())
+    print(f"    {w1 - w0} watch reconnects; watcher memory {m0} -> {m1} bytes ({m1 - m0:+d})")
+    assert w1 - w0 >= 300, (w0, w1)
+    # a wait set of ~10 sockets is several hundred bytes: a leak per rebuild would be >= 100 KiB here
+    assert m1 - m0 < 32 * 1024, (m0, m1)
 
 
 def test_an_expired_resource_version_makes_the_informer_list_again():
@@ -270,6 +313,7 @@ def main():
         setup_fleet(ENV, 4)
         ok = run_tests([
             test_a_watch_cut_mid_stream_loses_no_event,
+            test_wait_set_rebuilds_keep_the_watchers_memory_flat,
             test_an_expired_resource_version_makes_the_informer_list_again,
             test_events_for_objects_nico_does_not_own_wake_nothing,
             test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it_only_when_ours,
