@@ -26,6 +26,7 @@ namespace extsvc::controller {
 struct ClusterSettings {
   std::string kubeconfig, server, ca_file, token_file;
   bool empty() const { return kubeconfig.empty() && server.empty(); }
+  bool operator==(const ClusterSettings&) const = default;
 };
 
 struct Settings {
@@ -45,6 +46,8 @@ struct Settings {
   // "nico_extsvc/<version> (<holderIdentity>)"
   std::string site_id;
   std::string user_agent;
+  // a reload that changes none of these keeps the runtime, its clients and its caches
+  bool operator==(const Settings&) const = default;
 };
 
 // What the host process lends the clients: a request observer (metrics) and

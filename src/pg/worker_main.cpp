@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include <sys/stat.h>
+
 #include <spdlog/spdlog.h>
 
 #include "guard.hpp"
@@ -67,6 +69,28 @@ controller::Settings runtime_settings(const char* site_id, const char* user_agen
 namespace {
 
 ServerIdentity g_identity;
+
+// What the runtime was built from: its settings, and the identity of the files they name (a CA
+// bundle or kubeconfig replaced under the same path is a change; the token file is re-read by the
+// clients themselves). A reload that changes neither keeps the runtime and its caches: no re-list.
+struct BuiltFrom {
+  controller::Settings settings;
+  std::string files;
+  bool watch = false;  // extsvc.watch: the caches are part of the runtime
+};
+BuiltFrom* g_built = nullptr;
+
+std::string file_stamp(const std::string& path) {
+  struct stat st;
+  if (path.empty() || stat(path.c_str(), &st) != 0) return path + ":-;";
+  return path + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ";";
+}
+
+std::string files_of(const controller::Settings& s) {
+  return file_stamp(s.management.kubeconfig) + file_stamp(s.management.ca_file) +
+         file_stamp(s.dpu.kubeconfig) + file_stamp(s.dpu.ca_file);
+}
 // Why the last rebuild of the runtime failed ("" when it did not), for worker_status().
 char g_rebuild_error[256];
 
@@ -82,6 +106,8 @@ void rebuild_runtime() {
   cpp_call(err, [&] {
     delete g_runtime;  // first: a failed rebuild must not leave the old clients running
     g_runtime = nullptr;
+    delete g_built;
+    g_built = nullptr;
     set_log_level(gucs.log_level);
     controller::Hooks hooks;
     hooks.observer = metrics_observer();
@@ -89,10 +115,14 @@ void rebuild_runtime() {
     // the site Lease must outlive every write at the moment it is sent (the item fences check
     // before each call; a call may then wait for the rate limiter)
     hooks.may_write = [] { return site_write_permit(g_slot, call_budget_ms() * 1000000LL); };
-    auto fresh =
-        std::make_unique<controller::Runtime>(runtime_settings(site, g_identity.user_agent), hooks);
+    auto built = std::make_unique<BuiltFrom>();
+    built->settings = runtime_settings(site, g_identity.user_agent);
+    built->files = files_of(built->settings);
+    built->watch = gucs.watch;
+    auto fresh = std::make_unique<controller::Runtime>(built->settings, hooks);
     if (!fresh->configured()) spdlog::warn("worker idle: {}", fresh->config_error());
     g_runtime = fresh.release();
+    g_built = built.release();
   });
   flush_logs();
   g_rebuild_error[0] = '\0';
@@ -101,6 +131,24 @@ void rebuild_runtime() {
     if (g_slot >= 0) note_worker_error(&shared_state()->slots[g_slot], err.message);
     ereport(WARNING, (errmsg_internal("%s", err.message)));
   }
+}
+
+// After a reload: true when the runtime was built from exactly what the settings say now (then
+// only the log level is applied).
+bool runtime_current() {
+  if (g_runtime == nullptr || g_built == nullptr) return false;
+  char site[64];
+  site_id_in_force(site, sizeof site);
+  bool same = false;
+  PendingError err;
+  cpp_call(err, [&] {
+    const controller::Settings now = runtime_settings(site, g_identity.user_agent);
+    same =
+        now == g_built->settings && files_of(now) == g_built->files && gucs.watch == g_built->watch;
+    if (same) set_log_level(gucs.log_level);
+  });
+  flush_logs();
+  return err.sqlstate == 0 && same;
 }
 
 // Publishes what this worker does now (issue 28), with the settings' error of the runtime.
@@ -235,7 +283,11 @@ void worker_loop() {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
       adopt_timing(false);  // a set that does not work is refused (the lease process logs why)
-      rebuild_runtime();
+      if (runtime_current())
+        ereport(DEBUG1, (errmsg_internal("nico_extsvc: configuration reloaded; the clusters' "
+                                         "settings are unchanged, the caches are kept")));
+      else
+        rebuild_runtime();
     } else if (g_runtime != nullptr && !same_site(g_runtime->site_id())) {
       rebuild_runtime();  // the lease process adopted the site id
     }
