@@ -1,5 +1,6 @@
 #include "core/dpf_objects.hpp"
 
+#include "core/identity.hpp"
 #include "core/json_access.hpp"
 
 namespace extsvc::core {
@@ -17,7 +18,7 @@ NicoLabels nico_labels_of(const json& labels) {
   NicoLabels out;
   if (!labels.is_object()) return out;
   for (auto it = labels.begin(); it != labels.end(); ++it)
-    if (it.key().rfind("nico/extsvc-", 0) == 0)
+    if (it.key().rfind(kPlacementLabelPrefix, 0) == 0)
       out.emplace(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
   return out;
 }

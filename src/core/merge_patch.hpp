@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/identity.hpp"
+
 namespace extsvc::core {
 
 // Minimal RFC 7396 merge patch turning `from` into `to`: removed keys become
@@ -34,6 +36,6 @@ nlohmann::json dpuservice_mutable_patch(const nlohmann::json& live, const nlohma
 // Returns {} when nothing changes.
 nlohmann::json node_labels_patch(const nlohmann::json& current_node_labels,
                                  const std::set<std::string>& wanted_keys,
-                                 std::string_view owned_prefix = "nico/extsvc-");
+                                 std::string_view owned_prefix = kPlacementLabelPrefix);
 
 }  // namespace extsvc::core

@@ -40,7 +40,7 @@ json nico_labels(const json& labels) {
   json out = json::object();
   if (labels.is_object())
     for (auto it = labels.begin(); it != labels.end(); ++it)
-      if (it.key().rfind("nico/extsvc-", 0) == 0) out[it.key()] = *it;
+      if (it.key().rfind(core::kPlacementLabelPrefix, 0) == 0) out[it.key()] = *it;
   return out;
 }
 
@@ -102,7 +102,7 @@ bool strays_and_node_keys(const DpuWork& w, DpuObserver& obs, const json* device
   if (device_labels != nullptr && dpu != nullptr && dpu->phase == "Ready" && obs.current() &&
       node_labels.is_object())
     for (auto it = node_labels.begin(); it != node_labels.end(); ++it)
-      if (it.key().rfind("nico/extsvc-", 0) == 0 && !w.wanted_keys.count(it.key()) &&
+      if (it.key().rfind(core::kPlacementLabelPrefix, 0) == 0 && !w.wanted_keys.count(it.key()) &&
           !carried(it.key()) &&
           (w.registered_keys == nullptr || w.registered_keys->count(it.key()) > 0))
         node_only.insert(it.key());
