@@ -75,7 +75,8 @@ void rebuild() {
     s.dpu = {};  // the Lease lives in the management cluster
     controller::Hooks hooks;
     hooks.observer = metrics_observer();
-    hooks.interrupted = [] { return ProcDiePending != 0; };
+    // a pending SIGTERM, or a dead postmaster (an orphan must not go on calling the API)
+    hooks.interrupted = [] { return ProcDiePending != 0 || !PostmasterIsAlive(); };
     auto rt = std::make_unique<controller::Runtime>(s, hooks);
     if (rt->configured() && site[0] != '\0' && timing_usable()) {
       core::HolderIdentity me;

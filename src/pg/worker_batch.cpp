@@ -268,6 +268,8 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* con
   for (int i = 0; i < batch.count; ++i) alive[i] = true;
   for (int i = 0; i < batch.count; ++i) {
     CHECK_FOR_INTERRUPTS();
+    // an orphan of a dead postmaster stops between items, not at the loop's next WaitLatch
+    if (!PostmasterIsAlive()) proc_exit(1);
     watch_pump();  // the watch streams keep flowing while the batch runs
     maybe_renew(cxt, batch, alive, i, &deadline, slot);
     if (alive[i]) work_item(cxt, queue, batch.items[i], state, slot, deadline);

@@ -111,7 +111,8 @@ void rebuild_runtime() {
     set_log_level(gucs.log_level);
     controller::Hooks hooks;
     hooks.observer = metrics_observer();
-    hooks.interrupted = [] { return ProcDiePending != 0; };
+    // a pending SIGTERM, or a dead postmaster (an orphan must not go on calling the API)
+    hooks.interrupted = [] { return ProcDiePending != 0 || !PostmasterIsAlive(); };
     // the site Lease must outlive every write at the moment it is sent (the item fences check
     // before each call; a call may then wait for the rate limiter)
     hooks.may_write = [] { return site_write_permit(g_slot, call_budget_ms() * 1000000LL); };

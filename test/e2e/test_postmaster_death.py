@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""End-to-end (issue 24, part 4.3): a worker notices its postmaster's death within a second,
+also in the middle of a burst its client throttles. The workers stop at WaitLatch on
+WL_EXIT_ON_PM_DEATH, but a batch of DPU label patches at a low extsvc.kube_qps spends seconds in
+the client's token bucket and in transfers, outside any WaitLatch: the client's interrupt check
+(between token-bucket slices and during transfers) asks PostmasterIsAlive() too, so an orphaned
+worker sends nothing more."""
+import os
+import signal
+import time
+
+from extsvc_testkit.harness import Env, helm_data, host_id, run_tests, wait_until
+
+ENV = None
+DPUS = 10
+
+
+def entry_time(r):
+    """dpfsim's arrival time of a logged request, in seconds since the epoch."""
+    t = r["time"]
+    if isinstance(t, (int, float)):
+        return float(t)
+    import calendar
+    whole, _, frac = t.rstrip("Z").partition(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
+
+
+def device_patches():
+    reqs = ENV.sim.requests(2000)["requests"]
+    return [r for r in reqs if r["method"] == "PATCH" and r.get("resource") == "dpudevices"]
+
+
+def running(pid):
+    """The process exists and has not exited (an orphan's zombie waits for a reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_dead_postmaster_stops_a_throttled_burst_within_a_second():
+    for i in range(DPUS):
+        ENV.register_dpu(i, host_id(f"pm{i}"), True)
+    # a site-wide service: one label patch per DPUDevice, 2 a second (kube_qps 2, burst 1)
+    sid = ENV.create("pm-site-wide", helm_data(), target=None, deployment_scope="ALL_DPUS")
+    wait_until(lambda: device_patches(), timeout=60, interval=0.02, what="the first DPUDevice patch")
+    pid = int(open(os.path.join(ENV.pg.data, "postmaster.pid")).readline())
+    workers = ENV.pg.worker_pids()
+    t_kill = time.time()
+    os.kill(pid, signal.SIGKILL)
+    gone = wait_until(lambda: not any(running(w) for w in workers), timeout=15,
+                      interval=0.02, what="the orphaned workers gone")
+    took = time.time() - t_kill
+    time.sleep(1.0)
+    patches = device_patches()
+    late = [r for r in patches if entry_time(r) > t_kill + 1.0]
+    print(f"    {len(patches)} DPUDevice patches in all; the workers were gone {took:.2f} s after the "
+          f"postmaster's SIGKILL; patches later than 1 s after it: {len(late)}")
+    assert gone and not late, [(r["path"], entry_time(r) - t_kill) for r in late]
+    assert len(patches) < DPUS, "the burst ended before the kill: nothing was tested"
+    assert took < 1.0, f"the workers outlived their postmaster by {took:.2f} s"
+    del sid
+
+
+def main():
+    global ENV
+    ENV = Env(dpus=DPUS, workers=1, extra={"extsvc.kube_qps": "2", "extsvc.kube_burst": "1"})
+    ok = False
+    try:
+        ok = run_tests([test_a_dead_postmaster_stops_a_throttled_burst_within_a_second],
+                       "# e2e: postmaster death during a throttled burst")
+    finally:
+        ENV.close(keep=not ok)
+    return ok
+
+
+if __name__ == "__main__":
+    raise SystemExit(0 if main() else 1)
