@@ -209,7 +209,9 @@ std::string redact_once(std::string_view in) {
       i = j;
       continue;
     }
-    if (!is_secret_key(ident_lower)) {
+    // A path's last component ("/var/run/secrets/.../token: No such file or directory") is a
+    // file name, not a key: its "value" is the OS error, which the operator needs (issue 28).
+    if (!is_secret_key(ident_lower) || (i > 0 && in[i - 1] == '/')) {
       i = j;
       continue;
     }
