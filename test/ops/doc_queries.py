@@ -18,6 +18,11 @@ filled from the seeded database: '<service_id>', '<instance_id>',
 '<machine_id>', '<another name>'; any other '<...>' in a statement is a
 failure (a doc query nobody can paste).
 
+The inline `SELECT ...` spans of the same docs (the actions tables, the runbook's "Look" and
+"Act" lines) run too: each may be refused by the seeded rows' state (retry_service of a READY
+service), never by the role, a missing object or its syntax; a span whose line says `superuser`
+is skipped.
+
 Connection: libpq's PG* variables (a superuser). Creates and drops the
 database extsvc_docq and the role extsvc_docq_admin. Exit status 0 when
 every statement passed.
@@ -93,6 +98,26 @@ def statements(block):
     return out
 
 
+def inline_selects(path):
+    """(line number, statement, the whole line) of every `SELECT ...` code span of a Markdown
+    file outside its code blocks (the actions tables, the runbook's "Look" lines)."""
+    out, fenced = [], False
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if re.match(r"^\s*```", line):
+                fenced = not fenced
+                continue
+            if not fenced:
+                for m in re.finditer(r"`(SELECT [^`]*)`", line):
+                    out.append((n, m.group(1).strip().rstrip(";"), line))
+    return out
+
+
+# What a statement that is merely not applicable to the seeded rows answers (a FAILED-only
+# verb on a READY service, ...): fine. Privilege, missing objects and syntax are not.
+NOT_RUNNABLE = {"42501", "42883", "42P01", "42703", "42601", "42704", "42P02"}
+
+
 def connect(user=None, dbname=DB):
     kw = {"dbname": dbname, "autocommit": True}
     if user:
@@ -145,10 +170,10 @@ def main():
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"DROP ROLE IF EXISTS {ROLE}")
         c.execute(f"CREATE DATABASE {DB}")
-        c.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE extsvc_admin")
     try:
         with connect() as su:
-            su.execute("CREATE EXTENSION nico_extsvc")
+            su.execute("CREATE EXTENSION nico_extsvc")  # creates extsvc_admin on a new cluster
+            su.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE extsvc_admin")
             values = seed(su)
         # the role is a member of extsvc_admin and of nothing else
         with connect() as su:
@@ -189,7 +214,35 @@ def main():
                             check(err is not None, f"{where}: documented as superuser; as extsvc_admin: {err}")
                         else:
                             check(err is None, f"{where}" + (f": {err}" if err else ""))
+            # the inline SELECTs: each may refuse the seeded rows' state, never the role
+            spans = 0
+            for doc in DOCS:
+                for n, stmt, line in inline_selects(doc):
+                    spans += 1
+                    where = f"{doc}:{n}: {stmt[:90]}"
+                    filled = stmt
+                    for k, v in dict(values, **{"'<id>'": values["'<service_id>'"]}).items():
+                        filled = filled.replace(k, v)
+                    filled = re.sub(r",\s*N\)", ", 1)", filled)  # rollback_service('<id>', N)
+                    unknown = re.findall(r"'<[^'>]*>'|<[a-z_]+>", filled)
+                    superuser = re.search(r"\bsuperuser\b", line) is not None
+                    if unknown and not superuser:
+                        check(False, f"{where}: placeholder {unknown[0]} is not one of {sorted(values)}")
+                        continue
+                    if superuser:
+                        continue  # the doc says who may run it
+                    state = None
+                    try:
+                        with admin.transaction():
+                            admin.execute(filled)
+                            raise psycopg.Rollback()
+                    except psycopg.Error as e:
+                        state = e.sqlstate
+                        err = f"{e.sqlstate}: {str(e).splitlines()[0]}"
+                    check(state not in NOT_RUNNABLE,
+                          f"{where} (inline)" + (f": {err}" if state else ""))
         check(total >= 30, f"{total} statements found in the docs' sql blocks")
+        check(spans >= 30, f"{spans} inline SELECTs found in the docs")
     finally:
         with connect(dbname="postgres") as c:
             c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
