@@ -145,6 +145,9 @@ if pg_cluster_start sqltest "extsvc.workers = 1"; then
   # issue #13: 300 seeded random call sequences against the reference model of
   # the SQL contract, state compared after every call (test/model/model_sql.py runs 10^4)
   suite model-sql env PGBIN="$PGBIN" "$PY" "$ROOT/test/model/model_sql.py" --ci
+  # issue 28: every ```sql block of docs/operator-guide.md and docs/runbook.md runs as a
+  # login role that is only a member of extsvc_admin (state changes rolled back)
+  suite doc-queries env PGBIN="$PGBIN" "$PY" "$ROOT/test/ops/doc_queries.py"
   # issue #12: pg_dump -Fc / pg_restore keep every row of every extension table
   suite dump-restore env PGBIN="$PGBIN" "$PY" "$ROOT/test/upgrade/dump_restore.py"
 else

@@ -37,7 +37,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
                     AND (a.chart_name = '' OR a.chart_name = p_data->>'chartName'))
 $fn$;
 COMMENT ON FUNCTION extsvc._chart_allowed(jsonb) IS
-  'Internal: true when an extsvc.chart_allowlist entry admits the repoURL and chartName of normalized Helm data. No grants.';
+  'Internal: true when an extsvc.chart_allowlist entry admits the repoURL and chartName of normalized Helm data. EXECUTE for extsvc_admin only (extsvc.services_outside_allowlist calls it as the reading role).';
 
 -- Refuses a chart that is not on the allow-list while enforcement is on.
 -- p_detail: the DETAIL (default: the repoURL's JSON path and the chart).

@@ -7,7 +7,9 @@ GRANT SELECT ON extsvc.services TO extsvc_api, extsvc_admin;
 GRANT SELECT ON extsvc.reconciliation_queue, extsvc.service_history, extsvc.lifecycle_transitions,
                 extsvc.placement_transitions, extsvc.dpu_state_history,
                 extsvc.chart_allowlist, extsvc.dpu_placement, extsvc.dpu_desired_labels,
-                extsvc.services_outside_allowlist, extsvc.stray_workloads
+                extsvc.services_outside_allowlist, extsvc.stray_workloads,
+                -- the per-DPU rows, read-only (issue 28: the runbook's drain check reads them)
+                extsvc.dpf_extension_service_attachments, extsvc.site_service_dpu_status
   TO extsvc_admin;
 
 GRANT EXECUTE ON FUNCTION
@@ -46,6 +48,18 @@ GRANT EXECUTE ON FUNCTION
   extsvc._delete_service_as_admin(uuid, text, text),
   extsvc._allow_chart_as_admin(text, text),
   extsvc._disallow_chart_as_admin(text, text)
+TO extsvc_admin;
+
+-- The pure helpers the operators' views call (issue 28): PostgreSQL checks
+-- EXECUTE on a function inside a view against the role reading the view,
+-- not the view's owner, so extsvc.dpu_desired_labels (and dpu_placement and
+-- services_outside_allowlist, which read it) and services_outside_allowlist's
+-- allow-list check refused every extsvc_admin member. Both only read what
+-- an admin may read anyway; regress/pgtap/view_grants.sql reads every view
+-- as a member of each role that may read it.
+GRANT EXECUTE ON FUNCTION
+  extsvc._site_service_wanted(text, integer),
+  extsvc._chart_allowed(jsonb)
 TO extsvc_admin;
 
 GRANT EXECUTE ON FUNCTION

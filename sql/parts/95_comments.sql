@@ -72,7 +72,7 @@ COMMENT ON FUNCTION extsvc._service_state_wakes_dpus IS
 COMMENT ON FUNCTION extsvc._site_service_cleared IS
   'Internal: true once every registered DPU was observed without an ALL_DPUS service''s label and pods after its delete was requested.';
 COMMENT ON FUNCTION extsvc._site_service_wanted IS
-  'Internal: whether an ALL_DPUS service is wanted on every registered DPU (accepted by DPF and not being deleted).';
+  'Internal: whether an ALL_DPUS service is wanted on every registered DPU (accepted by DPF and not being deleted). EXECUTE for extsvc_admin (extsvc.dpu_desired_labels calls it as the reading role).';
 COMMENT ON FUNCTION extsvc._tenant_denied IS
   'Internal: the tenant refusal (42501) that does not reveal whether the row exists.';
 COMMENT ON FUNCTION extsvc._touch_dpu IS

@@ -122,20 +122,35 @@ uint64_t Runtime::errors() const {
 
 std::optional<kube::ClusterConfig> Runtime::cluster_config(const Settings& s,
                                                            const ClusterSettings& c) {
+  // Every message names the setting to fix (issue 28): the settings of this cluster are
+  // extsvc.<prefix>kubeconfig, extsvc.<prefix>kube_server, ...
+  const std::string p = &c == &s.dpu ? "extsvc.dpu_" : "extsvc.";
+  kube::ConfigNames names;
+  names.insecure = "extsvc.kube_insecure_skip_verify";
+  names.allow_insecure_http = "set extsvc.kube_allow_insecure_http";
+  names.qps = "extsvc.kube_qps";
+  names.burst = "extsvc.kube_burst";
+  names.timeouts = "extsvc.connect_timeout and extsvc.http_timeout";
   kube::ClusterConfig cfg;
   if (!c.kubeconfig.empty()) {
     auto loaded = kube::load_kubeconfig(c.kubeconfig);
     if (auto* err = std::get_if<std::string>(&loaded)) {
-      config_error_ = "kubeconfig " + c.kubeconfig + ": " + *err;
+      config_error_ = p + "kubeconfig: " + *err;
       return std::nullopt;
     }
     cfg = std::get<kube::ClusterConfig>(loaded);
+    names.server = "the server of " + p + "kubeconfig (" + c.kubeconfig + ")";
+    names.ca_file = "a certificate-authority (" + p + "kubeconfig)";
+    names.token_file = "the bearer token of " + p + "kubeconfig";
   } else if (!c.server.empty()) {
     cfg.server = c.server;
     cfg.ca_file = c.ca_file;
     cfg.token_file = c.token_file;
+    names.server = p + "kube_server";
+    names.ca_file = p + "kube_ca_file";
+    names.token_file = "a bearer token (" + p + "kube_token_file)";
   } else {
-    config_error_ = "no cluster configured (set extsvc.kubeconfig or extsvc.kube_server)";
+    config_error_ = "no cluster configured (set " + p + "kubeconfig or " + p + "kube_server)";
     return std::nullopt;
   }
   cfg.insecure_skip_verify = s.insecure;
@@ -147,7 +162,7 @@ std::optional<kube::ClusterConfig> Runtime::cluster_config(const Settings& s,
   cfg.max_list_bytes = s.max_list_bytes;
   cfg.allow_insecure_http = s.allow_insecure_http;
   if (!s.user_agent.empty()) cfg.user_agent = s.user_agent;
-  if (auto err = kube::validate(cfg)) {
+  if (auto err = kube::validate(cfg, names)) {
     config_error_ = *err;
     return std::nullopt;
   }

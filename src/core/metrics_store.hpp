@@ -36,21 +36,14 @@ class MetricsStore {
   static constexpr int kQueues = 2;          // "service", "dpu"
   static constexpr std::array<std::string_view, kQueues> kQueueNames = {"service", "dpu"};
   // Why a reconciliation pass ended in a retry (reconcile::retry_reason).
-  static constexpr int kRetryReasons = 13;
+  static constexpr int kRetryReasons = 14;
   static constexpr std::array<std::string_view, kRetryReasons> kRetryReasonNames = {
-      "transport",
-      "timeout",
-      "server_error",
-      "too_many_requests",
-      "conflict",
-      "unauthorized",
-      "forbidden",
-      "invalid_response",
-      "response_too_large",
-      "lease_fence",
-      "not_synced",
-      "internal",
-      "other"};
+      "transport",          "timeout",     "server_error",
+      "too_many_requests",  "conflict",    "unauthorized",
+      "token_unavailable",  "forbidden",   "invalid_response",
+      "response_too_large", "lease_fence", "not_synced",
+      "internal",           "other",
+  };
   static constexpr int kMaxWorkers = 16;
 
   // One sample of a snapshot: Prometheus-style name, labels in order, value.

@@ -43,17 +43,22 @@ std::variant<std::string, Error> Client::Impl::current_token(bool force_reread) 
       st.st_ino == file_stat.st_ino && st.st_dev == file_stat.st_dev &&
       st.st_mtim.tv_sec == file_stat.st_mtim.tv_sec &&
       st.st_mtim.tv_nsec == file_stat.st_mtim.tv_nsec) {
+    token_warned = false;  // back, unchanged
     return file_token;
   }
   if (st.st_size > static_cast<off_t>(kMaxTokenBytes)) return token_unavailable("file too large");
   std::ifstream in(cfg.token_file, std::ios::binary);
-  if (!in) return token_unavailable("cannot open");
+  if (!in) return token_unavailable(std::strerror(errno));  // e.g. Permission denied
   std::ostringstream ss;
   ss << in.rdbuf();
   std::string tok = trim_ws(ss.str());
   if (tok.empty()) return token_unavailable("file is empty");
   if (tok.find_first_of("\r\n") != std::string::npos)
     return token_unavailable("file contains more than one line");
+  if (token_warned) {
+    log().info("kube: bearer token file {} is readable again", cfg.token_file);
+    token_warned = false;
+  }
   if (file_token_loaded && tok != file_token) {
     log().info("kube: bearer token file {} changed, using the new token", cfg.token_file);
   }
@@ -64,16 +69,26 @@ std::variant<std::string, Error> Client::Impl::current_token(bool force_reread) 
 }
 
 std::variant<std::string, Error> Client::Impl::token_unavailable(const std::string& why) {
+  // Checked every second while it lasts: the log gets one WARNING per outage, the error (and
+  // extsvc_retries_total{reason="token_unavailable"}) every call.
+  const bool warn = !token_warned;
+  token_warned = true;
   if (file_token_loaded) {
-    log().warn("kube: cannot re-read bearer token file {} ({}); keeping the previous token",
-               cfg.token_file, why);
+    if (warn)
+      log().warn("kube: cannot re-read bearer token file {} ({}); keeping the previous token",
+                 cfg.token_file, why);
     return file_token;
   }
   if (!cfg.token.empty()) {
-    log().warn("kube: cannot read bearer token file {} ({}); using the static token",
-               cfg.token_file, why);
+    if (warn)
+      log().warn("kube: cannot read bearer token file {} ({}); using the static token",
+                 cfg.token_file, why);
     return cfg.token;
   }
+  if (warn)
+    log().warn("kube: cannot read bearer token file {} ({}); no call is made until it is readable",
+               cfg.token_file, why);
+  // Not a 401: nothing was sent. Its own reason, so the retries are not counted as unauthorized.
   return make_error(ErrorKind::kUnauthorized, 0, "TokenUnavailable",
                     "cannot read bearer token file " + cfg.token_file + ": " + why);
 }

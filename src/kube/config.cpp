@@ -69,19 +69,19 @@ std::string resolve(const std::filesystem::path& base_dir, const std::string& p)
 
 }  // namespace
 
-std::optional<std::string> validate(const ClusterConfig& cfg) {
-  if (cfg.server.empty()) return "server is required";
+std::optional<std::string> validate(const ClusterConfig& cfg, const ConfigNames& n) {
+  if (cfg.server.empty()) return n.server + " is required";
   bool https = starts_with(cfg.server, "https://");
   if (!https && !starts_with(cfg.server, "http://"))
-    return "server must start with https:// or http://";
-  if (cfg.server.size() <= (https ? 8u : 7u)) return "server has no host";
+    return n.server + " must start with https:// or http://";
+  if (cfg.server.size() <= (https ? 8u : 7u)) return n.server + " has no host";
   if (cfg.server.find_first_of(" \t\r\n") != std::string::npos)
-    return "server must not contain whitespace";
+    return n.server + " must not contain whitespace";
   if (!https && (!cfg.token.empty() || !cfg.token_file.empty()) && !cfg.allow_insecure_http)
-    return "refusing to send a bearer token over plain http://; use an https:// server (or "
-           "explicitly allow insecure HTTP for a test cluster)";
+    return "refusing to send " + n.token_file + " over plain http:// (" + n.server +
+           "); use an https:// server (or " + n.allow_insecure_http + " for a test cluster)";
   if (cfg.insecure_skip_verify && (!cfg.ca_file.empty() || !cfg.ca_data.empty()))
-    return "specifying a root certificates file with the insecure flag is not allowed";
+    return "specifying " + n.ca_file + " with " + n.insecure + " is not allowed";
   if (!cfg.ca_file.empty() && !cfg.ca_data.empty())
     return "certificate-authority and certificate-authority-data are both specified";
   if (!cfg.client_cert_file.empty() && !cfg.client_cert_data.empty())
@@ -91,8 +91,8 @@ std::optional<std::string> validate(const ClusterConfig& cfg) {
   bool has_cert = !cfg.client_cert_file.empty() || !cfg.client_cert_data.empty();
   bool has_key = !cfg.client_key_file.empty() || !cfg.client_key_data.empty();
   if (has_cert != has_key) return "client certificate and client key must be specified together";
-  if (cfg.qps > 0 && cfg.burst < 1) return "burst must be at least 1 when qps > 0";
-  if (cfg.connect_timeout_ms < 0 || cfg.timeout_ms < 0) return "timeouts must not be negative";
+  if (cfg.qps > 0 && cfg.burst < 1) return n.burst + " must be at least 1 when " + n.qps + " > 0";
+  if (cfg.connect_timeout_ms < 0 || cfg.timeout_ms < 0) return n.timeouts + " must not be negative";
   if (cfg.user_agent.find_first_of("\r\n") != std::string::npos)
     return "user_agent must not contain line breaks";
   return std::nullopt;

@@ -38,8 +38,21 @@ struct ClusterConfig {
   bool allow_insecure_http = false;
 };
 
+// What validate()'s messages call the settings. The defaults are the client's own words; a caller
+// whose configuration comes from named settings (the extension's extsvc.* GUCs) passes their
+// names, so the operator reads which setting to fix ("extsvc.kube_server must start with ...").
+struct ConfigNames {
+  std::string server = "server";
+  std::string ca_file = "a root certificates file";
+  std::string token_file = "a bearer token";
+  std::string insecure = "the insecure flag";
+  std::string allow_insecure_http = "explicitly allow insecure HTTP";
+  std::string qps = "qps", burst = "burst";
+  std::string timeouts = "timeouts";
+};
+
 // Returns an error text, or nullopt when the configuration is usable.
-std::optional<std::string> validate(const ClusterConfig& cfg);
+std::optional<std::string> validate(const ClusterConfig& cfg, const ConfigNames& names = {});
 
 // Loads a kubeconfig file (YAML via yaml-cpp, or JSON); exec and auth-provider plugins are
 // refused. `context` overrides current-context. Relative file references resolve against the

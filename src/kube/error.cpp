@@ -47,6 +47,14 @@ bool ends_bare_value(char c) {
          c == '\\' || c == ';' || c == '&' || c == '}' || c == ']' || c == ')';
 }
 
+// A short lower-case word ("token" in "bearer token file") is prose, not a credential: real bearer
+// tokens (JWTs, opaque tokens) are long and mix case, digits or punctuation. Redacting such a word
+// turned "cannot read bearer token file" into "bearer [REDACTED] file" and hid the subject.
+bool is_plain_word(std::string_view v) {
+  return !v.empty() && v.size() <= 16 &&
+         std::all_of(v.begin(), v.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+}
+
 // End of an unquoted secret value starting at k. A value that is already the
 // redaction marker stays one, so redacting twice changes nothing.
 size_t bare_value_end(std::string_view in, size_t k) {
@@ -192,7 +200,7 @@ std::string redact_once(std::string_view in) {
       size_t k = j;
       while (k < n && (in[k] == ' ' || in[k] == '\t')) ++k;
       size_t v = bare_value_end(in, k);
-      if (k > j && v > k) {
+      if (k > j && v > k && !is_plain_word(in.substr(k, v - k))) {
         out.append(in.substr(j, k - j));
         out += "[REDACTED]";
         i = v;
@@ -201,7 +209,9 @@ std::string redact_once(std::string_view in) {
       i = j;
       continue;
     }
-    if (!is_secret_key(ident_lower)) {
+    // A path's last component ("/var/run/secrets/.../token: No such file or directory") is a
+    // file name, not a key: its "value" is the OS error, which the operator needs (issue 28).
+    if (!is_secret_key(ident_lower) || (i > 0 && in[i - 1] == '/')) {
       i = j;
       continue;
     }

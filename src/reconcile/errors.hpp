@@ -27,6 +27,8 @@ inline bool retryable(const kube::Error& e) {
 // The reason a retried pass is counted under (extsvc_retries_total{reason},
 // docs/metrics.md): a static string, one of core::MetricsStore's vocabulary.
 inline const char* retry_reason(const kube::Error& e) {
+  // the client's own refusal to call without a token (its file is unreadable): not a 401
+  if (e.reason == "TokenUnavailable") return "token_unavailable";
   switch (e.kind) {
     case kube::ErrorKind::kTransport:
       return "transport";

@@ -192,6 +192,37 @@ TEST(KubeClient, MissingTokenFile) {
   EXPECT_EQ(c.stats().requests, 0u);
 }
 
+// Issue 28: the error keeps the OS error, also for a file named "token" (a ServiceAccount's), and
+// a missing file logs one WARNING for the outage, not one per call.
+TEST(KubeClient, MissingTokenFileKeepsTheOsErrorAndWarnsOnce) {
+  test::TempDir dir;
+  ClusterConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(test::closed_port());
+  cfg.allow_insecure_http = true;
+  cfg.token_file = dir.file("token");
+  test::LogCapture logs;
+  Client c(cfg);
+  c.set_logger(logs.logger);
+  for (int i = 0; i < 3; ++i) {
+    Result r = c.get("/x");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().http_status, 0);
+    EXPECT_NE(describe(r.error()).find(cfg.token_file + ": No such file or directory"),
+              std::string::npos)
+        << describe(r.error());
+  }
+  const std::string text = logs.text();
+  size_t warnings = 0;
+  for (size_t p = 0;
+       (p = text.find("[warning] kube: cannot read bearer token file", p)) != std::string::npos;
+       ++p)
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << text;
+  EXPECT_NE(text.find("(No such file or directory)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("[REDACTED]"), std::string::npos) << text;
+  EXPECT_EQ(c.stats().requests, 0u);
+}
+
 TEST(KubeClient, SecretsNeverInLogsOrErrors) {
   const std::string token = "s3cr3t-t0ken-abcdefghijklmnop";
   test::TempDir dir;

@@ -19,6 +19,37 @@ TEST(KubeRedact, BearerTokens) {
   EXPECT_EQ(redact("Bearer "), "Bearer ");
 }
 
+// Issue 28: redaction hides credentials, not the words around them. "bearer token file" lost its
+// subject ("cannot read bearer [REDACTED] file"); a short lower-case word after "bearer" is prose.
+TEST(KubeRedact, PlainWordsAfterBearerStay) {
+  EXPECT_EQ(redact("cannot read bearer token file /etc/t: Permission denied"),
+            "cannot read bearer token file /etc/t: Permission denied");
+  EXPECT_EQ(redact("kube: bearer token file /x changed"), "kube: bearer token file /x changed");
+  EXPECT_EQ(redact("Bearer authentication failed"), "Bearer authentication failed");
+  // anything that could be a credential still goes: digits, case, punctuation, length
+  EXPECT_EQ(redact("Bearer averylongtokenvaluex"), "Bearer [REDACTED]");
+  EXPECT_EQ(redact("Bearer Token"), "Bearer [REDACTED]");
+  EXPECT_EQ(redact("Bearer tok3n"), "Bearer [REDACTED]");
+  EXPECT_EQ(redact("Bearer tok-en"), "Bearer [REDACTED]");
+  EXPECT_EQ(redact("Authorization: Bearer token"), "Authorization: [REDACTED]");
+  EXPECT_EQ(redact("token: abcdef"), "token: [REDACTED]");
+}
+
+// Issue 28: the OS error after a token file's path stays (the default ServiceAccount token is a
+// file named "token": its path followed by ": No such file or directory" read "[REDACTED] such
+// file or directory").
+TEST(KubeRedact, OsErrorAfterATokenFilePathStays) {
+  const std::string msg =
+      "cannot read bearer token file /var/run/secrets/kubernetes.io/serviceaccount/token: No such "
+      "file or directory";
+  EXPECT_EQ(redact(msg), msg);
+  EXPECT_EQ(redact("kube: /etc/extsvc/dpu-token: Permission denied"),
+            "kube: /etc/extsvc/dpu-token: Permission denied");
+  // a key that is not a path component still hides its value
+  EXPECT_EQ(redact("x token: abc123 /a/b"), "x token: [REDACTED] /a/b");
+  EXPECT_EQ(redact("https://h/x?token=abc&b=1"), "https://h/x?token=[REDACTED]&b=1");
+}
+
 TEST(KubeRedact, TokenKeys) {
   EXPECT_EQ(redact("token: abc123"), "token: [REDACTED]");
   EXPECT_EQ(redact("    token: 'abc 123'\n    x: y"), "    token: '[REDACTED]'\n    x: y");

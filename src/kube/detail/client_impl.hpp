@@ -54,6 +54,8 @@ struct Client::Impl {
   bool file_token_loaded = false;
   struct stat file_stat = {};
   Clock::time_point token_checked{};
+  // One WARNING per outage of the token file (the client re-checks it every second).
+  bool token_warned = false;
 
   // Token bucket.
   double bucket = 0;
