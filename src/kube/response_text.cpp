@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/utf8.hpp"
 #include "kube/detail/internal.hpp"
 #include "kube/error.hpp"
 
@@ -20,36 +21,8 @@ std::string sanitize_utf8(std::string_view s, size_t max_bytes) {
   bool truncated = false;
   while (i < s.size()) {
     auto c = static_cast<unsigned char>(s[i]);
-    size_t len = 1;
-    bool valid = true;
-    if (c < 0x80) {
-      len = 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-    } else {
-      valid = false;
-    }
-    if (valid) {
-      if (i + len > s.size()) {
-        valid = false;
-      } else {
-        for (size_t k = 1; k < len; ++k) {
-          if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) valid = false;
-        }
-        if (valid && len == 3) {
-          auto c1 = static_cast<unsigned char>(s[i + 1]);
-          if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0)) valid = false;
-        }
-        if (valid && len == 4) {
-          auto c1 = static_cast<unsigned char>(s[i + 1]);
-          if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90)) valid = false;
-        }
-      }
-    }
+    size_t len = core::utf8_sequence_at(s, i);
+    const bool valid = len != 0;
     std::string piece;
     if (!valid) {
       piece = "?";
