@@ -336,8 +336,9 @@ void lease_wait(long timeout_ms) {
     });
     flush_logs();
     if (err.sqlstate != 0) {
+      // back to the rounds, which go on without the watch's news (never spin on a ready socket)
       ereport(WARNING, (errmsg_internal("%s", err.message)));
-      continue;
+      return;
     }
     if (news == controller::SiteLease::Seen::kLost) {
       // no call may start from here on
