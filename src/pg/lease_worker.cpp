@@ -336,8 +336,13 @@ void lease_wait(long timeout_ms) {
     });
     flush_logs();
     if (err.sqlstate != 0) {
-      // back to the rounds, which go on without the watch's news (never spin on a ready socket)
+      // the rest of the wait without the watch's news (never spin on a ready socket)
       ereport(WARNING, (errmsg_internal("%s", err.message)));
+      const long rest = static_cast<long>((deadline - site_now_ns()) / 1000000LL);
+      if (rest > 0)
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, rest,
+                        PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
       return;
     }
     if (news == controller::SiteLease::Seen::kLost) {
