@@ -54,21 +54,20 @@ END
 $fn$;
 
 -- The queue's claim function (_claim_service, _claim_dpu below) leases the
--- rows with one static statement, whose plan PL/pgSQL keeps for the session;
--- only this dispatch by name, which adds each row's work, is planned at each
--- call.
+-- rows with one static statement; each queue's two statements here are
+-- static too, so PL/pgSQL keeps every plan for the session (no statement is
+-- planned at each call).
 CREATE FUNCTION extsvc.claim(queue text, worker text, batch_size integer DEFAULT 32,
                              lease_seconds integer DEFAULT 60)
 RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  q record;
   v_ids text[];
   v_versions bigint[];
   v_tokens uuid[];
   v_attempts integer[];
 BEGIN
-  SELECT * INTO q FROM extsvc._worker_queue(claim.queue);
+  PERFORM extsvc._worker_queue(claim.queue);  -- an unknown queue is refused (22023)
   -- Two statements, not one: the claim function (VOLATILE) leases with a
   -- snapshot of its own, taken after the calling statement's, and the work
   -- functions (STABLE) read with the calling statement's. In one statement a
@@ -77,19 +76,35 @@ BEGIN
   -- on it (strlen of a NULL pointer; SIGSEGV restarted the whole server).
   -- The second statement's snapshot is newer than the lease's: every leased
   -- row's work is visible.
-  EXECUTE format('SELECT array_agg(c.id::text ORDER BY c.o), array_agg(c.state_version ORDER BY c.o), '
-                 'array_agg(c.lease_token ORDER BY c.o), array_agg(c.attempts ORDER BY c.o) '
-                 'FROM extsvc.%I($1, $2, $3) WITH ORDINALITY c(id, state_version, lease_token, attempts, o)',
-                 q.claim_function)
-    INTO v_ids, v_versions, v_tokens, v_attempts
-    USING claim.worker, claim.batch_size, claim.lease_seconds;
-  IF v_ids IS NULL THEN
-    RETURN;
+  IF claim.queue = 'service' THEN
+    SELECT array_agg(c.id::text ORDER BY c.o), array_agg(c.state_version ORDER BY c.o),
+           array_agg(c.lease_token ORDER BY c.o), array_agg(c.attempts ORDER BY c.o)
+      INTO v_ids, v_versions, v_tokens, v_attempts
+      FROM extsvc._claim_service(claim.worker, claim.batch_size, claim.lease_seconds)
+           WITH ORDINALITY c(id, state_version, lease_token, attempts, o);
+    IF v_ids IS NULL THEN
+      RETURN;
+    END IF;
+    RETURN QUERY
+      SELECT c.id, c.state_version, c.lease_token, extsvc._service_work(c.id::uuid, c.attempts)
+        FROM unnest(v_ids, v_versions, v_tokens, v_attempts)
+             WITH ORDINALITY c(id, state_version, lease_token, attempts, o)
+       ORDER BY c.o;
+  ELSE
+    SELECT array_agg(c.id ORDER BY c.o), array_agg(c.state_version ORDER BY c.o),
+           array_agg(c.lease_token ORDER BY c.o), array_agg(c.attempts ORDER BY c.o)
+      INTO v_ids, v_versions, v_tokens, v_attempts
+      FROM extsvc._claim_dpu(claim.worker, claim.batch_size, claim.lease_seconds)
+           WITH ORDINALITY c(id, state_version, lease_token, attempts, o);
+    IF v_ids IS NULL THEN
+      RETURN;
+    END IF;
+    RETURN QUERY
+      SELECT c.id, c.state_version, c.lease_token, extsvc._dpu_work(c.id, c.attempts)
+        FROM unnest(v_ids, v_versions, v_tokens, v_attempts)
+             WITH ORDINALITY c(id, state_version, lease_token, attempts, o)
+       ORDER BY c.o;
   END IF;
-  RETURN QUERY EXECUTE format('SELECT c.id, c.state_version, c.lease_token, extsvc.%I(c.id::%s, c.attempts) '
-                              'FROM unnest($1, $2, $3, $4) WITH ORDINALITY c(id, state_version, lease_token, attempts, o) '
-                              'ORDER BY c.o', q.work_function, q.key_type)
-    USING v_ids, v_versions, v_tokens, v_attempts;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.claim(text, text, integer, integer) IS
@@ -164,44 +179,55 @@ CREATE FUNCTION extsvc.complete(queue text, id text, state_version bigint, lease
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  q record;
   v_token uuid;
   v_version bigint;
-  n integer;
 BEGIN
-  SELECT * INTO q FROM extsvc._worker_queue(complete.queue);
+  PERFORM extsvc._worker_queue(complete.queue);  -- an unknown queue is refused (22023)
   IF jsonb_typeof(complete.outcome) IS DISTINCT FROM 'object' THEN
     PERFORM extsvc._raise('22023', 'a worker outcome must be a JSON object', 'argument: outcome',
                           'See the wire schema in docs/worker.md.');
   END IF;
-  -- Lock order of a service's writers (issue 22): the service row first,
-  -- then its reconciliation row. The API's update, delete and retry hold the
-  -- service row when they mark new intent on the reconciliation row
-  -- (_intent_changed); a completion that took the reconciliation row first
-  -- and then the service row (_complete_service) deadlocked with them
-  -- (40P01, update_service against a READY completion, found by
-  -- test/nico/concurrency.py). The service row's lock is the one
-  -- _complete_service takes anyway.
-  IF q.queue = 'service' THEN
+  IF complete.queue = 'service' THEN
+    -- Lock order of a service's writers (issue 22): the service row first,
+    -- then its reconciliation row. The API's update, delete and retry hold the
+    -- service row when they mark new intent on the reconciliation row
+    -- (_intent_changed); a completion that took the reconciliation row first
+    -- and then the service row (_complete_service) deadlocked with them
+    -- (40P01, update_service against a READY completion, found by
+    -- test/nico/concurrency.py). The service row's lock is the one
+    -- _complete_service takes anyway.
     PERFORM FROM extsvc.service_records s WHERE s.service_id = complete.id::uuid FOR NO KEY UPDATE;
+    SELECT r.lease_token, r.state_version INTO v_token, v_version
+      FROM extsvc.dpf_extension_service_reconciliations r
+     WHERE r.service_id = complete.id::uuid FOR UPDATE;
+  ELSE
+    SELECT r.lease_token, r.state_version INTO v_token, v_version
+      FROM extsvc.dpu_reconciliations r
+     WHERE r.dpu_machine_id = complete.id FOR UPDATE;
   END IF;
-  EXECUTE format('SELECT r.lease_token, r.state_version FROM extsvc.%I r WHERE r.%I = $1::%s FOR UPDATE',
-                 q.queue_table, q.key_column, q.key_type)
-     INTO v_token, v_version USING complete.id;
-  GET DIAGNOSTICS n = ROW_COUNT;
-  IF n = 0 OR v_token IS DISTINCT FROM complete.lease_token THEN
+  IF NOT FOUND OR v_token IS DISTINCT FROM complete.lease_token THEN
     RETURN 'lost';
   END IF;
   IF v_version <> complete.state_version THEN
     -- newer intent arrived while the worker was talking to Kubernetes:
     -- drop this result and let the next pass work from the newest intent
-    EXECUTE format('UPDATE extsvc.%I r SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, '
-                   'next_due_at = now() WHERE r.%I = $1::%s', q.queue_table, q.key_column, q.key_type)
-      USING complete.id;
+    IF complete.queue = 'service' THEN
+      UPDATE extsvc.dpf_extension_service_reconciliations r
+         SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = now()
+       WHERE r.service_id = complete.id::uuid;
+    ELSE
+      UPDATE extsvc.dpu_reconciliations r
+         SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_due_at = now()
+       WHERE r.dpu_machine_id = complete.id;
+    END IF;
     PERFORM extsvc._wake();
     RETURN 'stale';
   END IF;
-  EXECUTE format('SELECT extsvc.%I($1::%s, $2)', q.complete_function, q.key_type) USING complete.id, complete.outcome;
+  IF complete.queue = 'service' THEN
+    PERFORM extsvc._complete_service(complete.id::uuid, complete.outcome);
+  ELSE
+    PERFORM extsvc._complete_dpu(complete.id, complete.outcome);
+  END IF;
   RETURN 'applied';
 END
 $fn$;
