@@ -1,6 +1,6 @@
 """The reference model of the concurrency test (issue 22, part 5).
 
-test/model/model_sql.py's Model knows the contract of DPF services and their
+test/model/reference_model.py's Model (of model_sql.py) knows the contract of DPF services and their
 placement (written from SPEC 2.4-2.10 and the docs, not from the SQL). NICo's
 handlers also work KUBERNETES_POD services: this subclass adds them (create,
 credential rotation, deletion of versions and of the service, attachments
@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
 
-from model_sql import Model, Refused  # noqa: E402
+from reference_model import Model, Refused  # noqa: E402
 
 
 class NicoModel(Model):

@@ -53,7 +53,8 @@ import nico_db as db  # noqa: E402
 import sqlx_pg  # noqa: E402
 from conc_model import NicoModel, SNAPSHOT_SQL  # noqa: E402
 from extsvc_testkit.machine_ids import dpu_machine_id, host_machine_id  # noqa: E402
-from model_sql import VARIANTS, TARGETS, Refused, diff_states  # noqa: E402
+from model_sql import diff_states  # noqa: E402
+from reference_model import TARGETS, VARIANTS, Refused  # noqa: E402
 
 DB = "extsvc_conc"
 ROLE = "extsvc_conc_api"
