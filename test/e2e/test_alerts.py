@@ -12,9 +12,11 @@ keeps growing with the clock and, for the counter rules (rates=True), a counter 
 the rate measured between the last two scrapes in real time: the failure goes on as it was seen.
 A healthy scrape of the same server fires none of these rules.
 
-Not made to fire: ExtsvcSiteHasTwoWriters. It needs two servers of one site that both believe they
-hold its Lease, which the lease protocol exists to prevent; the test scrapes two real servers of
-one site as one job and checks that it (and ExtsvcSiteHasNoWriter) stays silent.
+Not brought about: the condition of ExtsvcSiteHasTwoWriters, two servers of one site that both
+believe they hold its Lease, which the lease protocol exists to prevent. The test scrapes two real
+servers of one site as one job and checks that it (and ExtsvcSiteHasNoWriter) stays silent; it
+then fires only on a job that mixes two sites, each server holding its own site's Lease: that
+shows the expression sums the holders across a job's servers, not that the state can happen.
 """
 import json
 import os
@@ -395,8 +397,9 @@ def test_the_lease_taken_again_and_again():
 
 def test_two_servers_of_one_site_have_one_writer():
     """A second server of the same site on the same management cluster waits for the Lease: the
-    two scraped as one job hold it once. (ExtsvcSiteHasTwoWriters is not made to fire: see the
-    module docstring.)"""
+    two scraped as one job hold it once, and neither ExtsvcSiteHasTwoWriters nor
+    ExtsvcSiteHasNoWriter fires. (A real two-writer state is not brought about: see the module
+    docstring.)"""
     s = e().sim
     b = Postgres(e().workdir, {
         "extsvc.workers": "1", "extsvc.site_id": f"'{e().site_id}'",
@@ -415,6 +418,21 @@ def test_two_servers_of_one_site_have_one_writer():
         fires("ExtsvcSiteHasNoWriter", sc, hold=5, want=False)
     finally:
         b.stop()
+    # The rule's expression, not its condition: a server of a site of its own holds that site's
+    # Lease; two servers that each hold a Lease, scraped as one job (a job that mixes two sites),
+    # sum to 2. This shows the rule counts holders across the servers of a job; it is not two
+    # writers of one site.
+    c = Postgres(e().workdir, {
+        "extsvc.workers": "1", "extsvc.site_id": "'alerts-other-site'",
+        "extsvc.kube_server": f"'{s.management}'", "extsvc.kube_ca_file": f"'{s.ca_file}'",
+        "extsvc.kube_token_file": f"'{s.token_file}'"}, name="pg-c")
+    try:
+        wait_until(lambda: c.one("SELECT value FROM extsvc.metrics() WHERE metric = 'extsvc_lease_held'") == "1",
+                   40, interval=0.3, what="the other site's server holds its Lease")
+        assert lease_held()
+        fires("ExtsvcSiteHasTwoWriters", [alerts.merge(scrape(), scrape(c, instance="pg-c"))])
+    finally:
+        c.stop()
 
 
 # --- resync failing, then never done -------------------------------------------------------------
