@@ -311,6 +311,81 @@ def test_postgres_exporter_queries_give_the_same_names():
     assert covered == set(families) - not_expressible, set(families) - covered
 
 
+def test_sql_exporter_collector_gives_the_same_samples_with_one_call():
+    """tools/sql_exporter/nico_extsvc.collector.yml: one query feeds every metric; run as
+    sql_exporter runs it (each query once; a NULL value is no sample, a NULL or empty key label no
+    label), it gives the names, labels and values of extsvc.metrics_prometheus() read in the same
+    transaction, and calls extsvc.metrics() once (track_functions = 'all'; the postgres_exporter
+    file, for comparison, once per key)."""
+    import yaml  # python3-yaml (scripts/install-deps.sh)
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    with open(os.path.join(root, "tools", "sql_exporter", "nico_extsvc.collector.yml")) as f:
+        col = yaml.safe_load(f)
+    with open(os.path.join(root, "tools", "postgres_exporter", "nico_extsvc.yaml")) as f:
+        pgexp = yaml.safe_load(f)
+    assert col["collector_name"] == "nico_extsvc", col.keys()
+    queries = {q["query_name"]: q["query"] for q in col["queries"]}
+    assert len(queries) == 1, list(queries)  # one computation per scrape
+    families = {r[0]: (r[1], r[2]) for r in e().pg.sql("SELECT family, type, help FROM extsvc._metric_families()")}
+    covered = set()
+    for m in col["metrics"]:
+        assert m["query_ref"] in queries and len(m["values"]) == 1 and "value_label" not in m, m
+        name = m["metric_name"]
+        base = re.sub(r"_(bucket|sum|count)$", "", name) if name not in families else name
+        kind, help_ = families[base]
+        # sql_exporter has counters and gauges: a histogram's three series families are counters
+        assert m["type"] == ("counter" if kind == "histogram" else kind), (name, m["type"], kind)
+        assert m["help"].startswith(help_), (name, m["help"], help_)
+        covered.add(base)
+    assert covered == set(families), set(families) ^ covered
+
+    calls = "SELECT coalesce(pg_stat_get_xact_function_calls('extsvc.metrics()'::regprocedure), 0)"
+    rows = e().pg.sql("BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL track_functions = 'all'; "
+                      + "; ".join(f"SELECT json_agg(x) FROM ({q}) x" for q in queries.values())
+                      + f"; {calls}; SELECT extsvc.metrics_prometheus(); {calls}; "
+                      + "; ".join(f"SELECT count(*) FROM ({q['query']}) x" for q in pgexp.values())
+                      + f"; {calls}; COMMIT")
+    n = len(queries)
+    results, after_scrape, prom, after_prom = rows[:n], rows[n][0], rows[n + 1][0], rows[n + 2][0]
+    after_pgexp = rows[-1][0]
+    assert int(after_scrape) == 1, f"one scrape called extsvc.metrics() {after_scrape} times"
+    assert int(after_prom) == 2, after_prom
+    pgexp_calls = int(after_pgexp) - int(after_prom)
+    assert pgexp_calls == len(pgexp), (pgexp_calls, len(pgexp))
+    # the samples as sql_exporter makes them
+    got = {}
+    for (text,) in results:
+        for m in col["metrics"]:
+            for row in json.loads(text) if text else []:
+                v = row[m["values"][0]]
+                if v is None:
+                    continue
+                labels = frozenset((k, row[k]) for k in m.get("key_labels", []) if row[k] not in (None, ""))
+                key = (m["metric_name"], labels)
+                assert key not in got, f"{key} twice (sql_exporter would refuse the scrape)"
+                got[key] = float(v)
+    want = {(name, frozenset(labels.items())): v
+            for fam in parse_exposition(prom).values() for name, labels, v in fam["samples"]}
+    assert set(got) == set(want), (sorted(set(got) - set(want))[:5], sorted(set(want) - set(got))[:5])
+    # same snapshot and now(): the table gauges agree exactly; shared memory may move between the
+    # two reads (counters only up, ages by the time between)
+    moved = []
+    for key, v in got.items():
+        w = want[key]
+        if v == w or (math.isnan(v) and math.isnan(w)):
+            continue
+        name = key[0]
+        if re.search(r"_(total|bucket|sum|count)$", name) and w >= v:
+            moved.append(name)
+        elif name.endswith("_age_seconds") and abs(w - v) < 5:
+            moved.append(name)
+        else:
+            raise AssertionError(f"{key}: sql_exporter {v}, metrics_prometheus() {w}")
+    print(f"    sql_exporter collector: {len(col['metrics'])} metrics, {len(got)} samples from 1 query, "
+          f"extsvc.metrics() called 1 time per scrape (the postgres_exporter file: {pgexp_calls}); "
+          f"{len(moved)} shared-memory samples moved between the two reads")
+
+
 def test_counters_survive_a_worker_restart_after_sigterm():
     m0 = metrics()
     pid = worker_pid()
@@ -350,6 +425,7 @@ def main():
             test_retries_counted_by_reason_under_faults,
             test_resync_reports_age_and_duration,
             test_postgres_exporter_queries_give_the_same_names,
+            test_sql_exporter_collector_gives_the_same_samples_with_one_call,
             test_counters_survive_a_worker_restart_after_sigterm,
             test_sigkill_reinitialises_shared_memory,
         ], "# e2e: metrics")

@@ -19,11 +19,11 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 import uuid
 
+from extsvc_testkit import alerts
 from extsvc_testkit.harness import Env, dpu_id, helm_data, host_id, lit, run_tests, wait_until
 
 ENV = None
@@ -92,68 +92,14 @@ def set_conf(**kv):
 
 # --- alert rules: docs/metrics.md's rules, fed with what the server exported, through promtool ---
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$")
-
-
-def rules_file(workdir):
-    """The rules block of docs/metrics.md as a rules file (the documented rules are the tested ones)."""
-    with open(os.path.join(ROOT, "docs", "metrics.md")) as f:
-        text = f.read()
-    block = re.search(r"```yaml\n(groups:.*?)```", text, re.S).group(1)
-    path = os.path.join(workdir, "extsvc_rules.yml")
-    with open(path, "w") as f:
-        f.write(block)
-    return path
-
-
 def scrape():
-    """One scrape: {series text: value} of extsvc.metrics_prometheus(), as Prometheus would label it."""
-    out = {}
-    for line in e().pg.one("SELECT extsvc.metrics_prometheus()").splitlines():
-        m = SAMPLE.match(line)
-        if not m or line.startswith("#"):
-            continue
-        labels = (m.group(2) or "{}")[1:-1]
-        labels = 'instance="pg",job="extsvc"' + ("," + labels if labels else "")
-        out[f"{m.group(1)}{{{labels}}}"] = float(m.group(3).replace("Inf", "inf"))
-    return out
+    """One scrape of extsvc.metrics_prometheus() (extsvc_testkit.alerts)."""
+    return alerts.scrape(e().pg)
 
 
 def assert_fires(alert, scrapes, hold_minutes=0, fires=True):
-    """Feeds promtool the series of scrapes (one per minute), the last held for hold_minutes, and
-    checks that alert fires (or not) at the end: the rule as documented, the values as exported."""
-    series = sorted(set().union(*scrapes))
-    steps = len(scrapes) + hold_minutes
-    input_series = []
-    for name in series:
-        vals = [sc.get(name) for sc in scrapes]
-        last = vals[-1]
-        # held: an age that grew between the last two scrapes keeps growing with the clock (60 s a
-        # minute); every other value stays as last exported
-        growing = (name.split("{")[0].endswith("_age_seconds") and len(vals) > 1 and last is not None
-                   and vals[-2] is not None and last > vals[-2] and last > 0)
-        vals += [None if last is None else last + (60 * (i + 1) if growing else 0) for i in range(hold_minutes)]
-        input_series.append({"series": name,
-                             "values": " ".join("_" if v is None else repr(v) for v in vals)})
-    workdir = os.path.join(e().workdir, "promtool")
-    os.makedirs(workdir, exist_ok=True)
-    rules = rules_file(workdir)
-    test = {"rule_files": [rules], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": input_series,
-                       "alert_rule_test": [{"eval_time": f"{steps - 1}m", "alertname": alert,
-                                            "exp_alerts": []}]}]}
-    # first ask promtool with no expected alert: it prints what fired, and we read the labels
-    path = os.path.join(workdir, f"{alert}.yml")
-    with open(path, "w") as f:
-        json.dump(test, f)  # JSON is YAML
-    r = subprocess.run(["promtool", "test", "rules", path], capture_output=True, text=True)
-    # it fired when promtool got an alert where none was expected ("Labels:{alertname=...")
-    fired = r.returncode != 0 and f'alertname="{alert}"' in (r.stdout + r.stderr)
-    if r.returncode != 0 and not fired:
-        raise AssertionError(f"promtool failed: {r.stdout}{r.stderr}")
-    if fired != fires:
-        raise AssertionError(f"{alert}: fired={fired}, wanted {fires}\n{r.stdout}{r.stderr}")
+    """docs/metrics.md's rule through promtool with these scrapes (extsvc_testkit.alerts)."""
+    alerts.assert_fires(alert, scrapes, e().workdir, hold_minutes=hold_minutes, fires=fires)
 
 
 def all_ok():
