@@ -294,6 +294,7 @@ DECLARE
   v_errors text[];
   v_warnings text[];
   v_text text;
+  v_checked integer;
   r record;
 BEGIN
   IF v_preloaded THEN
@@ -483,14 +484,17 @@ BEGIN
 
   -- 4d. TLS files and data: what the worker's TLS library would refuse
   "check" := 'tls';
-  v_errors := ARRAY(SELECT t.finding FROM extsvc._health_tls_findings() t WHERE t.severity = 'error');
-  v_warnings := ARRAY(SELECT t.finding FROM extsvc._health_tls_findings() t WHERE t.severity = 'warning');
-  SELECT max(t.checked) INTO r FROM extsvc._health_tls_findings() t;
+  -- the files are read once
+  SELECT coalesce(array_agg(t.finding) FILTER (WHERE t.severity = 'error'), '{}'),
+         coalesce(array_agg(t.finding) FILTER (WHERE t.severity = 'warning'), '{}'),
+         max(t.checked)
+    INTO v_errors, v_warnings, v_checked
+    FROM extsvc._health_tls_findings() t;
   status := CASE WHEN cardinality(v_errors) > 0 THEN 'error'
                  WHEN cardinality(v_warnings) > 0 THEN 'warning' ELSE 'ok' END;
   detail := coalesce(nullif(array_to_string(v_errors || v_warnings, '; '), ''),
-                     CASE WHEN coalesce(r.max, 0) = 0 THEN 'no CA bundle, client certificate or key configured (the system CA store verifies the API servers)'
-                          ELSE format('%s PEM text(s) read: every certificate parses and is valid for 14 days or more, every key is PEM', r.max) END);
+                     CASE WHEN coalesce(v_checked, 0) = 0 THEN 'no CA bundle, client certificate or key configured (the system CA store verifies the API servers)'
+                          ELSE format('%s PEM text(s) read: every certificate parses and is valid for 14 days or more, every key is PEM', v_checked) END);
   hint := CASE WHEN status <> 'ok' THEN 'Replace the named file or kubeconfig field (a file must be PEM and readable by the server''s OS user), then SELECT pg_reload_conf(); docs/runbook.md "tls".' END;
   RETURN NEXT;
 
