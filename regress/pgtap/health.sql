@@ -6,7 +6,7 @@
 -- test/e2e/test_ops.py against dpfsim.
 BEGIN;
 \ir helpers.psql
-SELECT plan(26);
+SELECT plan(41);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -17,8 +17,8 @@ CREATE FUNCTION pg_temp.dt(c text) RETURNS text LANGUAGE sql AS $$ SELECT detail
 
 -- shape, grants -----------------------------------------------------------------------------------
 SELECT is((SELECT array_agg("check" ORDER BY "check") FROM hc),
-          ARRAY['cluster_dpu', 'cluster_management', 'library', 'queue', 'settings', 'site_lease',
-                'stuck_rows', 'watch', 'worker_state'],
+          ARRAY['clock_skew', 'cluster_dpu', 'cluster_management', 'dpf_api', 'library', 'queue', 'settings',
+                'site_lease', 'stuck_rows', 'tls', 'watch', 'worker_state'],
           'one row per check');
 SELECT is((SELECT count(*)::int FROM hc WHERE status NOT IN ('ok', 'warning', 'error') OR detail IS NULL), 0,
           'every status is ok, warning or error, with a detail');
@@ -28,6 +28,8 @@ SELECT ok(has_function_privilege('extsvc_admin', 'extsvc.health_check()', 'EXECU
 SELECT ok(NOT has_function_privilege('extsvc_api', 'extsvc.health_check()', 'EXECUTE'), 'extsvc_api may not');
 SELECT ok(NOT has_function_privilege('public', 'extsvc._health_file_error(text)', 'EXECUTE'),
           'the file probe is closed to PUBLIC');
+SELECT ok(NOT has_function_privilege('public', 'extsvc._health_tls_findings()', 'EXECUTE'),
+          'the TLS probe is closed to PUBLIC');
 
 -- this server: preloaded, workers = 1, no cluster configured -------------------------------------
 SELECT is(pg_temp.st('library'), 'ok', 'library: preloaded, the worker runs');
@@ -35,6 +37,39 @@ SELECT is(pg_temp.st('settings'), 'error', 'settings: no management cluster is a
 SELECT matches(pg_temp.dt('settings'), 'no management cluster configured', 'settings: says which');
 SELECT is(pg_temp.st('cluster_management'), 'error', 'cluster_management: not configured');
 SELECT isnt(pg_temp.st('site_lease'), 'ok', 'site_lease: not held without a cluster');
+SELECT is(pg_temp.st('dpf_api'), 'warning', 'dpf_api: not detected without a cluster');
+SELECT matches(pg_temp.dt('dpf_api'), 'needs DPF v26\.8 or later', 'dpf_api: names the minimum release');
+SELECT is(pg_temp.st('clock_skew'), 'warning', 'clock_skew: not measured without a cluster');
+SELECT is(pg_temp.st('tls'), 'ok', 'tls: nothing configured is ok');
+
+-- TLS material (issue 28, part 3): the PEM and X.509 parsing behind the tls row -------------------
+\set valid_pem '-----BEGIN CERTIFICATE-----\nMIIBIjCByKADAgECAhRMfkMCRKDHEeQ8jSCY/MpoJUQyajAKBggqhkjOPQQDAjAQ\nMQ4wDAYDVQQDDAV2YWxpZDAgFw0yMDAxMDEwMDAwMDBaGA8yMDk5MTIzMTIzNTk1\nOVowEDEOMAwGA1UEAwwFdmFsaWQwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAQ1\nDkC4n+9fWWRgsB/h6q8k98NgiPPuhds+OWvQrvugO0iT1OPP9UalrFfZoLU+lRyI\nBNLhpr2otSo92K11B4jQMAoGCCqGSM49BAMCA0kAMEYCIQDt1DB0vtdz8GHg5p+8\nyCYuh73zeKm5IhEpjs36l+L0xAIhALbrme8b3flTpJkCnfQW/8yRIc4pr8jwIKxz\nSH1k89ex\n-----END CERTIFICATE-----'
+\set expired_pem '-----BEGIN CERTIFICATE-----\nMIIBIzCByqADAgECAhRFPwqSBYePz4yXCmaV38Wpgr6h6TAKBggqhkjOPQQDAjAS\nMRAwDgYDVQQDDAdleHBpcmVkMB4XDTAwMDEwMTAwMDAwMFoXDTAxMDEwMTEyMDAw\nMFowEjEQMA4GA1UEAwwHZXhwaXJlZDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IA\nBDUOQLif719ZZGCwH+HqryT3w2CI8+6F2z45a9Cu+6A7SJPU48/1RqWsV9mgtT6V\nHIgE0uGmvai1Kj3YrXUHiNAwCgYIKoZIzj0EAwIDSAAwRQIgHk8D4NA0HEuPLVOA\nc1gWLoB42zi8gBe7cdKzVX9VZIwCIQD0ZCI7GTdolO1xuVO1kI1FfD6rh+w+rFt3\nHleLYgS3LQ==\n-----END CERTIFICATE-----'
+-- (psql does not fill variables inside dollar quotes: the tests read them from a table)
+CREATE TEMP TABLE pem AS SELECT :'valid_pem'::text AS valid, :'expired_pem'::text AS expired;
+SELECT is((SELECT row(not_before, not_after)::text FROM extsvc._health_der_validity(
+             decode(regexp_replace(regexp_replace(:'valid_pem', '-----[A-Z ]+-----', '', 'g'), '\s', '', 'g'), 'base64'))),
+          row('2020-01-01 00:00:00+00'::timestamptz, '2099-12-31 23:59:59+00'::timestamptz)::text,
+          'the validity of a DER certificate (UTCTime notBefore, GeneralizedTime notAfter)');
+SELECT is((SELECT not_after FROM extsvc._health_der_validity(decode('3003020101', 'hex'))), NULL,
+          'bytes that are not a certificate: NULL');
+SELECT is_empty($$SELECT * FROM extsvc._health_pem_findings('f', (SELECT valid FROM pem), 'client')$$,
+                'a client certificate valid until 2099: nothing to say');
+SELECT results_eq($$SELECT severity, finding FROM extsvc._health_pem_findings('extsvc.kube_ca_file', (SELECT expired FROM pem), 'ca')$$,
+                  $$VALUES ('error', 'extsvc.kube_ca_file: certificate 1 expired at 2001-01-01 12:00:00 UTC')$$,
+                  'a CA bundle whose only certificate expired: error, with the setting and the date');
+SELECT results_eq($$SELECT severity FROM extsvc._health_pem_findings('f', (SELECT valid || E'\n' || expired FROM pem), 'ca')$$,
+                  $$VALUES ('warning')$$, 'an expired certificate beside a valid one in a CA bundle: warning');
+SELECT results_eq($$SELECT severity FROM extsvc._health_pem_findings('f', (SELECT expired FROM pem), 'client')$$,
+                  $$VALUES ('error')$$, 'an expired client certificate: error');
+SELECT results_eq($$SELECT finding FROM extsvc._health_pem_findings('f', 'hello', 'ca')$$,
+                  $$VALUES ('f: no PEM certificate (-----BEGIN CERTIFICATE-----)')$$, 'not PEM: error');
+SELECT results_eq($$SELECT finding FROM extsvc._health_pem_findings('f', E'-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----', 'client')$$,
+                  $$VALUES ('f: certificate 1 is not a parseable X.509 certificate')$$, 'PEM that is no certificate: error');
+SELECT results_eq($$SELECT severity FROM extsvc._health_pem_findings('f', (SELECT valid FROM pem), 'key')$$,
+                  $$VALUES ('error')$$, 'a certificate where a key belongs: error');
+SELECT is_empty($$SELECT * FROM extsvc._health_pem_findings('f', E'-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----', 'key')$$,
+                'a PEM private key: nothing to say');
 
 -- the queue: a clean queue is ok, then a row due for 10 minutes --------------------------------
 UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = NULL, attempts = 0;

@@ -131,6 +131,10 @@ void KubeApiServer::stop() {
 
 void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) {
   auto t0 = SteadyClock::now();
+  // as kube-apiserver (Go's net/http) does on every response: the server's time, here moved by
+  // the clock offset knob (POST /clock)
+  res.set_header("Date", http_date(std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(ctx_.clock_offset_ms.load())));
   const std::string cname = cluster_name(cluster_);
   Target t = classify(req.path);
   std::string verb = req.method;

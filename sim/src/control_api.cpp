@@ -71,6 +71,7 @@ ControlApi::ControlApi(SimContext& ctx) : ctx_(ctx), srv_(std::make_unique<httpl
                    "GET|POST|DELETE /chart-faults",
                    "GET|POST|DELETE /charts",
                    "GET|POST /profile",
+                   "GET|POST /clock {\"offset_ms\":N}",
                    "GET|POST /dpf-config",
                    "GET|POST /dpuset",
                    "POST /nodes/<name>/not-ready",

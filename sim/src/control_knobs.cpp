@@ -203,6 +203,22 @@ void add_knob_routes(SimContext& ctx, httplib::Server& s, const PostRoute& post)
          ctx.poke_controllers();
          reply(res, 200, dpf_config());
        }));
+  // An API server whose clock is off by offset_ms (both clusters): the Date header of every API
+  // response shows this host's time plus the offset. POST /reset restores 0.
+  s.Get("/clock", guarded([&ctx](const httplib::Request&, httplib::Response& res) {
+          reply(res, 200, {{"offset_ms", ctx.clock_offset_ms.load()}});
+        }));
+  post("/clock", guarded([&ctx](const httplib::Request& req, httplib::Response& res) {
+         json b = parse_or_empty(req);
+         if (!b.contains("offset_ms") || !b["offset_ms"].is_number_integer())
+           throw std::invalid_argument("offset_ms (integer) is required");
+         const auto ms = b["offset_ms"].get<int64_t>();
+         // ten years either way: beyond that the Date header's year leaves four digits' sense
+         if (ms < -315360000000LL || ms > 315360000000LL)
+           throw std::invalid_argument("offset_ms must be within +-315360000000 (ten years)");
+         ctx.clock_offset_ms = ms;
+         reply(res, 200, {{"offset_ms", ctx.clock_offset_ms.load()}});
+       }));
   s.Get("/profile", guarded([](const httplib::Request&, httplib::Response& res) {
           reply(res, 200, {{"dpf_version", profile().name}, {"profiles", profile_names()}});
         }));

@@ -86,6 +86,7 @@ void SimContext::reset(int dpus) {
   store.watch_config().restore_defaults();
   dpu_reachable = true;
   dpu_unreachable_mode = 0;
+  clock_offset_ms = 0;
   reset_epoch.fetch_add(1);
   poke_controllers();
 }

@@ -113,13 +113,16 @@ struct SimContext {
 
   std::atomic<bool> dpu_reachable{true};
   std::atomic<int> dpu_unreachable_mode{0};  // 0: reset connections, 1: 503
+  // Added to this host's clock in the Date header of every API response (both clusters): an API
+  // server whose clock is off (POST /clock). Nothing else (object timestamps) moves.
+  std::atomic<int64_t> clock_offset_ms{0};
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> reset_epoch{0};
   std::function<void()> request_shutdown;
 
   // Empties both clusters and re-seeds them (dpus < 0: startup count), ends open watches, clears
   // faults, kill points, counters, recent requests, restores delays, the watch config and
-  // DPU-cluster reachability.
+  // DPU-cluster reachability and the clock offset.
   void reset(int dpus);
   // After a change of reachability, delays or knobs.
   void poke_controllers() {

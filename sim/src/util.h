@@ -17,6 +17,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 // RFC 3339 UTC timestamp with second precision, e.g. 2024-05-01T10:00:00Z.
 std::string rfc3339_now();
+// RFC 7231 IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the HTTP Date header's form.
+std::string http_date(std::chrono::system_clock::time_point tp);
 std::string rfc3339(std::chrono::system_clock::time_point tp);
 // Parses an RFC 3339 UTC timestamp; returns false when it cannot.
 bool parse_rfc3339(const std::string& s, std::chrono::system_clock::time_point& out);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include "sim_harness.h"
@@ -142,4 +144,46 @@ TEST_F(Faults, RecentRequestsShowPatchBody) {
   json state = sim.ctl("GET", "/state").j();
   EXPECT_EQ(state["dpu"]["nodes"].size(), 2u);
   EXPECT_EQ(state["management"]["dpudevices"].size(), 2u);
+}
+
+namespace {
+// seconds since the Unix epoch of an IMF-fixdate Date header, -1 when it is not one
+long long date_header_seconds(const std::string& v) {
+  std::tm tm{};
+  const char* end = strptime(v.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr || *end != '\0' || v.size() != 29) return -1;
+  return static_cast<long long>(timegm(&tm));
+}
+long long now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+TEST_F(Faults, DateHeaderAndClockOffset) {
+  // every API answer carries the server's time, as kube-apiserver's do, also an error
+  Resp r = sim.m("GET", "/api/v1/namespaces/default");
+  long long d = date_header_seconds(r.header("Date"));
+  ASSERT_GT(d, 0) << r.header("Date");
+  EXPECT_LE(std::llabs(d - now_seconds()), 2);
+  r = sim.d("GET", "/api/v1/nodes/no-such-node");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_GT(date_header_seconds(r.header("Date")), 0) << r.header("Date");
+  // an API server 90 s ahead, then 3600 s behind: the header moves, both clusters
+  ASSERT_EQ(sim.ctl("POST", "/clock", json{{"offset_ms", 90000}}).status, 200);
+  EXPECT_EQ(sim.ctl("GET", "/clock").j()["offset_ms"], 90000);
+  d = date_header_seconds(sim.m("GET", "/api/v1/namespaces/default").header("Date"));
+  EXPECT_LE(std::llabs(d - now_seconds() - 90), 2);
+  sim.ctl("POST", "/clock", json{{"offset_ms", -3600000}});
+  d = date_header_seconds(sim.d("GET", node0).header("Date"));
+  EXPECT_LE(std::llabs(d - now_seconds() + 3600), 2);
+  // refused: not an integer, beyond ten years
+  EXPECT_EQ(sim.ctl("POST", "/clock", json{{"offset_ms", "1s"}}).status, 400);
+  EXPECT_EQ(sim.ctl("POST", "/clock", json{{"offset_ms", 400000000000LL}}).status, 400);
+  // POST /reset restores the host's clock
+  sim.reset(2, 0);
+  EXPECT_EQ(sim.ctl("GET", "/clock").j()["offset_ms"], 0);
+  d = date_header_seconds(sim.m("GET", "/api/v1/namespaces/default").header("Date"));
+  EXPECT_LE(std::llabs(d - now_seconds()), 2);
 }

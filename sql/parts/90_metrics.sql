@@ -77,6 +77,8 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
     ('extsvc_kube_last_code', 'gauge', 'HTTP status of the last answer of the cluster (0: no HTTP response: connection, TLS or timeout); absent before the first request.'),
     ('extsvc_kube_last_response_age_seconds', 'gauge', 'Seconds since the cluster last answered (or failed to) a request.'),
     ('extsvc_kube_last_success_age_seconds', 'gauge', 'Seconds since the cluster last answered 2xx; absent before the first.'),
+    ('extsvc_kube_clock_skew_seconds', 'gauge', 'The API server''s clock minus this server''s, in seconds (signed), from the Date header of its last response that had one; the header''s 1 s resolution leaves about 1 s of uncertainty. Absent before the first such response.'),
+    ('extsvc_kube_clock_skew_age_seconds', 'gauge', 'Seconds since extsvc_kube_clock_skew_seconds of the cluster was last measured.'),
     ('extsvc_worker_up', 'gauge', '1 while a worker process runs in the slot; a single unlabelled 0 without shared_preload_libraries.'),
     ('extsvc_worker_restarts_total', 'counter', 'Worker process starts in the slot after the first one since shared memory was initialised.'),
     ('extsvc_worker_last_iteration_age_seconds', 'gauge', 'Seconds since the worker last started a loop iteration (it sleeps at most 10 s when enabled and configured, 60 s otherwise).'),

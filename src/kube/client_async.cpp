@@ -5,9 +5,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 
+#include "core/http_date.hpp"
 #include "kube/client.hpp"
 #include "kube/detail/callback_probe.hpp"
 #include "kube/detail/client_impl.hpp"
@@ -37,6 +39,8 @@ struct AsyncGet::State : Multi::Owner {
   bool reported = false;
   int status = 0;
   std::optional<double> retry_after;
+  int64_t server_date = 0;      // the Date header (core::parse_imf_fixdate; 0: none)
+  double date_received_at = 0;  // our wall clock when it arrived (seconds since the Unix epoch)
   bool finished = false;
   int curl_code = CURLE_OK;
   std::optional<Error> early_error;  // configuration or token: never reached the network
@@ -61,6 +65,10 @@ struct AsyncGet::State : Multi::Owner {
     ev.verb = verb;
     ev.http_status = http_status;
     ev.seconds = std::chrono::duration<double>(Client::Impl::Clock::now() - started).count();
+    if (http_status != 0) {
+      ev.server_date = server_date;
+      ev.received_at = date_received_at;
+    }
     impl->observer->on_request(ev);
   }
 
@@ -119,6 +127,15 @@ size_t async_header(char* ptr, size_t size, size_t nitems, void* userdata) {
       value.erase(0, value.find_first_not_of(" \t"));
       while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
       s->retry_after = detail::parse_retry_after(value, std::time(nullptr));
+    } else if (line.size() > 5 && strncasecmp(line.data(), "Date:", 5) == 0) {
+      std::string_view value = line.substr(5);
+      while (!value.empty() && (value.back() == '\r' || value.back() == '\n'))
+        value.remove_suffix(1);
+      const auto d = core::parse_imf_fixdate(value);
+      s->server_date = d ? *d : 0;
+      s->date_received_at =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
     }
   } catch (...) {
     s->callback_failed = true;

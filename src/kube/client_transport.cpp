@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/http_date.hpp"
 #include "kube/detail/client_impl.hpp"
 #include "kube/detail/connection.hpp"
 #include "kube/detail/internal.hpp"
@@ -98,6 +99,7 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
   }
 
   auto start = Clock::now();
+  const auto wall_start = std::chrono::system_clock::now();
   CURLcode rc = curl_easy_perform(curl);
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   curl_slist_free_all(headers);
@@ -112,6 +114,18 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
     ev.verb = listing ? std::string_view("LIST") : std::string_view(method);
     ev.http_status = static_cast<int>(code);
     ev.seconds = ms / 1000.0;
+    struct curl_header* date = nullptr;
+    if (code != 0 && curl_easy_header(curl, "Date", 0, CURLH_HEADER, -1, &date) == CURLHE_OK &&
+        date != nullptr && date->value != nullptr) {
+      if (const auto d = core::parse_imf_fixdate(date->value)) {
+        // the headers arrived when the first byte did (time since the start of the transfer)
+        curl_off_t first_byte_us = 0;
+        curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
+        ev.server_date = *d;
+        ev.received_at = std::chrono::duration<double>(wall_start.time_since_epoch()).count() +
+                         static_cast<double>(first_byte_us) / 1e6;
+      }
+    }
     observer->on_request(ev);
   }
   long connects = 0;

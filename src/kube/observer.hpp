@@ -3,6 +3,7 @@
 // implements RequestObserver over shared memory.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace extsvc::kube {
@@ -12,6 +13,11 @@ struct RequestEvent {
   std::string_view verb;     // GET, LIST (each page of a list), POST, PUT, PATCH, DELETE
   int http_status = 0;       // 0: no HTTP response (transport error, timeout, TLS, interrupted)
   double seconds = 0;        // wall time of the attempt (connect, TLS, transfer)
+  // The server's clock (issue 28, part 3): the response's Date header in seconds since the Unix
+  // epoch (0: no response, no Date header or not an IMF-fixdate) and our wall clock, in seconds
+  // since the Unix epoch, when the response's headers arrived (core::clock_skew_seconds).
+  int64_t server_date = 0;
+  double received_at = 0;
 };
 
 class RequestObserver {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dpf_api_level.hpp"
+#include "core/http_date.hpp"
 #include "guard.hpp"
 #include "gucs.hpp"
 #include "wake.hpp"
@@ -38,6 +39,12 @@ class ShmemObserver final : public kube::RequestObserver {
     pg_atomic_write_u64(&st->cluster_last_at[c], now);
     if (e.http_status >= 200 && e.http_status < 300)
       pg_atomic_write_u64(&st->cluster_last_ok_at[c], now);
+    if (e.server_date != 0 && e.received_at > 0) {
+      const double skew = core::clock_skew_seconds(e.server_date, e.received_at);
+      pg_atomic_write_u64(&st->cluster_skew_ms[c],
+                          static_cast<uint64>(static_cast<int64_t>(skew * 1000.0)));
+      pg_atomic_write_u64(&st->cluster_skew_at[c], now);
+    }
   }
 };
 
@@ -155,6 +162,17 @@ std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers
     if (ok != 0)
       rows.push_back({"extsvc_kube_last_success_age_seconds", l,
                       static_cast<double>(std::max<int64_t>(0, now - ok)) / 1e6});
+  }
+  // the API servers' clocks (issue 28, part 3): the last skew measured from a Date header (their
+  // clock minus ours; the header's 1 s resolution leaves about a second of uncertainty) and its age
+  for (int c = 0; c < 2; ++c) {
+    const auto at = static_cast<int64_t>(pg_atomic_read_u64(&st->cluster_skew_at[c]));
+    if (at == 0) continue;
+    const std::string l = labels_json({{"cluster", kClusters[c]}});
+    const auto ms = static_cast<int64_t>(pg_atomic_read_u64(&st->cluster_skew_ms[c]));
+    rows.push_back({"extsvc_kube_clock_skew_seconds", l, static_cast<double>(ms) / 1000.0});
+    rows.push_back({"extsvc_kube_clock_skew_age_seconds", l,
+                    static_cast<double>(std::max<int64_t>(0, now - at)) / 1e6});
   }
   rows.push_back({"extsvc_workers_enabled", "{}", enabled ? 1.0 : 0.0});
   rows.push_back(

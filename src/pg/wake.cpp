@@ -87,6 +87,8 @@ void attach_shared_memory() {
       pg_atomic_init_u32(&g_shared->cluster_last_code[c], 0);
       pg_atomic_init_u64(&g_shared->cluster_last_at[c], 0);
       pg_atomic_init_u64(&g_shared->cluster_last_ok_at[c], 0);
+      pg_atomic_init_u64(&g_shared->cluster_skew_ms[c], 0);
+      pg_atomic_init_u64(&g_shared->cluster_skew_at[c], 0);
     }
   }
   LWLockRelease(AddinShmemInitLock);

@@ -89,6 +89,11 @@ struct SharedState {
   pg_atomic_uint32 cluster_last_code[2];
   pg_atomic_uint64 cluster_last_at[2];
   pg_atomic_uint64 cluster_last_ok_at[2];
+  // The clock skew of each cluster's API server as last measured from the Date header of a
+  // response (issue 28, part 3; core::clock_skew_seconds): its clock minus ours in milliseconds,
+  // signed (an int64 stored as its bits), and when (TimestampTz; 0 = never measured).
+  pg_atomic_uint64 cluster_skew_ms[2];
+  pg_atomic_uint64 cluster_skew_at[2];
 };
 
 // Publishes slot's state and reason (the worker, once per iteration).

@@ -9,10 +9,12 @@ age that grows; the shared-memory initialisation time moves at a crash restart w
 postmaster's start time does not. extsvc.health_check() is all ok on a healthy site and reports
 each injected failure in its row: a bad URL, an unreadable token file, 403 from the management
 cluster, an unreachable DPU cluster, watch streams not current, the Lease not held, no site id,
-a FAILED service. The alert rules of docs/metrics.md (the file's own YAML) are fed to promtool
+a FAILED service, an API server whose clock is off (dpfsim's clock offset in the Date header), a
+CA file that expired or expires soon, a kubeconfig whose client certificate file is missing, a DPF
+release below the minimum (a third server on dpfsim's v25.7 profile). The alert rules of docs/metrics.md (the file's own YAML) are fed to promtool
 with the series the server exported during each failure (one scrape a minute, the last held for
 the rule's `for`; an age that was growing keeps growing with the clock): each rule of issue 28
-fires on its failure and stays silent on a healthy site. Two groups, each with its own server
+fires on its failure and stays silent on a healthy site. Three groups, each with its own server
 and dpfsim.
 """
 import json
@@ -117,7 +119,7 @@ def test_the_runbook_covers_every_alert_and_check():
         for h in re.findall(r"^### (.+)$", f.read(), re.M):
             headings.update(x.strip() for x in h.split(","))
     checks = [r[0] for r in e().pg.sql('SELECT "check" FROM extsvc.health_check()')]
-    assert len(alerts) >= 25 and len(checks) == 9, (alerts, checks)
+    assert len(alerts) >= 25 and len(checks) == 12, (alerts, checks)
     missing = [a for a in alerts + checks if a not in headings]
     assert not missing, f"no runbook entry for {missing}"
     # and every metric family an alert could use is documented in docs/metrics.md
@@ -140,8 +142,11 @@ def test_a_healthy_site_is_working_and_all_ok():
         for k, v in health().items():
             print("   ", k, v)
         raise
-    assert set(h) == {"library", "worker_state", "settings", "cluster_management", "cluster_dpu", "watch",
-                      "site_lease", "queue", "stuck_rows"}, h
+    assert set(h) == {"library", "worker_state", "settings", "cluster_management", "cluster_dpu", "dpf_api",
+                      "clock_skew", "tls", "watch", "site_lease", "queue", "stuck_rows"}, h
+    assert "DPF API v26.8+" in h["dpf_api"][1], h
+    assert re.search(r"management [+-][01]\.\d s", h["clock_skew"][1]), h
+    assert "2 PEM text(s) read" in h["tls"][1], h
     assert "HTTP 2" in h["cluster_management"][1] and "HTTP 2" in h["cluster_dpu"][1], h
     assert "held by this server" in h["site_lease"][1], h
     m = metrics()
@@ -151,6 +156,9 @@ def test_a_healthy_site_is_working_and_all_ok():
                          "waiting_for_lease"))
     assert gauge(m, "extsvc_workers_enabled") == 1
     assert gauge(m, "extsvc_kube_last_code", cluster="management") // 100 == 2, m
+    # dpfsim's clock is ours: the skew is within the Date header's resolution
+    for c in ("management", "dpu"):
+        assert abs(gauge(m, "extsvc_kube_clock_skew_seconds", cluster=c)) <= 1.0, m
     started = gauge(m, "extsvc_shmem_initialized_timestamp_seconds")
     assert abs(started - gauge(m, "extsvc_server_start_timestamp_seconds")) < 10, m
     assert started <= time.time() + 1
@@ -372,6 +380,130 @@ def test_a_crash_restart_moves_the_shared_memory_time():
     assert_fires("ExtsvcCrashLoop", scrapes)
 
 
+def test_an_api_server_clock_that_is_off():
+    """dpfsim's Date header moved by its clock offset knob: the skew is measured from it, exported,
+    and the clock_skew row warns over 2 s and errors over 15 s."""
+    wait_health("clock_skew", "ok")
+
+    def skew_near(want):
+        # the management cluster answers every 2 s (the Lease); a watch stream ended by dpfsim makes
+        # the watcher ask both clusters again
+        def ok():
+            e().sim.ctl("POST", "/watch-cut", {"cluster": "*", "mode": "end"})
+            time.sleep(0.5)
+            m = metrics()
+            v = [gauge(m, "extsvc_kube_clock_skew_seconds", cluster=c) for c in ("management", "dpu")]
+            return v if all(x is not None and abs(x - want) <= 1.0 for x in v) else False
+        return wait_until(ok, 40, interval=0.5, what=f"extsvc_kube_clock_skew_seconds near {want}")
+    try:
+        e().sim.ctl("POST", "/clock", {"offset_ms": 30000})
+        assert e().sim.ctl("GET", "/clock") == {"offset_ms": 30000}
+        skew_near(30)
+        h = wait_health("clock_skew", "error", "management +")
+        assert re.search(r"management \+(29|30|31)\.\d s", h[1]), h
+        assert h[2] and "chronyc" in h[2], h
+        e().sim.ctl("POST", "/clock", {"offset_ms": -5000})
+        skew_near(-5)
+        wait_health("clock_skew", "warning", "management -")
+    finally:
+        e().sim.ctl("POST", "/clock", {"offset_ms": 0})
+    skew_near(0)
+    wait_health("clock_skew", "ok")
+
+
+def write_cert(path, days_valid, days_ago=0):
+    """A self-signed certificate (PEM) valid from days_ago days before now for days_valid days."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "extsvc-test")])
+    start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=days_ago)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(start)
+            .not_valid_after(start + datetime.timedelta(days=days_valid)).sign(key, hashes.SHA256()))
+    with open(path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    os.chmod(path, 0o644)
+    return path
+
+
+def test_tls_files_that_the_worker_would_refuse():
+    good = e().pg.one("SHOW extsvc.dpu_kube_ca_file")
+    wait_health("tls", "ok")
+    try:
+        # a CA bundle whose only certificate expired: an error naming the setting
+        set_conf(dpu_kube_ca_file=write_cert(os.path.join(e().workdir, "expired-ca.pem"), 10, days_ago=20))
+        h = wait_health("tls", "error", "extsvc.dpu_kube_ca_file: certificate 1 expired at")
+        assert h[2] and "pg_reload_conf" in h[2], h
+        # one that expires in 5 days: a warning with the days left
+        set_conf(dpu_kube_ca_file=write_cert(os.path.join(e().workdir, "soon-ca.pem"), 6, days_ago=1))
+        wait_health("tls", "warning", "(in 4 days)")
+        # not PEM at all
+        path = os.path.join(e().workdir, "not-pem.pem")
+        with open(path, "w") as f:
+            f.write("this is not a certificate\n")
+        os.chmod(path, 0o644)
+        set_conf(dpu_kube_ca_file=path)
+        wait_health("tls", "error", "no PEM certificate")
+        set_conf(dpu_kube_ca_file=good)
+        wait_health("tls", "ok")
+        # a kubeconfig whose client certificate (relative to the kubeconfig's directory) is missing
+        kdir = os.path.join(e().workdir, "kube")
+        os.makedirs(kdir, exist_ok=True)
+        os.chmod(kdir, 0o755)
+        kc = os.path.join(kdir, "dpu.kubeconfig")
+        with open(kc, "w") as f:
+            f.write(f"""apiVersion: v1
+kind: Config
+current-context: dpu
+clusters:
+- name: dpu
+  cluster:
+    server: {e().sim.dpu}
+    certificate-authority: {good}
+users:
+- name: dpu
+  user:
+    client-certificate: certs/client.pem
+    client-key: certs/client-key.pem
+contexts:
+- name: dpu
+  context: {{cluster: dpu, user: dpu}}
+""")
+        os.chmod(kc, 0o644)
+        set_conf(dpu_kubeconfig=kc)
+        h = wait_health("tls", "error", "extsvc.dpu_kubeconfig client-certificate")
+        assert "No such file or directory" in h[1] and os.path.join(kdir, "certs/client.pem") in h[1], h
+        # the files there, the certificate valid and the key PEM: nothing to say about them
+        os.makedirs(os.path.join(kdir, "certs"), exist_ok=True)
+        os.chmod(os.path.join(kdir, "certs"), 0o755)
+        write_cert(os.path.join(kdir, "certs", "client.pem"), 90)
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        with open(os.path.join(kdir, "certs", "client-key.pem"), "wb") as f:
+            f.write(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        os.chmod(os.path.join(kdir, "certs", "client-key.pem"), 0o644)
+        h = wait_health("tls", "ok")
+        # both CA files, and the kubeconfig's CA, client certificate and key
+        assert "5 PEM text(s) read" in h[1], h
+    finally:
+        set_conf(dpu_kube_ca_file=good, dpu_kubeconfig=None)
+    wait_health("tls", "ok")
+    wait_health("cluster_dpu", "ok", timeout=60)
+
+
+# --- group 3: a DPF release below the minimum -------------------------------------------------------
+
+def test_a_dpf_release_below_the_minimum_is_an_error():
+    h = wait_health("dpf_api", "error", "DPUService.spec.security")
+    assert "DPF API below v26.8" in h[1] and "needs DPF v26.8 or later" in h[1], h
+    assert h[2] and "Upgrade DPF" in h[2], h
+
+
 # --- group 2: no site id ---------------------------------------------------------------------------
 
 def test_without_a_site_id_the_worker_is_paused():
@@ -399,6 +531,8 @@ def main():
             test_403_from_the_management_cluster_is_seen,
             test_an_unreachable_dpu_cluster_and_its_streams,
             test_dpf_not_ready_and_a_platform_failure_fire_their_alerts,
+            test_an_api_server_clock_that_is_off,
+            test_tls_files_that_the_worker_would_refuse,
             test_a_crash_restart_moves_the_shared_memory_time,
         ], "# e2e: operating the workers (state, health check)")
     finally:
@@ -407,6 +541,12 @@ def main():
     try:
         ok = run_tests([test_without_a_site_id_the_worker_is_paused],
                        "# e2e: operating the workers without a site id") and ok
+    finally:
+        ENV.close(keep=not ok)
+    ENV = Env(dpus=1, workers=1, sim_args=["--dpf-version", "v25.7"])
+    try:
+        ok = run_tests([test_a_dpf_release_below_the_minimum_is_an_error],
+                       "# e2e: operating the workers on DPF v25.7") and ok
     finally:
         ENV.close(keep=not ok)
     return ok

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client_test_support.hpp"
+#include "core/http_date.hpp"
 #include "kube/client.hpp"
 
 namespace extsvc::kube {
@@ -97,6 +98,51 @@ TEST(KubeClient, ObserverSeesEveryAttempt) {
   c.set_observer(nullptr, "");
   EXPECT_TRUE(c.get(nodes_path("n1")).ok());
   EXPECT_EQ(obs.seen.size(), 6u);
+}
+
+// issue 28, part 3: the server's Date header and when it arrived, for the clock skew
+TEST(KubeClient, ObserverSeesTheServersDate) {
+  const auto wall = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const auto ahead = static_cast<int64_t>(wall()) + 3600;
+  TestServer s;
+  s.srv().Get("/api/v1/nodes/ahead", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Date", core::format_imf_fixdate(ahead));
+    res.set_content(R"({"kind":"Node","metadata":{"name":"ahead"}})", "application/json");
+  });
+  s.srv().Get("/api/v1/nodes/obsolete", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_header("Date", "Sunday, 06-Nov-94 08:49:37 GMT");  // RFC 850: not used
+    res.set_content(status_body(404, "NotFound", "nodes \"obsolete\" not found"),
+                    "application/json");
+  });
+  s.srv().Get("/api/v1/nodes/none", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"kind":"Node","metadata":{"name":"none"}})", "application/json");
+  });
+  s.start();
+  struct DateObserver final : RequestObserver {
+    std::vector<std::pair<int64_t, double>> seen;
+    void on_request(const RequestEvent& e) noexcept override {
+      seen.emplace_back(e.server_date, e.received_at);
+    }
+  } obs;
+  Client c(http_config(s));
+  c.set_observer(&obs, "management");
+  const double before = wall();
+  EXPECT_TRUE(c.get(nodes_path("ahead")).ok());
+  const double after = wall();
+  EXPECT_FALSE(c.get(nodes_path("obsolete")).ok());
+  EXPECT_TRUE(c.get(nodes_path("none")).ok());
+  ASSERT_EQ(obs.seen.size(), 3u);
+  EXPECT_EQ(obs.seen[0].first, ahead);
+  EXPECT_GE(obs.seen[0].second, before - 0.001);
+  EXPECT_LE(obs.seen[0].second, after + 0.001);
+  const double skew = core::clock_skew_seconds(obs.seen[0].first, obs.seen[0].second);
+  EXPECT_NEAR(skew, 3600.0, 1.0);
+  EXPECT_EQ(obs.seen[1].first, 0);  // not an IMF-fixdate
+  EXPECT_EQ(obs.seen[2].first, 0);  // no Date header (cpp-httplib sends none)
 }
 
 TEST(KubeClient, ObserverSeesTransportErrorsAsCodeZero) {
