@@ -99,10 +99,11 @@ restore() {
   restored=1
   log "putting back the extension files that were installed before"
   (cd / && $SUDO tar -xf "$before")
-  if [ "$(cd "$("$PG_CONFIG" --pkglibdir)" && pwd -P)" = "$(cd "$SYS_PKGLIB" && pwd -P)" ]; then
-    $SUDO make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" install
-  fi
   local copy="$work/before-files" f n=0 diff=0
+  if [ "$(cd "$("$PG_CONFIG" --pkglibdir)" && pwd -P)" = "$(cd "$SYS_PKGLIB" && pwd -P)" ]; then
+    $SUDO make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" install \
+      || { echo "FAILED make install (the checkout's build, PG_CONFIG=$PG_CONFIG)"; diff=1; }
+  fi
   mkdir -p "$copy" && tar -xf "$before" -C "$copy"
   for f in $(tar -tf "$before"); do
     n=$((n + 1))
