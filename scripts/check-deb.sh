@@ -113,6 +113,7 @@ restore() {
   return "$diff"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT  # killed (a CI timeout): still purge and put back
 
 log "apt-get install ./$(basename "$deb_ext") ./$(basename "$deb_sim")"
 t=$SECONDS
