@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The extension's version lives in nico_extsvc.control; META.json (PGXN
-# meta-spec 1.0.0) and CMake must agree with it.
+# meta-spec 1.0.0), CMake and the Debian packages (debian/changelog's version)
+# must agree with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" nico_extsvc.control)
 python3 - "$version" <<'PY'
-import json, sys
+import json, re, sys
 version = sys.argv[1]
 meta = json.load(open("META.json"))
 problems = []
+# the first line of debian/changelog: "nico-extsvc (VERSION) DISTRIBUTION; urgency=..."
+m = re.match(r"nico-extsvc \(([^)]+)\) ", open("debian/changelog").readline())
+if not m:
+    problems.append("debian/changelog does not start with an entry of nico-extsvc")
+elif m.group(1) != version:
+    problems.append(f"debian/changelog version {m.group(1)} != control {version}")
 for key in ("name", "abstract", "version", "maintainer", "license", "provides", "meta-spec"):
     if key not in meta:
         problems.append(f"META.json lacks required key {key}")
@@ -23,6 +30,6 @@ for ext, p in meta.get("provides", {}).items():
         problems.append(f"provides.{ext}.file does not name the {version} script")
 for p in problems:
     print(p)
-print(f"META.json: {1 if not problems else 0} passed, {len(problems) and 1} failed")
+print(f"META.json and debian/changelog: {1 if not problems else 0} passed, {len(problems) and 1} failed")
 sys.exit(1 if problems else 0)
 PY

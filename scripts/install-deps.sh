@@ -17,6 +17,7 @@ PACKAGES=(
   patroni etcd-server python3-etcd  # test/ha: Patroni + etcd (v2 API)
   python3-psycopg  # test/nico/: NICo's client binding like sqlx (psycopg 3), run with /usr/bin/python3
   python3-kubernetes  # sim/tests/test_typed_client.py reads every kind dpfsim serves with the official client
+  debhelper postgresql-server-dev-all lintian  # scripts/check-deb.sh: dpkg-buildpackage (pg_buildext) and lintian of the Debian packages
   prometheus  # promtool: test/e2e/test_ops.py checks the alert rules of docs/metrics.md fire (promtool test rules, offline)
 )
 

@@ -3,7 +3,7 @@
 #   unit (GoogleTest: core, Kubernetes client, reconcilers), simulator (dpfsim +
 #   kubectl conformance), the unit tests again under ASan+UBSan, libFuzzer
 #   smoke runs, SQL (pg_regress, pgTAP), dump/restore and upgrade, end-to-end
-#   (worker + dpfsim), and high availability under Patroni.
+#   (worker + dpfsim), high availability under Patroni, and the Debian packages.
 # Usage: scripts/test-all.sh            (installs apt packages first)
 #        SKIP_DEPS=1 scripts/test-all.sh (developer loop: skip apt)
 #        CLEAN_BUILD=1 (set in CI): build from nothing (build/, build-sanitize/)
@@ -182,6 +182,10 @@ suite soak-short "$PY" "$ROOT/test/soak/soak.py" --ci
 # the README's first command: the demo's whole story against dpfsim (built
 # and installed above); it records when its first status table was printed
 suite demo env DEMO_FIGURE="$DEMO_FIGURE" BUILD_DIR="$BUILD_DIR" "$PY" "$ROOT/scripts/demo.py"
+# issue 27: the Debian packages build (lintian: no error), install with apt-get, run a service to
+# READY against the packaged dpfsim and purge cleanly; last, as it replaces the server's installed
+# extension files while it runs (it puts the make-installed ones back)
+suite deb "$ROOT/scripts/check-deb.sh"
 
 for d in regress-out regress-nopreload-out; do
   if [ -s "$BUILD_DIR/$d/regression.diffs" ]; then head -n 80 "$BUILD_DIR/$d/regression.diffs"; fi
