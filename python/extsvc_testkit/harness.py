@@ -263,6 +263,15 @@ class Postgres(Cluster):
         rows = self.sql(query)
         return rows[0][0] if rows and rows[0] else None
 
+    def set_conf(self, **kv):
+        """ALTER SYSTEM SET extsvc.<k> = v for each (None: RESET), then pg_reload_conf()."""
+        for k, v in kv.items():
+            if v is None:
+                self.sql(f"ALTER SYSTEM RESET extsvc.{k}")
+            else:
+                self.sql(f"ALTER SYSTEM SET extsvc.{k} = '{v}'")
+        self.sql("SELECT pg_reload_conf()")
+
     def worker_pids(self):
         return [int(r[0]) for r in self.sql(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]

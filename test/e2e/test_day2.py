@@ -29,12 +29,7 @@ def e():
 
 
 def set_conf(**kv):
-    for k, v in kv.items():
-        if v is None:
-            e().pg.sql(f"ALTER SYSTEM RESET extsvc.{k}")
-        else:
-            e().pg.sql(f"ALTER SYSTEM SET extsvc.{k} = '{v}'")
-    e().pg.sql("SELECT pg_reload_conf()")
+    e().pg.set_conf(**kv)
 
 
 def config_error():

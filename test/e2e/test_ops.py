@@ -84,12 +84,7 @@ def wait_health(check, want_status, contains=None, timeout=40):
 
 
 def set_conf(**kv):
-    for k, v in kv.items():
-        if v is None:
-            e().pg.sql(f"ALTER SYSTEM RESET extsvc.{k}")
-        else:
-            e().pg.sql(f"ALTER SYSTEM SET extsvc.{k} = '{v}'")
-    e().pg.sql("SELECT pg_reload_conf()")
+    e().pg.set_conf(**kv)
 
 
 # --- alert rules: docs/metrics.md's rules, fed with what the server exported, through promtool ---
