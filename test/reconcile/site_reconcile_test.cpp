@@ -4,13 +4,16 @@
 // item names only while the orphan guard allows.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "core/dpuservice_render.hpp"
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
+#include "device_settled.hpp"
 #include "dpu_fixture.hpp"
 #include "kube/client.hpp"
 #include "reconcile/dpu_reconciler.hpp"
@@ -71,8 +74,20 @@ class SiteReconcileTest : public ::testing::Test {
     return r.status == 200 ? r.j() : json();
   }
   // the object as another writer made it (another site's, or a 0.2.0 worker's: no site label)
+  // It returns once DPF's DPUService controller is done with the new object (its finalizer and a
+  // status for its generation written): a pass that read it before those writes meets 409 or a
+  // new generation by design, which the worker retries.
   static void post(const json& obj) {
     ASSERT_EQ(sim_->m("POST", kServices, obj.dump()).status, 201);
+    const std::string name = obj["metadata"]["name"];
+    for (int waited = 0; waited < 5000; waited += 10) {
+      const json d = live(name);
+      if (d.is_object() && d["metadata"].contains("finalizers") && d.contains("status") &&
+          d["status"].value("observedGeneration", 0LL) == d["metadata"].value("generation", 1LL))
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "DPF's controller did not settle " << name;
   }
   static json device_labels(int i) {
     auto r = sim_->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" +
@@ -154,6 +169,7 @@ TEST_F(SiteReconcileTest, ADpuPassRemovesOnlyRegisteredKeysAndDerivedOnesOnlyWhe
   const std::string late = core::placement_label_key(other, kVersion);  // ours, named by no item
   const std::string foreign = "nico/extsvc-" + std::string(20, 'x');    // never written by us
   set_device_labels(0, {{ours, "enabled"}, {late, "enabled"}, {foreign, "enabled"}});
+  ASSERT_TRUE(testfixture::dpf_done_with_device(*sim_, 0));
   const std::set<std::string> registry = {ours, late};
   DpuWork w = testfixture::dpu_work(0, false, id);  // detached: an explicit removal of `ours`
   w.registered_keys = &registry;
@@ -167,7 +183,9 @@ TEST_F(SiteReconcileTest, ADpuPassRemovesOnlyRegisteredKeysAndDerivedOnesOnlyWhe
   EXPECT_EQ(o.held_keys, std::set<std::string>{late});
   EXPECT_EQ(o.foreign_keys, std::set<std::string>{foreign});
   EXPECT_EQ(o.observation["foreign_keys"], json::array({foreign}));
-  // the guard allows: the derived removal goes, the foreign key stays
+  // the guard allows: the derived removal goes, the foreign key stays (once DPF is done with the
+  // first pass's patch: a 409 on its status write would only be retried)
+  ASSERT_TRUE(testfixture::dpf_done_with_device(*sim_, 0));
   w.derived_removal_ok = [] { return true; };
   DpuReconciler again(*client_, dpu_.get(), kNs);
   o = again.reconcile(w);
