@@ -272,6 +272,15 @@ class Postgres(Cluster):
                 self.sql(f"ALTER SYSTEM SET extsvc.{k} = '{v}'")
         self.sql("SELECT pg_reload_conf()")
 
+    def metric(self, name, **labels):
+        """The sum of the samples of extsvc.metrics() family NAME whose labels include LABELS
+        (None: no such sample, which a test must tell apart from 0)."""
+        total = None
+        for lab, value in self.sql(f"SELECT labels::text, value FROM extsvc.metrics() WHERE metric = {lit(name)}"):
+            if all(json.loads(lab).get(k) == v for k, v in labels.items()):
+                total = (total or 0.0) + float(value)
+        return total
+
     def worker_pids(self):
         return [int(r[0]) for r in self.sql(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]

@@ -27,7 +27,7 @@ import time
 import uuid
 
 from extsvc_testkit import alerts
-from extsvc_testkit.harness import (NAMESPACE, Env, Postgres, device, dpu_id, helm_data, host_id, lit, run_tests,
+from extsvc_testkit.harness import (NAMESPACE, Env, Postgres, device, dpu_id, helm_data, host_id, run_tests,
                                     wait_until)
 
 ENV = None
@@ -67,15 +67,6 @@ def scrapes_apart(n, seconds):
     return out
 
 
-def metric(name, **labels):
-    """The sum of the samples of a family whose labels include these (None: no sample)."""
-    total = None
-    for lab, value in e().pg.sql(f"SELECT labels::text, value FROM extsvc.metrics() WHERE metric = {lit(name)}"):
-        if all(json.loads(lab).get(k) == v for k, v in labels.items()):
-            total = (total or 0.0) + float(value)
-    return total
-
-
 def set_conf(**kv):
     e().pg.set_conf(**kv)
 
@@ -87,14 +78,14 @@ def worker_pid():
 
 def resync(want="ok"):
     """Asks for a resync and waits until one ended with this result."""
-    before = metric("extsvc_resyncs_total", result=want) or 0
+    before = e().pg.metric("extsvc_resyncs_total", result=want) or 0
     e().pg.sql("SELECT extsvc.request_resync()")
-    wait_until(lambda: (metric("extsvc_resyncs_total", result=want) or 0) > before, 30, interval=0.2,
+    wait_until(lambda: (e().pg.metric("extsvc_resyncs_total", result=want) or 0) > before, 30, interval=0.2,
                what=f"a resync ({want})")
 
 
 def lease_held():
-    return metric("extsvc_lease_held") == 1
+    return e().pg.metric("extsvc_lease_held") == 1
 
 
 # --- the file covers what test_ops.py does not --------------------------------------------------
@@ -124,7 +115,7 @@ def test_a_healthy_site_fires_none_of_them():
     sid = e().create("alerts-ok", helm_data())
     e().wait_state(sid, "READY")
     resync()
-    wait_until(lambda: metric("extsvc_foreign_objects") is not None, 10, what="the resync's census")
+    wait_until(lambda: e().pg.metric("extsvc_foreign_objects") is not None, 10, what="the resync's census")
     sc = scrapes_apart(3, 1.0)
     # the site stays as scraped (its ages are reset by its loops, so they are not extrapolated);
     # the counters go on at the rate seen
@@ -158,7 +149,7 @@ def test_a_worker_that_keeps_restarting():
     for _ in range(4):
         pid = worker_pid()
         e().pg.sql(f"SELECT pg_terminate_backend({pid})")
-        wait_until(lambda: metric("extsvc_worker_up", worker="0") == 0, 10, interval=0.1, what="slot empty")
+        wait_until(lambda: e().pg.metric("extsvc_worker_up", worker="0") == 0, 10, interval=0.1, what="slot empty")
         down = scrape()
         wait_until(lambda: (p := e().pg.one("SELECT pid FROM extsvc.worker_status() WHERE slot = 0")) and p != str(pid),
                    30, interval=0.2, what="worker restarted")
@@ -187,7 +178,7 @@ def test_a_worker_that_no_longer_loops():
     fires("ExtsvcWorkerStuck", [s1, s2], hold=11)
     fires("ExtsvcWorkerStuck", [s1, s2], hold=4, want=False)  # not at 4 min
     # it loops again once continued
-    wait_until(lambda: (metric("extsvc_worker_last_iteration_age_seconds", worker="0") or 99) < 11, 20,
+    wait_until(lambda: (e().pg.metric("extsvc_worker_last_iteration_age_seconds", worker="0") or 99) < 11, 20,
                interval=0.2, what="the worker loops again")
 
 
@@ -202,7 +193,7 @@ def test_a_spec_the_api_refuses_fails_the_service():
         e().wait_state(sid, "FAILED")
     finally:
         e().sim.clear_faults()
-    assert metric("extsvc_services_failed", reason="tenant") == 1
+    assert e().pg.metric("extsvc_services_failed", reason="tenant") == 1
     sc = scrapes_apart(2, 1.0)
     fires("ExtsvcServicesFailed", sc, hold=6)
     fires("ExtsvcServicesFailedPlatform", sc, hold=6, want=False)  # the tenant's, not the platform's
@@ -216,14 +207,14 @@ def test_5xx_and_429_from_the_management_cluster():
     e().sim.fault(verb="POST", path_regex="dpuservices", status=503)
     try:
         sid = e().create("alerts-5xx", helm_data(version="5.0.3"))
-        wait_until(lambda: (metric("extsvc_kube_requests_total", cluster="management", code="503") or 0) >= 2, 20,
+        wait_until(lambda: (e().pg.metric("extsvc_kube_requests_total", cluster="management", code="503") or 0) >= 2, 20,
                    interval=0.2, what="503s")
         sc = scrapes_apart(2, 6.0)
         fires("ExtsvcKubeServerErrors", sc, hold=16, rates=True)
         fires("ExtsvcKubeThrottled", sc, hold=16, rates=True, want=False)
         e().sim.clear_faults()
         e().sim.fault(verb="POST", path_regex="dpuservices", status=429, retry_after=1)
-        wait_until(lambda: (metric("extsvc_kube_requests_total", cluster="management", code="429") or 0) >= 2, 20,
+        wait_until(lambda: (e().pg.metric("extsvc_kube_requests_total", cluster="management", code="429") or 0) >= 2, 20,
                    interval=0.2, what="429s")
         sc = scrapes_apart(2, 6.0)
         n = [sum(v for k, v in s.items() if k.startswith("extsvc_kube_requests_total{") and 'code="429"' in k)
@@ -241,7 +232,7 @@ def test_5xx_and_429_from_the_management_cluster():
 def test_watches_answered_410_over_and_over():
     """Every WATCH of dpuservices answered 410 Gone: the informer lists again and again."""
     def expired():
-        return metric("extsvc_watch_expired_total", cluster="management", resource="dpuservices") or 0
+        return e().pg.metric("extsvc_watch_expired_total", cluster="management", resource="dpuservices") or 0
     before = expired()
     s1 = scrape()
     e().sim.fault(cluster="management", verb="WATCH", path_regex="dpuservices", status=410, count=10)
@@ -263,11 +254,11 @@ def test_a_row_lease_lost_during_a_pass_fences_it():
         time.sleep(1)
         e().sim.fault(verb="GET", path_regex=f"/dpudevices/{device(1)}", action="latency", latency_ms=1500,
                       count=1)
-        before = metric("extsvc_lease_fenced_total") or 0
+        before = e().pg.metric("extsvc_lease_fenced_total") or 0
         s1 = scrape()
         e().pg.sql(f"UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = '{dpu(1)}'")
         e().pg.sql("SELECT extsvc.reconcile_now()")
-        wait_until(lambda: (metric("extsvc_lease_fenced_total") or 0) > before, 20, interval=0.2,
+        wait_until(lambda: (e().pg.metric("extsvc_lease_fenced_total") or 0) > before, 20, interval=0.2,
                    what="the pass fenced")
         s2 = scrape()
     finally:
@@ -292,7 +283,7 @@ def test_orphans_held_then_deleted():
         time.sleep(0.5)
         e().pg.sql(f"DELETE FROM extsvc.service_records WHERE service_id = '{sid}'")
         resync()
-        wait_until(lambda: metric("extsvc_pending_orphans", kind="dpuservice") == 1, 20, interval=0.2,
+        wait_until(lambda: e().pg.metric("extsvc_pending_orphans", kind="dpuservice") == 1, 20, interval=0.2,
                    what="the orphan held")
         assert e().sim.dpuservice(name), "deleted past the guard"
         sc = scrapes_apart(2, 1.0)
@@ -300,7 +291,7 @@ def test_orphans_held_then_deleted():
         fires("ExtsvcOrphansDeleted", sc, want=False)
         assert e().pg.one("SELECT extsvc.confirm_orphan_cleanup()") == "1"
         wait_until(lambda: e().sim.dpuservice(name) is None, 30, interval=0.2, what="the orphan deleted")
-        wait_until(lambda: (metric("extsvc_orphans_deleted_total") or 0) >= 1, 10, what="counted")
+        wait_until(lambda: (e().pg.metric("extsvc_orphans_deleted_total") or 0) >= 1, 10, what="counted")
         sc.append(scrape())
         fires("ExtsvcOrphansDeleted", sc)
     finally:
@@ -334,12 +325,12 @@ def test_objects_of_no_site_on_the_cluster():
     try:
         stray("alerts-other-site")
         resync()
-        assert metric("extsvc_foreign_objects", kind="dpuservice", reason="other_site") >= 1
+        assert e().pg.metric("extsvc_foreign_objects", kind="dpuservice", reason="other_site") >= 1
         sc = scrapes_apart(2, 1.0)
         fires("ExtsvcForeignObjects", sc, hold=61, want=False)
         stray(None)
         resync()
-        assert metric("extsvc_foreign_objects", kind="dpuservice", reason="no_site_label") >= 1
+        assert e().pg.metric("extsvc_foreign_objects", kind="dpuservice", reason="no_site_label") >= 1
         sc = scrapes_apart(2, 1.0)
         fires("ExtsvcForeignObjects", sc, hold=61)
         fires("ExtsvcForeignObjects", sc, hold=30, want=False)  # not before its hour
@@ -359,7 +350,7 @@ def test_a_refused_label_patch_leaves_a_dpu_in_error():
                   message="spec.cluster.nodeLabels: Invalid value")
     try:
         e().attach(iid, sid)
-        wait_until(lambda: (metric("extsvc_dpu_states", state="ERROR") or 0) >= 1, 40, interval=0.3,
+        wait_until(lambda: (e().pg.metric("extsvc_dpu_states", state="ERROR") or 0) >= 1, 40, interval=0.3,
                    what="a DPU in ERROR")
         sc = scrapes_apart(2, 1.0)
         fires("ExtsvcDpusErrorOrUnknown", sc, hold=16)

@@ -95,8 +95,7 @@ def stray_rows():
 
 
 def metric(name, **labels):
-    where = " AND ".join(f"labels->>'{k}' = '{v}'" for k, v in labels.items()) or "true"
-    return float(e().pg.one(f"SELECT coalesce(sum(value), 0) FROM extsvc.metrics() WHERE metric = '{name}' AND {where}"))
+    return e().pg.metric(name, **labels) or 0.0
 
 
 def test_a_chart_that_drops_the_labels_names_the_contract_and_a_detach_waits_for_its_pods():

@@ -83,14 +83,6 @@ def workload(sim):
             sorted(p["metadata"]["uid"] for p in pods["items"]))
 
 
-def metric(env, name, **labels):
-    rows = env.pg.sql(f"SELECT labels::text, value FROM extsvc.metrics() WHERE metric = {lit(name)}")
-    for lab, value in rows:
-        if all(json.loads(lab).get(k) == v for k, v in labels.items()):
-            return float(value)
-    return None
-
-
 def resync(env):
     """Asks for a resync and waits until it ran (the watcher's resync counter moves)."""
     before = env.pg.one("SELECT coalesce(sum(value), 0) FROM extsvc.metrics() WHERE metric = 'extsvc_resyncs_total'")
@@ -135,7 +127,7 @@ def test_site_label_lease_and_user_agent():
     assert ann["nico/database"] == "postgres" and me.split("/")[2] == ann["nico/server-started"], ann
     row = a().pg.sql("SELECT lease_held, lease_holder, paused_reason FROM extsvc.worker_status()")
     assert all(r == ["t", me, None] for r in row), row
-    assert metric(a(), "extsvc_lease_held") == 1 and metric(a(), "extsvc_writes_paused", reason="lease") == 0
+    assert a().pg.metric("extsvc_lease_held") == 1 and a().pg.metric("extsvc_writes_paused", reason="lease") == 0
     # every request of this server names it
     mine = [r for r in a().sim.logged_requests() if (r.get("user_agent") or "").startswith("nico_extsvc/")]
     version = a().pg.one("SELECT extversion FROM pg_extension WHERE extname = 'nico_extsvc'")
@@ -197,8 +189,8 @@ def test_two_sites_on_one_cluster_never_touch_each_other():
         assert device_keys(a().sim, 2) == {b.pg.one(f"SELECT placement_label_key FROM extsvc.services "
                                                      f"WHERE service_id = '{x}'") for x in sb[1:]}
         # each sees the other's objects as foreign
-        assert metric(a(), "extsvc_foreign_objects", kind="dpuservice", reason="other_site") >= 2
-        assert metric(b, "extsvc_foreign_objects", kind="dpuservice", reason="other_site") >= 2
+        assert a().pg.metric("extsvc_foreign_objects", kind="dpuservice", reason="other_site") >= 2
+        assert b.pg.metric("extsvc_foreign_objects", kind="dpuservice", reason="other_site") >= 2
         writes_a, writes_b = len(by(me_a, since)), len(by(me_b, since))
         print(f"    4 resyncs and a delete each: site-a made {writes_a} writes, site-b {writes_b}, "
               f"0 of them to the other site's objects")
@@ -252,7 +244,7 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
             wait_until(census, timeout=30, what=f"pending {want}")
         except AssertionError as e:
             raise AssertionError(f"{e}; pending_orphans seen last: {seen[-1:]}") from None
-        assert metric(half, "extsvc_pending_orphans", kind="dpuservice") == len(ours)
+        assert half.pg.metric("extsvc_pending_orphans", kind="dpuservice") == len(ours)
         writes = by(me, since)
         deletes = [r for r in writes if r["method"] == "DELETE"]
         label_patches = [r for r in writes if "/dpudevices/" in r["path"]]
@@ -427,7 +419,7 @@ def test_orphans_past_the_limit_wait_for_a_confirmation():
         assert {n for n in names if a().sim.dpuservice(n)} == names, "deleted past the limit"
         pend = {r[0] for r in a().pg.sql("SELECT name FROM extsvc.pending_orphans WHERE kind = 'dpuservice'")}
         assert len(pend) == 3 and pend <= names, pend
-        assert metric(a(), "extsvc_pending_orphans", kind="dpuservice") == 3
+        assert a().pg.metric("extsvc_pending_orphans", kind="dpuservice") == 3
         assert a().pg.one("SELECT extsvc.confirm_orphan_cleanup()") == "3"
         wait_until(lambda: not any(a().sim.dpuservice(n) for n in pend), timeout=30, what="confirmed orphans deleted")
         assert a().sim.dpuservice(last), "the live service's DPUService was deleted"
