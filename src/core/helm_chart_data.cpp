@@ -7,6 +7,7 @@
 #include <string>
 #include <variant>
 
+#include "core/ascii.hpp"
 #include "core/json_path.hpp"
 #include "core/kube_metadata.hpp"
 #include "core/kube_quantity.hpp"
@@ -117,10 +118,9 @@ std::string validate_repo_url(const Json& v) {
 
 bool is_chart_name(std::string_view s) {
   if (s.empty() || s.size() > 100) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  if (!is_lower_alnum(s.front()) || !is_lower_alnum(s.back())) return false;
   for (char c : s)
-    if (!alnum(c) && c != '-' && c != '_' && c != '.') return false;
+    if (!is_lower_alnum(c) && c != '-' && c != '_' && c != '.') return false;
   return true;
 }
 

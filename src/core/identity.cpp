@@ -5,12 +5,10 @@
 #include <memory>
 #include <stdexcept>
 
+#include "core/ascii.hpp"
+
 namespace extsvc::core {
 namespace {
-
-bool is_hex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
 
 bool all_digits(std::string_view s) {
   for (char c : s)
@@ -29,7 +27,7 @@ std::optional<std::string> canonical_uuid(std::string_view uuid) {
       if (out[i] != '-') return std::nullopt;
       continue;
     }
-    if (!is_hex(out[i])) return std::nullopt;
+    if (!is_ascii_hex(out[i])) return std::nullopt;
     if (out[i] >= 'A' && out[i] <= 'F') out[i] = static_cast<char>(out[i] - 'A' + 'a');
   }
   return out;

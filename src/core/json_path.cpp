@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/ascii.hpp"
+
 namespace extsvc::core {
 namespace {
 
@@ -9,8 +11,8 @@ bool is_identifier(std::string_view key) {
   if (key.empty()) return false;
   for (std::size_t i = 0; i < key.size(); ++i) {
     const char c = key[i];
-    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    const bool digit = c >= '0' && c <= '9';
+    const bool alpha = is_ascii_alpha(c) || c == '_';
+    const bool digit = is_ascii_digit(c);
     if (!(alpha || (i > 0 && digit))) return false;
   }
   return true;

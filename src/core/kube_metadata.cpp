@@ -1,20 +1,15 @@
 #include "core/kube_metadata.hpp"
 
+#include "core/ascii.hpp"
+
 namespace extsvc::core {
 namespace {
 
-bool is_lower_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-bool is_alnum(char c) {
-  return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
-}
-
 bool is_name_part(std::string_view s) {
   if (s.empty() || s.size() > 63) return false;
-  if (!is_alnum(s.front()) || !is_alnum(s.back())) return false;
+  if (!is_ascii_alnum(s.front()) || !is_ascii_alnum(s.back())) return false;
   for (char c : s)
-    if (!is_alnum(c) && c != '-' && c != '_' && c != '.') return false;
+    if (!is_ascii_alnum(c) && c != '-' && c != '_' && c != '.') return false;
   return true;
 }
 

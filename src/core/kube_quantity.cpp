@@ -3,15 +3,13 @@
 #include <array>
 #include <cstddef>
 
+#include "core/ascii.hpp"
+
 namespace extsvc::core {
 namespace {
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-
 std::size_t skip_digits(std::string_view s, std::size_t i) {
-  while (i < s.size() && is_digit(s[i])) ++i;
+  while (i < s.size() && is_ascii_digit(s[i])) ++i;
   return i;
 }
 

@@ -2,20 +2,19 @@
 
 #include <cstddef>
 
+#include "core/ascii.hpp"
+
 namespace extsvc::core {
 namespace {
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
 bool is_ident_char(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
+  return is_ascii_alnum(c) || c == '-';
 }
 
 bool is_numeric_identifier(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s)
-    if (!is_digit(c)) return false;
+    if (!is_ascii_digit(c)) return false;
   return s.size() == 1 || s[0] != '0';
 }
 
@@ -31,7 +30,7 @@ bool is_identifier_list(std::string_view s, bool strict_numbers) {
     bool numeric = true;
     for (char c : id) {
       if (!is_ident_char(c)) return false;
-      numeric = numeric && is_digit(c);
+      numeric = numeric && is_ascii_digit(c);
     }
     if (strict_numbers && numeric && !is_numeric_identifier(id)) return false;
     if (dot == std::string_view::npos) return true;

@@ -2,22 +2,12 @@
 
 #include <arpa/inet.h>
 
-#include <cctype>
+#include "core/ascii.hpp"
 
 namespace extsvc::core {
 namespace {
 
 constexpr int kDefaultPort = 443;
-
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-bool is_alnum(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-bool is_hex(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -28,7 +18,7 @@ std::string lower(std::string_view s) {
 bool all_digits(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s)
-    if (!is_digit(c)) return false;
+    if (!is_ascii_digit(c)) return false;
   return true;
 }
 
@@ -58,9 +48,9 @@ bool is_hostname(std::string_view s) {
     const auto dot = s.find('.', start);
     const auto label = s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
     if (label.empty() || label.size() > 63) return false;
-    if (!is_alnum(label.front()) || !is_alnum(label.back())) return false;
+    if (!is_ascii_alnum(label.front()) || !is_ascii_alnum(label.back())) return false;
     for (char c : label)
-      if (!is_alnum(c) && c != '-') return false;
+      if (!is_ascii_alnum(c) && c != '-') return false;
     last = label;
     if (dot == std::string_view::npos) break;
     start = dot + 1;
@@ -72,7 +62,7 @@ bool is_hostname(std::string_view s) {
 // are checked separately).
 bool is_path_char(char c) {
   static constexpr std::string_view kPunctuation = "-._~!$&'()*+,;=:@/%";
-  return is_alnum(c) || kPunctuation.find(c) != std::string_view::npos;
+  return is_ascii_alnum(c) || kPunctuation.find(c) != std::string_view::npos;
 }
 
 // Dot segments are refused, not resolved: "/a/../b" must not pass an
@@ -86,7 +76,8 @@ bool is_valid_path(std::string_view path) {
   for (std::size_t i = 0; i < path.size(); ++i) {
     const char c = path[i];
     if (!is_path_char(c)) return false;
-    if (c == '%' && (i + 2 >= path.size() || !is_hex(path[i + 1]) || !is_hex(path[i + 2])))
+    if (c == '%' &&
+        (i + 2 >= path.size() || !is_ascii_hex(path[i + 1]) || !is_ascii_hex(path[i + 2])))
       return false;
   }
   std::size_t start = 1;

@@ -1,5 +1,6 @@
 #include "core/workload.hpp"
 
+#include "core/ascii.hpp"
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
 
@@ -8,10 +9,6 @@ namespace extsvc::core {
 namespace {
 
 using nlohmann::json;
-
-bool hash_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
 
 // "...-extsvc-<hash>" or "extsvc-<hash>" at the end of an application name.
 std::string ours_at_end(const std::string& app) {
@@ -22,7 +19,7 @@ std::string ours_at_end(const std::string& app) {
   const std::string name = app.substr(pos);
   if (name.compare(0, kNamePrefix.size(), kNamePrefix) != 0) return {};
   for (size_t i = kNamePrefix.size(); i < name.size(); ++i)
-    if (!hash_char(name[i])) return {};
+    if (!is_lower_alnum(name[i])) return {};
   return name;
 }
 
