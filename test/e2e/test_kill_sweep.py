@@ -30,6 +30,8 @@ import uuid
 from extsvc_testkit.harness import Env, helm_data, lit, wait_until, dpu_id, host_id
 from extsvc_testkit import invariants
 
+import kill_sweep_doc
+
 NS = "dpf-operator-system"
 DPUSERVICES = f"/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpuservices"
 DEVICES = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices"
@@ -528,33 +530,6 @@ def site_points():
                 lambda: t_delete(site2), lambda: deleted(site2))
 
 
-def write_doc(total_s, final):
-    done = [r for r in RESULTS if r["seconds"] is not None]
-    secs = [r["seconds"] for r in done]
-    stamp = invariants.run_stamp()
-    record = {**stamp, "points": len(RESULTS), "fired": sum(r["fired"] for r in RESULTS),
-              "passed": sum(r["ok"] for r in RESULTS), "median_s": statistics.median(secs), "max_s": max(secs),
-              "limit_s": CONVERGE_S, "violations": sum(len(r["violations"]) for r in RESULTS) + len(final),
-              "final_violations": len(final), "seconds": round(total_s, 1), "workers": WORKERS,
-              "failed_points": [r["name"] for r in RESULTS if not r["ok"]]}
-    lines = ["| point | Kubernetes request killed | what it proves | fired | converged after the kill | "
-             "invariant violations |", "|---|---|---|---|---:|---:|"]
-    for r in RESULTS:
-        note = f" ({r['note']})" if r["note"] else ""
-        request = re.sub(r"extsvc-[a-z0-9]{20}", "extsvc-…", r["request"])
-        lines.append(f"| `{r['name']}` | `{request}` | {r['proves']}{note} | {'yes' if r['fired'] else 'no'} "
-                     f"| {'%.2f' % r['seconds'] if r['seconds'] is not None else '-'} s | {len(r['violations'])} |")
-    lines += ["", f"{sum(r['ok'] for r in RESULTS)} of {len(RESULTS)} points passed; convergence after the kill "
-              f"median {statistics.median(secs):.2f} s, max {max(secs):.2f} s (limit {CONVERGE_S:.0f} s); the "
-              f"whole sweep took {total_s:.0f} s.",
-              "", f"Measured {stamp['date']} on commit `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python "
-              f"/usr/bin/python3 test/e2e/test_kill_sweep.py` (2 workers, product defaults, dpfsim's default delays)"
-              + (f"; the invariants checked once more after the last point: {len(final)} violations." if final
-                 else "; the invariants checked once more after the last point hold."),
-              invariants.run_record("kill-sweep", record)]
-    invariants.write_doc_block("kill-sweep-results", "\n".join(lines))
-
-
 def main():
     global ENV
     t0 = time.time()
@@ -593,7 +568,7 @@ def main():
             print(f"# {len(RESULTS)} points, convergence after the kill: median {statistics.median(secs):.2f} s, "
                   f"max {max(secs):.2f} s; sweep {total:.0f} s")
         if os.environ.get("WRITE_DOC") and not os.environ.get("KILL_ONLY") and secs:
-            write_doc(total, final)
+            kill_sweep_doc.write(RESULTS, total, final, CONVERGE_S, WORKERS)
         print(f"{passed} passed, {failed} failed")
         ok = failed == 0
     finally:
