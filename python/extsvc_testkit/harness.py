@@ -281,6 +281,15 @@ class Postgres(Cluster):
                 total = (total or 0.0) + float(value)
         return total
 
+    def resync(self, result=None, timeout=30):
+        """extsvc.request_resync(), then waits until extsvc_resyncs_total moved (for that result
+        label when given: "ok" waits for a resync that succeeded)."""
+        labels = {"result": result} if result else {}
+        before = self.metric("extsvc_resyncs_total", **labels) or 0
+        self.sql("SELECT extsvc.request_resync()")
+        wait_until(lambda: (self.metric("extsvc_resyncs_total", **labels) or 0) > before, timeout, interval=0.2,
+                   what=f"a resync ({result or 'any result'})")
+
     def worker_pids(self):
         return [int(r[0]) for r in self.sql(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]

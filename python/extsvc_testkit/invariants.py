@@ -183,6 +183,22 @@ def violations(env, attachments_settled=True, site=ENV_SITE, others=()):
     return bad
 
 
+def wait_settled(env, timeout=60, **kw):
+    """Waits until violations(env, **kw) is empty; prints the last ones when it never is."""
+    from .harness import wait_until  # the harness imports this module
+    last = []
+
+    def ok():
+        nonlocal last
+        last = violations(env, **kw)
+        return not last
+    try:
+        wait_until(ok, timeout=timeout, interval=0.2, what="the invariants to hold")
+    except AssertionError:
+        print(describe(last))
+        raise
+
+
 def describe(bad, limit=12):
     return json.dumps(bad[:limit], indent=1) + (f"\n... and {len(bad) - limit} more" if len(bad) > limit else "")
 

@@ -76,14 +76,6 @@ def worker_pid():
                       30, interval=0.2, what="worker 0 running")
 
 
-def resync(want="ok"):
-    """Asks for a resync and waits until one ended with this result."""
-    before = e().pg.metric("extsvc_resyncs_total", result=want) or 0
-    e().pg.sql("SELECT extsvc.request_resync()")
-    wait_until(lambda: (e().pg.metric("extsvc_resyncs_total", result=want) or 0) > before, 30, interval=0.2,
-               what=f"a resync ({want})")
-
-
 def lease_held():
     return e().pg.metric("extsvc_lease_held") == 1
 
@@ -114,7 +106,7 @@ def test_a_healthy_site_fires_none_of_them():
     e().wait_watching()
     sid = e().create("alerts-ok", helm_data())
     e().wait_state(sid, "READY")
-    resync()
+    e().pg.resync("ok")
     wait_until(lambda: e().pg.metric("extsvc_foreign_objects") is not None, 10, what="the resync's census")
     sc = scrapes_apart(3, 1.0)
     # the site stays as scraped (its ages are reset by its loops, so they are not extrapolated);
@@ -282,7 +274,7 @@ def test_orphans_held_then_deleted():
     try:
         time.sleep(0.5)
         e().pg.sql(f"DELETE FROM extsvc.service_records WHERE service_id = '{sid}'")
-        resync()
+        e().pg.resync("ok")
         wait_until(lambda: e().pg.metric("extsvc_pending_orphans", kind="dpuservice") == 1, 20, interval=0.2,
                    what="the orphan held")
         assert e().sim.dpuservice(name), "deleted past the guard"
@@ -324,12 +316,12 @@ def test_objects_of_no_site_on_the_cluster():
         made.append(name)
     try:
         stray("alerts-other-site")
-        resync()
+        e().pg.resync("ok")
         assert e().pg.metric("extsvc_foreign_objects", kind="dpuservice", reason="other_site") >= 1
         sc = scrapes_apart(2, 1.0)
         fires("ExtsvcForeignObjects", sc, hold=61, want=False)
         stray(None)
-        resync()
+        e().pg.resync("ok")
         assert e().pg.metric("extsvc_foreign_objects", kind="dpuservice", reason="no_site_label") >= 1
         sc = scrapes_apart(2, 1.0)
         fires("ExtsvcForeignObjects", sc, hold=61)
@@ -427,13 +419,13 @@ def test_resyncs_that_fail_then_none_since_a_crash_restart():
     """Every LIST of DPUServices answered 500: the resyncs fail and the age of the last good one
     grows (ExtsvcResyncStale). Then a crash restart (SIGKILL of the worker) reinitialises shared
     memory: the workers are up and no resync has ever succeeded (ExtsvcNoResyncYet)."""
-    resync()
+    e().pg.resync("ok")
     e().sim.fault(cluster="management", verb="LIST", path_regex="dpuservices", status=500)
     try:
-        resync("failed")
+        e().pg.resync("failed")
         s1 = scrape()
         time.sleep(1.5)
-        resync("failed")
+        e().pg.resync("failed")
         s2 = scrape()
         key = 'extsvc_last_resync_age_seconds{instance="pg",job="extsvc"}'
         assert s2[key] > s1[key] >= 0, (s1.get(key), s2.get(key))
@@ -456,7 +448,7 @@ def test_resyncs_that_fail_then_none_since_a_crash_restart():
         fires("ExtsvcNoResyncYet", sc, hold=10, want=False)
     finally:
         e().sim.clear_faults()
-    resync()
+    e().pg.resync("ok")
 
 
 def main():

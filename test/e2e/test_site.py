@@ -31,6 +31,8 @@ from extsvc_testkit.harness import (PG_USER, PGBIN, Env, as_pg, device, dpu_id, 
                                     node, run_tests, wait_until)
 from extsvc_testkit import invariants
 
+import site_doc
+
 NS = "dpf-operator-system"
 DEVICES = f"/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/{NS}/dpudevices"
 DS_PATH = f"/apis/apps/v1/namespaces/{NS}/daemonsets"
@@ -84,27 +86,8 @@ def workload(sim):
 
 
 def resync(env):
-    """Asks for a resync and waits until it ran (the watcher's resync counter moves)."""
-    before = env.pg.one("SELECT coalesce(sum(value), 0) FROM extsvc.metrics() WHERE metric = 'extsvc_resyncs_total'")
-    env.pg.sql("SELECT extsvc.request_resync()")
-    wait_until(lambda: env.pg.one("SELECT coalesce(sum(value), 0) FROM extsvc.metrics() "
-                                  "WHERE metric = 'extsvc_resyncs_total'") != before,
-               timeout=30, what="a resync")
+    env.pg.resync()
     time.sleep(0.5)  # the DPU passes it made due
-
-
-def settled(env):
-    last = []
-
-    def ok():
-        nonlocal last
-        last = invariants.violations(env)
-        return not last
-    try:
-        wait_until(ok, timeout=60, interval=0.2, what="the site converged")
-    except AssertionError:
-        print(invariants.describe(last))
-        raise
 
 
 # --- the site label, the Lease, the User-Agent ----------------------------------------------
@@ -158,8 +141,8 @@ def test_two_sites_on_one_cluster_never_touch_each_other():
             b.wait_state(s, "READY")
         attach(a(), ia, *sa[1:])
         attach(b, ib, *sb[1:])
-        settled(a())
-        settled(b)
+        invariants.wait_settled(a())
+        invariants.wait_settled(b)
         names_a = {a().state(s)[3] for s in sa}
         names_b = {b.state(s)[3] for s in sb}
         keys_a = {r[0] for r in a().pg.sql("SELECT label_key FROM extsvc.placement_keys")}
@@ -175,8 +158,8 @@ def test_two_sites_on_one_cluster_never_touch_each_other():
         wait_until(lambda: a().sim.dpuservice(a().state(sa[0])[3]) is None
                    and a().sim.dpuservice(b.state(sb[0])[3]) is None, timeout=60,
                    what="both deletes done in the cluster")
-        settled(a())
-        settled(b)
+        invariants.wait_settled(a())
+        invariants.wait_settled(b)
         cross = []
         for who, me, theirs, their_keys, their_dpus in (("site-a", me_a, names_b, keys_b, (2, 3)),
                                                         ("site-b", me_b, names_a, keys_a, (0, 1))):
@@ -214,7 +197,7 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
         a().wait_state(s, "READY")
     inst = a().new_instance(HOSTS[0], wait=False)  # an earlier test's instance of the host is deleted first
     attach(a(), inst, *sids)
-    settled(a())
+    invariants.wait_settled(a())
     before = workload(a().sim)
     ours = [n for n, in a().pg.sql("SELECT dpf_service_name FROM extsvc.services WHERE lifecycle_state = 'READY'")]
     keys = {r[0] for r in a().pg.sql("SELECT label_key FROM extsvc.placement_keys")}
@@ -259,7 +242,7 @@ def test_half_restored_database_deletes_nothing_and_the_site_comes_back_without_
             half.close()
         wait_until(lambda: a().site_lease()["spec"]["holderIdentity"] == "", timeout=10, what="released again")
         a().pg.start()  # the site's own database, pointed back
-    settled(a())
+    invariants.wait_settled(a())
     after = workload(a().sim)
     assert after == before, (before, after)
     print(f"    half-restored database: {len(ours)} DPUServices and {len(keys)} keys on 2 DPUs held back "
@@ -287,7 +270,7 @@ def dump_into(src, env, db):
 
 
 def test_restored_copy_writes_nothing_while_the_primary_holds_the_lease_then_takes_over():
-    settled(a())
+    invariants.wait_settled(a())
     me_a = a().holder_identity()
     copy = Env(dpus=0, workers=2, sim=a().sim, site_id="site-a", extra={"extsvc.database": "'site_copy'"})
     stopped = False
@@ -344,13 +327,13 @@ def test_restored_copy_writes_nothing_while_the_primary_holds_the_lease_then_tak
     # the primary is back and takes the released Lease
     wait_until(lambda: a().site_lease()["spec"]["holderIdentity"] not in ("", me_copy), timeout=30,
                what="the primary's Lease again")
-    settled(a())
+    invariants.wait_settled(a())
 
 
 # --- a holder that cannot renew stops writing ---------------------------------------------------
 
 def test_a_holder_that_cannot_renew_stops_writing_before_the_lease_can_expire():
-    settled(a())
+    invariants.wait_settled(a())
     me = a().holder_identity()
     dur, deadline = 15.0, 10.0
     budget = float(a().pg.one("SELECT extract(epoch FROM current_setting('extsvc.http_timeout')::interval "
@@ -394,7 +377,7 @@ def test_a_holder_that_cannot_renew_stops_writing_before_the_lease_can_expire():
         a().sim.clear_faults()
     for s in made:
         a().wait_state(s, "READY", timeout=60)
-    settled(a())
+    invariants.wait_settled(a())
 
 
 # --- the orphan guard past its limit -------------------------------------------------------------
@@ -586,38 +569,6 @@ def test_timing_settings_that_cannot_work_together_are_refused():
                what="the error gone after a good reload")
 
 
-def write_doc():
-    stamp = invariants.run_stamp()
-    lines = []
-    if "two-sites" in RESULTS:
-        r = RESULTS["two-sites"]
-        invariants.write_doc_block("site-two-sites-results", "\n".join([
-            "| sites on one dpfsim | services each | resyncs each | writes site-a / site-b | writes to the other site's objects |",
-            "|---|---:|---:|---|---:|",
-            f"| 2 (`site-a`, `site-b`) | {r['services_per_site']} | {r['resyncs_per_site']} | "
-            f"{r['writes_a']} / {r['writes_b']} | {r['cross_writes']} |",
-            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python /usr/bin/python3 "
-            "test/e2e/test_site.py`.", invariants.run_record("site-two-sites", {**stamp, **r})]))
-    if "half-restored" in RESULTS:
-        r = RESULTS["half-restored"]
-        invariants.write_doc_block("site-half-restored-results", "\n".join([
-            "| this site's objects in the cluster | deletes | label patches | pods restarted after pointing back |",
-            "|---|---:|---:|---:|",
-            f"| {r['dpuservices']} DPUServices, keys on {r['dpus']} DPUs | {r['deletes']} | {r['label_patches']} | "
-            f"{r['restarted_pods']} of {r['pods']} |",
-            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python /usr/bin/python3 "
-            "test/e2e/test_site.py`.", invariants.run_record("site-half-restored", {**stamp, **r})]))
-    if "restored-copy" in RESULTS:
-        r = RESULTS["restored-copy"]
-        invariants.write_doc_block("site-restored-copy-results", "\n".join([
-            "| copy writes while the primary held the Lease | window | takeover after the primary died | Lease duration |",
-            "|---:|---:|---:|---:|",
-            f"| {r['copy_writes']} | {r['window_s']:.0f} s | {r['takeover_s']:.1f} s | {r['lease_duration_s']} s |",
-            "", f"Measured {stamp['date']} on `{stamp['commit']}` by `WRITE_DOC=1 PYTHONPATH=python /usr/bin/python3 "
-            "test/e2e/test_site.py`.", invariants.run_record("site-restored-copy", {**stamp, **r})]))
-    return lines
-
-
 def main():
     global A
     # the product's Lease timing (15 s / 10 s / 2 s); the harness' short call timeout (3 s)
@@ -637,7 +588,7 @@ def main():
             test_timing_settings_that_cannot_work_together_are_refused,
         ], "# e2e: one writer per site (issue 25)")
         if ok and os.environ.get("WRITE_DOC"):
-            write_doc()
+            site_doc.write(RESULTS)
     finally:
         A.close(keep=not ok)
     return ok
