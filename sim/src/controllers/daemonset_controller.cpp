@@ -4,8 +4,6 @@
 // creates go through the DPU cluster's admission (DPF's privileged-pod policy, admission.h): a
 // denied create is a FailedCreate Event and ReplicaFailure condition, as the real controller's.
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -14,6 +12,7 @@
 #include "admission.h"
 #include "controller_manager.h"
 #include "daemon_pod.h"
+#include "daemonset_parts.h"
 #include "node_selector.h"
 #include "profile.h"
 #include "resources.h"
@@ -43,20 +42,6 @@ const json* controller_ref(const json& obj, const char* kind) {
   return nullptr;
 }
 
-long long scaled(const json* v, long long total, long long def) {
-  if (!v || v->is_null()) return def;
-  if (v->is_number_integer()) return v->get<long long>();
-  if (v->is_string()) {
-    std::string s = v->get<std::string>();
-    if (!s.empty() && s.back() == '%') {
-      double pct = std::atof(s.substr(0, s.size() - 1).c_str());
-      return static_cast<long long>(std::ceil(pct * static_cast<double>(total) / 100.0));
-    }
-    return std::atoll(s.c_str());
-  }
-  return def;
-}
-
 }  // namespace
 
 std::string template_hash(const json& pod_template) {
@@ -64,90 +49,6 @@ std::string template_hash(const json& pod_template) {
 }
 
 namespace {
-
-// What one node contributes to its DaemonSet's status.
-struct NodeContribution {
-  bool desired = false, current = false, ready = false, updated = false, unavailable = false,
-       surging = false, misscheduled = false;
-  std::string old_ready_pod;  // key of its only pod when that is old and ready (rollout candidate)
-  bool any() const {
-    return desired || current || ready || updated || unavailable || surging || misscheduled ||
-           !old_ready_pod.empty();
-  }
-};
-
-struct Sums {
-  long long desired = 0, current = 0, ready = 0, updated = 0, unavailable = 0, surging = 0,
-            misscheduled = 0;
-  void add(const NodeContribution& c, int sign) {
-    desired += sign * c.desired;
-    current += sign * c.current;
-    ready += sign * c.ready;
-    updated += sign * c.updated;
-    unavailable += sign * c.unavailable;
-    surging += sign * c.surging;
-    misscheduled += sign * c.misscheduled;
-  }
-};
-
-// Which nodes a pod template can land on, for routing node changes and for finding candidates
-// without looking at every node.
-struct SelectorInfo {
-  std::vector<std::string> ref_keys;               // every label key the selector mentions
-  std::vector<std::vector<std::string>> required;  // per usable term: label keys a node must have
-  std::vector<std::string> names;                  // matchFields metadata.name values
-  bool all_nodes = false;                          // some term admits nodes without a given key
-  bool universal() const { return all_nodes || !names.empty(); }
-};
-
-SelectorInfo analyze_selector(const json& pod_spec) {
-  SelectorInfo si;
-  std::vector<std::string> map_keys;
-  if (const json* sel = jptr(pod_spec, {"nodeSelector"}); sel && sel->is_object())
-    for (auto it = sel->begin(); it != sel->end(); ++it) map_keys.push_back(it.key());
-  si.ref_keys = map_keys;
-  const json* req = jptr(
-      pod_spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
-  if (!req || !req->is_object()) {
-    if (map_keys.empty())
-      si.all_nodes = true;
-    else
-      si.required.push_back(map_keys);
-    return si;
-  }
-  const json* terms = jptr(*req, {"nodeSelectorTerms"});
-  if (!terms || !terms->is_array()) return si;  // matches no node
-  for (const auto& term : *terms) {
-    std::vector<std::string> keys = map_keys;
-    std::vector<std::string> names;
-    bool any = false, name_bound = false;
-    if (const json* me = jptr(term, {"matchExpressions"}); me && me->is_array())
-      for (const auto& r : *me) {
-        any = true;
-        std::string k = jstr(r, {"key"}), op = jstr(r, {"operator"});
-        si.ref_keys.push_back(k);
-        if (op == "In" || op == "Exists" || op == "Gt" || op == "Lt") keys.push_back(k);
-      }
-    if (const json* mf = jptr(term, {"matchFields"}); mf && mf->is_array())
-      for (const auto& r : *mf) {
-        any = true;
-        if (jstr(r, {"key"}) == "metadata.name" && jstr(r, {"operator"}) == "In") {
-          name_bound = true;
-          if (const json* v = jptr(r, {"values"}); v && v->is_array())
-            for (const auto& x : *v)
-              if (x.is_string()) names.push_back(x.get<std::string>());
-        }
-      }
-    if (!any) continue;  // an empty term matches nothing
-    if (!keys.empty())
-      si.required.push_back(keys);
-    else if (name_bound)
-      si.names.insert(si.names.end(), names.begin(), names.end());
-    else
-      si.all_nodes = true;
-  }
-  return si;
-}
 
 struct DsState {
   std::string uid, hash;
@@ -570,41 +471,8 @@ class DaemonSetController : public Controller {
                                {"blockOwnerDeletion", true}}});
     Ctx c{cm, st, *ds, tmpl, ns, name, uid, hash, key, ds_gen, owner};
 
-    // ControllerRevisions.
-    std::vector<ObjPtr> revs;
-    long long max_rev = 0;
-    if (const auto* keys = st.owned_by_l(*cr_ri_, uid))
-      for (const auto& k : *keys)
-        if (ObjPtr cr = st.find_key_l(*cr_ri_, k)) {
-          revs.push_back(cr);
-          max_rev = std::max(max_rev, cr->value("revision", 0LL));
-        }
-    std::string cr_name = name + "-" + hash;
-    ObjPtr cur_rev;
-    for (const auto& r : revs)
-      if (jstr(*r, {"metadata", "name"}) == cr_name) cur_rev = r;
-    if (!cur_rev) {
-      json labels = string_map(jptr(tmpl, {"metadata", "labels"}));
-      labels[names::kRevisionHashLabel] = hash;
-      json data_tmpl = tmpl;
-      data_tmpl["$patch"] = "replace";
-      cur_rev = st.create_l(*cr_ri_, json{{"apiVersion", "apps/v1"},
-                                          {"kind", "ControllerRevision"},
-                                          {"metadata",
-                                           {{"name", cr_name},
-                                            {"namespace", ns},
-                                            {"labels", labels},
-                                            {"ownerReferences", owner}}},
-                                          {"data", {{"spec", {{"template", data_tmpl}}}}},
-                                          {"revision", max_rev + 1}});
-      revs.push_back(cur_rev);
-      max_rev += 1;
-    } else if (cur_rev->value("revision", 0LL) != max_rev) {
-      json next = *cur_rev;  // rollback to an older template: it becomes the newest revision
-      next["revision"] = max_rev + 1;
-      cur_rev = st.commit_l(*cr_ri_, std::move(next));
-      max_rev += 1;
-    }
+    const std::vector<ObjPtr> revs =
+        sync_current_revision(st, *cr_ri_, tmpl, ns, name, uid, hash, owner);
 
     // The nodes that changed, a bounded number per call so one big DaemonSet does not hold the
     // store for long; rollout and status wait until every dirty node is classified.
@@ -628,8 +496,9 @@ class DaemonSetController : public Controller {
     if (strategy == "RollingUpdate" && !s.old_ready.empty()) {
       const json* ru = jptr(*ds, {"spec", "updateStrategy", "rollingUpdate"});
       long long desired = s.sums.desired;
-      long long max_surge = scaled(ru ? jptr(*ru, {"maxSurge"}) : nullptr, desired, 0);
-      long long max_unavailable = scaled(ru ? jptr(*ru, {"maxUnavailable"}) : nullptr, desired, 1);
+      long long max_surge = int_or_percent(ru ? jptr(*ru, {"maxSurge"}) : nullptr, desired, 0);
+      long long max_unavailable =
+          int_or_percent(ru ? jptr(*ru, {"maxUnavailable"}) : nullptr, desired, 1);
       std::vector<std::string> cands(s.old_ready.begin(), s.old_ready.end());
       if (max_surge > 0) {
         long long budget = max_surge - s.sums.surging;
@@ -655,73 +524,13 @@ class DaemonSetController : public Controller {
     }
     note_denied(key, s);
     std::string denied = s.denied.empty() ? "" : s.last_denied;
-    if (!denied.empty()) {
-      // FailedCreate: one Event per DaemonSet (count bumped on repeats), like the controller's
-      // event recorder.
-      std::string ev_name = name + ".failedcreate";
-      ObjPtr ev = st.find_l(*ev_ri_, ns, ev_name);
-      std::string now = rfc3339_now();
-      if (!ev) {
-        st.create_l(*ev_ri_, json{{"apiVersion", "v1"},
-                                  {"kind", "Event"},
-                                  {"metadata", {{"name", ev_name}, {"namespace", ns}}},
-                                  {"involvedObject",
-                                   {{"apiVersion", "apps/v1"},
-                                    {"kind", "DaemonSet"},
-                                    {"name", name},
-                                    {"namespace", ns},
-                                    {"uid", uid}}},
-                                  {"reason", "FailedCreate"},
-                                  {"message", denied},
-                                  {"type", "Warning"},
-                                  {"count", 1},
-                                  {"firstTimestamp", now},
-                                  {"lastTimestamp", now},
-                                  {"source", {{"component", "daemonset-controller"}}},
-                                  {"reportingComponent", "daemonset-controller"},
-                                  {"reportingInstance", ""},
-                                  {"eventTime", nullptr}});
-      } else if (jstr(*ev, {"message"}) != denied) {
-        json next = *ev;
-        next["message"] = denied;
-        next["count"] = next.value("count", 1) + 1;
-        next["lastTimestamp"] = now;
-        st.commit_l(*ev_ri_, std::move(next));
-      }
-    }
+    if (!denied.empty()) record_failed_create(st, *ev_ri_, ns, name, uid, denied);
 
-    // Prune old revisions beyond revisionHistoryLimit.
-    long long limit = (*ds)["spec"].value("revisionHistoryLimit", 10LL);
-    std::vector<ObjPtr> old_revs;
-    for (const auto& r : revs)
-      if (jstr(*r, {"metadata", "name"}) != cr_name) old_revs.push_back(r);
-    if (static_cast<long long>(old_revs.size()) > limit) {
-      std::sort(old_revs.begin(), old_revs.end(), [](const ObjPtr& a, const ObjPtr& b) {
-        return a->value("revision", 0LL) < b->value("revision", 0LL);
-      });
-      for (size_t i = 0; i + limit < old_revs.size(); ++i)
-        st.erase_l(*cr_ri_, ns, jstr(*old_revs[i], {"metadata", "name"}));
-    }
+    prune_revisions(st, *cr_ri_, revs, name + "-" + hash,
+                    (*ds)["spec"].value("revisionHistoryLimit", 10LL));
 
-    const Sums& sm = s.sums;
-    json status{{"currentNumberScheduled", sm.current},
-                {"desiredNumberScheduled", sm.desired},
-                {"numberMisscheduled", sm.misscheduled},
-                {"numberReady", ready},
-                {"numberAvailable", ready},
-                {"numberUnavailable", sm.desired - ready},
-                {"updatedNumberScheduled", sm.updated},
-                {"observedGeneration", ds_gen}};
-    if (!denied.empty())
-      status["conditions"] = json::array({{{"type", "ReplicaFailure"},
-                                           {"status", "True"},
-                                           {"reason", "FailedCreate"},
-                                           {"message", denied},
-                                           {"lastTransitionTime", rfc3339_now()}}});
-    if (const json* oc = jptr(*ds, {"status", "conditions"});
-        oc && !denied.empty() && oc->is_array() && !oc->empty() &&
-        (*oc)[0].value("message", "") == denied)
-      status["conditions"] = *oc;  // keep lastTransitionTime stable
+    json status =
+        daemonset_status(s.sums, ready, ds_gen, denied, jptr(*ds, {"status", "conditions"}));
     ObjPtr latest = st.find_key_l(*ds_ri_, key);
     const json* cur_status = jptr(*latest, {"status"});
     if (cur_status && *cur_status == status &&
