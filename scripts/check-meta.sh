@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The extension's version lives in nico_extsvc.control; META.json (PGXN
 # meta-spec 1.0.0), CMake and the Debian packages (debian/changelog's version)
-# must agree with it.
+# must agree with it. And no source file is over 600 lines (issue 24).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" nico_extsvc.control)
@@ -33,3 +33,11 @@ for p in problems:
 print(f"META.json and debian/changelog: {1 if not problems else 0} passed, {len(problems) and 1} failed")
 sys.exit(1 if problems else 0)
 PY
+
+# Issue 24: no source file over 600 lines (the generated install script aside).
+long=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.py' '*.sql' '*.sh' '*.psql' |
+  grep -v '^sql/nico_extsvc--' | xargs wc -l | awk '$2 != "total" && $1 > 600 {print $2 " (" $1 " lines)"}')
+if [ -n "$long" ]; then
+  echo "source files over 600 lines: split them by what they do"; echo "$long"; exit 1
+fi
+echo "source files: none over 600 lines"
