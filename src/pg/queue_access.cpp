@@ -2,7 +2,11 @@
 
 #include "queue_access.hpp"
 
+extern "C" {
 #include "utils/array.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
+}
 
 #include "gucs.hpp"
 
@@ -382,11 +386,49 @@ bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, Resync
   });
 }
 
+namespace {
+
+// Issue 24 (4.5): the version is read once and kept while it is the library's, as pg_cron keeps
+// its job cache: ALTER EXTENSION UPDATE and DROP EXTENSION change functions (pg_proc
+// invalidations) and relations (relcache invalidations), and either makes the next call read
+// pg_extension again. The invalidations arrive at the start of the worker's next transaction,
+// which is as soon as the separate read of every iteration saw them before. A missing extension
+// or another version is read every time (the waits poll), and a kept one at least once a minute.
+bool s_version_kept = false;
+TimestampTz s_version_read_at = 0;
+constexpr int kVersionRereadMs = 60000;
+
+void forget_version(Datum, int, uint32) {
+  s_version_kept = false;
+}
+void forget_version_rel(Datum, Oid) {
+  s_version_kept = false;
+}
+
+}  // namespace
+
 bool installed_extension_version(MemoryContext cxt, char** version, char** error) {
+  static bool registered = false;
+  if (!registered) {
+    CacheRegisterSyscacheCallback(PROCOID, forget_version, static_cast<Datum>(0));
+    CacheRegisterRelcacheCallback(forget_version_rel, static_cast<Datum>(0));
+    registered = true;
+  }
   *version = nullptr;
-  return in_transaction("nico_extsvc: check extension", cxt, error, [&] {
+  if (s_version_kept &&
+      !TimestampDifferenceExceeds(s_version_read_at, GetCurrentTimestamp(), kVersionRereadMs)) {
+    *version = MemoryContextStrdup(cxt, EXTSVC_VERSION);
+    return true;
+  }
+  s_version_kept = false;
+  const bool ok = in_transaction("nico_extsvc: check extension", cxt, error, [&] {
     if (run(s_version) > 0) *version = text_col(cxt, 0, 1);
   });
+  if (ok && *version != nullptr && strcmp(*version, EXTSVC_VERSION) == 0) {
+    s_version_kept = true;
+    s_version_read_at = GetCurrentTimestamp();
+  }
+  return ok;
 }
 
 bool worker_transaction(const char* activity, MemoryContext cxt, char** error, void (*body)(void*),

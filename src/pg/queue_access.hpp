@@ -82,8 +82,9 @@ bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, cha
                            int* ndpus, int* marked, char** error);
 bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, ResyncSnapshot* out,
                         char** error);
-// *version: the installed version of extension nico_extsvc, NULL when it is
-// not installed in this database.
+// *version: the installed version of extension nico_extsvc, NULL when it is not installed in
+// this database. The library's own version is kept between calls until an invalidation (see the
+// .cpp), so the steady loop does not read pg_extension every iteration.
 bool installed_extension_version(MemoryContext cxt, char** version, char** error);
 
 // body(arg) in one worker transaction like every call above (timeouts, SPI connected, a

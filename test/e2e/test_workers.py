@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """End-to-end: several workers share the queue; every DPUService is created
-exactly once (SKIP LOCKED claims, leases, compare-and-swap)."""
+exactly once (SKIP LOCKED claims, leases, compare-and-swap). An idle worker
+does not read the installed extension version at every iteration."""
 import os
 import sys
 import time
@@ -51,7 +52,48 @@ def test_four_workers_create_each_service_exactly_once():
     many_services_exactly_once(4)
 
 
+def test_idle_workers_keep_the_extension_version():
+    """Issue 24 (4.5): the workers and the lease process read pg_extension once and keep the
+    version while it is the library's (an invalidation or a minute makes them read it again;
+    test/upgrade covers ALTER EXTENSION UPDATE). Over an idle window of many loop iterations and
+    Lease rounds the catalog is scanned a few times at most; reading it at every iteration, as
+    before, scanned it at least once per iteration."""
+    e = Env(dpus=1, workers=2)
+    ok = False
+    try:
+        def scans():
+            return int(e.pg.one("SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_sys_tables "
+                                "WHERE relid = 'pg_catalog.pg_extension'::regclass"))
+
+        def iterations():
+            return int(e.pg.one("SELECT coalesce(sum(iterations), 0) FROM extsvc.worker_status()"))
+        wait_until(lambda: e.pg.one("SELECT count(*) FROM extsvc.worker_status() WHERE state = 'working'") == "2",
+                   timeout=30, what="both workers working")
+        e.wait_watching()
+
+        def quiet():  # the start (first resync, caches listing, Lease) is over
+            before = scans()
+            time.sleep(2)
+            return scans() == before
+        wait_until(quiet, timeout=40, interval=0, what="two seconds without a scan of pg_extension")
+        s0, i0 = scans(), iterations()
+        for _ in range(12):
+            e.pg.sql("SELECT extsvc.request_resync()")  # an iteration of worker 0 at least
+            time.sleep(0.5)
+        time.sleep(1.5)  # pending statistics are flushed at most a second apart
+        s1, i1 = scans(), iterations()
+        print(f"    {i1 - i0} worker iterations, {s1 - s0} scans of pg_extension")
+        assert i1 - i0 >= 8, (i0, i1)
+        # every iteration scanned it before; an invalidation (a temporary table of a resync, an
+        # autovacuum's analyze) or the minute's re-read may cause one now and then
+        assert (s1 - s0) * 4 < i1 - i0, f"{s1 - s0} scans of pg_extension over {i1 - i0} worker iterations"
+        ok = True
+    finally:
+        e.close(keep=not ok)
+
+
 if __name__ == "__main__":
     sys.exit(0 if run_tests([test_two_workers_create_each_service_exactly_once,
-                             test_four_workers_create_each_service_exactly_once],
+                             test_four_workers_create_each_service_exactly_once,
+                             test_idle_workers_keep_the_extension_version],
                             "# e2e: several workers") else 1)
