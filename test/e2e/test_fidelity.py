@@ -477,6 +477,62 @@ def test_old_release_no_write_of_ours_reached_dpf():
     print(f"    {len(reqs)} requests logged, none a write to DPF")
 
 
+def restart_workers_until(level):
+    """The worker reads the served API at its start: ends both workers (the postmaster starts them
+    again) and waits until each shows level."""
+    for pid in e().pg.worker_pids():
+        e().pg.sql(f"SELECT pg_terminate_backend({pid})")
+    wait_until(lambda: (lambda r: r if len(r) == 2 and all(x[0] == level for x in r) else None)(
+        e().pg.sql("SELECT dpf_api_level FROM extsvc.worker_status()")), timeout=60, interval=0.2,
+        what=f"both workers detecting {level}")
+
+
+def test_old_release_under_placed_services_shows_why_and_sends_nothing():
+    """DPF downgraded under a running site (POST /profile, dpfsim's in-place downgrade): services
+    were placed on v26.10, then the workers find the old release. A wanted DPU row is ERROR naming
+    the field and v26.8; a detach cannot remove the key (the release has no DPUDevice.spec.cluster
+    to patch), so it stays TERMINATING saying why, never TERMINATED while the key and the pod
+    remain, and nothing is written; back on v26.10 the detach converges."""
+    e().sim.ctl("POST", "/profile", {"dpf_version": "v26.10"})
+    try:
+        if PROFILE == "v24.10":  # v24.10 seeded no DPUDevice: v26.10 has them
+            e().sim.ctl("POST", "/seed", {"dpus": 4})
+        restart_workers_until("v26.8+")
+        sid = ready_service("placed")
+        iid = e().new_instance(HOST, tag="e", network=[1, 2])
+        e().attach(iid, sid)
+        wait_dpu(iid, sid, device(1), "RUNNING")
+        wait_dpu(iid, sid, device(2), "RUNNING")
+        e().sim.ctl("POST", "/profile", {"dpf_version": PROFILE})
+        restart_workers_until("below v26.8")
+        mark = len(e().sim.logged_requests())
+        e().pg.sql("SELECT extsvc.request_resync()")
+        for i in (1, 2):
+            state, msg, _ = wait_until(lambda: (lambda r: r if r and r[0] == "ERROR" else False)(
+                per_dpu(iid, sid).get(device(i))), timeout=30, interval=0.1, what=f"DPU {i} ERROR")
+            assert OLD_MISSING[PROFILE].split(", ")[1] in msg and "v26.8 or later" in msg, msg
+        e().attach(iid)
+        deadline, seen = time.time() + 4, set()
+        while time.time() < deadline:
+            for dev, (state, msg, _) in per_dpu(iid, sid).items():
+                seen.add(state)
+                assert state != "TERMINATED", (dev, msg)
+            time.sleep(0.1)
+        state, msg, _ = per_dpu(iid, sid)[device(1)]
+        assert state == "TERMINATING" and "the key is not removed" in msg and "v26.8 or later" in msg, (state, msg)
+        assert e().sim.pods_on(1, sid), "the pod is still there"
+        print(f"    {msg[:240]}")
+        writes = [r for r in e().sim.logged_requests()[mark:]
+                  if r.get("method") not in ("GET", "HEAD") and r.get("resource") != "leases"]
+        assert not writes, writes[:10]
+    finally:
+        e().sim.ctl("POST", "/profile", {"dpf_version": "v26.10"})
+        restart_workers_until("v26.8+")
+    detach_all(iid)
+    assert not e().sim.pods_on(1, sid) and not e().sim.pods_on(2, sid)
+    assert e().pg.one(f"SELECT count(*) FROM extsvc.service_history WHERE service_id = '{sid}'") != "0"
+
+
 def test_missing_namespace_fails_naming_the_setting():
     """The site Lease lives in extsvc.namespace (issue 25): with a namespace that does not exist
     no Lease can be created, so nothing is written at all, and worker_status() (and the log)
@@ -520,7 +576,9 @@ OLD_TESTS = [
     test_old_release_update_and_retry_fail_again_naming_the_field,
     test_old_release_instance_delete_converges,
     test_old_release_service_delete_converges_with_history,
-    test_old_release_no_write_of_ours_reached_dpf,  # last: it judges the whole run
+    test_old_release_no_write_of_ours_reached_dpf,  # it judges the whole run so far
+    # last: it runs DPF v26.10 first, then downgrades it under placed services
+    test_old_release_under_placed_services_shows_why_and_sends_nothing,
 ]
 
 
