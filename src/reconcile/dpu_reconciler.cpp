@@ -171,8 +171,13 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   DpuOutcome out;
   if (!removals.items.empty()) {
     out = pass(removals);
-    for (auto& r : out.results)
+    for (auto& r : out.results) {
       r.item = origin.at(static_cast<size_t>(r.item - removals.items.data()));
+      // no key is removed on this release: a removal still waiting says why it cannot end
+      if (r.state == "TERMINATING")
+        r.message +=
+            (r.message.empty() ? "" : "; ") + std::string("the key is not removed: ") + why;
+    }
   }
   if (out.retry) return out;
   out.strays_observed = false;

@@ -7,6 +7,10 @@
 # each file's output printed whole, in file order, when it is done.
 # One file by hand, from the repository root (the harness is the package
 # python/extsvc_testkit):  PYTHONPATH=python /usr/bin/python3 test/e2e/test_workers.py
+# Usage: run.sh [FILE...] (default: every test_*.py here). A file with a line
+# "# dpf-profiles: vA vB ..." runs once per dpfsim release profile, with
+# E2E_DPF_VERSION set to the profile; its runs are named FILE@PROFILE (one may
+# be named so on the command line: run.sh test_fidelity.py@v25.7).
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit, $PY
 cd "$(dirname "$0")"
@@ -14,17 +18,32 @@ jobs="${E2E_JOBS:-1}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
-run_file() {  # run_file FILE: its output, exit status and seconds into $out
+run_one() {  # run_one RUN: FILE or FILE@PROFILE, run with E2E_DPF_VERSION=PROFILE
+  local file="${1%@*}" profile=""
+  [ "$file" != "$1" ] && profile="${1#*@}"
+  E2E_DPF_VERSION="$profile" "$PY" "$file"
+}
+
+run_file() {  # run_file RUN: its output, exit status and seconds into $out
   local t0=$SECONDS rc=0
-  "$PY" "$1" >"$out/$1.log" 2>&1 || rc=$?
+  run_one "$1" >"$out/$1.log" 2>&1 || rc=$?
   echo "$rc $((SECONDS - t0))" >"$out/$1.rc"
 }
 
-files=(test_*.py)
+[ "$#" -gt 0 ] || set -- test_*.py
+files=()
+for t in "$@"; do
+  t="${t##*/}"
+  if [ "${t%@*}" != "$t" ]; then files+=("$t"); continue; fi
+  [ -f "$t" ] || { echo "run.sh: no such e2e file: $t" >&2; exit 2; }
+  profiles=$(sed -n 's/^# dpf-profiles: *//p' "$t" | head -1)
+  if [ -z "$profiles" ]; then files+=("$t"); continue; fi
+  for p in $profiles; do files+=("$t@$p"); done
+done
 if [ "$jobs" -le 1 ]; then
   for t in "${files[@]}"; do
     t0=$SECONDS
-    "$PY" "$t" 2>&1 | tee "$out/$t.log"
+    run_one "$t" 2>&1 | tee "$out/$t.log"
     echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$out/$t.rc"
   done
 else
@@ -48,17 +67,17 @@ for t in "${files[@]}"; do
   read -r rc secs <"$out/$t.rc"
   # a file may run several groups (each with its own cluster): count them all
   lines=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out/$t.log")
-  if [ -z "$lines" ]; then total_f=$((total_f + 1)); echo "$t: no summary (crashed?)"
+  file_p=0; file_f=0
+  if [ -z "$lines" ]; then file_f=1; total_f=$((total_f + 1)); echo "$t: no summary (crashed?)"
   else
-    file_f=0
     while read -r p _ f _; do
-      total_p=$((total_p + p)); file_f=$((file_f + f))
+      total_p=$((total_p + p)); file_p=$((file_p + p)); file_f=$((file_f + f))
     done <<< "$lines"
     # a file that exits non-zero without a counted failure crashed somewhere
     if [ "$rc" -ne 0 ] && [ "$file_f" -eq 0 ]; then file_f=1; echo "$t: exit $rc"; fi
     total_f=$((total_f + file_f))
   fi
-  echo "e2e time: $t ${secs} s"
+  echo "e2e time: $t ${secs} s ($file_p passed, $file_f failed)"
 done
 echo "e2e: $total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]

@@ -392,5 +392,55 @@ TEST(DpuReconcilerOldRelease, ADetectedOldReleaseSendsNoPatch) {
   EXPECT_NE(r.results.front().state, "ERROR");
 }
 
+// DPF downgraded under a placed key (dpfsim's POST /profile): the release has no
+// DPUDevice.spec.cluster to patch, so no key is removed; the removal stays TERMINATING and its
+// message says why (the minimum release), never TERMINATED while the key is on the DPUDevice, and
+// nothing is written (issue 23).
+TEST(DpuReconcilerOldRelease, ARemovalTheReleaseCannotEndSaysWhy) {
+  auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7"});
+  kube::ClusterConfig m;
+  m.server = sim->mgmt;
+  m.ca_file = sim->ca_file;
+  m.timeout_ms = 3000;
+  kube::ClusterConfig d = m;
+  d.server = sim->dpu;
+  kube::Client mgmt(m), dpu(d);
+  {
+    DpuReconciler rec(mgmt, &dpu, kNs);
+    DpuOutcome o = rec.reconcile(work(0, true));
+    for (int attempt = 1; !o.patched && attempt < 10; ++attempt) {  // 409s of DPF's own writes
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      o = rec.reconcile(work(0, true));
+    }
+    ASSERT_TRUE(o.patched) << o.message;
+  }
+  ASSERT_EQ(sim->ctl("POST", "/profile", json{{"dpf_version", "v25.7"}}).status, 200);
+  auto doc = [&](const std::string& gv) {
+    auto r = mgmt.get("/openapi/v3/apis/" + gv);
+    return r.ok() ? r.value().body : json();
+  };
+  const core::DpfApiLevel level = core::dpf_api_level(doc("svc.dpu.nvidia.com/v1alpha1"),
+                                                      doc("provisioning.dpu.nvidia.com/v1alpha1"));
+  ASSERT_EQ(level.missing_for_placement(), std::vector<std::string>{"DPUDevice.spec.cluster"});
+  auto patches = [&] {
+    const json c = sim->ctl("GET", "/counts").j().value("management", json::object());
+    return c.value("PATCH dpudevices", 0);
+  };
+  const int patches_before = patches();
+  DpuReconciler rec(mgmt, &dpu, kNs);
+  rec.set_dpf_api(&level);
+  const DpuWork removal = work(0, false);
+  const DpuOutcome r = rec.reconcile(removal);
+  EXPECT_FALSE(r.patched);
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results.front().state, "TERMINATING");
+  const std::string& msg = r.results.front().message;
+  EXPECT_NE(msg.find("label still on the DPUDevice"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the key is not removed: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("DPUDevice.spec.cluster"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v26.8 or later"), std::string::npos) << msg;
+  EXPECT_EQ(patches(), patches_before);  // nothing written
+}
+
 }  // namespace
 }  // namespace extsvc::reconcile
