@@ -71,6 +71,54 @@ DpfStatus dpf_status(const json& obj) {
   return s;
 }
 
+bool dpf_reports_out_of_sync(const DpfStatus& s) {
+  return s.ready == std::optional<bool>(false) &&
+         s.message.find("(Sync: OutOfSync") != std::string::npos;
+}
+
+std::string argo_application_selector(const std::string& name, const std::string& ns) {
+  return "dpu.nvidia.com/dpuservice-name=" + name + ",dpu.nvidia.com/dpuservice-namespace=" + ns;
+}
+
+std::string argo_sync_failure(const json& app) {
+  const std::string phase = json_text_at(app, {"status", "operationState", "phase"});
+  if (phase == "Failed" || phase == "Error") {
+    std::string msg = json_text_at(app, {"status", "operationState", "message"});
+    if (!msg.empty()) return msg;
+  }
+  for (const auto& c : at(app, {"status", "conditions"}))
+    if (c.is_object() && json_text_at(c, {"type"}) == "SyncError") {
+      std::string msg = json_text_at(c, {"message"});
+      if (!msg.empty()) return msg;
+    }
+  return {};
+}
+
+std::string argo_sync_note(const json& items,
+                           const std::function<std::string(std::string_view)>& clean,
+                           std::size_t max_bytes) {
+  if (!items.is_array()) return {};
+  std::vector<std::pair<std::string, std::string>> failed;
+  for (const auto& app : items)
+    if (std::string msg = argo_sync_failure(app); !msg.empty())
+      failed.emplace_back(json_text_at(app, {"metadata", "name"}), std::move(msg));
+  std::string out;
+  for (const auto& [name, msg] : failed) {
+    if (!out.empty()) out += "; ";
+    if (items.size() > 1) out += "Application " + name + " ";
+    out += "sync failed: " + utf8_prefix(clean(msg), max_bytes);
+  }
+  return out;
+}
+
+std::string argo_unreadable_note(int http_status, const std::string& why, const std::string& ns) {
+  std::string out = "the Argo CD sync message could not be read (" + why + ")";
+  if (http_status == 403)
+    out += ": grant get and list on applications.argoproj.io in namespace " + ns +
+           " to show why the sync failed";
+  return out;
+}
+
 std::vector<std::string> strict_unknown_fields(const std::string& msg) {
   std::vector<std::string> out;
   if (msg.find("strict decoding error") == std::string::npos) return out;

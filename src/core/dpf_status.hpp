@@ -2,10 +2,13 @@
 // it refuses fields: pure readings of API objects, for status messages.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace extsvc::core {
@@ -22,6 +25,34 @@ struct DpfStatus {
 };
 
 DpfStatus dpf_status(const nlohmann::json& dpuservice);
+
+// Issue 23, part 3. DPF reports an Argo CD sync that did not converge: its Ready is False and a
+// condition it names says "Application is not ready (Sync: OutOfSync, ...)". DPF's word stops
+// there; the sync operation's message (the only place that names an admission policy that denied
+// the DaemonSet) is on the Application.
+bool dpf_reports_out_of_sync(const DpfStatus& status);
+
+// The labels DPF puts on the Argo CD Application(s) it makes for a DPUService (one per DPU
+// cluster): "dpu.nvidia.com/dpuservice-name=<name>,dpu.nvidia.com/dpuservice-namespace=<ns>".
+std::string argo_application_selector(const std::string& dpuservice_name,
+                                      const std::string& dpuservice_namespace);
+
+// The sync failure one Argo CD Application carries: status.operationState.message when the
+// operation's phase is Failed or Error, else the message of a SyncError condition; "" when the
+// Application reports none (a sync still running or not yet attempted is no failure).
+std::string argo_sync_failure(const nlohmann::json& application);
+
+// What the per-DPU PENDING message appends for the Applications of a LIST (`items`):
+// "sync failed: <message>" for one failing Application, "Application <name> sync failed: ..."
+// per failing one when there are several; each message passed through `clean` (the caller's
+// redaction) and cut to `max_bytes` (valid UTF-8). "" when none failed.
+std::string argo_sync_note(const nlohmann::json& items,
+                           const std::function<std::string(std::string_view)>& clean,
+                           std::size_t max_bytes = 400);
+
+// The note when the Applications could not be read: says so, why, and the RBAC it takes
+// (`get`/`list` on applications.argoproj.io in `ns`) when the API refused (403).
+std::string argo_unreadable_note(int http_status, const std::string& why, const std::string& ns);
 
 // The JSON paths an API server named in a fieldValidation=Strict refusal
 // ("strict decoding error: unknown field \"spec.security\", unknown field

@@ -174,6 +174,8 @@ class AsyncGet {
 // paths only).
 std::string dpuservices_path(const std::string& ns, const std::string& name = "");
 std::string dpudevices_path(const std::string& ns, const std::string& name = "");
+// Argo CD's Applications (argoproj.io/v1alpha1), which DPF writes in its own namespace.
+std::string applications_path(const std::string& ns, const std::string& name = "");
 std::string dpus_path(const std::string& ns, const std::string& name = "");
 std::string nodes_path(const std::string& name = "");
 std::string pods_path(const std::string& ns = "");

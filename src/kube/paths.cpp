@@ -11,6 +11,7 @@ constexpr const char* kSvcGroup = "/apis/svc.dpu.nvidia.com/v1alpha1";
 constexpr const char* kProvisioningGroup = "/apis/provisioning.dpu.nvidia.com/v1alpha1";
 constexpr const char* kAppsGroup = "/apis/apps/v1";
 constexpr const char* kCoreGroup = "/api/v1";
+constexpr const char* kArgoGroup = "/apis/argoproj.io/v1alpha1";
 
 // <prefix>[/namespaces/<ns>]/<resource>[/<name>]
 std::string resource_path(const char* prefix, const std::string& ns, const char* resource,
@@ -51,6 +52,10 @@ std::string url_encode(std::string_view s) {
 
 std::string dpuservices_path(const std::string& ns, const std::string& name) {
   return resource_path(kSvcGroup, ns, "dpuservices", name);
+}
+
+std::string applications_path(const std::string& ns, const std::string& name) {
+  return resource_path(kArgoGroup, ns, "applications", name);
 }
 
 std::string dpudevices_path(const std::string& ns, const std::string& name) {

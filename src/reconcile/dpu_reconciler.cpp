@@ -189,12 +189,42 @@ DpuOutcome DpuReconciler::reconcile(const DpuWork& w) {
   return out;
 }
 
+const std::string& DpuReconciler::argo_sync_note(const DpuWork& w,
+                                                 const std::string& dpuservice_name, int& reads) {
+  // Context only, once per service per batch (never per DPU): a LIST of the DPUService's
+  // Applications by DPF's labels (one per DPU cluster), skipped when the fence says no.
+  auto it = argo_notes_.find(dpuservice_name);
+  if (it != argo_notes_.end()) return it->second;
+  static const std::string kNone;
+  if (fenced(w)) return kNone;
+  ++reads;
+  std::string note;
+  auto listed = mgmt_.list(kube::applications_path(ns_),
+                           core::argo_application_selector(dpuservice_name, ns_));
+  if (listed.ok()) {
+    const json& items = listed.value().body["items"];
+    note = core::argo_sync_note(items, [](std::string_view t) { return kube::redact(t); });
+    if (items.empty() || !items.is_array())
+      note = "no Argo CD Application of DPUService " + dpuservice_name + " in namespace " + ns_ +
+             ": the sync message could not be read";
+  } else if (listed.kind() == kube::ErrorKind::kNotFound &&
+             resource_not_served(listed.error().message)) {
+    note = core::argo_unreadable_note(
+        404, "the API serves no applications.argoproj.io resource in namespace " + ns_, ns_);
+  } else {
+    note = core::argo_unreadable_note(listed.error().http_status,
+                                      core::utf8_prefix(kube::describe(listed.error()), 300), ns_);
+  }
+  return argo_notes_.emplace(dpuservice_name, std::move(note)).first->second;
+}
+
 DpuOutcome DpuReconciler::pass(const DpuWork& w) {
   DpuObserver& obs = *observer_;
   obs.set_fence(&w.lease_ok);
   const int calls_before = obs.calls();
   int writes = 0;
-  auto calls = [&] { return obs.calls() - calls_before + writes; };
+  int argo_reads = 0;
+  auto calls = [&] { return obs.calls() - calls_before + writes + argo_reads; };
   const bool remote = obs.reads_call_api();
   DpuOutcome out;
   out.watched = !remote;
@@ -420,9 +450,15 @@ DpuOutcome DpuReconciler::pass(const DpuWork& w) {
           // DPF's own word explains a missing or old pod (chart pull or sync
           // failures, paused): context, never proof.
           if (const auto* dpf = obs.dpf_status(item.service_id);
-              dpf != nullptr && (dpf->paused || dpf->ready == std::optional<bool>(false)))
+              dpf != nullptr && (dpf->paused || dpf->ready == std::optional<bool>(false))) {
             msg += "; DPF: " + (dpf->reason.empty() ? std::string() : dpf->reason + ": ") +
                    dpf->message;
+            // DPF says only "Sync: OutOfSync"; why is on the Application (issue 23, part 3)
+            if (core::dpf_reports_out_of_sync(*dpf))
+              if (const std::string& note = argo_sync_note(w, item.dpf_service_name, argo_reads);
+                  !note.empty())
+                msg += "; " + note;
+          }
         }
         break;
       }

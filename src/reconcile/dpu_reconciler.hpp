@@ -50,6 +50,11 @@ class DpuReconciler {
   std::unique_ptr<DpuObserver> observer_;
   const core::DpfApiLevel* dpf_api_ = nullptr;
   DpuOutcome pass(const DpuWork& work);
+  // Issue 23, part 3: the sync failure of a DPUService's Argo CD Application(s), or why it could
+  // not be read; one LIST per service per batch (`reads` counts it).
+  const std::string& argo_sync_note(const DpuWork& work, const std::string& dpuservice_name,
+                                    int& reads);
+  std::map<std::string, std::string> argo_notes_;  // by DPUService name, this batch
 };
 
 }  // namespace extsvc::reconcile

@@ -100,8 +100,13 @@ def test_admission_denial_is_named_in_the_pending_message():
     """A chart that needs privileged pods, deployed with privileged: false:
     DPF's ValidatingAdmissionPolicy dpf-deny-privileged-pods rejects the
     DaemonSet at Argo CD's sync, so no DaemonSet, no pod and no FailedCreate
-    event exist; the DPU stays PENDING and its message carries DPF's word
-    (the Application is OutOfSync, its health Missing)."""
+    event exist. DPF's own word is only "Sync: OutOfSync, Health: Missing";
+    the DPU stays PENDING and its message carries the sync operation's
+    message read from the Application, naming the policy (issue 23, part 3).
+    A 403 on the Application read leaves it PENDING with a message that says
+    so and names the RBAC; the policy in Audit mode admits it: RUNNING."""
+    policy = "dpf-deny-privileged-pods"
+    fault = None
     e().sim.ctl("POST", "/charts", {"chart": "priv-agent", "needs_privileged": True})
     try:
         sid = e().create("denied", helm_data(values={"v": 1}, chartName="priv-agent"), target="ALL_ACTIVE")
@@ -109,16 +114,46 @@ def test_admission_denial_is_named_in_the_pending_message():
         iid = e().new_instance(HOST, tag="e", network=[3])
         e().attach(iid, sid)
         state, msg, _ = wait_until(
-            lambda: (lambda r: r if r and "Sync: OutOfSync, Health: Missing" in r[1] else False)(
-                per_dpu(iid, sid).get(device(3))),
-            timeout=30, interval=0.1, what="the Application's sync failure in the message")
+            lambda: (lambda r: r if r and policy in r[1] else False)(per_dpu(iid, sid).get(device(3))),
+            timeout=30, interval=0.1, what="the policy named by the sync failure in the message")
         assert state == "PENDING" and not e().sim.pods_on(3, sid), (state, msg)
+        assert "Sync: OutOfSync, Health: Missing" in msg, msg
+        assert "sync failed: one or more objects failed to apply" in msg, msg
+        assert "Privileged containers are not allowed" in msg, msg
         assert "FailedCreate" not in msg, msg
+        print(f"    {msg[msg.index('sync failed'):][:220]}")
         # it stays so: the denial is not a lag that a later observation turns into RUNNING
-        time.sleep(2)
-        assert per_dpu(iid, sid)[device(3)][0] == "PENDING"
-        print(f"    {msg[:200]}")
+        states = set()
+        deadline = time.time() + 2
+        while time.time() < deadline:
+            states.add(per_dpu(iid, sid)[device(3)][0])
+            time.sleep(0.1)
+        assert states == {"PENDING"}, states
+
+        # no RBAC on applications.argoproj.io: still PENDING, and the message says why
+        fault = e().sim.fault(verb="LIST", path_regex="/applications", status=403)["id"]
+        dpu = dpu_id(3)
+        assert e().pg.one(f"SELECT extsvc.reconcile_dpu('{dpu}')") == "1"
+        state, msg, _ = wait_until(
+            lambda: (lambda r: r if r and "could not be read" in r[1] else False)(per_dpu(iid, sid).get(device(3))),
+            timeout=30, interval=0.1, what="the unreadable sync message explained")
+        assert state == "PENDING", (state, msg)
+        assert "Sync: OutOfSync, Health: Missing" in msg, msg
+        assert "grant get and list on applications.argoproj.io in namespace " + NS in msg, msg
+        assert policy not in msg, msg
+        print(f"    {msg[msg.index('the Argo CD sync'):][:220]}")
+        e().sim.ctl("DELETE", f"/faults/{fault}")
+        fault = None
+
+        # DPFOperatorConfig privilegedPodEnforcement=false binds the policy in Audit mode: the
+        # next sync retry applies the DaemonSet and the pod runs
+        e().sim.ctl("POST", "/dpf-config", {"privileged_pod_enforcement": False})
+        state, msg, _ = wait_dpu(iid, sid, device(3), "RUNNING", timeout=40)
+        assert ready_pod_of(e().sim.pods_on(3, sid), 1), msg
     finally:
+        if fault is not None:
+            e().sim.ctl("DELETE", f"/faults/{fault}")
+        e().sim.ctl("POST", "/dpf-config", {"privileged_pod_enforcement": True})
         e().sim.ctl("DELETE", "/charts")
     detach_all(iid)
 

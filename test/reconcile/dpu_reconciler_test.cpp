@@ -290,6 +290,80 @@ TEST_F(ChartInAnotherNamespace, IsRunningAndItsPodsHoldTheDetach) {
       "pod(s) of the service still on the Node");
 }
 
+// Issue 23, part 3: a privileged chart on security.privileged: false. DPF's policy
+// dpf-deny-privileged-pods rejects the DaemonSet at Argo's sync; DPF says only "Sync: OutOfSync,
+// Health: Missing", the Application's sync operation names the policy. One LIST of the
+// Applications per service per batch, never per DPU; a 403 on it is explained, still PENDING.
+class PrivilegedChartDenied : public DpuReconcilerTest {
+ protected:
+  json chart() const override { return {{"chart", "demo-agent"}, {"needs_privileged", true}}; }
+  int application_lists() const {
+    return sim_->ctl("GET", "/counts").j()["management"].value("LIST applications", 0);
+  }
+};
+
+TEST_F(PrivilegedChartDenied, ThePendingMessageNamesThePolicyFromOneListPerService) {
+  DpuOutcome o = pass_until_message(work(0, true), "dpf-deny-privileged-pods", 20000);
+  ASSERT_EQ(o.results.size(), 1u);
+  const std::string& msg = o.results.front().message;
+  EXPECT_EQ(o.results.front().state, "PENDING") << msg;
+  EXPECT_NE(msg.find("Sync: OutOfSync, Health: Missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("; sync failed: one or more objects failed to apply, reason: "
+                     "daemonsets.apps \""),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("ValidatingAdmissionPolicy 'dpf-deny-privileged-pods' with binding "
+                     "'dpf-deny-privileged-pods' denied request"),
+            std::string::npos)
+      << msg;
+  // two DPUs of the service in one batch (one reconciler): one LIST, not one per DPU
+  ASSERT_EQ(pass_until_message(work(1, true), "dpf-deny-privileged-pods", 20000).results.size(),
+            1u);
+  const int before = application_lists();
+  DpuReconciler batch(*mgmt_, dpu_.get(), kNs);
+  for (int i : {0, 1}) {
+    DpuOutcome b = batch.reconcile(work(i, true));
+    ASSERT_EQ(b.results.size(), 1u);
+    EXPECT_EQ(b.results.front().state, "PENDING");
+    EXPECT_NE(b.results.front().message.find("dpf-deny-privileged-pods"), std::string::npos)
+        << b.results.front().message;
+  }
+  EXPECT_EQ(application_lists() - before, 1);
+}
+
+TEST_F(PrivilegedChartDenied, AForbiddenApplicationReadIsExplainedAndStaysPending) {
+  ASSERT_EQ(pass_until_message(work(0, true), "dpf-deny-privileged-pods", 20000).results.size(),
+            1u);
+  ASSERT_EQ(sim_->ctl("POST", "/faults",
+                      json{{"cluster", "management"},
+                           {"verb", "LIST"},
+                           {"path_regex", "/applications"},
+                           {"status", 403}})
+                .status,
+            200);
+  DpuReconciler rec(*mgmt_, dpu_.get(), kNs);
+  DpuOutcome o = rec.reconcile(work(0, true));
+  ASSERT_EQ(o.results.size(), 1u);
+  const std::string& msg = o.results.front().message;
+  EXPECT_EQ(o.results.front().state, "PENDING") << msg;
+  EXPECT_NE(msg.find("Sync: OutOfSync, Health: Missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the Argo CD sync message could not be read (Forbidden (HTTP 403"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(
+      msg.find("grant get and list on applications.argoproj.io in namespace " + std::string(kNs)),
+      std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("dpf-deny-privileged-pods"), std::string::npos) << msg;
+}
+
+// A service whose sync succeeds never reads an Application.
+TEST_F(DpuReconcilerTest, ARunningServiceReadsNoApplication) {
+  sim_->ctl("POST", "/counts/reset");
+  ASSERT_EQ(pass_until(work(0, true), "RUNNING"), "RUNNING");
+  EXPECT_EQ(sim_->ctl("GET", "/counts").j()["management"].value("LIST applications", 0), 0);
+}
+
 // DPF v24.10 has no DPUDevice CRD: the GET answers 404 for the resource (not
 // for the object), and the DPU's rows name the minimum release instead of
 // "DPUDevice not found" (issues 9, 23).

@@ -133,6 +133,87 @@ TEST(DpfStatus, ReadsReadyConditionGenerationAndPaused) {
   EXPECT_FALSE(none.paused);
 }
 
+// Issue 23, part 3: DPF says only "Sync: OutOfSync"; the Application says why.
+TEST(ArgoSyncNote, DpfOutOfSyncTriggersTheRead) {
+  DpfStatus s;
+  s.ready = false;
+  s.message = "ApplicationsReady: Application is not ready (Sync: OutOfSync, Health: Missing).";
+  EXPECT_TRUE(dpf_reports_out_of_sync(s));
+  s.message = "ApplicationsReady: Application is not ready (Sync: Unknown, Health: Missing).";
+  EXPECT_FALSE(dpf_reports_out_of_sync(s));
+  s.message = "ApplicationsReady: Application is not ready (Sync: OutOfSync, Health: Healthy).";
+  s.ready = true;  // Ready: nothing to explain
+  EXPECT_FALSE(dpf_reports_out_of_sync(s));
+  s.ready.reset();
+  EXPECT_FALSE(dpf_reports_out_of_sync(s));
+  EXPECT_EQ(argo_application_selector("extsvc-abc", "dpf-operator-system"),
+            "dpu.nvidia.com/dpuservice-name=extsvc-abc,"
+            "dpu.nvidia.com/dpuservice-namespace=dpf-operator-system");
+}
+
+TEST(ArgoSyncNote, NamesTheAdmissionPolicyFromTheFailedOperation) {
+  const std::string denial =
+      "one or more objects failed to apply, reason: daemonsets.apps \"a-priv\" is forbidden: "
+      "ValidatingAdmissionPolicy 'dpf-deny-privileged-pods' with binding "
+      "'dpf-deny-privileged-pods' denied request: Privileged containers are not allowed";
+  const json failed = {{"metadata", {{"name", "dpu-cplane-tenant1-a"}}},
+                       {"status",
+                        {{"sync", {{"status", "OutOfSync"}}},
+                         {"operationState", {{"phase", "Failed"}, {"message", denial}}}}}};
+  auto same = [](std::string_view t) { return std::string(t); };
+  EXPECT_EQ(argo_sync_failure(failed), denial);
+  EXPECT_EQ(argo_sync_note(json::array({failed}), same), "sync failed: " + denial);
+  // a succeeded or running operation is no failure, whatever the sync status says
+  for (const char* phase : {"Succeeded", "Running", ""}) {
+    json other = failed;
+    other["status"]["operationState"]["phase"] = phase;
+    EXPECT_EQ(argo_sync_failure(other), "") << phase;
+    EXPECT_EQ(argo_sync_note(json::array({other}), same), "") << phase;
+  }
+  // no operation, but a SyncError condition (an automated sync Argo refused to attempt)
+  const json cond = {{"metadata", {{"name", "b"}}},
+                     {"status",
+                      {{"conditions",
+                        {{{"type", "ComparisonError"}, {"message", "not this one"}},
+                         {{"type", "SyncError"}, {"message", "Failed sync attempt: denied"}}}}}}};
+  EXPECT_EQ(argo_sync_failure(cond), "Failed sync attempt: denied");
+  // several DPU clusters: each failing Application named, the others left out
+  json ok = failed;
+  ok["metadata"]["name"] = "c";
+  ok["status"]["operationState"]["phase"] = "Succeeded";
+  EXPECT_EQ(argo_sync_note(json::array({failed, ok, cond}), same),
+            "Application dpu-cplane-tenant1-a sync failed: " + denial +
+                "; Application b sync failed: Failed sync attempt: denied");
+  // bounded (valid UTF-8) and passed through the caller's redaction first
+  json long_one = failed;
+  long_one["status"]["operationState"]["message"] = "token=s3cr3t " + std::string(1000, 'x');
+  const std::string note = argo_sync_note(
+      json::array({long_one}),
+      [](std::string_view t) {
+        std::string out(t);
+        out.replace(out.find("s3cr3t"), 6, "[REDACTED]");
+        return out;
+      },
+      100);
+  EXPECT_EQ(note.size(), std::string("sync failed: ").size() + 100);
+  EXPECT_EQ(note.find("s3cr3t"), std::string::npos);
+  EXPECT_NE(note.find("[REDACTED]"), std::string::npos);
+  // odd shapes never throw
+  EXPECT_EQ(argo_sync_note(json::object(), same), "");
+  EXPECT_EQ(argo_sync_note(json::array({7, "x", json::object()}), same), "");
+}
+
+TEST(ArgoSyncNote, UnreadableSaysWhyAndTheRbacOn403) {
+  const std::string forbidden = argo_unreadable_note(
+      403, "Forbidden (HTTP 403, Forbidden): applications.argoproj.io is forbidden", "dpf-ns");
+  EXPECT_NE(forbidden.find("could not be read (Forbidden"), std::string::npos) << forbidden;
+  EXPECT_NE(forbidden.find("grant get and list on applications.argoproj.io in namespace dpf-ns"),
+            std::string::npos)
+      << forbidden;
+  const std::string down = argo_unreadable_note(503, "ServerError (HTTP 503)", "dpf-ns");
+  EXPECT_EQ(down, "the Argo CD sync message could not be read (ServerError (HTTP 503))");
+}
+
 // fuzz finding (watch_events, 2026-12-02): a condition whose "type" is not a
 // string threw nlohmann's type_error 302 out of the watcher's cache update
 TEST(ClassifyPod, ConditionsOfAnotherTypeAreNotReadyAndNeverThrow) {
