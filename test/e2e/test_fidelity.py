@@ -17,8 +17,8 @@ import time
 
 from extsvc_testkit.harness import Env, helm_data, run_tests, wait_until, device, node
 
-from fidelity_kit import (HOST, NS, OLD_MISSING, PROFILE, detach_all, e, management_writes, per_dpu, ready_pod_of,
-                          ready_service, setup_fleet, wait_dpu)
+from fidelity_kit import (HOST, NS, OLD_MISSING, PROFILE, detach_all, dpu_id, e, management_writes, per_dpu,
+                          ready_pod_of, ready_service, setup_fleet, wait_dpu)
 from fidelity_old_releases import OLD_TESTS
 import fidelity_kit
 
