@@ -17,11 +17,20 @@
    workers); each worker's RssAnon after each batch.
 4. client overhead: bench/tools/client_overhead (the product's kube::Client
    against a raw libcurl loop of the same merge patches over TLS).
+5. podmem (issue 23, part 2): the watcher's pod informer keeps every DaemonSet pod
+   of the DPU cluster, not only ours. The fleet of 2. again at each size with
+   K system DaemonSets seeded into the DPU cluster (one pod on every Node each,
+   modelled on what DPF and kubeadm run on every DPU Node: SYSTEM_DAEMONSETS
+   below); the watcher's RssAnon and its informers' object counts with 0 and K
+   system pods per Node, and the bytes per cached pod (the slope). The run with
+   0 is the fleet part's when that ran in the same invocation.
 
 Env: BENCH_QUICK=1 (small sizes), BENCH_FLEET_SIZES ("2000/200/1000,10000/1000/5000"),
 BENCH_REPEATS (20), BENCH_SERVICES_BIG (10000), BENCH_FLEET_BUDGET_S (600),
-BENCH_PARTS ("latency,fleet,services,overhead"), BENCH_WRITE_DOC=1 (write the
-results into docs/performance.md between the issue-11 markers and draw the plot).
+BENCH_PARTS ("latency,fleet,services,overhead,podmem"), BENCH_SYSTEM_DS (6: system
+DaemonSets per Node for the podmem part, at most len(SYSTEM_DAEMONSETS)),
+BENCH_WRITE_DOC=1 (write the results into docs/performance.md between the issue-11
+markers and draw the plot; the podmem table between its own markers).
 """
 import json
 import os
@@ -38,7 +47,8 @@ SIZES = [tuple(int(x) for x in s.split("/")) for s in os.environ.get(
 REPEATS = c.size("BENCH_REPEATS", 20, 5)
 SERVICES_BIG = c.size("BENCH_SERVICES_BIG", 10000, 2000)
 BUDGET = c.size("BENCH_FLEET_BUDGET_S", 600, 120)
-PARTS = os.environ.get("BENCH_PARTS", "latency,fleet,services,overhead").split(",")
+PARTS = os.environ.get("BENCH_PARTS", "latency,fleet,services,overhead,podmem").split(",")
+SYSTEM_DS = int(os.environ.get("BENCH_SYSTEM_DS", "6"))
 WRITE_DOC = os.environ.get("BENCH_WRITE_DOC", "") not in ("", "0")
 DOC = os.path.join(c.ROOT, "docs", "performance.md")
 PLOT = os.path.join(c.ROOT, "docs", "fleet-convergence.png")
@@ -47,6 +57,63 @@ NS = "dpf-operator-system"
 DATA = {"repoURL": "https://charts.example.com/stable", "chartName": "demo-agent", "chartVersion": "1.0.0",
         "security": {"privileged": False}}
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+# What a DPF DPU Node runs besides tenant services: one pod each of these DaemonSets. The per-node
+# components of DPF's DPU cluster (NVIDIA/doca-platform docs/public/developer-guides/architecture/
+# component-description.md, "On each node in the DPU cluster": Multus, the SR-IOV device plugin,
+# NVIPAM's node agent, the ServiceInterface/ServiceChain controllers and the SFC CNI, which DPF's
+# dpu-networking chart ships as ovs-cni), the primary CNI DPF installs (flannel) and kubeadm's
+# kube-proxy: 7; the first BENCH_SYSTEM_DS of them are seeded. DPF applies its own through Argo
+# Applications of its own (annotation tracking), never one of ours.
+SYSTEM_DAEMONSETS = [
+    ("kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.31.0"),
+    ("dpf-operator-system", "kube-flannel-ds", "ghcr.io/flannel-io/flannel:v0.25.6"),
+    ("dpf-operator-system", "kube-multus-ds", "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.1.0-thick"),
+    ("dpf-operator-system", "kube-sriov-device-plugin", "ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.7.0"),
+    ("dpf-operator-system", "nv-ipam-node", "ghcr.io/mellanox/nvidia-k8s-ipam:v0.3.5"),
+    ("dpf-operator-system", "servicechainset-controller-node", "nvcr.io/nvidia/doca/dpf-system:v26.10.0"),
+    ("dpf-operator-system", "ovs-cni-marker", "ghcr.io/k8snetworkplumbingwg/ovs-cni-plugin:v0.34.2"),
+]
+
+
+def system_daemonset(ns, name, image):
+    """A DaemonSet as DPF's Argo Application renders it: every Linux Node, every taint tolerated,
+    host network, the tracking-id of DPF's own Application."""
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": f"dpf-system-{name}"}
+    return {"cluster": "dpu", "object": {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": ns, "labels": labels,
+                     "annotations": {"argocd.argoproj.io/tracking-id":
+                                     f"dpf-system-{name}:apps/DaemonSet:{ns}/{name}"}},
+        "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                 "template": {
+                     "metadata": {"labels": labels},
+                     "spec": {"hostNetwork": True, "priorityClassName": "system-node-critical",
+                              "nodeSelector": {"kubernetes.io/os": "linux"},
+                              "tolerations": [{"operator": "Exists"}],
+                              "containers": [{"name": name, "image": image,
+                                              "resources": {"requests": {"cpu": "10m", "memory": "50Mi"}},
+                                              "securityContext": {"privileged": True}}]}}}}}
+
+
+def seed_system_daemonsets(e, k, dpus):
+    """Seeds the first k SYSTEM_DAEMONSETS and waits until each has a Ready pod on every Node."""
+    if k > len(SYSTEM_DAEMONSETS):
+        raise ValueError(f"BENCH_SYSTEM_DS {k} > {len(SYSTEM_DAEMONSETS)}")
+    chosen = SYSTEM_DAEMONSETS[:k]
+    e.sim.ctl("POST", "/seed", {"objects": [system_daemonset(*d) for d in chosen]})
+
+    def ready():
+        for ns, name, _ in chosen:
+            code, ds = e.sim.kube("GET", f"/apis/apps/v1/namespaces/{ns}/daemonsets/{name}", base=e.sim.dpu)
+            st = (ds or {}).get("status", {}) if code == 200 else {}
+            if st.get("numberReady") != dpus or st.get("desiredNumberScheduled") != dpus:
+                return False
+        return True
+    c.wait_until(ready, BUDGET, 1.0, f"{k} system DaemonSets Ready on {dpus} Nodes")
+    return k * dpus
 
 
 def uuid_of(prefix, expr):
@@ -161,19 +228,26 @@ def latency():
 
 # --- 2. fleet --------------------------------------------------------------------
 
-def fleet(dpus, services, instances):
-    out = {"dpus": dpus, "services": services, "instances": instances}
+def fleet(dpus, services, instances, system_ds=0):
+    out = {"dpus": dpus, "services": services, "instances": instances, "system_ds": system_ds}
     t = c.now()
     e = c.env(dpus=dpus, workers=2)
     out["env_s"] = c.now() - t
     try:
         e.sim.ctl("POST", "/delays", c.FAST_DELAYS)
+        if system_ds:
+            t0 = c.now()
+            out["system_pods"] = seed_system_daemonsets(e, system_ds, dpus)
+            out["system_seed_s"] = c.now() - t0
+            print(f"    {dpus}: {out['system_pods']} system pods Ready in {out['system_seed_s']:.1f}s", flush=True)
         cpu = c.CpuMeter(e)
         t0 = c.now()
         register(e, dpus)
         c.wait_until(lambda: dpu_idle(e), BUDGET, 0.5, "registration pass")
         out["register_s"] = c.now() - t0
         out["register_cpu"] = cpu.read()
+        c.settle(e, 1.0)
+        out["rss_register"] = rss(e)
         print(f"    {dpus}: registered and observed in {out['register_s']:.1f}s", flush=True)
         t0 = c.now()
         e.pg.sql("SELECT count(extsvc.create_service('tenant-fleet', 'fleet-' || lpad(i::text, 5, '0'), "
@@ -287,6 +361,40 @@ def overhead():
         e.close()
 
 
+# --- 5. system DaemonSet pods in the watcher's cache ----------------------------------
+
+def informer(f, resource):
+    for r in f.get("watch") or []:
+        if r[0] == resource:
+            return int(r[1])
+    return None
+
+
+def podmem(fleets):
+    """Per size: the fleet with 0 system pods per Node (the fleet part's run when it ran) and with
+    SYSTEM_DS; the slope of the watcher's RssAnon over the pods its informer holds."""
+    rows = []
+    for dpus, services, instances in SIZES:
+        base = next((f for f in fleets if f["dpus"] == dpus and not f.get("system_ds") and "rss" in f), None)
+        if base is None:
+            base = fleet(dpus, services, instances)
+        rows.append(base)
+        if SYSTEM_DS:
+            rows.append(fleet(dpus, services, instances, SYSTEM_DS))
+    return rows
+
+
+def slope(f0, f1, key):
+    """Bytes of watcher RssAnon per pod more in its informer, from runs f0 and f1 (key: the rss
+    snapshot)."""
+    try:
+        d_mib = f1[key][0][0] - f0[key][0][0]
+        d_pods = informer(f1, "pods") - informer(f0, "pods")
+        return d_mib * 1048576 / d_pods if d_pods else None
+    except (KeyError, TypeError):
+        return None
+
+
 # --- report --------------------------------------------------------------------------
 
 def per_dpu(reqs, dpus):
@@ -370,6 +478,39 @@ def report(res):
            [(b["ready"], b["rate"], b["rss"].get(0, (None,))[0], b["rss"].get(1, (None,))[0])
             for b in S["batches"]])
         out(f"\ntotal {S.get('total_s', 0):.0f} s, CPU {S.get('cpu')}; informers: {S.get('watch')}")
+    if "podmem" in res:
+        P = res["podmem"]
+        names = ", ".join(n for _, n, _ in SYSTEM_DAEMONSETS[:SYSTEM_DS])
+        rows = []
+        for f in P:
+            rows.append((f"{f['dpus']}", f"{f.get('system_ds', 0)}", informer(f, "pods"), informer(f, "daemonsets"),
+                         (f.get("rss_register") or {}).get(0, (None,))[0],
+                         (f.get("rss") or {}).get(0, (None,))[0], (f.get("rss") or {}).get(0, (None, None))[1],
+                         (f.get("rss") or {}).get(1, (None,))[0],
+                         (f.get("sim_mem") or (None,))[0], "yes" if f.get("all_running_s") is not None else "NO"))
+        md(f"Watcher memory with DPF's system DaemonSets (issue 23, part 2): 0 or {SYSTEM_DS} system pods per Node "
+           f"({names})",
+           ["DPUs", "system pods per Node", "pods in the informer", "DaemonSets kept", "watcher RssAnon after "
+            "registration (MiB)", "**watcher RssAnon after the steady resync (MiB)**", "watcher VmHWM (MiB)",
+            "worker 1 RssAnon (MiB)", "dpfsim VmRSS (MiB)", "all RUNNING"], rows)
+        srows = []
+        for dpus, _, _ in SIZES:
+            pair = [f for f in P if f["dpus"] == dpus]
+            f0 = next((f for f in pair if not f.get("system_ds")), None)
+            f1 = next((f for f in pair if f.get("system_ds")), None)
+            if f0 and f1:
+                srows.append((f"{dpus}", slope(f0, f1, "rss_register"), slope(f0, f1, "rss")))
+        if srows:
+            md("Watcher RssAnon per cached pod (bytes; difference of the two runs of a size over the difference "
+               "of the pods its informer holds)", ["DPUs", "after registration", "**after the steady resync**"],
+               srows)
+        for f in P:
+            if f.get("failed"):
+                out(f"\n{f['dpus']} DPUs with {f.get('system_ds', 0)} system pods per Node DID NOT FINISH: "
+                    f"{f['failed']}")
+            if f.get("system_ds"):
+                out(f"\n{f['dpus']} DPUs, {f['system_ds']} system pods per Node: seeded and Ready in "
+                    f"{c.fmt(f.get('system_seed_s'))} s; informers (resource, objects, lists, events): {f.get('watch')}")
     if "overhead" in res:
         O = res["overhead"]
         md(f"Kubernetes client per call against a raw libcurl loop ({O['calls_each']} merge patches each, TLS, "
@@ -395,17 +536,26 @@ def plot(fleets):
     return True
 
 
-def write_doc(lines):
+def write_block(begin, end, body, title):
     with open(DOC) as f:
         doc = f.read()
-    begin, end = "<!-- fleet-bench:begin (written by bench/fleet.py) -->", "<!-- fleet-bench:end -->"
-    block = begin + "\n" + "\n".join(lines).strip() + "\n\n![RUNNING over time](fleet-convergence.png)\n" + end
+    block = begin + "\n" + body + end
     if begin in doc:
         doc = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
     else:
-        doc = doc.rstrip() + "\n\n## Scale with the watch caches (issue 11)\n\n" + block + "\n"
+        doc = doc.rstrip() + f"\n\n## {title}\n\n" + block + "\n"
     with open(DOC, "w") as f:
         f.write(doc)
+
+
+def write_doc(lines, podmem_lines):
+    if lines:
+        write_block("<!-- fleet-bench:begin (written by bench/fleet.py) -->", "<!-- fleet-bench:end -->",
+                    "\n".join(lines).strip() + "\n\n![RUNNING over time](fleet-convergence.png)\n",
+                    "Scale with the watch caches (issue 11)")
+    if podmem_lines:
+        write_block("<!-- pod-memory-bench:begin (written by bench/fleet.py) -->", "<!-- pod-memory-bench:end -->",
+                    "\n".join(podmem_lines).strip() + "\n", "DPF's system DaemonSet pods in the watcher's cache")
 
 
 def main():
@@ -419,13 +569,19 @@ def main():
         res["services"] = services_big()
     if "overhead" in PARTS:
         res["overhead"] = overhead()
-    lines = report(res)
+    if "podmem" in PARTS:
+        res["podmem"] = podmem(res.get("fleet", []))
+    # the fleet-bench section (parts 1-4) and the podmem section are written apart, so that one
+    # part run alone leaves the other's figures in place
+    main_res = {k: v for k, v in res.items() if k != "podmem"}
+    lines = report(main_res) if main_res else []
+    podmem_lines = report({"podmem": res["podmem"]}) if "podmem" in res else []
     c.json_lines(os.environ.get("BENCH_JSON"), {"bench": "fleet", **{k: v for k, v in res.items()}})
     if WRITE_DOC:
         if "fleet" in res:
             plot(res["fleet"])
-        write_doc(lines)
-    return all(f.get("all_running_s") is not None for f in res.get("fleet", []))
+        write_doc(lines, podmem_lines)
+    return all(f.get("all_running_s") is not None for f in res.get("fleet", []) + res.get("podmem", []))
 
 
 if __name__ == "__main__":
