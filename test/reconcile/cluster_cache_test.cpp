@@ -23,6 +23,7 @@
 #include "reconcile/service_reconciler.hpp"
 #include "release_pods.hpp"
 #include "shared_sim.hpp"
+#include "sim_clients.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::controller {
@@ -54,14 +55,9 @@ class ClusterCacheTest : public ::testing::Test {
     sim_->reset(3, 0);
     sim_->ctl("DELETE", "/faults");
     sim_->ctl("DELETE", "/charts");
-    kube::ClusterConfig m;
-    m.server = sim_->mgmt;
-    m.ca_file = sim_->ca_file;
-    m.timeout_ms = 3000;
-    kube::ClusterConfig d = m;
-    d.server = sim_->dpu;
-    mgmt_ = std::make_unique<kube::Client>(m);
-    dpu_ = std::make_unique<kube::Client>(d);
+    auto clients = testfixture::sim_clients(*sim_);
+    mgmt_ = std::move(clients.mgmt);
+    dpu_ = std::move(clients.dpu);
   }
   void TearDown() override { cache_.reset(); }
 
@@ -117,20 +113,7 @@ class ClusterCacheTest : public ::testing::Test {
   }
 
   void create_service() {
-    const json data = json::parse(
-        core::validate_helm_chart_data(R"({"repoURL":"https://charts.example.com/stable",)"
-                                       R"("chartName":"demo-agent","chartVersion":"1.2.3",)"
-                                       R"("security":{"privileged":false}})")
-            .dump());
-    reconcile::ServiceWork s;
-    s.service_id = kId;
-    s.lifecycle_state = "CREATING";
-    s.attachable_version = kVersion;
-    s.dpf_service_name = core::dpf_service_name(kId, kVersion);
-    s.desired_revision = 1;
-    s.desired = core::render_dpuservice(kId, kVersion, 1, data, kNs);
-    reconcile::ServiceReconciler svc(*mgmt_, kNs);
-    ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
+    ASSERT_EQ(testfixture::create_demo_service(*mgmt_, kId), "dpuservice_created");
   }
 
   static simtest::SimProcess* sim_;

@@ -22,6 +22,7 @@
 #include "reconcile/service_reconciler.hpp"
 #include "release_pods.hpp"
 #include "shared_sim.hpp"
+#include "sim_clients.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::reconcile {
@@ -58,29 +59,11 @@ class DpuReconcilerTest : public ::testing::Test {
                     .dump());
       ASSERT_EQ(sim_->ctl("POST", "/charts", props).status, 200);
     }
-    kube::ClusterConfig m;
-    m.server = sim_->mgmt;
-    m.ca_file = sim_->ca_file;
-    m.timeout_ms = 3000;
-    kube::ClusterConfig d = m;
-    d.server = sim_->dpu;
-    mgmt_ = std::make_unique<kube::Client>(m);
-    dpu_ = std::make_unique<kube::Client>(d);
+    auto clients = testfixture::sim_clients(*sim_);
+    mgmt_ = std::move(clients.mgmt);
+    dpu_ = std::move(clients.dpu);
     // the service exists, created by the service reconciler at revision 1
-    const json data = json::parse(
-        core::validate_helm_chart_data(R"({"repoURL":"https://charts.example.com/stable",)"
-                                       R"("chartName":"demo-agent","chartVersion":"1.2.3",)"
-                                       R"("security":{"privileged":false}})")
-            .dump());
-    ServiceWork s;
-    s.service_id = kId;
-    s.lifecycle_state = "CREATING";
-    s.attachable_version = kVersion;
-    s.dpf_service_name = core::dpf_service_name(kId, kVersion);
-    s.desired_revision = 1;
-    s.desired = core::render_dpuservice(kId, kVersion, 1, data, kNs);
-    ServiceReconciler svc(*mgmt_, kNs);
-    ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
+    ASSERT_EQ(testfixture::create_demo_service(*mgmt_, kId), "dpuservice_created");
     // DPF's DPUDevice controller writes status.observedGeneration a moment after the reset; a
     // pass that read the version before it meets 409 by design (retried by the worker). The
     // tests start once DPF is done with both DPUDevices.
@@ -369,13 +352,7 @@ TEST_F(DpuReconcilerTest, ARunningServiceReadsNoApplication) {
 // "DPUDevice not found" (issues 9, 23).
 TEST(DpuReconcilerOldRelease, NoDpuDeviceResourceNamesTheMinimumRelease) {
   auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7", "--dpf-version", "v24.10"});
-  kube::ClusterConfig m;
-  m.server = sim->mgmt;
-  m.ca_file = sim->ca_file;
-  m.timeout_ms = 3000;
-  kube::ClusterConfig d = m;
-  d.server = sim->dpu;
-  kube::Client mgmt(m), dpu(d);
+  kube::Client mgmt(testfixture::sim_cluster(*sim)), dpu(testfixture::sim_cluster(*sim, true));
   const DpuWork w = work(0, true);
   DpuReconciler rec(mgmt, &dpu, kNs);
   const DpuOutcome o = rec.reconcile(w);
@@ -395,13 +372,7 @@ TEST(DpuReconcilerOldRelease, NoDpuDeviceResourceNamesTheMinimumRelease) {
 // the field and the minimum release.
 TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTheRelease) {
   auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7", "--dpf-version", "v25.7"});
-  kube::ClusterConfig m;
-  m.server = sim->mgmt;
-  m.ca_file = sim->ca_file;
-  m.timeout_ms = 3000;
-  kube::ClusterConfig d = m;
-  d.server = sim->dpu;
-  kube::Client mgmt(m), dpu(d);
+  kube::Client mgmt(testfixture::sim_cluster(*sim)), dpu(testfixture::sim_cluster(*sim, true));
   DpuReconciler rec(mgmt, &dpu, kNs);
   // DPF's DPUDevice controller writes the freshly seeded device a moment after the start: a pass
   // that read it before meets 409 by design and is made again, as the worker does
@@ -428,13 +399,7 @@ TEST(DpuReconcilerOldRelease, ALabelPatchRefusedForSpecClusterNamesTheFieldAndTh
 // an item being removed is still observed.
 TEST(DpuReconcilerOldRelease, ADetectedOldReleaseSendsNoPatch) {
   auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7", "--dpf-version", "v25.7"});
-  kube::ClusterConfig m;
-  m.server = sim->mgmt;
-  m.ca_file = sim->ca_file;
-  m.timeout_ms = 3000;
-  kube::ClusterConfig d = m;
-  d.server = sim->dpu;
-  kube::Client mgmt(m), dpu(d);
+  kube::Client mgmt(testfixture::sim_cluster(*sim)), dpu(testfixture::sim_cluster(*sim, true));
   auto doc = [&](const std::string& gv) {
     auto r = mgmt.get("/openapi/v3/apis/" + gv);
     return r.ok() ? r.value().body : json();
@@ -472,13 +437,7 @@ TEST(DpuReconcilerOldRelease, ADetectedOldReleaseSendsNoPatch) {
 // nothing is written (issue 23).
 TEST(DpuReconcilerOldRelease, ARemovalTheReleaseCannotEndSaysWhy) {
   auto sim = simtest::SimProcess::start({"--dpus", "1", "--seed", "7"});
-  kube::ClusterConfig m;
-  m.server = sim->mgmt;
-  m.ca_file = sim->ca_file;
-  m.timeout_ms = 3000;
-  kube::ClusterConfig d = m;
-  d.server = sim->dpu;
-  kube::Client mgmt(m), dpu(d);
+  kube::Client mgmt(testfixture::sim_cluster(*sim)), dpu(testfixture::sim_cluster(*sim, true));
   {
     DpuReconciler rec(mgmt, &dpu, kNs);
     DpuOutcome o = rec.reconcile(work(0, true));

@@ -21,6 +21,7 @@
 #include "reconcile/dpu_reconciler.hpp"
 #include "reconcile/service_reconciler.hpp"
 #include "shared_sim.hpp"
+#include "sim_clients.hpp"
 #include "sim_harness.h"
 
 namespace extsvc::reconcile {
@@ -45,28 +46,10 @@ class LabelPathTest : public ::testing::Test {
 
   void SetUp() override {
     sim_->reset(2, 0);
-    kube::ClusterConfig m;
-    m.server = sim_->mgmt;
-    m.ca_file = sim_->ca_file;
-    m.timeout_ms = 3000;
-    kube::ClusterConfig d = m;
-    d.server = sim_->dpu;
-    mgmt_ = std::make_unique<kube::Client>(m);
-    dpu_ = std::make_unique<kube::Client>(d);
-    const json data = json::parse(
-        core::validate_helm_chart_data(R"({"repoURL":"https://charts.example.com/stable",)"
-                                       R"("chartName":"demo-agent","chartVersion":"1.2.3",)"
-                                       R"("security":{"privileged":false}})")
-            .dump());
-    ServiceWork s;
-    s.service_id = kId;
-    s.lifecycle_state = "CREATING";
-    s.attachable_version = kVersion;
-    s.dpf_service_name = core::dpf_service_name(kId, kVersion);
-    s.desired_revision = 1;
-    s.desired = core::render_dpuservice(kId, kVersion, 1, data, kNs);
-    ServiceReconciler svc(*mgmt_, kNs);
-    ASSERT_EQ(svc.reconcile(s).reason, "dpuservice_created");
+    auto clients = testfixture::sim_clients(*sim_);
+    mgmt_ = std::move(clients.mgmt);
+    dpu_ = std::move(clients.dpu);
+    ASSERT_EQ(testfixture::create_demo_service(*mgmt_, kId), "dpuservice_created");
   }
 
   // One pass as the worker makes it: a pass whose label patch met DPF's own status write of the
