@@ -9,7 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto& at = json_at;
 constexpr auto& str = json_text;
 
 }  // namespace
@@ -25,21 +24,21 @@ NicoLabels nico_labels_of(const json& labels) {
 
 DpuObjectFacts dpu_object_facts(const json& dpu) {
   DpuObjectFacts f;
-  f.name = str(at(dpu, {"metadata", "name"}));
-  f.device = str(at(dpu, {"spec", "dpuDeviceName"}));
-  f.labels = nico_labels_of(at(dpu, {"spec", "cluster", "nodeLabels"}));
-  f.phase = str(at(dpu, {"status", "phase"}));
-  const json& conds = at(dpu, {"status", "conditions"});
+  f.name = str(json_at(dpu, {"metadata", "name"}));
+  f.device = str(json_at(dpu, {"spec", "dpuDeviceName"}));
+  f.labels = nico_labels_of(json_at(dpu, {"spec", "cluster", "nodeLabels"}));
+  f.phase = str(json_at(dpu, {"status", "phase"}));
+  const json& conds = json_at(dpu, {"status", "conditions"});
   if (conds.is_array())
     for (const char* type : {"Ready", "DPUClusterReady", "NodeEffectReady", "NodeEffectRemoved"})
       for (const auto& c : conds) {
-        if (str(at(c, {"type"})) != type) continue;
-        const std::string status = str(at(c, {"status"}));
+        if (str(json_at(c, {"type"})) != type) continue;
+        const std::string status = str(json_at(c, {"status"}));
         if (status == "True" || !f.condition.empty()) break;
         f.condition = std::string(type) + "=" + status;
-        if (const std::string reason = str(at(c, {"reason"})); !reason.empty())
+        if (const std::string reason = str(json_at(c, {"reason"})); !reason.empty())
           f.condition += " " + reason;
-        if (const std::string message = str(at(c, {"message"})); !message.empty())
+        if (const std::string message = str(json_at(c, {"message"})); !message.empty())
           f.condition += ": " + message.substr(0, 200);
         break;
       }
@@ -54,17 +53,17 @@ std::string describe_dpu(const DpuObjectFacts& dpu) {
 
 NodeFacts node_facts(const json& node) {
   NodeFacts f;
-  f.labels = nico_labels_of(at(node, {"metadata", "labels"}));
-  const json& conds = at(node, {"status", "conditions"});
+  f.labels = nico_labels_of(json_at(node, {"metadata", "labels"}));
+  const json& conds = json_at(node, {"status", "conditions"});
   if (conds.is_array())
     for (const auto& c : conds) {
-      if (str(at(c, {"type"})) != "Ready") continue;
-      f.ready = str(at(c, {"status"}));
-      const std::string reason = str(at(c, {"reason"}));
-      const std::string message = str(at(c, {"message"}));
+      if (str(json_at(c, {"type"})) != "Ready") continue;
+      f.ready = str(json_at(c, {"status"}));
+      const std::string reason = str(json_at(c, {"reason"}));
+      const std::string message = str(json_at(c, {"message"}));
       f.ready_why = reason + (message.empty() ? "" : (reason.empty() ? "" : ": ") + message);
       f.ready_why = f.ready_why.substr(0, 200);
-      f.ready_since = str(at(c, {"lastTransitionTime"}));
+      f.ready_since = str(json_at(c, {"lastTransitionTime"}));
       break;
     }
   return f;

@@ -14,8 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto& at = core::json_at;
-
 // Collects the paths of a merge patch ("spec.security") down to the first
 // level the echoed object lacks: that is what the server dropped. Nulls
 // (fields the server added) are not losses and are skipped.
@@ -38,12 +36,12 @@ void dropped_paths(const json& patch, const json* echoed, const std::string& pre
 
 DpfStatus dpf_status(const json& obj) {
   DpfStatus s;
-  const json& gen = at(obj, {"metadata", "generation"});
+  const json& gen = json_at(obj, {"metadata", "generation"});
   if (gen.is_number_integer()) s.generation = gen.get<int64_t>();
-  const json& observed = at(obj, {"status", "observedGeneration"});
+  const json& observed = json_at(obj, {"status", "observedGeneration"});
   s.generation_observed = observed.is_number_integer() && observed.get<int64_t>() == s.generation;
-  s.paused = at(obj, {"spec", "paused"}) == json(true);
-  for (const auto& c : at(obj, {"status", "conditions"})) {
+  s.paused = json_at(obj, {"spec", "paused"}) == json(true);
+  for (const auto& c : json_at(obj, {"status", "conditions"})) {
     if (!c.is_object() || json_text_at(c, {"type"}) != "Ready") continue;
     const std::string status = json_text_at(c, {"status"});
     if (status == "True") s.ready = true;
@@ -56,7 +54,7 @@ DpfStatus dpf_status(const json& obj) {
   // "Application is not ready (Sync: OutOfSync, Health: Missing) ..."), so the first two are added.
   if (s.ready == std::optional<bool>(false)) {
     int added = 0;
-    for (const auto& c : at(obj, {"status", "conditions"})) {
+    for (const auto& c : json_at(obj, {"status", "conditions"})) {
       if (!c.is_object() || added == 2) continue;
       const std::string type = json_text_at(c, {"type"});
       const std::string message = json_text_at(c, {"message"});
@@ -86,7 +84,7 @@ std::string argo_sync_failure(const json& app) {
     std::string msg = json_text_at(app, {"status", "operationState", "message"});
     if (!msg.empty()) return msg;
   }
-  for (const auto& c : at(app, {"status", "conditions"}))
+  for (const auto& c : json_at(app, {"status", "conditions"}))
     if (c.is_object() && json_text_at(c, {"type"}) == "SyncError") {
       std::string msg = json_text_at(c, {"message"});
       if (!msg.empty()) return msg;

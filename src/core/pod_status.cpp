@@ -12,8 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto& at = core::json_at;
-
 constexpr auto& str = core::json_text;
 
 int parse_revision(const json& annotation) {
@@ -28,12 +26,12 @@ int parse_revision(const json& annotation) {
 // with a reason: what a person would look at in `kubectl describe pod`.
 std::string container_problem(const json& pod) {
   for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    for (const auto& c : at(pod, {"status", list})) {
-      const json& waiting = at(c, {"state", "waiting"});
+    for (const auto& c : json_at(pod, {"status", list})) {
+      const json& waiting = json_at(c, {"state", "waiting"});
       if (waiting.is_object() && !str(waiting.value("reason", json())).empty())
         return "container " + str(c.value("name", json())) + " waiting (" + str(waiting["reason"]) +
                ")";
-      const json& terminated = at(c, {"state", "terminated"});
+      const json& terminated = json_at(c, {"state", "terminated"});
       if (terminated.is_object() && !str(terminated.value("reason", json())).empty())
         return "container " + str(c.value("name", json())) + " terminated (" +
                str(terminated["reason"]) + ")";
@@ -46,20 +44,21 @@ std::string container_problem(const json& pod) {
 // requirement of the pod's required node affinity; "" when there is none.
 std::string affinity_target(const json& pod) {
   for (const auto& term :
-       at(pod, {"spec", "affinity", "nodeAffinity",
-                "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"}))
-    for (const auto& req : at(term, {"matchFields"}))
-      if (str(at(req, {"key"})) == "metadata.name" && str(at(req, {"operator"})) == "In" &&
-          at(req, {"values"}).is_array() && at(req, {"values"}).size() == 1)
-        return str(at(req, {"values"})[0]);
+       json_at(pod, {"spec", "affinity", "nodeAffinity",
+                     "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"}))
+    for (const auto& req : json_at(term, {"matchFields"}))
+      if (str(json_at(req, {"key"})) == "metadata.name" &&
+          str(json_at(req, {"operator"})) == "In" && json_at(req, {"values"}).is_array() &&
+          json_at(req, {"values"}).size() == 1)
+        return str(json_at(req, {"values"})[0]);
   return {};
 }
 
 std::string scheduling_problem(const json& pod) {
-  for (const auto& c : at(pod, {"status", "conditions"}))
-    if (str(at(c, {"type"})) == "PodScheduled" && str(at(c, {"status"})) == "False") {
-      std::string reason = str(at(c, {"reason"}));
-      std::string message = str(at(c, {"message"}));
+  for (const auto& c : json_at(pod, {"status", "conditions"}))
+    if (str(json_at(c, {"type"})) == "PodScheduled" && str(json_at(c, {"status"})) == "False") {
+      std::string reason = str(json_at(c, {"reason"}));
+      std::string message = str(json_at(c, {"message"}));
       if (reason.empty()) reason = "not scheduled";
       return message.empty() ? reason : reason + ": " + utf8_prefix(message, 240);
     }
@@ -67,8 +66,8 @@ std::string scheduling_problem(const json& pod) {
 }
 
 bool ready_condition(const json& pod) {
-  for (const auto& c : at(pod, {"status", "conditions"}))
-    if (str(at(c, {"type"})) == "Ready") return str(at(c, {"status"})) == "True";
+  for (const auto& c : json_at(pod, {"status", "conditions"}))
+    if (str(json_at(c, {"type"})) == "Ready") return str(json_at(c, {"status"})) == "True";
   return false;
 }
 
@@ -76,16 +75,16 @@ bool ready_condition(const json& pod) {
 
 PodFacts pod_facts(const json& pod) {
   PodFacts f;
-  f.name = str(at(pod, {"metadata", "name"}));
-  f.ns = str(at(pod, {"metadata", "namespace"}));
-  f.node = str(at(pod, {"spec", "nodeName"}));
+  f.name = str(json_at(pod, {"metadata", "name"}));
+  f.ns = str(json_at(pod, {"metadata", "namespace"}));
+  f.node = str(json_at(pod, {"spec", "nodeName"}));
   f.bound = !f.node.empty();
   if (!f.bound) f.node = affinity_target(pod);
-  f.service_id = str(at(pod, {"metadata", "labels", kOwnerIdLabel}));
+  f.service_id = str(json_at(pod, {"metadata", "labels", kOwnerIdLabel}));
   f.owner_uid = daemonset_owner_uid(pod);
-  f.terminating = !at(pod, {"metadata", "deletionTimestamp"}).is_null();
-  f.revision = parse_revision(at(pod, {"metadata", "annotations", kRevisionAnnotation}));
-  f.phase = str(at(pod, {"status", "phase"}));
+  f.terminating = !json_at(pod, {"metadata", "deletionTimestamp"}).is_null();
+  f.revision = parse_revision(json_at(pod, {"metadata", "annotations", kRevisionAnnotation}));
+  f.phase = str(json_at(pod, {"status", "phase"}));
   f.ready = ready_condition(pod);
   f.problem = container_problem(pod);
   if (!f.bound) f.unschedulable = scheduling_problem(pod);

@@ -15,7 +15,6 @@ namespace extsvc::reconcile {
 
 namespace {
 using nlohmann::json;
-constexpr auto& at = core::json_at;
 }  // namespace
 
 DeviceRead ApiObserver::device(const std::string& name) {
@@ -34,8 +33,8 @@ DeviceRead ApiObserver::device(const std::string& name) {
   }
   r.state = DeviceRead::State::kFound;
   const json& body = got.value().body;
-  r.node_labels = at(body, {"spec", "cluster", "nodeLabels"});
-  if (const json& rv = at(body, {"metadata", "resourceVersion"}); rv.is_string())
+  r.node_labels = core::json_at(body, {"spec", "cluster", "nodeLabels"});
+  if (const json& rv = core::json_at(body, {"metadata", "resourceVersion"}); rv.is_string())
     r.resource_version = rv.get<std::string>();
   return r;
 }
@@ -54,7 +53,7 @@ NodeRead ApiObserver::node(const std::string& name) {
     return r;
   }
   r.state = NodeRead::State::kFound;
-  r.labels = at(node.value().body, {"metadata", "labels"});
+  r.labels = core::json_at(node.value().body, {"metadata", "labels"});
   r.facts = core::node_facts(node.value().body);
   return r;
 }
@@ -140,7 +139,7 @@ const core::DpfStatus* ApiObserver::dpf_status(const std::string& service_id) {
     auto listed = mgmt_.list(kube::dpuservices_path(ns_), std::string(core::kOwnerIdLabel));
     if (listed.ok())
       for (const auto& svc : listed.value().body["items"]) {
-        const auto& id = at(svc, {"metadata", "labels", "nico/extension-service-id"});
+        const auto& id = core::json_at(svc, {"metadata", "labels", "nico/extension-service-id"});
         if (id.is_string()) dpf_[id.get<std::string>()] = core::dpf_status(svc);
       }
   }
@@ -159,8 +158,8 @@ const std::vector<std::pair<std::string, std::string>>& ApiObserver::failed_crea
         dpu_->list(kube::events_path(ns_), "", "involvedObject.kind=DaemonSet,reason=FailedCreate");
     if (listed.ok())
       for (const auto& ev : listed.value().body["items"]) {
-        const auto& name = at(ev, {"involvedObject", "name"});
-        const auto& message = at(ev, {"message"});
+        const auto& name = core::json_at(ev, {"involvedObject", "name"});
+        const auto& message = core::json_at(ev, {"message"});
         if (name.is_string() && message.is_string())
           failed_creates_->emplace_back(name.get<std::string>(),
                                         core::utf8_prefix(message.get<std::string>(), 300));
