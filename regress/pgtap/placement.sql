@@ -5,7 +5,7 @@
 -- runs: this session plays it.
 BEGIN;
 \ir helpers.psql
-SELECT plan(218);
+SELECT plan(219);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 -- set_instance_extension_services reuses a temp table within a transaction
@@ -274,6 +274,24 @@ SELECT is(extsvc._aggregate_state(ARRAY['TERMINATED', 'TERMINATED']), 'TERMINATE
 SELECT is(extsvc._aggregate_state(ARRAY['RUNNING', 'TERMINATED']), 'UNKNOWN', 'mixed RUNNING/TERMINATED: UNKNOWN');
 SELECT is(extsvc._aggregate_state(ARRAY['PENDING', 'TERMINATING']), 'PENDING', 'PENDING over TERMINATING');
 SELECT is(extsvc._aggregate_state('{}'), 'UNKNOWN', 'no rows: UNKNOWN');
+-- the aggregate reads its order from extsvc._deployment_state_precedence(): it agrees with
+-- SPEC 2.8's rule written out for every array of up to three states (NULL included)
+SELECT is(ARRAY(
+  WITH v(x) AS (SELECT unnest(ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', NULL])),
+  arrays(s) AS (SELECT '{}'::text[] UNION ALL SELECT ARRAY[a.x] FROM v a
+                UNION ALL SELECT ARRAY[a.x, b.x] FROM v a, v b
+                UNION ALL SELECT ARRAY[a.x, b.x, c.x] FROM v a, v b, v c)
+  SELECT s::text FROM arrays
+   WHERE extsvc._aggregate_state(s) IS DISTINCT FROM CASE
+           WHEN cardinality(s) = 0 THEN 'UNKNOWN'
+           WHEN 'ERROR' = ANY (s) THEN 'ERROR'
+           WHEN 'UNKNOWN' = ANY (s) THEN 'UNKNOWN'
+           WHEN 'PENDING' = ANY (s) THEN 'PENDING'
+           WHEN 'RUNNING' = ALL (s) THEN 'RUNNING'
+           WHEN 'TERMINATING' = ANY (s) THEN 'TERMINATING'
+           WHEN 'TERMINATED' = ALL (s) THEN 'TERMINATED'
+           ELSE 'UNKNOWN' END),
+  ARRAY[]::text[], 'the aggregate of every array of up to three states follows SPEC 2.8');
 SELECT throws_ok($$SELECT extsvc.instance_extension_services_ready('71000000-0000-0000-0000-000000000099')$$, 'P0002', 'instance not found',
                  'ready of an unknown instance');
 

@@ -5,7 +5,7 @@
 -- admin rights follow the calling role); regress/pgtap/roles.sql tests SET ROLE.
 BEGIN;
 \ir helpers.psql
-SELECT plan(72);
+SELECT plan(73);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 
@@ -77,6 +77,13 @@ SELECT is((SELECT count(*)::int FROM pg_proc p
             WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname ~ '_as_admin$' AND p.prosecdef
               AND has_function_privilege('extsvc_admin', p.oid, 'EXECUTE')),
           7, 'extsvc_admin may execute the seven SECURITY DEFINER admin gates (rollback_service''s since issue 29)');
+SELECT is(ARRAY(SELECT p.proname::text FROM pg_proc p
+                 WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname ~ '_as_api$' AND p.prosecdef
+                   AND has_function_privilege('extsvc_api', p.oid, 'EXECUTE')
+                 ORDER BY 1),
+          ARRAY['_create_service_as_api', '_delete_service_as_api', '_retry_service_as_api',
+                '_rollback_service_as_api', '_update_service_as_api'],
+          'extsvc_api may execute the five SECURITY DEFINER api gates (extsvc._create_gates makes them)');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'extsvc'::regnamespace
                    AND p.proname IN ('_create_service', '_update_service', '_delete_service', '_allow_chart', '_disallow_chart',

@@ -19,6 +19,15 @@ CREATE DOMAIN extsvc.deployment_state AS text
 COMMENT ON DOMAIN extsvc.deployment_state IS
   'A service''s observed state on one DPU (SPEC 2.8); the allowed moves are extsvc.placement_transitions.';
 
+-- The deployment states from worst to best (SPEC 2.8), the one order behind an instance's
+-- aggregate (extsvc._aggregate_state) and a DPU's state in the metrics (extsvc_dpu_states).
+CREATE FUNCTION extsvc._deployment_state_precedence() RETURNS text[]
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED']
+$fn$;
+COMMENT ON FUNCTION extsvc._deployment_state_precedence() IS
+  'Internal: every deployment_state, worst first (SPEC 2.8): ERROR > UNKNOWN > PENDING > TERMINATING > RUNNING > TERMINATED.';
+
 CREATE DOMAIN extsvc.state_actor AS text
   CONSTRAINT state_actor_values CHECK (VALUE IN ('api', 'worker'));
 COMMENT ON DOMAIN extsvc.state_actor IS

@@ -117,10 +117,66 @@ $fn$;
 -- (SET ROLE included), never session_user. Inside a SECURITY DEFINER function
 -- current_user is the owner, so no definer body can ask who called it. The
 -- role-dependent API functions (create_service, update_service,
--- delete_service, allow_chart, disallow_chart) are therefore SECURITY INVOKER
--- entries that pick one of two SECURITY DEFINER gates: *_as_admin, executable
--- by extsvc_admin only, or *_as_api. PostgreSQL's own EXECUTE check on the
--- gate decides; a caller cannot claim admin rights it does not have.
+-- delete_service, rollback_service, retry_service, allow_chart,
+-- disallow_chart) are therefore SECURITY INVOKER entries that pick one of two
+-- SECURITY DEFINER gates: *_as_admin, executable by extsvc_admin only, or
+-- *_as_api. PostgreSQL's own EXECUTE check on the gate decides; a caller
+-- cannot claim admin rights it does not have.
+
+-- Whether the calling role has extsvc_admin rights, the one test every
+-- role-dependent entry makes. Meaningful only where current_user is the
+-- caller: in a SECURITY INVOKER function, never in a SECURITY DEFINER one.
+CREATE FUNCTION extsvc._caller_is_admin() RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT pg_has_role(current_user, 'extsvc_admin', 'USAGE')
+$fn$;
+COMMENT ON FUNCTION extsvc._caller_is_admin() IS
+  'Internal: whether the calling role (SET ROLE included) has extsvc_admin rights; the test of the SECURITY INVOKER entries that pick a gate.';
+
+-- The gates of a role-dependent entry, written once for all of them. The entry
+-- extsvc.<fn> (SECURITY INVOKER) has a body extsvc._<fn> (no grants) that
+-- takes the entry's arguments and, when it serves both roles, a trailing
+-- p_admin boolean. This creates extsvc._<fn>_as_admin(the entry's arguments)
+-- calling the body with p_admin true, and, for a body with p_admin, the
+-- extsvc._<fn>_as_api twin calling it with false: SECURITY DEFINER, the
+-- body's result. Who may execute which is granted where the entry is.
+CREATE FUNCTION extsvc._create_gates(p_entry text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v_entry oid := (SELECT p.oid FROM pg_proc p
+                   WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname = p_entry);
+  v_nargs integer := (SELECT p.pronargs FROM pg_proc p WHERE p.oid = v_entry);
+  v_body oid := (SELECT p.oid FROM pg_proc p
+                  WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname = '_' || p_entry
+                    AND (p.pronargs = v_nargs
+                         OR (p.pronargs = v_nargs + 1 AND p.proargtypes[v_nargs] = 'boolean'::regtype)));
+  v_flagged boolean := (SELECT p.pronargs > v_nargs FROM pg_proc p WHERE p.oid = v_body);
+  v_args text := (SELECT string_agg('$' || i, ', ' ORDER BY i) FROM generate_series(1, v_nargs) i);
+  g record;
+BEGIN
+  IF v_body IS NULL THEN
+    RAISE EXCEPTION 'extsvc._create_gates: no entry extsvc.% with a body extsvc._%', p_entry, p_entry;
+  END IF;
+  FOR g IN SELECT * FROM (VALUES
+             ('admin', 'true', 'for callers with extsvc_admin rights (EXECUTE for extsvc_admin only)'),
+             ('api', 'false', 'for callers without extsvc_admin rights')) x(role, flag, who)
+            WHERE v_flagged OR x.role = 'admin' LOOP
+    EXECUTE format('CREATE FUNCTION extsvc.%I(%s) RETURNS %s
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+                   format('_%s_as_%s', p_entry, g.role), pg_get_function_identity_arguments(v_entry),
+                   pg_get_function_result(v_body),
+                   format('SELECT extsvc.%I(%s)', '_' || p_entry,
+                          concat_ws(', ', v_args, CASE WHEN v_flagged THEN g.flag END)));
+    EXECUTE format('COMMENT ON FUNCTION extsvc.%I(%s) IS %L', format('_%s_as_%s', p_entry, g.role),
+                   pg_get_function_identity_arguments(v_entry),
+                   format('Internal gate of extsvc.%s %s.', p_entry,
+                          CASE WHEN v_flagged THEN g.who ELSE '(EXECUTE for extsvc_admin only)' END));
+  END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._create_gates(text) IS
+  'Internal, install only: creates the SECURITY DEFINER gates _<entry>_as_admin (and _as_api for a body with p_admin) of a role-dependent entry. No grants.';
+
 CREATE FUNCTION extsvc._tenant_denied(p_what text, p_id uuid, p_tenant text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN

@@ -162,27 +162,8 @@ $fn$;
 COMMENT ON FUNCTION extsvc._create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb, boolean) IS
   'Internal: body of extsvc.create_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
--- The gates: SECURITY DEFINER; the admin one is executable by extsvc_admin only.
-CREATE FUNCTION extsvc._create_service_as_admin(
-    tenant_organization_id text, service_name text, service_type text, data text, description text,
-    dpu_target text, deployment_scope text, service_id uuid, has_credential boolean, observability jsonb)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._create_service($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true)
-$fn$;
-COMMENT ON FUNCTION extsvc._create_service_as_admin(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
-  'Internal gate of extsvc.create_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
-
-CREATE FUNCTION extsvc._create_service_as_api(
-    tenant_organization_id text, service_name text, service_type text, data text, description text,
-    dpu_target text, deployment_scope text, service_id uuid, has_credential boolean, observability jsonb)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._create_service($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false)
-$fn$;
-COMMENT ON FUNCTION extsvc._create_service_as_api(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
-  'Internal gate of extsvc.create_service for callers without extsvc_admin rights.';
-
+-- The entry, then its gates (extsvc._create_gates): SECURITY DEFINER, the admin one executable by
+-- extsvc_admin only.
 CREATE FUNCTION extsvc.create_service(
     tenant_organization_id text, service_name text, service_type text, data text,
     description text DEFAULT NULL, dpu_target text DEFAULT NULL,
@@ -192,7 +173,7 @@ RETURNS extsvc.services
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
-  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+  IF extsvc._caller_is_admin() THEN
     RETURN extsvc._create_service_as_admin(create_service.tenant_organization_id, create_service.service_name,
       create_service.service_type, create_service.data, create_service.description, create_service.dpu_target,
       create_service.deployment_scope, create_service.service_id, create_service.has_credential,
@@ -206,6 +187,7 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc.create_service(text, text, text, text, text, text, text, uuid, boolean, jsonb) IS
   'Creates a service. DPF_HELM_CHART answers CREATING: the worker creates the DPUService later. ALL_DPUS needs extsvc_admin rights of the calling role (SET ROLE included); another tenant''s service_id is refused (42501).';
+SELECT extsvc._create_gates('create_service');
 
 -- The body of update_service; p_admin comes from the gate that called it.
 CREATE FUNCTION extsvc._update_service(
@@ -358,26 +340,6 @@ $fn$;
 COMMENT ON FUNCTION extsvc._update_service(uuid, text, text, text, bigint, boolean, jsonb, text, boolean) IS
   'Internal: body of extsvc.update_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
-CREATE FUNCTION extsvc._update_service_as_admin(
-    service_id uuid, data text, service_name text, description text, if_version_ctr_match bigint,
-    has_credential boolean, observability jsonb, tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._update_service($1, $2, $3, $4, $5, $6, $7, $8, true)
-$fn$;
-COMMENT ON FUNCTION extsvc._update_service_as_admin(uuid, text, text, text, bigint, boolean, jsonb, text) IS
-  'Internal gate of extsvc.update_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
-
-CREATE FUNCTION extsvc._update_service_as_api(
-    service_id uuid, data text, service_name text, description text, if_version_ctr_match bigint,
-    has_credential boolean, observability jsonb, tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._update_service($1, $2, $3, $4, $5, $6, $7, $8, false)
-$fn$;
-COMMENT ON FUNCTION extsvc._update_service_as_api(uuid, text, text, text, bigint, boolean, jsonb, text) IS
-  'Internal gate of extsvc.update_service for callers without extsvc_admin rights.';
-
 CREATE FUNCTION extsvc.update_service(
     service_id uuid, data text DEFAULT NULL, service_name text DEFAULT NULL,
     description text DEFAULT NULL, if_version_ctr_match bigint DEFAULT NULL,
@@ -387,7 +349,7 @@ RETURNS extsvc.services
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
-  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+  IF extsvc._caller_is_admin() THEN
     RETURN extsvc._update_service_as_admin(update_service.service_id, update_service.data,
       update_service.service_name, update_service.description, update_service.if_version_ctr_match,
       update_service.has_credential, update_service.observability, update_service.tenant_organization_id);
@@ -399,6 +361,7 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc.update_service(uuid, text, text, text, bigint, boolean, jsonb, text) IS
   'Updates name, description or data. A DPF data change becomes a new Helm revision; the same data again is a no-op. ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, a service of another tenant is refused (42501) exactly like an unknown one.';
+SELECT extsvc._create_gates('update_service');
 
 -- Instances whose configuration or attachments still reference a service.
 CREATE FUNCTION extsvc._blocking_instances(p_service_id uuid, p_version text) RETURNS text
@@ -501,22 +464,6 @@ $fn$;
 COMMENT ON FUNCTION extsvc._delete_service(uuid, text, text, boolean) IS
   'Internal: body of extsvc.delete_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
-CREATE FUNCTION extsvc._delete_service_as_admin(service_id uuid, version text, tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._delete_service($1, $2, $3, true)
-$fn$;
-COMMENT ON FUNCTION extsvc._delete_service_as_admin(uuid, text, text) IS
-  'Internal gate of extsvc.delete_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
-
-CREATE FUNCTION extsvc._delete_service_as_api(service_id uuid, version text, tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._delete_service($1, $2, $3, false)
-$fn$;
-COMMENT ON FUNCTION extsvc._delete_service_as_api(uuid, text, text) IS
-  'Internal gate of extsvc.delete_service for callers without extsvc_admin rights.';
-
 CREATE FUNCTION extsvc.delete_service(service_id uuid, version text DEFAULT NULL,
                                       tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.service_deletions
@@ -526,7 +473,7 @@ DECLARE
   v extsvc.service_deletions;
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
-  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+  IF extsvc._caller_is_admin() THEN
     r := extsvc._delete_service_as_admin(delete_service.service_id, delete_service.version,
                                          delete_service.tenant_organization_id);
   ELSE
@@ -540,3 +487,4 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc.delete_service(uuid, text, text) IS
   'Deletes a service (or one KUBERNETES_POD version). DPF services go DELETING; the worker finishes the delete. Returns the service row and removed_versions [{version, version_number, had_credential}] of what this transaction removed, so NICo deletes those Vault keys after its commit. ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, a service of another tenant is refused (42501) exactly like an unknown one.';
+SELECT extsvc._create_gates('delete_service');

@@ -45,18 +45,11 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc._allow_chart(text, text) IS 'Internal: body of extsvc.allow_chart. No grants.';
 
-CREATE FUNCTION extsvc._allow_chart_as_admin(repo_url text, chart_name text) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._allow_chart($1, $2)
-$fn$;
-COMMENT ON FUNCTION extsvc._allow_chart_as_admin(text, text) IS
-  'Internal gate of extsvc.allow_chart (EXECUTE for extsvc_admin only).';
-
 CREATE FUNCTION extsvc.allow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
-  IF NOT pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+  IF NOT extsvc._caller_is_admin() THEN
     RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'only extsvc_admin members may change the chart allow-list',
                           DETAIL = 'function: extsvc.allow_chart', HINT = 'Ask an operator.';
   END IF;
@@ -65,6 +58,7 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc.allow_chart(text, text) IS
   'Admin: allow charts from a repository URL prefix (chart_name NULL = any chart). Needs extsvc_admin rights of the calling role (SET ROLE included).';
+SELECT extsvc._create_gates('allow_chart');
 
 -- The body of disallow_chart: reached only through its admin gate.
 CREATE FUNCTION extsvc._disallow_chart(repo_url text, chart_name text) RETURNS void
@@ -84,18 +78,11 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc._disallow_chart(text, text) IS 'Internal: body of extsvc.disallow_chart. No grants.';
 
-CREATE FUNCTION extsvc._disallow_chart_as_admin(repo_url text, chart_name text) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._disallow_chart($1, $2)
-$fn$;
-COMMENT ON FUNCTION extsvc._disallow_chart_as_admin(text, text) IS
-  'Internal gate of extsvc.disallow_chart (EXECUTE for extsvc_admin only).';
-
 CREATE FUNCTION extsvc.disallow_chart(repo_url text, chart_name text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
-  IF NOT pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+  IF NOT extsvc._caller_is_admin() THEN
     RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'only extsvc_admin members may change the chart allow-list',
                           DETAIL = 'function: extsvc.disallow_chart', HINT = 'Ask an operator.';
   END IF;
@@ -104,3 +91,4 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc.disallow_chart(text, text) IS
   'Admin: remove an allow-list entry. Needs extsvc_admin rights of the calling role (SET ROLE included).';
+SELECT extsvc._create_gates('disallow_chart');

@@ -27,18 +27,16 @@ $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid, text) IS
   'One row per (service, version, DPU) of an instance: placement and observed deployment state (UNKNOWN once older than extsvc.observation_max_age). With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
 
--- Aggregate with the precedence of SPEC 2.8.
+-- Aggregate with the precedence of SPEC 2.8: the worst state, except that RUNNING and
+-- TERMINATED say something of every DPU, so they hold only when every state is that one (a mix
+-- of the two, an empty set and states outside the vocabulary are UNKNOWN).
 CREATE FUNCTION extsvc._aggregate_state(states text[]) RETURNS text
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE
-    WHEN states IS NULL OR cardinality(states) = 0 THEN 'UNKNOWN'
-    WHEN 'ERROR' = ANY (states) THEN 'ERROR'
-    WHEN 'UNKNOWN' = ANY (states) THEN 'UNKNOWN'
-    WHEN 'PENDING' = ANY (states) THEN 'PENDING'
-    WHEN 'RUNNING' = ALL (states) THEN 'RUNNING'
-    WHEN 'TERMINATING' = ANY (states) THEN 'TERMINATING'
-    WHEN 'TERMINATED' = ALL (states) THEN 'TERMINATED'
-    ELSE 'UNKNOWN' END
+  SELECT CASE WHEN w.worst IN ('RUNNING', 'TERMINATED') AND NOT coalesce(w.worst = ALL (states), false)
+              THEN 'UNKNOWN'
+              ELSE coalesce(w.worst, 'UNKNOWN') END
+    FROM (SELECT p[(SELECT min(array_position(p, x)) FROM unnest(states) x)] AS worst
+            FROM extsvc._deployment_state_precedence() p) w
 $fn$;
 
 CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid, tenant_organization_id text DEFAULT NULL)

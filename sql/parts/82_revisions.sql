@@ -102,31 +102,13 @@ $fn$;
 COMMENT ON FUNCTION extsvc._rollback_service(uuid, bigint, bigint, text, boolean) IS
   'Internal: body of extsvc.rollback_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
-CREATE FUNCTION extsvc._rollback_service_as_admin(service_id uuid, revision bigint, if_version_ctr_match bigint,
-                                                  tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._rollback_service($1, $2, $3, $4, true)
-$fn$;
-COMMENT ON FUNCTION extsvc._rollback_service_as_admin(uuid, bigint, bigint, text) IS
-  'Internal gate of extsvc.rollback_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
-
-CREATE FUNCTION extsvc._rollback_service_as_api(service_id uuid, revision bigint, if_version_ctr_match bigint,
-                                                tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._rollback_service($1, $2, $3, $4, false)
-$fn$;
-COMMENT ON FUNCTION extsvc._rollback_service_as_api(uuid, bigint, bigint, text) IS
-  'Internal gate of extsvc.rollback_service for callers without extsvc_admin rights.';
-
 CREATE FUNCTION extsvc.rollback_service(service_id uuid, revision bigint, if_version_ctr_match bigint DEFAULT NULL,
                                         tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.services
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
-  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+  IF extsvc._caller_is_admin() THEN
     RETURN extsvc._rollback_service_as_admin(rollback_service.service_id, rollback_service.revision,
                                              rollback_service.if_version_ctr_match, rollback_service.tenant_organization_id);
   END IF;
@@ -136,6 +118,7 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc.rollback_service(uuid, bigint, bigint, text) IS
   'Rolls a DPF service back to an older revision: a new revision with that revision''s definition, through the normal update path (allow-list, extsvc.allow_privileged, version_ctr guard, supersede rules, ALL_DPUS for extsvc_admin only; SECURITY INVOKER in front of two gates, like update_service); rollback_of records the origin. Rolling back to the current desired definition is a no-op. P0002 unknown service or revision, 22023 KUBERNETES_POD, 55000 DELETING/DELETED or version_ctr mismatch. revision and if_version_ctr_match: bigint (NICo binds i64).';
+SELECT extsvc._create_gates('rollback_service');
 
 -- retry_service -----------------------------------------------------------------
 
@@ -184,28 +167,12 @@ $fn$;
 COMMENT ON FUNCTION extsvc._retry_service(uuid, text, boolean) IS
   'Internal: body of extsvc.retry_service; p_admin says whether the caller has extsvc_admin rights. No grants.';
 
-CREATE FUNCTION extsvc._retry_service_as_admin(service_id uuid, tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._retry_service($1, $2, true)
-$fn$;
-COMMENT ON FUNCTION extsvc._retry_service_as_admin(uuid, text) IS
-  'Internal gate of extsvc.retry_service for callers with extsvc_admin rights (EXECUTE for extsvc_admin only).';
-
-CREATE FUNCTION extsvc._retry_service_as_api(service_id uuid, tenant_organization_id text)
-RETURNS extsvc.services
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._retry_service($1, $2, false)
-$fn$;
-COMMENT ON FUNCTION extsvc._retry_service_as_api(uuid, text) IS
-  'Internal gate of extsvc.retry_service for callers without extsvc_admin rights.';
-
 CREATE FUNCTION extsvc.retry_service(service_id uuid, tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.services
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
-  IF pg_has_role(current_user, 'extsvc_admin', 'USAGE') THEN
+  IF extsvc._caller_is_admin() THEN
     RETURN extsvc._retry_service_as_admin(retry_service.service_id, retry_service.tenant_organization_id);
   END IF;
   RETURN extsvc._retry_service_as_api(retry_service.service_id, retry_service.tenant_organization_id);
@@ -213,6 +180,7 @@ END
 $fn$;
 COMMENT ON FUNCTION extsvc.retry_service(uuid, text) IS
   'Retries a FAILED DPF service without changing its definition: CREATING (never applied), UPDATING (applied before) or DELETING (a failed delete). For extsvc_api and extsvc_admin; ALL_DPUS services need extsvc_admin rights of the calling role; with tenant_organization_id, another tenant''s service is refused (42501) exactly like an unknown one.';
+SELECT extsvc._create_gates('retry_service');
 
 -- Retention ---------------------------------------------------------------------
 

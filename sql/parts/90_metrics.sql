@@ -149,7 +149,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
            jsonb_build_object('placement_state', p.s, 'deployment_state', ds.s) AS labels,
            coalesce(n.n, 0)::double precision AS value
       FROM unnest(ARRAY['ACTIVE', 'REMOVING']) p(s)
-     CROSS JOIN unnest(ARRAY['PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN']) ds(s)
+     CROSS JOIN unnest(extsvc._deployment_state_precedence()) ds(s)
       LEFT JOIN att_n n ON n.p = p.s AND n.s = ds.s),
   site_n AS (
     SELECT extsvc._effective_deployment_state(x.deployment_state, x.observed_at) AS s, count(*) AS n
@@ -158,12 +158,13 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
   site AS (
     SELECT 'extsvc_site_service_dpus'::text AS metric, jsonb_build_object('deployment_state', ds.s) AS labels,
            coalesce(n.n, 0)::double precision AS value
-      FROM unnest(ARRAY['PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED', 'ERROR', 'UNKNOWN']) ds(s)
+      FROM unnest(extsvc._deployment_state_precedence()) ds(s)
       LEFT JOIN site_n n ON n.s = ds.s),
-  -- a DPU's state: the worst of its rows, by this precedence
+  -- a DPU's state: the worst of its rows (a plain minimum: unlike an instance's aggregate, a
+  -- RUNNING/TERMINATED mix is RUNNING here)
   dpu_worst AS (
     SELECT r.dpu_machine_id,
-           min(array_position(ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED'],
+           min(array_position(extsvc._deployment_state_precedence(),
                               extsvc._effective_deployment_state(r.deployment_state, r.observed_at))) AS rank
       FROM (SELECT a.dpu_machine_id, a.deployment_state, a.observed_at
               FROM extsvc.dpf_extension_service_attachments a
@@ -173,8 +174,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
      GROUP BY 1),
   dpu_n AS (
     SELECT CASE WHEN d.deregistered_at IS NOT NULL THEN 'DEREGISTERED'
-                ELSE coalesce((ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING',
-                                     'TERMINATED'])[w.rank], 'IDLE') END AS s,
+                ELSE coalesce((extsvc._deployment_state_precedence())[w.rank], 'IDLE') END AS s,
            count(*) AS n
       FROM extsvc.dpus d
       LEFT JOIN dpu_worst w ON w.dpu_machine_id = d.machine_id
@@ -182,8 +182,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
   dpus AS (
     SELECT 'extsvc_dpu_states'::text AS metric, jsonb_build_object('state', st.s) AS labels,
            coalesce(n.n, 0)::double precision AS value
-      FROM unnest(ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED', 'IDLE',
-                        'DEREGISTERED']) st(s)
+      FROM unnest(extsvc._deployment_state_precedence() || ARRAY['IDLE', 'DEREGISTERED']) st(s)
       LEFT JOIN dpu_n n ON n.s = st.s),
   -- issue 28: what hurts without an error: work unfinished for long, DPF not Ready, FAILED by cause
   unfinished AS (

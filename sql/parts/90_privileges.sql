@@ -32,6 +32,8 @@ GRANT EXECUTE ON FUNCTION
   extsvc.instance_extension_services_ready(uuid, text),
   extsvc.instance_dpu_state_history(uuid, text),
   extsvc.dpu_agent_extension_services(text),
+  -- the role test the SECURITY INVOKER entries make as the calling role
+  extsvc._caller_is_admin(),
   -- the non-admin gates of the role-dependent SECURITY INVOKER entries
   extsvc._create_service_as_api(text, text, text, text, text, text, text, uuid, boolean, jsonb),
   extsvc._update_service_as_api(uuid, text, text, text, bigint, boolean, jsonb, text),

@@ -147,6 +147,21 @@ json encode_service_outcome(const reconcile::Outcome& o) {
   return j;
 }
 
+json encode_service_failure(const std::string& message) {
+  reconcile::Outcome o;
+  o.kind = reconcile::Outcome::Kind::kTransition;
+  o.new_state = "FAILED";
+  o.reason = "permanent_error";
+  o.message = message;
+  return encode_service_outcome(o);
+}
+
+json encode_retry(const std::string& message, std::optional<double> retry_after_s) {
+  json j = {{"outcome", "retry"}, {"message", message}};
+  put_if(j, "retry_after_s", retry_after_s);
+  return j;
+}
+
 reconcile::DpuWork decode_dpu_work(std::string_view work_json) {
   const json j = parse_object(work_json);
   const Fields f(j, "");

@@ -50,6 +50,14 @@ void render_desired(ServiceItem& item, const std::string& site_id = "");
 // left out. A pass the lease fence stopped (kLost) is sent as a retry.
 nlohmann::json encode_service_outcome(const reconcile::Outcome& o);
 
+// What the worker records when a row never reaches its reconciler or the pass fails in the worker
+// itself, in the shapes above. A service row that can never be worked (undecodable, unrenderable):
+// {outcome: transition, new_state: FAILED, reason: permanent_error, message}.
+nlohmann::json encode_service_failure(const std::string& message);
+// A retry of either queue: {outcome: retry, message, retry_after_s (absent without a delay)}.
+nlohmann::json encode_retry(const std::string& message,
+                            std::optional<double> retry_after_s = std::nullopt);
+
 // {dpu_machine_id, device_name, node_name: strings (names may be null);
 //  deregistered: boolean; attempts: integer; wanted_keys: array of label
 //  keys; items: array of {kind: "attachment"|"site", instance_id: string (null

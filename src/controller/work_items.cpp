@@ -4,28 +4,12 @@
 
 #include <exception>
 #include <new>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "controller/wire.hpp"
 
 namespace extsvc::controller {
 namespace {
-
-using nlohmann::json;
-
-std::string failed(const std::string& message) {
-  return json{{"outcome", "transition"},
-              {"new_state", "FAILED"},
-              {"reason", "permanent_error"},
-              {"message", message}}
-      .dump();
-}
-
-std::string retry(const std::string& message, double retry_after_s = -1) {
-  json j = {{"outcome", "retry"}, {"message", message}};
-  if (retry_after_s >= 0) j["retry_after_s"] = retry_after_s;
-  return j.dump();
-}
 
 // A write the clients did not send because a fence closed while it waited for the rate limiter:
 // the pass concluded from a call that never happened, so it claims nothing and is retried, as a
@@ -64,7 +48,7 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
   } catch (const WireError& e) {
     // the claimed row itself is unreadable: retrying cannot help
     r.warning = std::string("the claimed row could not be decoded: ") + e.what();
-    r.outcome = failed(r.warning);
+    r.outcome = encode_service_failure(r.warning).dump();
     return r;
   }
   reconcile::ServiceWork& w = item.work;
@@ -76,7 +60,9 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
     // data that no longer renders can never succeed; a delete needs no
     // rendered object and goes on
     if (w.lifecycle_state != "DELETING") {
-      r.outcome = failed(std::string("the desired DPUService could not be rendered: ") + e.what());
+      r.outcome = encode_service_failure(
+                      std::string("the desired DPUService could not be rendered: ") + e.what())
+                      .dump();
       return r;
     }
     w.desired = nullptr;
@@ -106,7 +92,7 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
     // a bug, not a cluster condition: retry with backoff, keep the text
     r.retry = true;
     r.retry_reason = "internal";
-    r.outcome = retry(std::string("nico_extsvc internal error: ") + e.what());
+    r.outcome = encode_retry(std::string("nico_extsvc internal error: ") + e.what()).dump();
   }
   return r;
 }
@@ -122,7 +108,10 @@ ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view
     w = decode_dpu_work(work_json);
   } catch (const WireError& e) {
     r.warning = std::string("the claimed DPU row could not be decoded: ") + e.what();
-    r.outcome = retry(r.warning, undecodable_backoff_s);
+    r.outcome = encode_retry(r.warning, undecodable_backoff_s >= 0
+                                            ? std::optional<double>(undecodable_backoff_s)
+                                            : std::nullopt)
+                    .dump();
     return r;
   }
   try {
@@ -149,7 +138,7 @@ ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
-    r.outcome = retry(std::string("nico_extsvc internal error: ") + e.what());
+    r.outcome = encode_retry(std::string("nico_extsvc internal error: ") + e.what()).dump();
   }
   return r;
 }

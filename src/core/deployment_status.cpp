@@ -1,6 +1,5 @@
 #include "core/deployment_status.hpp"
 
-#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -28,23 +27,6 @@ std::optional<DeploymentState> deployment_state_from_string(std::string_view tex
   for (const auto& [s, name] : kNames)
     if (name == text) return s;
   return std::nullopt;
-}
-
-DeploymentState aggregate(const std::vector<DeploymentState>& states) {
-  if (states.empty()) return DeploymentState::kUnknown;
-  auto any = [&](DeploymentState s) {
-    return std::find(states.begin(), states.end(), s) != states.end();
-  };
-  auto all = [&](DeploymentState s) {
-    return std::all_of(states.begin(), states.end(), [s](DeploymentState x) { return x == s; });
-  };
-  if (any(DeploymentState::kError)) return DeploymentState::kError;
-  if (any(DeploymentState::kUnknown)) return DeploymentState::kUnknown;
-  if (any(DeploymentState::kPending)) return DeploymentState::kPending;
-  if (all(DeploymentState::kRunning)) return DeploymentState::kRunning;
-  if (any(DeploymentState::kTerminating)) return DeploymentState::kTerminating;
-  if (all(DeploymentState::kTerminated)) return DeploymentState::kTerminated;
-  return DeploymentState::kUnknown;
 }
 
 DeploymentState derive_deployment_state(const DpuObservation& obs) {

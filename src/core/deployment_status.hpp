@@ -2,7 +2,6 @@
 
 #include <optional>
 #include <string_view>
-#include <vector>
 
 namespace extsvc::core {
 
@@ -11,12 +10,6 @@ enum class DeploymentState { kPending, kRunning, kTerminating, kTerminated, kErr
 
 std::string_view to_string(DeploymentState state);
 std::optional<DeploymentState> deployment_state_from_string(std::string_view text);
-
-// Aggregate over DPUs: ERROR > UNKNOWN > PENDING > (all RUNNING -> RUNNING)
-// > TERMINATING > (all TERMINATED -> TERMINATED). An empty set and a mix of
-// only RUNNING and TERMINATED are UNKNOWN: neither claim holds for every DPU,
-// and the aggregate must never claim more than was observed.
-DeploymentState aggregate(const std::vector<DeploymentState>& states);
 
 // One DPU's observation for one service version (SPEC 2.8). Pods are found
 // by the service label and the Node, never by name.

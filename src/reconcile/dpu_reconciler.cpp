@@ -218,291 +218,353 @@ const std::string& DpuReconciler::argo_sync_note(const DpuWork& w,
   return argo_notes_.emplace(dpuservice_name, std::move(note)).first->second;
 }
 
-DpuOutcome DpuReconciler::pass(const DpuWork& w) {
-  DpuObserver& obs = *observer_;
-  obs.set_fence(&w.lease_ok);
-  const int calls_before = obs.calls();
+// What one pass has read and decided so far, shared by its steps.
+struct DpuReconciler::Pass {
+  Pass(const DpuWork& work, DpuObserver& observer)
+      : w(work), obs(observer), calls_before(observer.calls()), remote(observer.reads_call_api()) {
+    out.watched = !remote;
+  }
+  int calls() const { return obs.calls() - calls_before + writes + argo_reads; }
+  // Ends the pass with what out holds.
+  bool conclude() {
+    out.api_calls = calls();
+    return true;
+  }
+  // Ends the pass because the lease fence closed before the next call.
+  bool stop(const std::string& before) {
+    out = lost(std::move(out), before, calls());
+    return true;
+  }
+  bool fenced_read() const { return remote && fenced(w); }
+
+  const DpuWork& w;
+  DpuObserver& obs;
+  const int calls_before;
+  const bool remote;  // reads are API calls (the fence is consulted before each)
   int writes = 0;
   int argo_reads = 0;
-  auto calls = [&] { return obs.calls() - calls_before + writes + argo_reads; };
-  const bool remote = obs.reads_call_api();
   DpuOutcome out;
-  out.watched = !remote;
-  const std::string device_path = kube::dpudevices_path(ns_, w.device_name);
-
-  // 1. Placement: one merge patch of the NICo-owned keys, only on difference.
-  if (remote && fenced(w)) return lost(std::move(out), "before reading the DPUDevice", calls());
-  DeviceRead device = obs.device(w.device_name);
   bool device_missing = false;
+  bool device_resource_missing = false;  // the API serves no DPUDevice resource at all
+  std::string missing_why;  // why a wanted item is ERROR while the DPUDevice is missing
   json device_labels;
+  std::string device_version;  // the resourceVersion the label patch is decided from
+  DpuObjectRead dpu;
+  NodeRead node;
+  PodsRead pods;
+};
+
+// One item's evidence on the DPU cluster.
+struct DpuReconciler::ItemEvidence {
+  core::DpuObservation o{};
+  std::vector<core::PodVerdict> verdicts;
+  // pods that cannot prove a revision because the chart broke DPF's contract (no label, or no
+  // revision annotation): they still count as the service's pods on the Node
+  std::vector<std::string> uncontracted;
+};
+
+DpuOutcome DpuReconciler::pass(const DpuWork& w) {
+  observer_->set_fence(&w.lease_ok);
+  Pass p(w, *observer_);
+  if (read_device(p) || place_labels(p) || read_dpu_object(p) || observe_node(p)) return p.out;
+  for (const auto& item : w.items) {
+    ItemEvidence e = evidence_of(p, item);
+    auto state = core::derive_deployment_state(e.o);
+    if (state == core::DeploymentState::kTerminated && !p.obs.current()) {
+      // absence is concluded only from current evidence: a watch that lost its stream may not
+      // have seen a label or a pod arrive. Look again soon (from the cache: no call).
+      p.out.results.push_back(
+          {&item, "UNKNOWN", "removal not confirmed: " + p.obs.not_current_why()});
+      p.out.keep_polling = true;
+      continue;
+    }
+    p.out.results.push_back(
+        {&item, std::string(core::to_string(state)), state_message(p, item, state, e)});
+  }
+  const bool dpu_missing = p.dpu.state == DpuObjectRead::State::kMissing;
+  if (!strays_and_node_keys(w, p.obs, p.device_missing ? nullptr : &p.device_labels,
+                            dpu_missing ? nullptr : &p.dpu.facts, p.node.labels, p.pods.pods, p.out,
+                            p.writes)) {
+    p.stop("before removing a key of ours from the Node");
+    return p.out;
+  }
+  p.conclude();
+  return p.out;
+}
+
+// 1. The DPUDevice: read it; a read that fails ends the pass with a retry.
+bool DpuReconciler::read_device(Pass& p) {
+  if (p.fenced_read()) return p.stop("before reading the DPUDevice");
+  DeviceRead device = p.obs.device(p.w.device_name);
   if (device.state == DeviceRead::State::kUnavailable) {
     if (device.error) {
-      fail_retry(out, *device.error, "reading DPUDevice " + w.device_name);
+      fail_retry(p.out, *device.error, "reading DPUDevice " + p.w.device_name);
     } else {
-      out.retry = true;
-      out.retry_reason = "not_synced";
-      out.message = "DPUDevice " + w.device_name + ": " + device.why;
+      p.out.retry = true;
+      p.out.retry_reason = "not_synced";
+      p.out.message = "DPUDevice " + p.w.device_name + ": " + device.why;
     }
-    out.api_calls = calls();
-    return out;
+    return p.conclude();
   }
   // a DPF release without the DPUDevice CRD: no label can be placed, whatever the object
-  const std::string missing_why = device.resource_missing
-                                      ? core::no_dpudevice_resource_message()
-                                      : "DPUDevice " + w.device_name + " not found";
-  if (device.state == DeviceRead::State::kMissing) {
-    device_missing = true;  // whether the whole DPU is gone is decided by the Node
-  } else {
-    device_labels = std::move(device.node_labels);
-    const json patch = placement_patch_of(w, device_labels, out);
-    if (!patch.empty()) {
-      if (fenced(w)) return lost(std::move(out), "before patching the DPUDevice", calls());
-      // decided from the read: applied only to that version of the DPUDevice
-      json sent = patch;
-      if (!device.resource_version.empty())
-        sent["metadata"]["resourceVersion"] = device.resource_version;
-      ++writes;
-      auto patched = mgmt_.merge_patch(device_path + kStrict, sent);
-      if (!patched.ok()) {
-        const auto& e = patched.error();
-        if (retryable(e)) {
-          fail_retry(out, e, "patching DPUDevice " + w.device_name);
-        } else {
-          // a DPF release whose DPUDevice CRD lacks spec.cluster cannot carry
-          // the labels at all: say which field and which release, not only
-          // the API's text
-          const auto fields = strict_refused_fields(e);
-          out.results = all(w, "ERROR",
-                            "patching DPUDevice " + w.device_name + " was refused: " +
-                                (fields.empty() ? kube::describe(e)
-                                                : core::unknown_device_fields_message(fields)));
-          out.message = out.results.empty() ? kube::describe(e) : out.results.front().message;
-        }
-        out.api_calls = calls();
-        return out;
-      }
-      log_warnings(patched.value(), "DPUDevice " + w.device_name);
-      // the PATCH response is the placement evidence
-      device_labels = at(patched.value().body, {"spec", "cluster", "nodeLabels"});
-      obs.device_patched(w.device_name, patched.value().body);
-      out.patched = true;
-    }
+  p.device_resource_missing = device.resource_missing;
+  p.missing_why = device.resource_missing ? core::no_dpudevice_resource_message()
+                                          : "DPUDevice " + p.w.device_name + " not found";
+  // whether the whole DPU is gone is decided by the Node
+  p.device_missing = device.state == DeviceRead::State::kMissing;
+  if (!p.device_missing) {
+    p.device_labels = std::move(device.node_labels);
+    p.device_version = std::move(device.resource_version);
   }
-  out.observation["dpudevice"] = device_missing ? json("not found") : nico_labels(device_labels);
-  if (!out.foreign_keys.empty()) out.observation["foreign_keys"] = out.foreign_keys;
-  if (!out.held_keys.empty()) out.observation["held_keys"] = out.held_keys;
-  out.observation["patched"] = out.patched;
+  return false;
+}
 
-  // 1b. DPF's DPU object: the label's middle hop (DPUSet controller -> DPU -> DPU controller ->
-  // Node), which can hold a key the DPUDevice no longer has.
-  if (remote && fenced(w)) return lost(std::move(out), "before reading the DPU object", calls());
-  DpuObjectRead dpu_obj = obs.dpu_object(w.node_name);
-  if (dpu_obj.state == DpuObjectRead::State::kUnavailable) {
-    if (dpu_obj.error) {
-      fail_retry(out, *dpu_obj.error, "reading DPU " + w.node_name);
-    } else {
-      out.retry = true;
-      out.retry_reason = "not_synced";
-      out.message = "DPU " + w.node_name + ": " + dpu_obj.why;
+// 1. Placement: one merge patch of the NICo-owned keys, only on difference, applied only to the
+// version of the DPUDevice it was decided from. A refused patch ends the pass.
+bool DpuReconciler::place_labels(Pass& p) {
+  const json patch = p.device_missing ? json() : placement_patch_of(p.w, p.device_labels, p.out);
+  if (!patch.empty()) {
+    if (fenced(p.w)) return p.stop("before patching the DPUDevice");
+    json sent = patch;
+    if (!p.device_version.empty()) sent["metadata"]["resourceVersion"] = p.device_version;
+    ++p.writes;
+    auto patched = mgmt_.merge_patch(kube::dpudevices_path(ns_, p.w.device_name) + kStrict, sent);
+    if (!patched.ok()) {
+      const auto& e = patched.error();
+      if (retryable(e)) {
+        fail_retry(p.out, e, "patching DPUDevice " + p.w.device_name);
+      } else {
+        // a DPF release whose DPUDevice CRD lacks spec.cluster cannot carry the labels at all:
+        // say which field and which release, not only the API's text
+        const auto fields = strict_refused_fields(e);
+        p.out.results = all(
+            p.w, "ERROR",
+            "patching DPUDevice " + p.w.device_name + " was refused: " +
+                (fields.empty() ? kube::describe(e) : core::unknown_device_fields_message(fields)));
+        p.out.message = p.out.results.empty() ? kube::describe(e) : p.out.results.front().message;
+      }
+      return p.conclude();
     }
-    out.api_calls = calls();
-    return out;
+    log_warnings(patched.value(), "DPUDevice " + p.w.device_name);
+    // the PATCH response is the placement evidence
+    p.device_labels = at(patched.value().body, {"spec", "cluster", "nodeLabels"});
+    p.obs.device_patched(p.w.device_name, patched.value().body);
+    p.out.patched = true;
   }
-  const bool dpu_missing = dpu_obj.state == DpuObjectRead::State::kMissing;
-  const core::DpuObjectFacts& dpu = dpu_obj.facts;
-  if (dpu_missing) {
-    out.observation["dpu"] = "not found";
+  auto& seen = p.out.observation;
+  seen["dpudevice"] = p.device_missing ? json("not found") : nico_labels(p.device_labels);
+  if (!p.out.foreign_keys.empty()) seen["foreign_keys"] = p.out.foreign_keys;
+  if (!p.out.held_keys.empty()) seen["held_keys"] = p.out.held_keys;
+  seen["patched"] = p.out.patched;
+  return false;
+}
+
+// 1b. DPF's DPU object: the label's middle hop (DPUSet controller -> DPU -> DPU controller ->
+// Node), which can hold a key the DPUDevice no longer has.
+bool DpuReconciler::read_dpu_object(Pass& p) {
+  if (p.fenced_read()) return p.stop("before reading the DPU object");
+  p.dpu = p.obs.dpu_object(p.w.node_name);
+  if (p.dpu.state == DpuObjectRead::State::kUnavailable) {
+    if (p.dpu.error) {
+      fail_retry(p.out, *p.dpu.error, "reading DPU " + p.w.node_name);
+    } else {
+      p.out.retry = true;
+      p.out.retry_reason = "not_synced";
+      p.out.message = "DPU " + p.w.node_name + ": " + p.dpu.why;
+    }
+    return p.conclude();
+  }
+  if (p.dpu.state == DpuObjectRead::State::kMissing) {
+    p.out.observation["dpu"] = "not found";
   } else {
     json labels = json::object();
-    for (const auto& [k, v] : dpu.labels) labels[k] = v;
-    out.observation["dpu"] = {{"labels", labels}, {"phase", dpu.phase}};
+    for (const auto& [k, v] : p.dpu.facts.labels) labels[k] = v;
+    p.out.observation["dpu"] = {{"labels", labels}, {"phase", p.dpu.facts.phase}};
   }
-  out.observed_at = obs.observed_at();
+  p.out.observed_at = p.obs.observed_at();
+  return false;
+}
 
-  // 2. Observation of the DPU cluster: the Node and the service pods on it.
-  auto unknown = [&](const std::string& why) {
-    out.results = all(w, "UNKNOWN", why);
-    if (device_missing)
-      for (auto& r : out.results)
-        if (r.item->wanted) {
-          r.state = "ERROR";
-          r.message = missing_why;
-        }
-    out.observation["dpu_cluster"] = why;
-    out.api_calls = calls();
-    return out;
-  };
-  if (!obs.dpu_cluster()) return unknown("DPU cluster not configured; nothing can be observed");
-  if (remote && fenced(w)) return lost(std::move(out), "before reading the Node", calls());
-  NodeRead node = obs.node(w.node_name);
-  if (node.state != NodeRead::State::kFound) {
-    if (node.state == NodeRead::State::kUnavailable) return unknown(node.why);
-    if (!device_missing || device.resource_missing)
-      return unknown("Node " + w.node_name + " not found in the DPU cluster (unmapped)");
+// Every item UNKNOWN (a wanted one ERROR while its DPUDevice is missing): the DPU cluster could
+// not be observed.
+bool DpuReconciler::unobservable(Pass& p, const std::string& why) {
+  p.out.results = all(p.w, "UNKNOWN", why);
+  if (p.device_missing)
+    for (auto& r : p.out.results)
+      if (r.item->wanted) {
+        r.state = "ERROR";
+        r.message = p.missing_why;
+      }
+  p.out.observation["dpu_cluster"] = why;
+  return p.conclude();
+}
+
+// 2. Observation of the DPU cluster: the Node and the service pods on it. Ends the pass when
+// they cannot be observed, or when the DPU itself is gone.
+bool DpuReconciler::observe_node(Pass& p) {
+  const DpuWork& w = p.w;
+  if (!p.obs.dpu_cluster())
+    return unobservable(p, "DPU cluster not configured; nothing can be observed");
+  if (p.fenced_read()) return p.stop("before reading the Node");
+  p.node = p.obs.node(w.node_name);
+  if (p.node.state != NodeRead::State::kFound) {
+    if (p.node.state == NodeRead::State::kUnavailable) return unobservable(p, p.node.why);
+    if (!p.device_missing || p.device_resource_missing)
+      return unobservable(p, "Node " + w.node_name + " not found in the DPU cluster (unmapped)");
+    if (!p.obs.current()) {
+      p.out.keep_polling = true;
+      return unobservable(p, "DPUDevice and Node not found, but " + p.obs.not_current_why());
+    }
     // Both answered 404: the DPU itself is gone, nothing of ours can run there.
     const std::string why =
         "DPUDevice " + w.device_name + " and Node " + w.node_name + " are gone (both answered 404)";
-    if (!obs.current()) {
-      out.keep_polling = true;
-      return unknown("DPUDevice and Node not found, but " + obs.not_current_why());
-    }
     for (const auto& item : w.items) {
       core::DpuObservation o{};
       o.wanted = item.wanted;
       o.dpu_gone = true;
-      out.results.push_back({&item, std::string(core::to_string(core::derive_deployment_state(o))),
-                             item.wanted ? why + "; the service cannot run here" : why});
+      p.out.results.push_back({&item,
+                               std::string(core::to_string(core::derive_deployment_state(o))),
+                               item.wanted ? why + "; the service cannot run here" : why});
     }
-    out.observation["dpu_gone"] = true;
-    out.api_calls = calls();
-    return out;
+    p.out.observation["dpu_gone"] = true;
+    return p.conclude();
   }
-  const json& node_labels = node.labels;
-  out.observation["node"] = nico_labels(node_labels);
-  if (core::unreachable(node.facts)) out.observation["node_ready"] = node.facts.ready;
-  if (remote && fenced(w)) return lost(std::move(out), "before listing the pods", calls());
-  PodsRead pods = obs.pods(w.node_name);
-  if (!pods.ok) return unknown(pods.why);
-  // A service's pods: those labelled with its id (the fast path), and those of a chart that
-  // dropped the label, found through the DaemonSet Argo applied for its DPUService. The chart
-  // decides names, namespaces and labels; none of them is trusted alone.
-  auto pods_of = [&](const DpuItem& item) {
-    std::vector<const core::PodFacts*> mine;
-    for (const auto& pod : pods.pods)
-      if (pod.service_id == item.service_id ||
-          (pod.service_id.empty() && pod.release == item.dpf_service_name))
-        mine.push_back(&pod);
-    return mine;
-  };
-  out.observation["pods"] = pods.pods.size();
+  p.out.observation["node"] = nico_labels(p.node.labels);
+  if (core::unreachable(p.node.facts)) p.out.observation["node_ready"] = p.node.facts.ready;
+  if (p.fenced_read()) return p.stop("before listing the pods");
+  p.pods = p.obs.pods(w.node_name);
+  if (!p.pods.ok) return unobservable(p, p.pods.why);
+  p.out.observation["pods"] = p.pods.pods.size();
+  return false;
+}
 
-  for (const auto& item : w.items) {
-    core::DpuObservation o{};
-    o.wanted = item.wanted;
-    o.observed = true;
-    o.device_has_label = !device_missing && has_label(device_labels, item.label_key, item.wanted);
-    o.node_has_label = has_label(node_labels, item.label_key, item.wanted);
-    o.dpu_missing = dpu_missing;
-    if (!dpu_missing) {
-      auto it = dpu.labels.find(item.label_key);
-      o.dpu_has_label = it != dpu.labels.end() && (!item.wanted || it->second == "enabled");
-    }
-    o.node_unreachable = core::unreachable(node.facts);
-    std::vector<core::PodVerdict> verdicts;
-    // pods that cannot prove a revision because the chart broke DPF's contract (no label, or no
-    // revision annotation): they still count as the service's pods on the Node
-    std::vector<std::string> uncontracted;
-    for (const core::PodFacts* pod : pods_of(item)) {
-      verdicts.push_back(core::classify_pod(*pod, item.applied_revision));
-      ++o.pods_on_node;
-      if (pod->service_id.empty() || pod->revision == 0) {
-        uncontracted.push_back(pod->name);
-        verdicts.back().proves_running = false;
-      }
-      if (verdicts.back().proves_running) ++o.ready_pods_applied_revision;
-    }
-    o.error = device_missing && item.wanted;
-    auto state = core::derive_deployment_state(o);
-    std::string msg;
-    if (state == core::DeploymentState::kTerminated && !obs.current()) {
-      // absence is concluded only from current evidence: a watch that lost its stream may not
-      // have seen a label or a pod arrive. Look again soon (from the cache: no call).
-      out.results.push_back({&item, "UNKNOWN", "removal not confirmed: " + obs.not_current_why()});
-      out.keep_polling = true;
-      continue;
-    }
-    switch (state) {
-      case core::DeploymentState::kRunning:
-        msg =
-            "Ready pod of revision " + std::to_string(item.applied_revision) + " on " + w.node_name;
-        break;
-      case core::DeploymentState::kPending: {
-        if (!o.device_has_label) {
-          msg = "waiting for the DPUDevice label";
-        } else if (!o.dpu_has_label && !o.dpu_missing) {
-          // the DPUSet controller's hop (it stops for the whole DPUSet on a
-          // ClusterMetadataConflict, and for a DPUDevice no DPUSet selects)
-          msg = "waiting for DPF to copy the label to the DPU object (" + core::describe_dpu(dpu) +
-                ")";
-        } else if (!o.node_has_label) {
-          // the DPU controller's hop: its phase says where it is (DPU Cluster Config waits for
-          // the Node to be Ready)
-          msg = "waiting for DPF to copy the label to the Node: " +
-                (dpu_missing ? "no DPU object " + w.node_name : core::describe_dpu(dpu));
-          if (node.facts.ready != "True")
-            msg += "; " + core::describe_node_readiness(w.node_name, node.facts);
-        } else if (item.applied_revision == 0) {
-          msg = "waiting for DPF to accept the service's first revision";
-        } else if (!uncontracted.empty() && o.ready_pods_applied_revision == 0) {
-          msg =
-              std::string(core::kChartContractMessage) + " (pod " + uncontracted.front() +
-              (uncontracted.size() > 1 ? " and " + std::to_string(uncontracted.size() - 1) + " more"
-                                       : std::string()) +
-              " on " + w.node_name + ")";
-        } else {
-          msg = core::pending_pods_reason(verdicts, w.node_name);
-          if (verdicts.empty())
-            for (const auto& [ds, why] : obs.failed_creates())
-              if (ds.find(item.dpf_service_name) != std::string::npos) {
-                msg += "; DaemonSet " + ds + ": FailedCreate: " + why;
-                break;
-              }
-          // DPF's own word explains a missing or old pod (chart pull or sync
-          // failures, paused): context, never proof.
-          if (const auto* dpf = obs.dpf_status(item.service_id);
-              dpf != nullptr && (dpf->paused || dpf->ready == std::optional<bool>(false))) {
-            msg += "; DPF: " + (dpf->reason.empty() ? std::string() : dpf->reason + ": ") +
-                   dpf->message;
-            // DPF says only "Sync: OutOfSync"; why is on the Application (issue 23, part 3)
-            if (core::dpf_reports_out_of_sync(*dpf))
-              if (const std::string& note = argo_sync_note(w, item.dpf_service_name, argo_reads);
-                  !note.empty())
-                msg += "; " + note;
-          }
-        }
-        break;
-      }
-      case core::DeploymentState::kTerminating: {
-        std::vector<std::string> left;
-        if (o.device_has_label) left.push_back("label still on the DPUDevice");
-        if (o.dpu_has_label) left.push_back("label still on " + core::describe_dpu(dpu));
-        if (o.node_has_label) left.push_back("label still on the Node");
-        if (o.pods_on_node > 0)
-          left.push_back(std::to_string(o.pods_on_node) +
-                         " pod(s) of the service still on the Node" +
-                         (uncontracted.empty() ? std::string()
-                                               : " (" + std::to_string(uncontracted.size()) +
-                                                     " found through Argo's tracking, the chart "
-                                                     "drops the contract's labels/annotations)"));
-        if (node.facts.ready != "True")
-          left.push_back(core::describe_node_readiness(w.node_name, node.facts));
-        for (const auto& part : left) msg += (msg.empty() ? "" : "; ") + part;
-        break;
-      }
-      case core::DeploymentState::kTerminated:
-        msg =
-            "label absent on the DPUDevice, the DPU object and the Node; no pod of the service on "
-            "the Node";
-        break;
-      case core::DeploymentState::kUnknown:
-        // only a Node that stopped reporting leads here
-        msg = core::describe_node_readiness(w.node_name, node.facts) +
-              ": what runs on it is not observed" +
-              (item.wanted ? "" : "; removal not confirmed (pod deletions wait for the Node)");
-        break;
-      case core::DeploymentState::kError:
-        msg = missing_why;
-        break;
-      default:
-        break;
-    }
-    out.results.push_back({&item, std::string(core::to_string(state)), msg});
+// What the three objects of the label path and the pods on the Node say of one item. A service's
+// pods: those labelled with its id (the fast path), and those of a chart that dropped the label,
+// found through the DaemonSet Argo applied for its DPUService. The chart decides names,
+// namespaces and labels; none of them is trusted alone.
+DpuReconciler::ItemEvidence DpuReconciler::evidence_of(const Pass& p, const DpuItem& item) {
+  ItemEvidence e;
+  core::DpuObservation& o = e.o;
+  o.wanted = item.wanted;
+  o.observed = true;
+  o.device_has_label = !p.device_missing && has_label(p.device_labels, item.label_key, item.wanted);
+  o.node_has_label = has_label(p.node.labels, item.label_key, item.wanted);
+  o.dpu_missing = p.dpu.state == DpuObjectRead::State::kMissing;
+  if (!o.dpu_missing) {
+    auto it = p.dpu.facts.labels.find(item.label_key);
+    o.dpu_has_label = it != p.dpu.facts.labels.end() && (!item.wanted || it->second == "enabled");
   }
-  if (!strays_and_node_keys(w, obs, device_missing ? nullptr : &device_labels,
-                            dpu_missing ? nullptr : &dpu, node_labels, pods.pods, out, writes))
-    return lost(std::move(out), "before removing a key of ours from the Node", calls());
-  out.api_calls = calls();
-  return out;
+  o.node_unreachable = core::unreachable(p.node.facts);
+  for (const auto& pod : p.pods.pods) {
+    if (pod.service_id != item.service_id &&
+        !(pod.service_id.empty() && pod.release == item.dpf_service_name))
+      continue;
+    e.verdicts.push_back(core::classify_pod(pod, item.applied_revision));
+    ++o.pods_on_node;
+    if (pod.service_id.empty() || pod.revision == 0) {
+      e.uncontracted.push_back(pod.name);
+      e.verdicts.back().proves_running = false;
+    }
+    if (e.verdicts.back().proves_running) ++o.ready_pods_applied_revision;
+  }
+  o.error = p.device_missing && item.wanted;
+  return e;
+}
+
+// The status message of an item's state: what it rests on, or what it still waits for.
+std::string DpuReconciler::state_message(Pass& p, const DpuItem& item, core::DeploymentState state,
+                                         const ItemEvidence& e) {
+  switch (state) {
+    case core::DeploymentState::kRunning:
+      return "Ready pod of revision " + std::to_string(item.applied_revision) + " on " +
+             p.w.node_name;
+    case core::DeploymentState::kPending:
+      return pending_message(p, item, e);
+    case core::DeploymentState::kTerminating:
+      return terminating_message(p, e);
+    case core::DeploymentState::kTerminated:
+      return "label absent on the DPUDevice, the DPU object and the Node; no pod of the service "
+             "on the Node";
+    case core::DeploymentState::kUnknown:
+      // only a Node that stopped reporting leads here
+      return core::describe_node_readiness(p.w.node_name, p.node.facts) +
+             ": what runs on it is not observed" +
+             (item.wanted ? "" : "; removal not confirmed (pod deletions wait for the Node)");
+    case core::DeploymentState::kError:
+      return p.missing_why;
+    default:
+      return "";
+  }
+}
+
+// PENDING: the first hop of the label path that has not happened yet, else why no pod of the
+// applied revision is Ready.
+std::string DpuReconciler::pending_message(Pass& p, const DpuItem& item, const ItemEvidence& e) {
+  const core::DpuObservation& o = e.o;
+  const std::string& node_name = p.w.node_name;
+  if (!o.device_has_label) return "waiting for the DPUDevice label";
+  // the DPUSet controller's hop (it stops for the whole DPUSet on a ClusterMetadataConflict, and
+  // for a DPUDevice no DPUSet selects)
+  if (!o.dpu_has_label && !o.dpu_missing)
+    return "waiting for DPF to copy the label to the DPU object (" +
+           core::describe_dpu(p.dpu.facts) + ")";
+  if (!o.node_has_label) {
+    // the DPU controller's hop: its phase says where it is (DPU Cluster Config waits for the Node
+    // to be Ready)
+    std::string msg =
+        "waiting for DPF to copy the label to the Node: " +
+        (o.dpu_missing ? "no DPU object " + node_name : core::describe_dpu(p.dpu.facts));
+    if (p.node.facts.ready != "True")
+      msg += "; " + core::describe_node_readiness(node_name, p.node.facts);
+    return msg;
+  }
+  if (item.applied_revision == 0) return "waiting for DPF to accept the service's first revision";
+  if (!e.uncontracted.empty() && o.ready_pods_applied_revision == 0)
+    return std::string(core::kChartContractMessage) + " (pod " + e.uncontracted.front() +
+           (e.uncontracted.size() > 1
+                ? " and " + std::to_string(e.uncontracted.size() - 1) + " more"
+                : std::string()) +
+           " on " + node_name + ")";
+  std::string msg = core::pending_pods_reason(e.verdicts, node_name);
+  if (e.verdicts.empty())
+    for (const auto& [ds, why] : p.obs.failed_creates())
+      if (ds.find(item.dpf_service_name) != std::string::npos) {
+        msg += "; DaemonSet " + ds + ": FailedCreate: " + why;
+        break;
+      }
+  // DPF's own word explains a missing or old pod (chart pull or sync failures, paused): context,
+  // never proof.
+  if (const auto* dpf = p.obs.dpf_status(item.service_id);
+      dpf != nullptr && (dpf->paused || dpf->ready == std::optional<bool>(false))) {
+    msg += "; DPF: " + (dpf->reason.empty() ? std::string() : dpf->reason + ": ") + dpf->message;
+    // DPF says only "Sync: OutOfSync"; why is on the Application (issue 23, part 3)
+    if (core::dpf_reports_out_of_sync(*dpf))
+      if (const std::string& note = argo_sync_note(p.w, item.dpf_service_name, p.argo_reads);
+          !note.empty())
+        msg += "; " + note;
+  }
+  return msg;
+}
+
+// TERMINATING: what of the service is still on the label path or the Node.
+std::string DpuReconciler::terminating_message(const Pass& p, const ItemEvidence& e) {
+  const core::DpuObservation& o = e.o;
+  std::vector<std::string> left;
+  if (o.device_has_label) left.push_back("label still on the DPUDevice");
+  if (o.dpu_has_label) left.push_back("label still on " + core::describe_dpu(p.dpu.facts));
+  if (o.node_has_label) left.push_back("label still on the Node");
+  if (o.pods_on_node > 0)
+    left.push_back(std::to_string(o.pods_on_node) + " pod(s) of the service still on the Node" +
+                   (e.uncontracted.empty()
+                        ? std::string()
+                        : " (" + std::to_string(e.uncontracted.size()) +
+                              " found through Argo's tracking, the chart drops the contract's "
+                              "labels/annotations)"));
+  if (p.node.facts.ready != "True")
+    left.push_back(core::describe_node_readiness(p.w.node_name, p.node.facts));
+  std::string msg;
+  for (const auto& part : left) msg += (msg.empty() ? "" : "; ") + part;
+  return msg;
 }
 
 }  // namespace extsvc::reconcile

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "core/deployment_status.hpp"
 #include "core/dpf_api_level.hpp"
 #include "core/dpf_status.hpp"
 #include "kube/client.hpp"
@@ -49,7 +50,22 @@ class DpuReconciler {
   std::string ns_;
   std::unique_ptr<DpuObserver> observer_;
   const core::DpfApiLevel* dpf_api_ = nullptr;
+  // One pass, step by step; each step returns true when it ends the pass (the outcome is then
+  // in the Pass).
+  struct Pass;
+  struct ItemEvidence;
   DpuOutcome pass(const DpuWork& work);
+  bool read_device(Pass& p);
+  bool place_labels(Pass& p);
+  bool read_dpu_object(Pass& p);
+  bool observe_node(Pass& p);
+  bool unobservable(Pass& p, const std::string& why);
+  // Per item: the evidence, then the message of the state derived from it.
+  ItemEvidence evidence_of(const Pass& p, const DpuItem& item);
+  std::string state_message(Pass& p, const DpuItem& item, core::DeploymentState state,
+                            const ItemEvidence& e);
+  std::string pending_message(Pass& p, const DpuItem& item, const ItemEvidence& e);
+  std::string terminating_message(const Pass& p, const ItemEvidence& e);
   // Issue 23, part 3: the sync failure of a DPUService's Argo CD Application(s), or why it could
   // not be read; one LIST per service per batch (`reads` counts it).
   const std::string& argo_sync_note(const DpuWork& work, const std::string& dpuservice_name,

@@ -21,36 +21,6 @@ TEST(DeploymentState, NamesRoundTrip) {
   EXPECT_FALSE(deployment_state_from_string(""));
 }
 
-TEST(DeploymentState, AggregateTable) {
-  struct Row {
-    std::vector<S> in;
-    S out;
-  };
-  const Row rows[] = {
-      {{}, S::kUnknown},
-      {{S::kRunning}, S::kRunning},
-      {{S::kRunning, S::kRunning}, S::kRunning},
-      {{S::kTerminated, S::kTerminated}, S::kTerminated},
-      {{S::kRunning, S::kError, S::kUnknown}, S::kError},
-      {{S::kTerminated, S::kError}, S::kError},
-      {{S::kRunning, S::kUnknown, S::kPending}, S::kUnknown},
-      {{S::kTerminated, S::kUnknown}, S::kUnknown},
-      {{S::kRunning, S::kPending}, S::kPending},
-      {{S::kPending, S::kTerminating}, S::kPending},
-      {{S::kRunning, S::kTerminating}, S::kTerminating},
-      {{S::kTerminated, S::kTerminating}, S::kTerminating},
-      {{S::kTerminating}, S::kTerminating},
-      {{S::kRunning, S::kTerminated, S::kTerminating}, S::kTerminating},
-      // Neither "running" nor "terminated" holds for every DPU.
-      {{S::kRunning, S::kTerminated}, S::kUnknown},
-  };
-  for (const auto& r : rows) {
-    std::string in;
-    for (S s : r.in) in += std::string(to_string(s)) + " ";
-    EXPECT_EQ(aggregate(r.in), r.out) << in;
-  }
-}
-
 // wanted, observed, device label, node label, ready pods of the applied revision, pods on the
 // node (terminating included), then optionally: error, DPU gone, DPU object label, no DPU
 // object, Node unreachable

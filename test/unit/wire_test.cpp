@@ -222,6 +222,22 @@ TEST(EncodeOutcome, ServiceOutcomesCarryOnlyWhatIsSet) {
             (json{{"outcome", "retry"}, {"http_status", 429}, {"retry_after_s", 1.5}}));
 }
 
+// The outcomes the worker writes without a pass (work_items.cpp) keep the shapes the SQL side
+// reads: a service row that can never be worked fails for good, the rest is retried.
+TEST(EncodeOutcome, FailuresAndRetriesOutsideAPass) {
+  EXPECT_EQ(encode_service_failure("the claimed row could not be decoded: x"),
+            (json{{"outcome", "transition"},
+                  {"new_state", "FAILED"},
+                  {"reason", "permanent_error"},
+                  {"message", "the claimed row could not be decoded: x"}}));
+  EXPECT_EQ(encode_retry("nico_extsvc internal error: y"),
+            (json{{"outcome", "retry"}, {"message", "nico_extsvc internal error: y"}}));
+  EXPECT_EQ(encode_retry("undecodable", 30.0),
+            (json{{"outcome", "retry"}, {"message", "undecodable"}, {"retry_after_s", 30.0}}));
+  EXPECT_EQ(encode_retry("no delay", 0.0),
+            (json{{"outcome", "retry"}, {"message", "no delay"}, {"retry_after_s", 0.0}}));
+}
+
 TEST(EncodeOutcome, DpuOutcomesListEveryItemResult) {
   const DpuWork w = decode("[]", array_of({kAttachment, kSite}));
   reconcile::DpuOutcome o;
