@@ -1,6 +1,6 @@
 // One watch cache of ClusterCache: a reflector's handler that remembers what a (re-)list
-// delivered, so that objects gone meanwhile are dropped at its end. Each kind of object has its
-// own Store (in cluster_cache.cpp and beside it) keeping only the facts a pass reads.
+// delivered, so that objects gone meanwhile are dropped at its end. Every kind of object is an
+// IndexedStore (controller/indexed_store.hpp) keeping only the facts a pass reads.
 #pragma once
 
 #include <charconv>
@@ -19,6 +19,11 @@ inline std::string cache_key_of(const nlohmann::json& obj) {
   const std::string ns = core::json_text_at(obj, {"metadata", "namespace"});
   const std::string name = core::json_text_at(obj, {"metadata", "name"});
   return ns.empty() ? name : ns + "/" + name;
+}
+
+// The key of a kind watched in one namespace and looked up by name.
+inline std::string name_key_of(const nlohmann::json& obj) {
+  return core::json_text_at(obj, {"metadata", "name"});
 }
 
 // resourceVersions are opaque, but etcd's are integers: an older one never replaces a newer
@@ -41,7 +46,7 @@ class ClusterCache::Store : public kube::ReflectorHandler {
 
   void on_list_begin() override { seen_.clear(); }
   void on_list_item(const nlohmann::json& obj) override {
-    seen_.insert(cache_key_of(obj));
+    seen_.insert(key_of(obj));
     apply(obj);
   }
   void on_list_end() override {
@@ -51,12 +56,15 @@ class ClusterCache::Store : public kube::ReflectorHandler {
   }
   void on_event(kube::WatchEventType type, const nlohmann::json& obj) override {
     if (type == kube::WatchEventType::kDeleted)
-      remove(cache_key_of(obj));
+      remove(key_of(obj));
     else
       apply(obj);
   }
 
  protected:
+  // The cache's key of an object: "<namespace>/<name>", or the name alone for a kind watched in
+  // one namespace and looked up by name.
+  virtual std::string key_of(const nlohmann::json& obj) const { return cache_key_of(obj); }
   virtual void apply(const nlohmann::json& obj) = 0;
   virtual void remove(const std::string& key) = 0;
   virtual std::vector<std::string> keys() const = 0;

@@ -2,16 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <charconv>
-
 #include "controller/cache_store.hpp"
+#include "controller/device_node_store.hpp"
 #include "controller/dpu_object_store.hpp"
+#include "controller/service_store.hpp"
 #include "controller/workload_store.hpp"
-#include "core/drift_key.hpp"
 #include "core/identity.hpp"
 #include "core/json_access.hpp"
-#include "core/site.hpp"
 #include "reconcile/dpu_observer.hpp"
 
 namespace extsvc::controller {
@@ -24,8 +21,6 @@ constexpr auto& at = core::json_at;
 
 constexpr auto& str = core::json_text;
 
-constexpr size_t kMaxEvents = 10000;
-
 }  // namespace
 
 std::chrono::system_clock::time_point to_wall(std::chrono::steady_clock::time_point t) {
@@ -35,222 +30,6 @@ std::chrono::system_clock::time_point to_wall(std::chrono::steady_clock::time_po
 }
 
 namespace {
-
-class DeviceStore : public ClusterCache::Store {
- public:
-  using Store::Store;
-  size_t size() const override { return map_.size(); }
-  const DeviceFacts* find(const std::string& name) const {
-    auto it = map_.find(name);
-    return it == map_.end() ? nullptr : &it->second;
-  }
-  void patched(const json& obj) { apply(obj); }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    out.reserve(map_.size());
-    for (const auto& [name, f] : map_) out.push_back(name);
-    return out;
-  }
-
- protected:
-  void apply(const json& obj) override {
-    // namespaced, but one namespace: the key is the name
-    const std::string name = str(at(obj, {"metadata", "name"}));
-    DeviceFacts f;
-    f.resource_version = str(at(obj, {"metadata", "resourceVersion"}));
-    f.labels = core::nico_labels_of(at(obj, {"spec", "cluster", "nodeLabels"}));
-    auto it = map_.find(name);
-    if (it == map_.end()) {
-      dirty_.devices.insert(name);
-      map_.emplace(name, std::move(f));
-      return;
-    }
-    if (older_version(f.resource_version, it->second.resource_version)) return;
-    if (it->second.labels != f.labels) dirty_.devices.insert(name);
-    it->second = std::move(f);
-  }
-  void remove(const std::string& key) override {
-    const std::string name = key.substr(key.find('/') + 1);
-    if (map_.erase(name) > 0) dirty_.devices.insert(name);
-  }
-  std::vector<std::string> keys() const override {
-    std::vector<std::string> out;
-    out.reserve(map_.size());
-    for (const auto& [name, f] : map_) out.push_back(ns_ + "/" + name);
-    return out;
-  }
-
- public:
-  std::string ns_;
-
- private:
-  std::unordered_map<std::string, DeviceFacts> map_;
-};
-
-class NodeStore : public ClusterCache::Store {
- public:
-  using Store::Store;
-  size_t size() const override { return map_.size(); }
-  const NodeFacts* find(const std::string& name) const {
-    auto it = map_.find(name);
-    return it == map_.end() ? nullptr : &it->second;
-  }
-  std::vector<std::string> names() const { return keys(); }
-
- protected:
-  void apply(const json& obj) override {
-    const std::string name = str(at(obj, {"metadata", "name"}));
-    // NICo's labels and the Ready condition (a Node that stops reporting): other changes, such
-    // as heartbeats, wake nothing
-    NodeFacts f = core::node_facts(obj);
-    auto it = map_.find(name);
-    if (it == map_.end()) {
-      dirty_.nodes.insert(name);
-      map_.emplace(name, std::move(f));
-    } else if (it->second != f) {
-      dirty_.nodes.insert(name);
-      it->second = std::move(f);
-    }
-  }
-  void remove(const std::string& key) override {
-    if (map_.erase(key) > 0) dirty_.nodes.insert(key);
-  }
-  std::vector<std::string> keys() const override {
-    std::vector<std::string> out;
-    out.reserve(map_.size());
-    for (const auto& [name, f] : map_) out.push_back(name);
-    return out;
-  }
-
- private:
-  std::unordered_map<std::string, NodeFacts> map_;
-};
-
-class ServiceStore : public ClusterCache::Store {
- public:
-  using Store::Store;
-  size_t size() const override { return by_name_.size(); }
-  const std::unordered_map<std::string, ServiceFacts>& all() const { return by_name_; }
-  const core::DpfStatus* context(const std::string& id) const {
-    auto it = context_.find(id);
-    return it == context_.end() ? nullptr : &it->second;
-  }
-
- protected:
-  void apply(const json& obj) override {
-    const std::string name = str(at(obj, {"metadata", "name"}));
-    ServiceFacts f;
-    f.uid = str(at(obj, {"metadata", "uid"}));
-    f.service_id = str(at(obj, {"metadata", "labels", core::kOwnerIdLabel}));
-    const json& site = at(obj, {"metadata", "labels", core::kSiteLabel});
-    f.has_site = !site.is_null();
-    f.site = site.is_string() ? site.get<std::string>() : std::string();
-    f.being_deleted = !at(obj, {"metadata", "deletionTimestamp"}).is_null();
-    const std::string key = core::dpuservice_drift_key(obj);
-    std::copy_n(key.begin(), std::min(key.size(), f.drift_key.size()), f.drift_key.begin());
-    const core::DpfStatus dpf = core::dpf_status(obj);
-    f.dpf_digest = digest(dpf);
-    auto it = by_name_.find(name);
-    if (it == by_name_.end()) {
-      dirty_.services.insert(f.service_id);
-      note_dpf(f.service_id, dpf);
-      by_name_.emplace(name, std::move(f));
-      return;
-    }
-    ServiceFacts& old = it->second;
-    if (old.drift_key != f.drift_key || old.uid != f.uid || old.being_deleted != f.being_deleted ||
-        old.service_id != f.service_id) {
-      dirty_.services.insert(f.service_id);
-      dirty_.services.insert(old.service_id);
-    }
-    if (old.dpf_digest != f.dpf_digest || old.service_id != f.service_id) {
-      note_dpf(f.service_id, dpf);
-      dirty_.context.insert(f.service_id);
-    }
-    if (old.service_id != f.service_id) context_.erase(old.service_id);
-    old = std::move(f);
-  }
-  void remove(const std::string& key) override {
-    const std::string name = key.substr(key.find('/') + 1);
-    auto it = by_name_.find(name);
-    if (it == by_name_.end()) return;
-    dirty_.services.insert(it->second.service_id);
-    context_.erase(it->second.service_id);
-    by_name_.erase(it);
-  }
-  std::vector<std::string> keys() const override {
-    std::vector<std::string> out;
-    out.reserve(by_name_.size());
-    for (const auto& [name, f] : by_name_) out.push_back(ns_ + "/" + name);
-    return out;
-  }
-
- public:
-  std::string ns_;
-
- private:
-  static uint64_t digest(const core::DpfStatus& d) {
-    const std::string text = std::string(d.ready ? (*d.ready ? "T" : "F") : "-") +
-                             (d.paused ? "P" : "-") + d.reason + '\0' + d.message;
-    return std::hash<std::string>{}(text);
-  }
-  // The change goes to the database; the status stays here only while it is context.
-  void note_dpf(const std::string& id, const core::DpfStatus& dpf) {
-    dirty_.dpf[id] = dpf;
-    if (dpf.paused || dpf.ready == std::optional<bool>(false))
-      context_[id] = dpf;
-    else
-      context_.erase(id);
-  }
-  std::unordered_map<std::string, ServiceFacts> by_name_;
-  std::unordered_map<std::string, core::DpfStatus> context_;  // by service id
-};
-
-class EventStore : public ClusterCache::Store {
- public:
-  using Store::Store;
-  size_t size() const override { return map_.size(); }
-  std::vector<std::pair<std::string, std::string>> all() const {
-    std::vector<std::pair<std::string, std::string>> out;
-    out.reserve(map_.size());
-    for (const auto& [key, v] : map_) out.push_back(v);
-    return out;
-  }
-
- protected:
-  void apply(const json& obj) override {
-    const std::string key = cache_key_of(obj);
-    if (map_.size() >= kMaxEvents && !map_.count(key)) return;  // context only: bounded
-    const std::string ds = str(at(obj, {"involvedObject", "name"}));
-    const std::string message = str(at(obj, {"message"})).substr(0, 300);
-    auto& slot = map_[key];
-    if (slot.first == ds && slot.second == message) return;
-    slot = {ds, message};
-    // DPF's chart contract makes the DaemonSet's name contain the release name (the DPUService's
-    // name, "extsvc-" and its hash): the DPUs of that service have something new to say. Looked
-    // up by name, not by scanning every service: a re-list may bring thousands of events.
-    if (services_ == nullptr) return;
-    const auto& by_name = services_->all();
-    const size_t len = core::kNamePrefix.size() + core::kIdentityHashLength;
-    for (size_t pos = ds.find(core::kNamePrefix); pos != std::string::npos;
-         pos = ds.find(core::kNamePrefix, pos + 1)) {
-      auto it = by_name.find(ds.substr(pos, len));
-      if (it != by_name.end()) dirty_.context.insert(it->second.service_id);
-    }
-  }
-  void remove(const std::string& key) override { map_.erase(key); }
-  std::vector<std::string> keys() const override {
-    std::vector<std::string> out;
-    for (const auto& [key, v] : map_) out.push_back(key);
-    return out;
-  }
-
- private:
-  std::unordered_map<std::string, std::pair<std::string, std::string>> map_;
-
- public:
-  const ServiceStore* services_ = nullptr;
-};
 
 enum Index {
   kDevices = 0,
@@ -267,17 +46,12 @@ enum Index {
 ClusterCache::ClusterCache(kube::Client& management, kube::Client* dpu,
                            const CacheSettings& settings)
     : multi_(std::make_unique<kube::Multi>()), dpu_(dpu) {
-  auto devices = std::make_unique<DeviceStore>(dirty_, "dpudevices");
-  devices->ns_ = settings.ns;
-  auto services = std::make_unique<ServiceStore>(dirty_, "dpuservices");
-  services->ns_ = settings.ns;
-  stores_.push_back(std::move(devices));
-  stores_.push_back(std::move(services));
+  stores_.push_back(std::make_unique<DeviceStore>(dirty_, "dpudevices"));
+  stores_.push_back(std::make_unique<ServiceStore>(dirty_, "dpuservices"));
   stores_.push_back(std::make_unique<NodeStore>(dirty_, "nodes"));
   stores_.push_back(std::make_unique<PodStore>(dirty_, "pods"));
-  auto events = std::make_unique<EventStore>(dirty_, "events");
-  events->services_ = static_cast<const ServiceStore*>(stores_[kServices].get());
-  stores_.push_back(std::move(events));
+  stores_.push_back(std::make_unique<EventStore>(
+      dirty_, "events", static_cast<const ServiceStore&>(*stores_[kServices])));
   stores_.push_back(std::make_unique<DpuObjectStore>(dirty_, "dpus"));
   auto daemonsets = std::make_unique<DaemonSetStore>(dirty_, "daemonsets");
   auto& pods = static_cast<PodStore&>(*stores_[kPods]);
@@ -510,15 +284,15 @@ bool ClusterCache::dpudevices_not_served() const {
 }
 
 const DeviceFacts* ClusterCache::device(const std::string& name) const {
-  return static_cast<const DeviceStore&>(*stores_[kDevices]).find(name);
+  return static_cast<const DeviceStore&>(*stores_[kDevices]).get(name);
 }
 
 const core::DpuObjectFacts* ClusterCache::dpu_object(const std::string& name) const {
-  return static_cast<const DpuObjectStore&>(*stores_[kDpus]).find(name);
+  return static_cast<const DpuObjectStore&>(*stores_[kDpus]).get(name);
 }
 
 const NodeFacts* ClusterCache::node(const std::string& name) const {
-  return static_cast<const NodeStore&>(*stores_[kNodes]).find(name);
+  return static_cast<const NodeStore&>(*stores_[kNodes]).get(name);
 }
 
 std::vector<const core::PodFacts*> ClusterCache::pods_on(const std::string& node) const {
@@ -534,7 +308,7 @@ const core::DpfStatus* ClusterCache::dpf_context(const std::string& service_id) 
 }
 
 const std::unordered_map<std::string, ServiceFacts>& ClusterCache::services_by_name() const {
-  return static_cast<const ServiceStore&>(*stores_[kServices]).all();
+  return static_cast<const ServiceStore&>(*stores_[kServices]).items();
 }
 
 std::vector<std::pair<std::string, std::string>> ClusterCache::failed_creates() const {

@@ -39,6 +39,7 @@ using NodeFacts = core::NodeFacts;
 struct DeviceFacts {
   std::string resource_version;
   NicoLabels labels;  // spec.cluster.nodeLabels, NICo's keys
+  bool operator==(const DeviceFacts&) const = default;
 };
 
 // One of our DPUServices, as small as the drift check allows (a site has thousands of them; the
@@ -52,6 +53,7 @@ struct ServiceFacts {
   bool being_deleted = false;
   std::array<char, 32> drift_key{};  // core::dpuservice_drift_key (its 32 bytes)
   uint64_t dpf_digest = 0;           // of DPF's Ready condition, reason, message, paused
+  bool operator==(const ServiceFacts&) const = default;
 };
 
 // What changed since the last take_dirty(): the names to wake.

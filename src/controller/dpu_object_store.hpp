@@ -4,31 +4,25 @@
 // object is kept.
 #pragma once
 
+#include <optional>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
-#include "controller/cache_store.hpp"
+#include "controller/indexed_store.hpp"
 #include "core/dpf_objects.hpp"
 
 namespace extsvc::controller {
 
-class DpuObjectStore : public ClusterCache::Store {
+// One namespace: by name (= the DPU-cluster Node's name).
+class DpuObjectStore : public IndexedStore<core::DpuObjectFacts> {
  public:
-  using Store::Store;
-  size_t size() const override { return map_.size(); }
-  // By name (= the DPU-cluster Node's name).
-  const core::DpuObjectFacts* find(const std::string& name) const;
+  using IndexedStore::IndexedStore;
 
  protected:
-  void apply(const nlohmann::json& obj) override;
-  void remove(const std::string& key) override;
-  std::vector<std::string> keys() const override;
-
- private:
-  // one namespace: the key is the name
-  std::unordered_map<std::string, core::DpuObjectFacts> map_;
-  std::string ns_;  // of the objects seen (for keys())
+  std::string key_of(const nlohmann::json& obj) const override { return name_key_of(obj); }
+  std::optional<core::DpuObjectFacts> extract(const std::string& key,
+                                              const nlohmann::json& obj) override;
+  void on_change(const std::string& key, const core::DpuObjectFacts* old,
+                 const core::DpuObjectFacts* now) override;
 };
 
 }  // namespace extsvc::controller

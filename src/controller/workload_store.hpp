@@ -11,60 +11,65 @@
 #include <unordered_map>
 #include <vector>
 
-#include "controller/cache_store.hpp"
+#include "controller/indexed_store.hpp"
 #include "core/pod_status.hpp"
 
 namespace extsvc::controller {
 
 class DaemonSetStore;
 
-class PodStore : public ClusterCache::Store {
+// Indexed by Node and by controlling DaemonSet's uid.
+class PodStore : public IndexedStore<core::PodFacts> {
  public:
-  using Store::Store;
-  size_t size() const override { return map_.size(); }
-  std::vector<const core::PodFacts*> on(const std::string& node) const;
+  static constexpr const char* kByNode = "node";
+  static constexpr const char* kByOwner = "owner";
+  PodStore(Dirty& dirty, std::string name);
+  std::vector<const core::PodFacts*> on(const std::string& node) const {
+    return by_index(kByNode, node);
+  }
   // The Nodes of the pods a DaemonSet controls (woken when it becomes, or stops being, ours).
   std::set<std::string> nodes_of(const std::string& owner_uid) const;
-  bool has_owner(const std::string& owner_uid) const { return by_owner_.count(owner_uid) > 0; }
+  bool has_owner(const std::string& owner_uid) const {
+    return index_count(kByOwner, owner_uid) > 0;
+  }
   void set_daemonsets(const DaemonSetStore* ds) { daemonsets_ = ds; }
 
  protected:
-  void apply(const nlohmann::json& obj) override;
-  void remove(const std::string& key) override;
-  std::vector<std::string> keys() const override;
+  std::optional<core::PodFacts> extract(const std::string& key, const nlohmann::json& obj) override;
+  void on_change(const std::string& key, const core::PodFacts* old,
+                 const core::PodFacts* now) override;
 
  private:
   bool ours(const core::PodFacts& f) const;
-  void unindex(const std::string& key, const core::PodFacts& f);
-  std::unordered_map<std::string, core::PodFacts> map_;
-  std::unordered_map<std::string, std::set<std::string>> by_node_;
-  std::unordered_map<std::string, std::set<std::string>> by_owner_;
   const DaemonSetStore* daemonsets_ = nullptr;
 };
 
-class DaemonSetStore : public ClusterCache::Store {
+// What a DaemonSet of ours is: its uid and the DPUService whose Application applied it.
+struct TrackedDaemonSet {
+  std::string uid;
+  std::string release;
+  bool operator==(const TrackedDaemonSet&) const = default;
+};
+
+// By "<namespace>/<name>", indexed by uid.
+class DaemonSetStore : public IndexedStore<TrackedDaemonSet> {
  public:
-  using Store::Store;
-  size_t size() const override { return by_key_.size(); }
+  static constexpr const char* kByUid = "uid";
+  DaemonSetStore(Dirty& dirty, std::string name);
   // The DPUService whose Application applied the DaemonSet with this uid, or "". A DaemonSet
   // deleted while pods it controlled remain (a background cascade) still answers.
   std::string release_of(const std::string& uid) const;
   void set_pods(const PodStore* pods) { pods_ = pods; }
 
  protected:
-  void apply(const nlohmann::json& obj) override;
-  void remove(const std::string& key) override;
-  std::vector<std::string> keys() const override;
+  std::optional<TrackedDaemonSet> extract(const std::string& key,
+                                          const nlohmann::json& obj) override;
+  void on_change(const std::string& key, const TrackedDaemonSet* old,
+                 const TrackedDaemonSet* now) override;
 
  private:
   void wake(const std::string& uid);
-  struct Tracked {
-    std::string uid;
-    std::string release;
-  };
-  std::unordered_map<std::string, Tracked> by_key_;      // "<ns>/<name>"
-  std::unordered_map<std::string, std::string> by_uid_;  // uid -> release
-  std::unordered_map<std::string, std::string> gone_;    // deleted, pods remain: uid -> release
+  std::unordered_map<std::string, std::string> gone_;  // deleted, pods remain: uid -> release
   const PodStore* pods_ = nullptr;
 };
 
