@@ -53,7 +53,7 @@ void fail_retry(DpuOutcome& out, const kube::Error& e, std::string what) {
 }
 
 bool fenced(const DpuWork& w) {
-  return w.lease_ok && !w.lease_ok();
+  return !w.budget.may_write();
 }
 
 DpuOutcome lost(DpuOutcome out, const std::string& before, int calls) {
@@ -220,7 +220,10 @@ const std::string& DpuReconciler::argo_sync_note(const DpuWork& w,
 
 DpuOutcome DpuReconciler::pass(const DpuWork& w) {
   DpuObserver& obs = *observer_;
-  obs.set_fence(&w.lease_ok);
+  // the pass's calls run under its budget, the observer's reads and the DPU cluster's patches too
+  const kube::BudgetScope on_management(&mgmt_, w.budget);
+  const kube::BudgetScope on_dpu(obs.dpu_writer(), w.budget);
+  obs.set_budget(&w.budget);
   const int calls_before = obs.calls();
   int writes = 0;
   int argo_reads = 0;
