@@ -10,15 +10,9 @@
 namespace extsvc::controller {
 
 Runtime::Runtime(const Settings& s, const Hooks& hooks)
-    : site_fence_(hooks.may_write),
-      ns_(s.ns),
-      site_id_(s.site_id),
-      watch_timeout_s_(s.watch_timeout_s) {
+    : ns_(s.ns), site_id_(s.site_id), watch_timeout_s_(s.watch_timeout_s) {
   auto wire = [&](kube::Client& c, const char* cluster) {
-    c.interrupted = hooks.interrupted;
-    // the last moment before a write leaves: a fence checked before a call that then waited for
-    // the rate limiter may no longer hold
-    c.may_write = [this] { return write_allowed(); };
+    c.budget = hooks.budget;
     if (hooks.observer != nullptr) c.set_observer(hooks.observer, cluster);
   };
   if (auto cfg = cluster_config(s, s.management)) {
@@ -95,17 +89,6 @@ void Runtime::start_watching() {
   cache_ = std::make_unique<ClusterCache>(*management_, dpu_.get(), cs);
   spdlog::info("watching the clusters: LIST then WATCH of DPUServices, DPUDevices{}",
                dpu_ ? ", Nodes, pods and FailedCreate events" : "");
-}
-
-void Runtime::set_fence(const std::function<bool()>& fence) {
-  item_fence_ = fence;
-  if (management_) management_->may_resend = fence;
-  if (dpu_) dpu_->may_resend = fence;
-}
-
-bool Runtime::write_allowed() const {
-  if (item_fence_ && !item_fence_()) return false;
-  return !site_fence_ || site_fence_();
 }
 
 uint64_t Runtime::fenced_writes() const {

@@ -50,21 +50,19 @@ struct Settings {
   bool operator==(const Settings&) const = default;
 };
 
-// What the host process lends the clients: a request observer (metrics) and
-// a test for "stop now" (a pending shutdown) consulted while throttled.
+// What the host process lends the clients: a request observer (metrics) and the budget their
+// calls run under between passes (kube/budget.hpp: how to wait, when to stop, and the site's
+// write fence of issue 25, consulted right before every write is sent, after the clients' rate
+// limiter, whoever makes the call; unfenced for the lease process, whose only writes are the
+// Lease itself). A pass runs under its own budget, the row lease's deadline added.
 struct Hooks {
   kube::RequestObserver* observer = nullptr;
-  std::function<bool()> interrupted;
-  // The site's write fence (issue 25): consulted right before every write is sent, after the
-  // clients' rate limiter, whoever makes the call; empty = always allowed (the lease process,
-  // whose only writes are the Lease itself).
-  std::function<bool()> may_write;
+  kube::Budget budget;
 };
 
 class Runtime {
  public:
   Runtime(const Settings& s, const Hooks& hooks);
-  // the clients' write fence calls back into this object
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
@@ -86,10 +84,6 @@ class Runtime {
   void start_watching();
   ClusterCache* cache() { return cache_.get(); }
 
-  // The current item's lease fence also guards the clients' one resend after
-  // a 401 and, with the site fence, every write at the moment it is sent; an
-  // empty function (between items) leaves the site fence alone.
-  void set_fence(const std::function<bool()>& fence);
   // Writes the clients did not send because a fence closed while they waited for the rate
   // limiter (a pass that sees this count grow lost its lease mid-call).
   uint64_t fenced_writes() const;
@@ -105,10 +99,7 @@ class Runtime {
 
  private:
   std::optional<kube::ClusterConfig> cluster_config(const Settings& s, const ClusterSettings& c);
-  bool write_allowed() const;
 
-  std::function<bool()> site_fence_;
-  std::function<bool()> item_fence_;
   std::string ns_;
   std::string site_id_;
   int watch_timeout_s_ = 300;
@@ -121,19 +112,6 @@ class Runtime {
   core::DpfApiLevel dpf_api_;
   uint64_t connects_at_check_ = 0;
   std::chrono::steady_clock::time_point next_api_check_{};
-};
-
-// Installs an item's fence on the clients for the item's calls, also when
-// the reconciler throws.
-class FenceScope {
- public:
-  FenceScope(Runtime& r, const std::function<bool()>& fence) : runtime_(r) { r.set_fence(fence); }
-  ~FenceScope() { runtime_.set_fence({}); }
-  FenceScope(const FenceScope&) = delete;
-  FenceScope& operator=(const FenceScope&) = delete;
-
- private:
-  Runtime& runtime_;
 };
 
 }  // namespace extsvc::controller

@@ -39,8 +39,8 @@ reconcile::DpuOutcome unsent_write(reconcile::DpuOutcome o) {
 
 }  // namespace
 
-ItemResult work_service(Runtime& rt, std::string_view work_json,
-                        const std::function<bool()>& lease_ok, DpfSeen* dpf_seen) {
+ItemResult work_service(Runtime& rt, std::string_view work_json, const kube::Budget& budget,
+                        DpfSeen* dpf_seen) {
   ItemResult r;
   ServiceItem item;
   try {
@@ -68,8 +68,7 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
     w.desired = nullptr;
   }
   try {
-    w.lease_ok = lease_ok;
-    const FenceScope fence_scope(rt, w.lease_ok);
+    w.budget = budget;
     const uint64_t fenced_before = rt.fenced_writes();
     reconcile::Outcome o = rt.services().reconcile(w);
     if (rt.fenced_writes() != fenced_before) o = unsent_write(std::move(o));
@@ -98,7 +97,7 @@ ItemResult work_service(Runtime& rt, std::string_view work_json,
 }
 
 ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view work_json,
-                    const std::function<bool()>& lease_ok, double undecodable_backoff_s,
+                    const kube::Budget& budget, double undecodable_backoff_s,
                     const DpuKeyPolicy& keys) {
   ItemResult r;
   r.retry = true;  // until a pass says otherwise
@@ -115,10 +114,9 @@ ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view
     return r;
   }
   try {
-    w.lease_ok = lease_ok;
+    w.budget = budget;
     w.registered_keys = keys.registered;
     w.derived_removal_ok = keys.derived_removal_ok;
-    const FenceScope fence_scope(rt, w.lease_ok);
     const uint64_t fenced_before = rt.fenced_writes();
     reconcile::DpuOutcome o = rec.reconcile(w);
     if (rt.fenced_writes() != fenced_before) o = unsent_write(std::move(o));

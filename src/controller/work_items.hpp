@@ -1,5 +1,5 @@
 // One claimed row through its reconciler: decode the work (wire.hpp), render,
-// reconcile under the lease fence, encode the outcome. A row that cannot be
+// reconcile under the pass's budget (its lease fence), encode the outcome. A row that cannot be
 // decoded or rendered, or a reconciler that fails, becomes an outcome too, so
 // the caller always has something to complete; only std::bad_alloc escapes.
 #pragma once
@@ -13,6 +13,7 @@
 
 #include "controller/runtime.hpp"
 #include "core/dpf_status.hpp"
+#include "kube/budget.hpp"
 
 namespace extsvc::controller {
 
@@ -29,8 +30,8 @@ using DpfSeen = std::vector<std::pair<std::string, core::DpfStatus>>;
 
 // A claimed DPF service. DPF's view of the service, when a live object was
 // seen, is appended to *dpf_seen.
-ItemResult work_service(Runtime& rt, std::string_view work_json,
-                        const std::function<bool()>& lease_ok, DpfSeen* dpf_seen);
+ItemResult work_service(Runtime& rt, std::string_view work_json, const kube::Budget& budget,
+                        DpfSeen* dpf_seen);
 
 // Issue 25: which present placement keys a DPU pass may remove (reconcile::DpuWork).
 struct DpuKeyPolicy {
@@ -42,7 +43,7 @@ struct DpuKeyPolicy {
 // its work is rebuilt from the tables at every claim: one that cannot be
 // decoded backs off for undecodable_backoff_s with the reason as its error.
 ItemResult work_dpu(Runtime& rt, reconcile::DpuReconciler& rec, std::string_view work_json,
-                    const std::function<bool()>& lease_ok, double undecodable_backoff_s,
+                    const kube::Budget& budget, double undecodable_backoff_s,
                     const DpuKeyPolicy& keys = {});
 
 }  // namespace extsvc::controller

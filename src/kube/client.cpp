@@ -123,12 +123,20 @@ std::string dump(const json& j) {
 }  // namespace
 
 Client::Client(ClusterConfig cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {
-  impl_->interrupted = &interrupted;
-  impl_->may_resend = &may_resend;
-  impl_->may_write = &may_write;
+  impl_->budget = &budget;
 }
 
 Client::~Client() = default;
+
+BudgetScope::BudgetScope(Client* c, const Budget& b) : client_(c) {
+  if (client_ == nullptr) return;
+  saved_ = std::move(client_->budget);
+  client_->budget = b;
+}
+
+BudgetScope::~BudgetScope() {
+  if (client_ != nullptr) client_->budget = std::move(saved_);
+}
 
 Result Client::get(const std::string& path) {
   return guarded([&] { return impl_->request("GET", path, nullptr, nullptr); });

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "kube/budget.hpp"
 #include "kube/config.hpp"
 #include "kube/error.hpp"
 #include "kube/observer.hpp"
@@ -66,7 +67,7 @@ class Client {
     uint64_t bytes_received = 0;  // response bodies
     uint64_t connects = 0;        // new TCP connections (CURLINFO_NUM_CONNECTS)
     double throttled_ms = 0;      // time spent waiting in the client-side token bucket
-    uint64_t fenced = 0;          // writes not sent because may_write said no
+    uint64_t fenced = 0;          // writes not sent because the budget's fence said no
   };
 
   // An invalid configuration does not throw: every call then returns
@@ -123,25 +124,37 @@ class Client {
   // interrupted while throttled) are not attempts and are not reported.
   void set_observer(RequestObserver* observer, std::string cluster);
 
-  // Optional. Checked between token-bucket sleeps (<= 100 ms each) and during transfers; when it
-  // returns true the call ends with Error{kTransport, 0, "Interrupted", "interrupted"}.
-  std::function<bool()> interrupted;
-
-  // Optional. Consulted before the single resend after a 401 (token rotation). When it returns
-  // false the 401 answer is returned instead: the caller's lease fence allowed one call, and a
-  // second one might land after the lease is gone.
-  std::function<bool()> may_resend;
-
-  // Optional. Consulted right before every write (POST, PUT, PATCH, DELETE) is sent, after the
-  // token bucket granted it: a caller's fence checked before the call cannot see a lease lost
-  // while the call waited for the bucket. When it returns false (or throws) nothing is sent and
-  // the call returns Error{kOther, 0, "Fenced", ...}.
-  std::function<bool()> may_write;
+  // What the calls may spend (kube/budget.hpp); the default is unbounded and never stops. A pass
+  // runs its calls under its own with BudgetScope.
+  // - stop(): checked before a call, between the token bucket's waits (<= 100 ms each, through
+  //   wait(), so a latch ends them) and during transfers; when it says yes the call ends with
+  //   Error{kTransport, 0, "Interrupted", "interrupted"}.
+  // - may_write(): consulted right before every write (POST, PUT, PATCH, DELETE) is sent, after
+  //   the token bucket granted it: a caller's fence checked before the call cannot see a lease
+  //   lost while the call waited for the bucket. When it says no (or throws) nothing is sent and
+  //   the call returns Error{kOther, 0, "Fenced", ...}. Under a bounded budget (a lease) it also
+  //   guards the single resend after a 401 (token rotation), reads included: the lease allowed
+  //   one call, and a second one might land after it is gone; then the 401 answer is returned.
+  Budget budget;
 
  private:
   friend class AsyncGet;
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// Runs the calls of one scope (a reconciler's pass) under `b` and gives the client back its budget
+// at the end, also when the pass throws. A null client is left alone.
+class BudgetScope {
+ public:
+  BudgetScope(Client* c, const Budget& b);
+  ~BudgetScope();
+  BudgetScope(const BudgetScope&) = delete;
+  BudgetScope& operator=(const BudgetScope&) = delete;
+
+ private:
+  Client* client_;
+  Budget saved_;
 };
 
 // One asynchronous GET (a LIST page, or a WATCH stream) on a Multi. Destroying it ends the

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "kube/detail/client_impl.hpp"
 #include "kube/detail/internal.hpp"
@@ -24,37 +23,20 @@ constexpr auto kMaxSleepSlice = std::chrono::milliseconds(100);
 
 }  // namespace
 
-bool Client::Impl::is_interrupted() {
-  if (interrupted == nullptr || !*interrupted) return false;
-  try {
-    return (*interrupted)();
-  } catch (...) {
-    return false;
-  }
-}
-
-// A throwing fence answers "no": a second call is never sent on doubt.
-bool Client::Impl::resend_allowed() {
-  if (may_resend == nullptr || !*may_resend) return true;
-  try {
-    return (*may_resend)();
-  } catch (...) {
-    return false;
-  }
-}
-
-// A throwing fence answers "no" here too: a write is never sent on doubt.
+// A throwing fence answers "no" (Budget::may_write): a write is never sent on doubt.
 bool Client::Impl::write_allowed(const char* method) {
   if (std::strcmp(method, "GET") == 0) return true;
-  if (may_write == nullptr || !*may_write) return true;
-  try {
-    return (*may_write)();
-  } catch (...) {
-    return false;
-  }
+  return budget->may_write();
 }
 
-// Blocks until the token bucket grants a request. False when interrupted.
+// A second call after a 401: under a lease (a bounded budget) it must fit the lease like the
+// first, reads included; without one only the write fence applies, when the write leaves.
+bool Client::Impl::resend_allowed() {
+  return !budget->bounded() || budget->may_write();
+}
+
+// Blocks until the token bucket grants a request, waiting through the budget in slices so that a
+// latch (SIGTERM, postmaster death) ends the wait at once. False when the budget says stop.
 bool Client::Impl::throttle() {
   if (cfg.qps <= 0) return true;
   const double burst = static_cast<double>(std::max(1, cfg.burst));
@@ -69,7 +51,7 @@ bool Client::Impl::throttle() {
       bucket -= 1.0;
       break;
     }
-    if (is_interrupted()) {
+    if (budget->stop()) {
       stats.throttled_ms += std::chrono::duration<double, std::milli>(now - start).count();
       return false;
     }
@@ -77,7 +59,7 @@ bool Client::Impl::throttle() {
     auto slice = std::min<Clock::duration>(
         std::chrono::duration_cast<Clock::duration>(need) + std::chrono::microseconds(50),
         kMaxSleepSlice);
-    std::this_thread::sleep_for(slice);
+    budget->wait(slice);
     waited = true;
   }
   if (waited) {
@@ -128,7 +110,7 @@ Result Client::Impl::request(const char* method, const std::string& path, const 
     ++stats.errors;
     return make_error(ErrorKind::kOther, 0, "InvalidRequest", "request path must start with /");
   }
-  if (is_interrupted()) return interrupted_error();
+  if (budget->stop()) return interrupted_error();
   auto tok = current_token(false);
   if (auto* e = std::get_if<Error>(&tok)) {
     ++stats.errors;

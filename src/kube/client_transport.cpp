@@ -27,7 +27,7 @@ struct Transfer {
   std::string body;
   size_t limit = kMaxResponseBytes;
   bool too_large = false;
-  const std::function<bool()>* interrupted = nullptr;
+  const Budget* budget = nullptr;
   bool was_interrupted = false;
 };
 
@@ -49,17 +49,10 @@ size_t write_cb(char* ptr, size_t size, size_t nmemb, void* userdata) {
 
 int xferinfo_cb(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(userdata);
-  if (t->interrupted != nullptr && *t->interrupted) {
-    bool stop = false;
-    try {
-      stop = (*t->interrupted)();
-    } catch (...) {
-      stop = false;
-    }
-    if (stop) {
-      t->was_interrupted = true;
-      return 1;
-    }
+  // Budget::stop() catches what its check throws: nothing unwinds through libcurl
+  if (t->budget != nullptr && t->budget->stop()) {
+    t->was_interrupted = true;
+    return 1;
   }
   return 0;
 }
@@ -72,7 +65,7 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
   Raw raw;
   Transfer t;
   t.limit = limit;
-  t.interrupted = interrupted;
+  t.budget = budget;
   const std::string url = cfg.server + path;
   curl_easy_reset(curl);
   errbuf[0] = '\0';

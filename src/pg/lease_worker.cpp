@@ -24,6 +24,7 @@
 #include "gucs.hpp"
 #include "log_sink.hpp"
 #include "metrics.hpp"
+#include "process_budget.hpp"
 #include "server_identity.hpp"
 #include "site_access.hpp"
 #include "site_state.hpp"
@@ -75,8 +76,8 @@ void rebuild() {
     s.dpu = {};  // the Lease lives in the management cluster
     controller::Hooks hooks;
     hooks.observer = metrics_observer();
-    // a pending SIGTERM, or a dead postmaster (an orphan must not go on calling the API)
-    hooks.interrupted = [] { return ProcDiePending != 0 || !PostmasterIsAlive(); };
+    // stop at shutdown, wait on the latch; the Lease's own writes need no fence
+    hooks.budget = process_budget();
     auto rt = std::make_unique<controller::Runtime>(s, hooks);
     if (rt->configured() && site[0] != '\0' && timing_usable()) {
       core::HolderIdentity me;
@@ -381,7 +382,8 @@ void on_exit(int, Datum) {
       pg_usleep(20000);
     }
     cpp_call(err, [&] {
-      g_rt->management().interrupted = nullptr;  // the release must not stop at the pending exit
+      // the release must not stop at the pending exit, nor wait on the latch while exiting
+      g_rt->management().budget = kube::Budget();
       (void)g_lease->release();
     });
     flush_logs();
@@ -429,6 +431,7 @@ extern "C" void nico_extsvc_lease_main(Datum) {
       rebuild();
     }
     const long wait_ms = round(cxt);
+    restore_latch_wake();  // a wake the rate limiter's wait took is this wait's
     lease_wait(wait_ms);
     MemoryContextSwitchTo(old);
   }

@@ -19,6 +19,7 @@
 #include "gucs.hpp"
 #include "log_sink.hpp"
 #include "metrics.hpp"
+#include "process_budget.hpp"
 #include "site_access.hpp"
 #include "site_state.hpp"
 #include "timing_in_force.hpp"
@@ -51,16 +52,10 @@ SteadyClock::time_point lease_deadline(SteadyClock::time_point start) {
   return start + lease_time();
 }
 
-// What the reconcilers consult before each call: the row's lease and (issue 25) the site Lease
-// must both outlive the call. The site half reads what the lease process published (atomics, no
-// PostgreSQL call) and announces the call, so that a release at shutdown waits for it.
-std::function<bool()> fence_for(SteadyClock::time_point deadline) {
-  const auto budget = call_budget();
-  const int slot = g_slot;
-  return [deadline, budget, slot] {
-    if (SteadyClock::now() + budget > deadline) return false;
-    return site_write_permit(slot, std::chrono::nanoseconds(budget).count());
-  };
+// What a pass runs under: the worker's budget (stop, latch wait, the site Lease's fence) and the
+// row's lease, which must outlive every call that starts.
+kube::Budget item_budget(SteadyClock::time_point deadline) {
+  return worker_budget(g_slot).with_deadline(deadline - call_budget());
 }
 
 bool listed(char* const* tokens, int n, const char* token) {
@@ -171,11 +166,11 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
   // undecodable row that is retried, never a string_view of a null pointer
   const char* work = item.work != nullptr ? item.work : "";
   cpp_call(err, [&] {
-    const auto fence = fence_for(deadline);
+    const kube::Budget budget = item_budget(deadline);
     const controller::ItemResult r =
         queue == Queue::kService
-            ? controller::work_service(*g_runtime, work, fence, &state->dpf_seen)
-            : controller::work_dpu(*g_runtime, *state->dpus, work, fence, gucs.retry_cap_s,
+            ? controller::work_service(*g_runtime, work, budget, &state->dpf_seen)
+            : controller::work_dpu(*g_runtime, *state->dpus, work, budget, gucs.retry_cap_s,
                                    dpu_key_policy());
     if (!r.warning.empty())
       spdlog::warn("{} {}: {}", queue_name(queue), item.id, r.warning);

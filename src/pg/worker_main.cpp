@@ -19,6 +19,7 @@
 #include "gucs.hpp"
 #include "log_sink.hpp"
 #include "metrics.hpp"
+#include "process_budget.hpp"
 #include "server_identity.hpp"
 #include "site_state.hpp"
 #include "timing_in_force.hpp"
@@ -111,11 +112,8 @@ void rebuild_runtime() {
     set_log_level(gucs.log_level);
     controller::Hooks hooks;
     hooks.observer = metrics_observer();
-    // a pending SIGTERM, or a dead postmaster (an orphan must not go on calling the API)
-    hooks.interrupted = [] { return ProcDiePending != 0 || !PostmasterIsAlive(); };
-    // the site Lease must outlive every write at the moment it is sent (the item fences check
-    // before each call; a call may then wait for the rate limiter)
-    hooks.may_write = [] { return site_write_permit(g_slot, call_budget_ms() * 1000000LL); };
+    // between passes: stop at shutdown, wait on the latch, write only under the site Lease
+    hooks.budget = worker_budget(g_slot);
     auto built = std::make_unique<BuiltFrom>();
     built->settings = runtime_settings(site, g_identity.user_agent);
     built->files = files_of(built->settings);
@@ -438,6 +436,7 @@ void worker_loop() {
     }
     watch_report();
     MemoryContextSwitchTo(old);
+    restore_latch_wake();  // a wake the rate limiter's wait took is this wait's
     if (timeout_ms > 0) watch_wait(timeout_ms);
   }
 }

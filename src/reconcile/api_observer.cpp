@@ -132,7 +132,7 @@ const std::map<std::string, std::string>& ApiObserver::tracked_daemonsets() {
 
 const core::DpfStatus* ApiObserver::dpf_status(const std::string& service_id) {
   // context only: skipped (not listed) when the fence says no
-  if (!dpf_listed_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return nullptr;
+  if (!dpf_listed_ && budget_ != nullptr && !budget_->may_write()) return nullptr;
   if (!dpf_listed_) {
     dpf_listed_ = true;
     ++calls_;
@@ -150,7 +150,7 @@ const core::DpfStatus* ApiObserver::dpf_status(const std::string& service_id) {
 const std::vector<std::pair<std::string, std::string>>& ApiObserver::failed_creates() {
   static const std::vector<std::pair<std::string, std::string>> kNone;
   // context only: skipped (not listed) when the fence says no
-  if (!failed_creates_ && lease_ok_ != nullptr && *lease_ok_ && !(*lease_ok_)()) return kNone;
+  if (!failed_creates_ && budget_ != nullptr && !budget_->may_write()) return kNone;
   if (!failed_creates_) {
     failed_creates_.emplace();
     ++calls_;

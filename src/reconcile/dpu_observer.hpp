@@ -97,8 +97,9 @@ class DpuObserver {
   virtual int calls() const = 0;
   // DPF statuses seen (for the worker to record), by service id.
   virtual const std::map<std::string, core::DpfStatus>& dpf_seen() const = 0;
-  // The current pass's lease fence, for reads that call the API (a cache needs none).
-  virtual void set_fence(const std::function<bool()>*) {}
+  // The current pass's budget, whose fence the reads that call the API consult (a cache needs
+  // none).
+  virtual void set_budget(const kube::Budget*) {}
 };
 
 // The polling mode: every read is an API call. One per batch: DPF's statuses and FailedCreate
@@ -121,8 +122,8 @@ class ApiObserver : public DpuObserver {
   std::optional<double> observed_at() override { return std::nullopt; }
   int calls() const override { return calls_; }
   const std::map<std::string, core::DpfStatus>& dpf_seen() const override { return dpf_; }
-  // Context-only LISTs are skipped when the fence says no.
-  void set_fence(const std::function<bool()>* lease_ok) override { lease_ok_ = lease_ok; }
+  // Context-only LISTs are skipped when the budget's fence says no.
+  void set_budget(const kube::Budget* budget) override { budget_ = budget; }
 
  private:
   kube::Client& mgmt_;
@@ -134,7 +135,7 @@ class ApiObserver : public DpuObserver {
   // DaemonSet uid -> the DPUService whose Application applied it, all namespaces
   std::optional<std::map<std::string, std::string>> daemonsets_;
   const std::map<std::string, std::string>& tracked_daemonsets();
-  const std::function<bool()>* lease_ok_ = nullptr;
+  const kube::Budget* budget_ = nullptr;
   int calls_ = 0;
 };
 

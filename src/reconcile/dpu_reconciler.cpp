@@ -53,7 +53,7 @@ void fail_retry(DpuOutcome& out, const kube::Error& e, std::string what) {
 }
 
 bool fenced(const DpuWork& w) {
-  return w.lease_ok && !w.lease_ok();
+  return !w.budget.may_write();
 }
 
 DpuOutcome lost(DpuOutcome out, const std::string& before, int calls) {
@@ -264,7 +264,10 @@ struct DpuReconciler::ItemEvidence {
 };
 
 DpuOutcome DpuReconciler::pass(const DpuWork& w) {
-  observer_->set_fence(&w.lease_ok);
+  // the pass's calls run under its budget, the observer's reads and the DPU cluster's patches too
+  const kube::BudgetScope on_management(&mgmt_, w.budget);
+  const kube::BudgetScope on_dpu(observer_->dpu_writer(), w.budget);
+  observer_->set_budget(&w.budget);
   Pass p(w, *observer_);
   if (read_device(p) || place_labels(p) || read_dpu_object(p) || observe_node(p)) return p.out;
   for (const auto& item : w.items) {

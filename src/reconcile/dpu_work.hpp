@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kube/budget.hpp"
+
 namespace extsvc::reconcile {
 
 // One reason to look at a service on this DPU: an attachment row of an
@@ -34,8 +36,8 @@ struct DpuWork {
   int attempts = 0;
   std::set<std::string> wanted_keys;
   std::vector<DpuItem> items;
-  // The lease fence (see ServiceWork::lease_ok): consulted before every call.
-  std::function<bool()> lease_ok;
+  // What the pass may spend (see ServiceWork::budget): its fence is consulted before every call.
+  kube::Budget budget;
   // Issue 25. The site's registry of placement keys: a present nico/extsvc-* key outside it was
   // never written by this site and is left alone (null: every such key counts as the site's).
   const std::set<std::string>* registered_keys = nullptr;

@@ -81,7 +81,7 @@ Outcome lost(const std::string& before) {
 }
 
 bool fenced(const ServiceWork& w) {
-  return w.lease_ok && !w.lease_ok();
+  return !w.budget.may_write();
 }
 
 // A merge patch decided from a read carries that read's resourceVersion: the
@@ -203,6 +203,7 @@ void ServiceReconciler::add_site_label(nlohmann::json& patch) const {
 }
 
 Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
+  const kube::BudgetScope under(&api_, w.budget);
   calls_ = 0;
   Outcome o;
   if (w.lifecycle_state == "CREATING" || w.lifecycle_state == "UPDATING")

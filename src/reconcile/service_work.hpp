@@ -2,12 +2,12 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "core/dpf_status.hpp"
+#include "kube/budget.hpp"
 
 namespace extsvc::reconcile {
 
@@ -25,11 +25,12 @@ struct ServiceWork {
   nlohmann::json desired;  // the rendered DPUService of the desired revision
   // ALL_DPUS deletion waits until every DPU was observed without the label.
   bool placement_clear = true;
-  // The lease fence: consulted before every Kubernetes call. False means the
-  // claim's lease could expire before the call ends (its timeout plus the
-  // margin no longer fits): the reconciler stops and returns kLost. Empty =
-  // no fence (unit tests).
-  std::function<bool()> lease_ok;
+  // What the pass may spend (kube/budget.hpp): its calls run under it, and its fence
+  // (may_write()) is consulted before every Kubernetes call. No means the claim's lease could
+  // expire before the call ends (its timeout plus the margin no longer fits), or the site Lease
+  // no longer covers it: the reconciler stops and returns kLost. The default is unbounded and
+  // unfenced (unit tests).
+  kube::Budget budget;
 };
 
 // Mirrors the outcomes extsvc.complete('service', ...) applies (encoded by controller/wire.cpp).

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""End-to-end (issue 24, part 4.3): a worker notices its postmaster's death within a second,
-also in the middle of a burst its client throttles. The workers stop at WaitLatch on
+"""End-to-end (issue 24, part 4.3): a worker notices a SIGTERM and its postmaster's death within
+a second, also in the middle of a burst its client throttles. The workers stop at WaitLatch on
 WL_EXIT_ON_PM_DEATH, but a batch of DPU label patches at a low extsvc.kube_qps spends seconds in
-the client's token bucket and in transfers, outside any WaitLatch: the client's interrupt check
-(between token-bucket slices and during transfers) asks PostmasterIsAlive() too, so an orphaned
-worker sends nothing more."""
+the client's token bucket and in transfers: the token bucket waits on the latch through the call's
+budget (kube::Budget, WL_POSTMASTER_DEATH), and the budget's stop() (before a call, after each wait,
+during transfers) asks PostmasterIsAlive() too, so an orphaned worker sends nothing more."""
 import os
 import signal
 import time
@@ -25,9 +25,10 @@ def entry_time(r):
     return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
 
 
-def device_patches():
+def device_patches(since=0.0):
     reqs = ENV.sim.requests(2000)["requests"]
-    return [r for r in reqs if r["method"] == "PATCH" and r.get("resource") == "dpudevices"]
+    return [r for r in reqs if r["method"] == "PATCH" and r.get("resource") == "dpudevices"
+            and entry_time(r) >= since]
 
 
 def running(pid):
@@ -39,12 +40,45 @@ def running(pid):
         return False
 
 
-def test_a_dead_postmaster_stops_a_throttled_burst_within_a_second():
+def quiet(seconds):
+    """No DPUDevice patch arrived in the last `seconds` (a burst is over)."""
+    return not device_patches(since=time.time() - seconds)
+
+
+def test_sigterm_stops_a_throttled_burst_within_a_second():
     for i in range(DPUS):
         ENV.register_dpu(i, host_id(f"pm{i}"), True)
+    t0 = time.time()
     # a site-wide service: one label patch per DPUDevice, 2 a second (kube_qps 2, burst 1)
+    sid = ENV.create("term-site-wide", helm_data(), target=None, deployment_scope="ALL_DPUS")
+    wait_until(lambda: device_patches(t0), timeout=60, interval=0.02,
+               what="the first DPUDevice patch")
+    (worker,) = ENV.pg.worker_pids()
+    t_term = time.time()
+    os.kill(worker, signal.SIGTERM)
+    gone = wait_until(lambda: not running(worker), timeout=15, interval=0.02,
+                      what="the worker gone")
+    took = time.time() - t_term
+    # the postmaster starts it again after 5 s (bgw_restart_time); look before that
+    time.sleep(max(0.0, t_term + 3.0 - time.time()))
+    late = device_patches(since=t_term + 1.0)
+    print(f"    {len(device_patches(t0))} DPUDevice patches before the restart; the worker was gone "
+          f"{took:.2f} s after SIGTERM; patches 1-3 s after it: {len(late)}")
+    assert gone and not late, [(r["path"], entry_time(r) - t_term) for r in late]
+    assert len(device_patches(t0)) < DPUS, "the burst ended before SIGTERM: nothing was tested"
+    assert took < 1.0, f"the worker outlived SIGTERM by {took:.2f} s"
+    # the restarted worker finishes the burst; the next test starts on a quiet cluster
+    wait_until(lambda: len(device_patches(t0)) >= DPUS and quiet(2.0), timeout=60, interval=0.2,
+               what="the restarted worker's burst over")
+    del sid
+
+
+def test_a_dead_postmaster_stops_a_throttled_burst_within_a_second():
+    t0 = time.time()
+    # another site-wide service: one label patch per DPUDevice, 2 a second (kube_qps 2, burst 1)
     sid = ENV.create("pm-site-wide", helm_data(), target=None, deployment_scope="ALL_DPUS")
-    wait_until(lambda: device_patches(), timeout=60, interval=0.02, what="the first DPUDevice patch")
+    wait_until(lambda: device_patches(t0), timeout=60, interval=0.02,
+               what="the first DPUDevice patch")
     pid = int(open(os.path.join(ENV.pg.data, "postmaster.pid")).readline())
     workers = ENV.pg.worker_pids()
     t_kill = time.time()
@@ -53,7 +87,7 @@ def test_a_dead_postmaster_stops_a_throttled_burst_within_a_second():
                       interval=0.02, what="the orphaned workers gone")
     took = time.time() - t_kill
     time.sleep(1.0)
-    patches = device_patches()
+    patches = device_patches(t0)
     late = [r for r in patches if entry_time(r) > t_kill + 1.0]
     print(f"    {len(patches)} DPUDevice patches in all; the workers were gone {took:.2f} s after the "
           f"postmaster's SIGKILL; patches later than 1 s after it: {len(late)}")
@@ -68,8 +102,10 @@ def main():
     ENV = Env(dpus=DPUS, workers=1, extra={"extsvc.kube_qps": "2", "extsvc.kube_burst": "1"})
     ok = False
     try:
-        ok = run_tests([test_a_dead_postmaster_stops_a_throttled_burst_within_a_second],
-                       "# e2e: postmaster death during a throttled burst")
+        # the postmaster's death last: nothing runs after it
+        ok = run_tests([test_sigterm_stops_a_throttled_burst_within_a_second,
+                        test_a_dead_postmaster_stops_a_throttled_burst_within_a_second],
+                       "# e2e: SIGTERM and postmaster death during a throttled burst")
     finally:
         ENV.close(keep=not ok)
     return ok

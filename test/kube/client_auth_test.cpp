@@ -64,8 +64,9 @@ TEST(KubeClient, TokenFileRotationAfter401) {
   EXPECT_EQ(c.stats().requests, 3u);
 }
 
-// The lease fence: after a 401 the rotated token is not tried when the fence says the lease no
-// longer covers a second call; the 401 is the answer. With the fence open the resend happens.
+// The lease fence (a bounded budget): after a 401 the rotated token is not tried when the fence
+// says the lease no longer covers a second call; the 401 is the answer. With the fence open the
+// resend happens. Without a lease (an unbounded budget) a read is resent whatever the fence says.
 TEST(KubeClient, NoResendAfter401WhenTheFenceForbidsIt) {
   test::TempDir dir;
   const std::string token_file = dir.file("token");
@@ -90,11 +91,10 @@ TEST(KubeClient, NoResendAfter401WhenTheFenceForbidsIt) {
   auto cfg = http_config(s);
   cfg.token_file = token_file;
   Client c(cfg);
+  const auto lease_end = Budget::Clock::now() + std::chrono::hours(1);
   int asked = 0;
-  c.may_resend = [&] {
-    ++asked;
-    return false;
-  };
+  // the lease covers the first call only
+  c.budget = Budget().with_deadline(lease_end).with_fence([&] { return ++asked == 1; });
   ASSERT_TRUE(c.get("/x").ok());  // caches the old token
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -104,7 +104,7 @@ TEST(KubeClient, NoResendAfter401WhenTheFenceForbidsIt) {
   Result fenced = c.merge_patch("/x", nlohmann::json{{"a", 1}});
   ASSERT_FALSE(fenced.ok());
   EXPECT_EQ(fenced.error().http_status, 401);
-  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(asked, 2);  // the PATCH as it left, then the resend
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(patches, 1);  // no second PATCH
@@ -112,10 +112,11 @@ TEST(KubeClient, NoResendAfter401WhenTheFenceForbidsIt) {
   // Same rotation with the fence open (a fresh client; same-size token, same second, as in
   // TokenFileRotationAfter401): the resend happens.
   Client c2(cfg);
-  c2.may_resend = [&] {
+  asked = 0;
+  c2.budget = Budget().with_deadline(lease_end).with_fence([&] {
     ++asked;
     return true;
-  };
+  });
   ASSERT_TRUE(c2.get("/x").ok());  // caches token-new
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -124,9 +125,27 @@ TEST(KubeClient, NoResendAfter401WhenTheFenceForbidsIt) {
   test::write_file(token_file, "token-nxt-cccccccc\n");
   Result resent = c2.merge_patch("/x", nlohmann::json{{"a", 1}});
   ASSERT_TRUE(resent.ok()) << describe(resent.error());
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(patches, 3);  // the 401 and the resend
-  EXPECT_EQ(asked, 2);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(patches, 3);  // the 401 and the resend
+  }
+  EXPECT_EQ(asked, 3);  // the PATCH as it left, the resend, the resend as it left
+  // No lease (between passes): a closed fence stops writes only; a read is resent.
+  Client c3(cfg);
+  asked = 0;
+  c3.budget = Budget().with_fence([&] {
+    ++asked;
+    return false;
+  });
+  ASSERT_TRUE(c3.get("/x").ok());  // caches token-nxt
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    valid = "token-fin-dddddddd";
+  }
+  test::write_file(token_file, "token-fin-dddddddd\n");
+  Result read = c3.get("/x");
+  ASSERT_TRUE(read.ok()) << describe(read.error());
+  EXPECT_EQ(asked, 0);
 }
 
 TEST(KubeClient, TokenFileChangePickedUpWithoutA401) {

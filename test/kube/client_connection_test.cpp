@@ -251,7 +251,7 @@ TEST(KubeClient, InterruptedWhileThrottled) {
   Client c(cfg);
   ASSERT_TRUE(c.get("/x").ok());
   int checks = 0;
-  c.interrupted = [&] { return ++checks >= 3; };
+  c.budget = Budget().with_stop([&] { return ++checks >= 3; });
   Result r = c.get("/x");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kTransport);
@@ -271,7 +271,7 @@ TEST(KubeClient, InterruptedDuringTransfer) {
   s.start();
   Client c(http_config(s));
   auto t0 = Clock::now();
-  c.interrupted = [&] { return ms_since(t0) > 200; };
+  c.budget = Budget().with_stop([&] { return ms_since(t0) > 200; });
   Result r = c.get("/slow");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().reason, "Interrupted");

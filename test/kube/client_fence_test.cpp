@@ -44,10 +44,10 @@ TEST(KubeClientFence, AWriteThatWaitedForTheBucketPastTheFenceIsNotSent) {
   Client c(cfg);
   std::atomic<bool> lease{true};
   std::atomic<int> asked{0};
-  c.may_write = [&] {
+  c.budget = Budget().with_fence([&] {
     ++asked;
     return lease.load();
-  };
+  });
   ASSERT_TRUE(c.merge_patch("/x", nlohmann::json{{"a", 1}}).ok());  // spends the burst
   EXPECT_EQ(asked.load(), 1);
   // the caller's own fence would say yes now; the lease is lost while the call waits ~500 ms
@@ -76,7 +76,7 @@ TEST(KubeClientFence, AWriteThatWaitedForTheBucketPastTheFenceIsNotSent) {
 TEST(KubeClientFence, AThrowingFenceSendsNothing) {
   Counting server;
   Client c(http_config(server.s));
-  c.may_write = []() -> bool { throw std::runtime_error("fence unreadable"); };
+  c.budget = Budget().with_fence([]() -> bool { throw std::runtime_error("fence unreadable"); });
   const Result r = c.merge_patch("/x", nlohmann::json{{"a", 1}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().reason, "Fenced");

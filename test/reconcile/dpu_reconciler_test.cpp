@@ -176,7 +176,7 @@ TEST_F(DpuReconcilerTest, AnUnreachableDpuClusterIsUnknownAndAClosedFenceSendsNo
   EXPECT_EQ(o.results.front().state, "UNKNOWN");
   sim_->ctl("DELETE", "/faults");
   DpuWork fenced = work(1, true);
-  fenced.lease_ok = [] { return false; };
+  fenced.budget = kube::Budget().with_fence([] { return false; });
   const int before = sim_->ctl("GET", "/counts").j().value("total", 0);
   DpuReconciler rec2(*mgmt_, dpu_.get(), kNs);
   DpuOutcome lost = rec2.reconcile(fenced);

@@ -242,7 +242,7 @@ TEST_F(ServiceReconcilerTest, TransientFaultsAreRetriesWithTheirEvidence) {
 TEST_F(ServiceReconcilerTest, AClosedFenceSendsNothing) {
   const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-000000000007";
   ServiceWork w = work(id, "CREATING", 1, json());
-  w.lease_ok = [] { return false; };
+  w.budget = kube::Budget().with_fence([] { return false; });
   const int before = sim_->ctl("GET", "/counts").j().value("total", 0);
   Outcome o = rec_->reconcile(w);
   EXPECT_EQ(o.kind, Kind::kLost);

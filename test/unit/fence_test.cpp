@@ -26,7 +26,7 @@ ServiceWork work(const std::string& state) {
   w.attachable_version = "1";
   w.desired_revision = 1;
   w.desired = nlohmann::json::object();
-  w.lease_ok = [] { return false; };
+  w.budget = kube::Budget().with_fence([] { return false; });
   return w;
 }
 
@@ -47,7 +47,7 @@ TEST(Fence, NoFenceMeansCallsAreMade) {
   kube::Client api(nowhere());
   ServiceReconciler rec(api, "ns");
   ServiceWork w = work("CREATING");
-  w.lease_ok = nullptr;
+  w.budget = kube::Budget();
   const Outcome o = rec.reconcile(w);
   EXPECT_NE(o.kind, Outcome::Kind::kLost);
   EXPECT_EQ(o.api_calls, 1);
@@ -60,7 +60,7 @@ TEST(Fence, DpuPassStopsBeforeTheFirstCall) {
   w.device_name = "dev";
   w.node_name = "node";
   w.items.push_back(DpuItem{"attachment", "i", "s", "1", "nico/extsvc-x", "extsvc-x", 1, true});
-  w.lease_ok = [] { return false; };
+  w.budget = kube::Budget().with_fence([] { return false; });
   const DpuOutcome o = rec.reconcile(w);
   EXPECT_TRUE(o.lost);
   EXPECT_TRUE(o.retry);

@@ -39,9 +39,7 @@ struct Client::Impl {
   CURL* curl = nullptr;
   Stats stats;
   std::shared_ptr<spdlog::logger> logger;
-  const std::function<bool()>* may_resend = nullptr;
-  const std::function<bool()>* may_write = nullptr;
-  const std::function<bool()>* interrupted = nullptr;
+  const Budget* budget = nullptr;  // the Client's
   char errbuf[CURL_ERROR_SIZE] = {};
   size_t last_body_bytes = 0;  // decoded body size of the last response
   RequestObserver* observer = nullptr;
@@ -88,10 +86,9 @@ struct Client::Impl {
   std::vector<std::string> warning_headers();
 
   // Defined in client_request.cpp.
-  bool is_interrupted();
-  bool resend_allowed();
-  // may_write's answer for a request of `method` (reads are always allowed)
+  // the budget's fence for a request of `method` (reads are always allowed)
   bool write_allowed(const char* method);
+  bool resend_allowed();
   bool throttle();
   Result to_result(Raw&& raw, const std::string& token);
   Result request(const char* method, const std::string& path, const std::string* body,
