@@ -17,10 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto& at = core::json_at;
-
-constexpr auto& str = core::json_text;
-
 }  // namespace
 
 std::chrono::system_clock::time_point to_wall(std::chrono::steady_clock::time_point t) {
@@ -318,7 +314,7 @@ std::vector<std::pair<std::string, std::string>> ClusterCache::failed_creates() 
 void ClusterCache::device_patched(const std::string&, const nlohmann::json& response) {
   static_cast<DeviceStore&>(*stores_[kDevices]).patched(response);
   // our own write: the pass that made it is the one that looks at it
-  dirty_.devices.erase(str(at(response, {"metadata", "name"})));
+  dirty_.devices.erase(core::json_text(core::json_at(response, {"metadata", "name"})));
 }
 
 std::vector<ClusterCache::InformerInfo> ClusterCache::informers() const {

@@ -13,9 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr auto& at = core::json_at;
-constexpr auto& str = core::json_text;
-
 constexpr size_t kMaxEvents = 10000;
 
 uint64_t digest(const core::DpfStatus& d) {
@@ -35,12 +32,12 @@ const core::DpfStatus* ServiceStore::context(const std::string& service_id) cons
 
 std::optional<ServiceFacts> ServiceStore::extract(const std::string&, const json& obj) {
   ServiceFacts f;
-  f.uid = str(at(obj, {"metadata", "uid"}));
-  f.service_id = str(at(obj, {"metadata", "labels", core::kOwnerIdLabel}));
-  const json& site = at(obj, {"metadata", "labels", core::kSiteLabel});
+  f.uid = core::json_text(core::json_at(obj, {"metadata", "uid"}));
+  f.service_id = core::json_text(core::json_at(obj, {"metadata", "labels", core::kOwnerIdLabel}));
+  const json& site = core::json_at(obj, {"metadata", "labels", core::kSiteLabel});
   f.has_site = !site.is_null();
   f.site = site.is_string() ? site.get<std::string>() : std::string();
-  f.being_deleted = !at(obj, {"metadata", "deletionTimestamp"}).is_null();
+  f.being_deleted = !core::json_at(obj, {"metadata", "deletionTimestamp"}).is_null();
   const std::string key = core::dpuservice_drift_key(obj);
   std::copy_n(key.begin(), std::min(key.size(), f.drift_key.size()), f.drift_key.begin());
   extracted_dpf_ = core::dpf_status(obj);
@@ -93,8 +90,8 @@ std::vector<FailedCreate> EventStore::all() const {
 
 std::optional<FailedCreate> EventStore::extract(const std::string& key, const json& obj) {
   if (size() >= kMaxEvents && get(key) == nullptr) return std::nullopt;  // context only: bounded
-  return FailedCreate{str(at(obj, {"involvedObject", "name"})),
-                      str(at(obj, {"message"})).substr(0, 300)};
+  return FailedCreate{core::json_text(core::json_at(obj, {"involvedObject", "name"})),
+                      core::json_text(core::json_at(obj, {"message"})).substr(0, 300)};
 }
 
 void EventStore::on_change(const std::string&, const FailedCreate*, const FailedCreate* now) {

@@ -9,8 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto& str = json_text;
-
 }  // namespace
 
 NicoLabels nico_labels_of(const json& labels) {
@@ -24,21 +22,21 @@ NicoLabels nico_labels_of(const json& labels) {
 
 DpuObjectFacts dpu_object_facts(const json& dpu) {
   DpuObjectFacts f;
-  f.name = str(json_at(dpu, {"metadata", "name"}));
-  f.device = str(json_at(dpu, {"spec", "dpuDeviceName"}));
+  f.name = json_text(json_at(dpu, {"metadata", "name"}));
+  f.device = json_text(json_at(dpu, {"spec", "dpuDeviceName"}));
   f.labels = nico_labels_of(json_at(dpu, {"spec", "cluster", "nodeLabels"}));
-  f.phase = str(json_at(dpu, {"status", "phase"}));
+  f.phase = json_text(json_at(dpu, {"status", "phase"}));
   const json& conds = json_at(dpu, {"status", "conditions"});
   if (conds.is_array())
     for (const char* type : {"Ready", "DPUClusterReady", "NodeEffectReady", "NodeEffectRemoved"})
       for (const auto& c : conds) {
-        if (str(json_at(c, {"type"})) != type) continue;
-        const std::string status = str(json_at(c, {"status"}));
+        if (json_text(json_at(c, {"type"})) != type) continue;
+        const std::string status = json_text(json_at(c, {"status"}));
         if (status == "True" || !f.condition.empty()) break;
         f.condition = std::string(type) + "=" + status;
-        if (const std::string reason = str(json_at(c, {"reason"})); !reason.empty())
+        if (const std::string reason = json_text(json_at(c, {"reason"})); !reason.empty())
           f.condition += " " + reason;
-        if (const std::string message = str(json_at(c, {"message"})); !message.empty())
+        if (const std::string message = json_text(json_at(c, {"message"})); !message.empty())
           f.condition += ": " + message.substr(0, 200);
         break;
       }
@@ -57,13 +55,13 @@ NodeFacts node_facts(const json& node) {
   const json& conds = json_at(node, {"status", "conditions"});
   if (conds.is_array())
     for (const auto& c : conds) {
-      if (str(json_at(c, {"type"})) != "Ready") continue;
-      f.ready = str(json_at(c, {"status"}));
-      const std::string reason = str(json_at(c, {"reason"}));
-      const std::string message = str(json_at(c, {"message"}));
+      if (json_text(json_at(c, {"type"})) != "Ready") continue;
+      f.ready = json_text(json_at(c, {"status"}));
+      const std::string reason = json_text(json_at(c, {"reason"}));
+      const std::string message = json_text(json_at(c, {"message"}));
       f.ready_why = reason + (message.empty() ? "" : (reason.empty() ? "" : ": ") + message);
       f.ready_why = f.ready_why.substr(0, 200);
-      f.ready_since = str(json_at(c, {"lastTransitionTime"}));
+      f.ready_since = json_text(json_at(c, {"lastTransitionTime"}));
       break;
     }
   return f;

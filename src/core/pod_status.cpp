@@ -12,8 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto& str = core::json_text;
-
 int parse_revision(const json& annotation) {
   if (!annotation.is_string()) return 0;
   const auto& s = annotation.get_ref<const std::string&>();
@@ -28,13 +26,13 @@ std::string container_problem(const json& pod) {
   for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
     for (const auto& c : json_at(pod, {"status", list})) {
       const json& waiting = json_at(c, {"state", "waiting"});
-      if (waiting.is_object() && !str(waiting.value("reason", json())).empty())
-        return "container " + str(c.value("name", json())) + " waiting (" + str(waiting["reason"]) +
-               ")";
+      if (waiting.is_object() && !json_text(waiting.value("reason", json())).empty())
+        return "container " + json_text(c.value("name", json())) + " waiting (" +
+               json_text(waiting["reason"]) + ")";
       const json& terminated = json_at(c, {"state", "terminated"});
-      if (terminated.is_object() && !str(terminated.value("reason", json())).empty())
-        return "container " + str(c.value("name", json())) + " terminated (" +
-               str(terminated["reason"]) + ")";
+      if (terminated.is_object() && !json_text(terminated.value("reason", json())).empty())
+        return "container " + json_text(c.value("name", json())) + " terminated (" +
+               json_text(terminated["reason"]) + ")";
     }
   }
   return {};
@@ -47,18 +45,19 @@ std::string affinity_target(const json& pod) {
        json_at(pod, {"spec", "affinity", "nodeAffinity",
                      "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"}))
     for (const auto& req : json_at(term, {"matchFields"}))
-      if (str(json_at(req, {"key"})) == "metadata.name" &&
-          str(json_at(req, {"operator"})) == "In" && json_at(req, {"values"}).is_array() &&
+      if (json_text(json_at(req, {"key"})) == "metadata.name" &&
+          json_text(json_at(req, {"operator"})) == "In" && json_at(req, {"values"}).is_array() &&
           json_at(req, {"values"}).size() == 1)
-        return str(json_at(req, {"values"})[0]);
+        return json_text(json_at(req, {"values"})[0]);
   return {};
 }
 
 std::string scheduling_problem(const json& pod) {
   for (const auto& c : json_at(pod, {"status", "conditions"}))
-    if (str(json_at(c, {"type"})) == "PodScheduled" && str(json_at(c, {"status"})) == "False") {
-      std::string reason = str(json_at(c, {"reason"}));
-      std::string message = str(json_at(c, {"message"}));
+    if (json_text(json_at(c, {"type"})) == "PodScheduled" &&
+        json_text(json_at(c, {"status"})) == "False") {
+      std::string reason = json_text(json_at(c, {"reason"}));
+      std::string message = json_text(json_at(c, {"message"}));
       if (reason.empty()) reason = "not scheduled";
       return message.empty() ? reason : reason + ": " + utf8_prefix(message, 240);
     }
@@ -67,7 +66,8 @@ std::string scheduling_problem(const json& pod) {
 
 bool ready_condition(const json& pod) {
   for (const auto& c : json_at(pod, {"status", "conditions"}))
-    if (str(json_at(c, {"type"})) == "Ready") return str(json_at(c, {"status"})) == "True";
+    if (json_text(json_at(c, {"type"})) == "Ready")
+      return json_text(json_at(c, {"status"})) == "True";
   return false;
 }
 
@@ -75,16 +75,16 @@ bool ready_condition(const json& pod) {
 
 PodFacts pod_facts(const json& pod) {
   PodFacts f;
-  f.name = str(json_at(pod, {"metadata", "name"}));
-  f.ns = str(json_at(pod, {"metadata", "namespace"}));
-  f.node = str(json_at(pod, {"spec", "nodeName"}));
+  f.name = json_text(json_at(pod, {"metadata", "name"}));
+  f.ns = json_text(json_at(pod, {"metadata", "namespace"}));
+  f.node = json_text(json_at(pod, {"spec", "nodeName"}));
   f.bound = !f.node.empty();
   if (!f.bound) f.node = affinity_target(pod);
-  f.service_id = str(json_at(pod, {"metadata", "labels", kOwnerIdLabel}));
+  f.service_id = json_text(json_at(pod, {"metadata", "labels", kOwnerIdLabel}));
   f.owner_uid = daemonset_owner_uid(pod);
   f.terminating = !json_at(pod, {"metadata", "deletionTimestamp"}).is_null();
   f.revision = parse_revision(json_at(pod, {"metadata", "annotations", kRevisionAnnotation}));
-  f.phase = str(json_at(pod, {"status", "phase"}));
+  f.phase = json_text(json_at(pod, {"status", "phase"}));
   f.ready = ready_condition(pod);
   f.problem = container_problem(pod);
   if (!f.bound) f.unschedulable = scheduling_problem(pod);

@@ -21,8 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto& at = core::json_at;
-
 bool has_label(const json& labels, const std::string& key, bool require_enabled) {
   if (!labels.is_object()) return false;
   auto it = labels.find(key);
@@ -350,7 +348,7 @@ bool DpuReconciler::place_labels(Pass& p) {
     }
     log_warnings(patched.value(), "DPUDevice " + p.w.device_name);
     // the PATCH response is the placement evidence
-    p.device_labels = at(patched.value().body, {"spec", "cluster", "nodeLabels"});
+    p.device_labels = core::json_at(patched.value().body, {"spec", "cluster", "nodeLabels"});
     p.obs.device_patched(p.w.device_name, patched.value().body);
     p.out.patched = true;
   }
