@@ -3,6 +3,8 @@
 // run under any locale; these rules are ASCII by definition (RFC 1123, RFC 3986, SemVer).
 #pragma once
 
+#include <string_view>
+
 namespace extsvc::core {
 
 constexpr bool is_ascii_digit(char c) {
@@ -23,6 +25,13 @@ constexpr bool is_lower_alnum(char c) {
 }
 constexpr bool is_ascii_hex(char c) {
   return is_ascii_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+// a non-empty run of ASCII digits
+constexpr bool all_ascii_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!is_ascii_digit(c)) return false;
+  return true;
 }
 
 }  // namespace extsvc::core

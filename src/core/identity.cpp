@@ -8,15 +8,6 @@
 #include "core/ascii.hpp"
 
 namespace extsvc::core {
-namespace {
-
-bool all_digits(std::string_view s) {
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
-
-}  // namespace
 
 std::optional<std::string> canonical_uuid(std::string_view uuid) {
   if (uuid.size() != 36) return std::nullopt;
@@ -64,8 +55,8 @@ bool is_config_version(std::string_view v) {
   if (dash == std::string_view::npos) return false;
   const auto n = v.substr(1, dash - 1);
   const auto micros = v.substr(dash + 2);
-  if (n.empty() || n.size() > 10 || !all_digits(n) || n[0] == '0') return false;
-  return !micros.empty() && micros.size() <= 20 && all_digits(micros);
+  if (n.empty() || n.size() > 10 || !all_ascii_digits(n) || n[0] == '0') return false;
+  return !micros.empty() && micros.size() <= 20 && all_ascii_digits(micros);
 }
 
 }  // namespace extsvc::core

@@ -15,13 +15,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!is_ascii_digit(c)) return false;
-  return true;
-}
-
 // Dotted quad only, no leading zeros: "010" would be octal to some resolvers.
 bool is_ipv4(std::string_view s) {
   int parts = 0;
@@ -29,7 +22,8 @@ bool is_ipv4(std::string_view s) {
   while (true) {
     const auto dot = s.find('.', start);
     const auto part = s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
-    if (!all_digits(part) || part.size() > 3 || (part.size() > 1 && part[0] == '0')) return false;
+    if (!all_ascii_digits(part) || part.size() > 3 || (part.size() > 1 && part[0] == '0'))
+      return false;
     if (std::stoi(std::string(part)) > 255) return false;
     ++parts;
     if (dot == std::string_view::npos) break;
@@ -55,7 +49,7 @@ bool is_hostname(std::string_view s) {
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
-  return !all_digits(last);
+  return !all_ascii_digits(last);
 }
 
 // RFC 3986 pchar plus "/": unreserved, sub-delims, ":", "@" and "%" (escapes
@@ -93,7 +87,7 @@ bool is_valid_path(std::string_view path) {
 }
 
 std::optional<int> parse_port(std::string_view s) {
-  if (!all_digits(s) || s.size() > 5 || s[0] == '0') return std::nullopt;
+  if (!all_ascii_digits(s) || s.size() > 5 || s[0] == '0') return std::nullopt;
   const int port = std::stoi(std::string(s));
   if (port < 1 || port > 65535) return std::nullopt;
   return port;

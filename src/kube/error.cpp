@@ -10,7 +10,6 @@ namespace extsvc::kube {
 
 namespace {
 
-constexpr size_t kMaxMessageBytes = 512;
 constexpr size_t kMaxCauseBytes = 256;
 constexpr size_t kMaxCauses = 32;
 
@@ -245,7 +244,7 @@ Error error_from_response(int http_status, std::string_view body,
       message += sanitize_utf8(body.substr(0, 200), 200);
     }
   }
-  e.message = sanitize_utf8(redact(message), kMaxMessageBytes);
+  e.message = sanitize_utf8(redact(message), detail::kMaxMessageBytes);
   return e;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kube/client.hpp"
+#include "kube/detail/internal.hpp"
 
 namespace extsvc::kube {
 
@@ -22,7 +23,6 @@ namespace detail {
 
 // Hard ceiling; ClusterConfig::max_response_bytes / max_list_bytes are the working limits.
 inline constexpr size_t kMaxResponseBytes = size_t{512} << 20;
-inline constexpr size_t kMaxMessageBytes = 512;
 
 Error make_error(ErrorKind kind, int status, std::string reason, std::string message);
 Error interrupted_error();

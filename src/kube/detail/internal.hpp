@@ -1,6 +1,7 @@
 // Internal helpers of extsvc_kube, exposed for unit tests only. Not a stable API.
 #pragma once
 
+#include <cstddef>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +12,9 @@
 #include "kube/error.hpp"
 
 namespace extsvc::kube::detail {
+
+// The bound of an Error's message (bytes of UTF-8 after redaction).
+inline constexpr size_t kMaxMessageBytes = 512;
 
 // Parses a kubeconfig YAML document into JSON with yaml-cpp. Plain scalars stay strings except
 // null/~/empty (null) and true/false (bool); quoted and block scalars are strings. Anchors,
