@@ -1,5 +1,6 @@
 -- What the watcher asks of the database (issue 11, sql/parts/79_worker_watch.sql, docs/worker.md
--- "Observation"): waking DPUs by DPUDevice or Node name and DELETING services, the drift check's
+-- "Observation"): waking DPUs by DPUDevice or Node name (mark_and_claim_dpus without a worker:
+-- marks only; its claims are in watch_claim.sql) and DELETING services, the drift check's
 -- snapshot of some services, the DPUs of a service whose context changed, claiming woken rows by
 -- id, next_due_in of one queue; and what a DPU outcome from the watch caches means in
 -- _complete_dpu (observed_at, watched, evidence older than the staleness bound).
@@ -22,24 +23,24 @@ SELECT lives_ok(format($$SELECT extsvc.register_dpu(%L, %L, 'dev-w2', 'node-w2',
 UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = NULL;
 UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL, attempts = 0;
 
--- mark_dpus_due_by_names ------------------------------------------------------------------------
-SELECT is((SELECT array_agg(dpu_machine_id::text || ' ' || woken ORDER BY dpu_machine_id)
-             FROM extsvc.mark_dpus_due_by_names(ARRAY['dev-w1'], ARRAY['node-w2', 'node-unknown'])),
+-- mark_and_claim_dpus, marks only ---------------------------------------------------------------
+SELECT is((SELECT array_agg(id || ' ' || woken ORDER BY id)
+             FROM extsvc.mark_and_claim_dpus(ARRAY['dev-w1'], ARRAY['node-w2', 'node-unknown'], NULL, NULL)),
           ARRAY[trim(both '''' from :D1) || ' true', trim(both '''' from :D2) || ' true'],
-          'mark_dpus_due_by_names: a device name and a node name wake their DPUs; unknown names nothing');
+          'mark_and_claim_dpus: a device name and a node name wake their DPUs; unknown names nothing');
 SELECT is((SELECT count(*)::integer FROM extsvc.dpu_reconciliations
             WHERE dpu_machine_id IN (:D1, :D2) AND next_due_at <= now()), 2, 'both are due now');
-SELECT is((SELECT array_agg(woken) FROM extsvc.mark_dpus_due_by_names(ARRAY['dev-w1'], NULL)), ARRAY[false],
+SELECT is((SELECT count(*)::integer FROM extsvc.mark_and_claim_dpus(ARRAY['dev-w1'], NULL, NULL, NULL) WHERE woken), 0,
           'a DPU due already is named again but not woken twice');
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() + interval '60 seconds', attempts = 1
  WHERE dpu_machine_id = :D1;
-SELECT is((SELECT array_agg(woken) FROM extsvc.mark_dpus_due_by_names(NULL, ARRAY['node-w1'])), ARRAY[true],
+SELECT is((SELECT array_agg(woken) FROM extsvc.mark_and_claim_dpus(NULL, ARRAY['node-w1'], NULL, NULL)), ARRAY[true],
           'a DPU waiting for its next change (the 60 s look) is woken now');
 -- a leased row: its state_version moves, so the pass in flight ends stale
 UPDATE extsvc.dpu_reconciliations SET lease_token = gen_random_uuid(), lease_owner = 'w9',
        lease_expires_at = now() + interval '1 minute' WHERE dpu_machine_id = :D2;
 CREATE TEMP TABLE v0 AS SELECT state_version FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D2;
-SELECT is((SELECT array_agg(woken) FROM extsvc.mark_dpus_due_by_names(ARRAY['dev-w2'], NULL)), ARRAY[true],
+SELECT is((SELECT array_agg(woken) FROM extsvc.mark_and_claim_dpus(ARRAY['dev-w2'], NULL, NULL, NULL)), ARRAY[true],
           'a leased DPU is woken');
 SELECT is((SELECT state_version FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D2),
           (SELECT state_version + 1 FROM v0), 'and its state_version bumped (the pass in flight ends stale)');
@@ -65,7 +66,7 @@ SELECT is(extsvc.next_due_in('service'), NULL, 'next_due_in(service): the DPU qu
 SELECT ok(extsvc.next_due_in('dpu') < 0, 'next_due_in(dpu): overdue');
 SELECT ok(extsvc.next_due_in() < 0, 'next_due_in(): any queue');
 
--- services: wake_services, resync_snapshot_of, mark_service_dpus_due --------------------------------
+-- services: wake_services, resync_snapshot_of, mark_and_claim_dpus by service ---------------------
 SELECT lives_ok(format($$SELECT extsvc.create_service('tw', 'watch-tap', 'DPF_HELM_CHART', %L, dpu_target => 'PRIMARY', service_id => %L)$$,
                        :'chart', :S), 'fixture: a DPF service');
 UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = NULL WHERE service_id = :S;
@@ -80,9 +81,9 @@ SELECT lives_ok(format($$SELECT extsvc.upsert_instance(%L, 'tw', %L)$$, :I, :H1)
 SELECT lives_ok(format($$SELECT extsvc.set_instance_extension_services(%L, jsonb_build_array(jsonb_build_object('service_id', %L::text, 'version', (SELECT version FROM extsvc.services WHERE service_id = %L))))$$,
                        :I, :S, :S), 'fixture: attached');
 UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL WHERE dpu_machine_id = :D1;
-SELECT is((SELECT array_agg(dpu_machine_id::text || ' ' || woken) FROM extsvc.mark_service_dpus_due(ARRAY[:S]::uuid[])),
+SELECT is((SELECT array_agg(id || ' ' || woken) FROM extsvc.mark_and_claim_dpus(NULL, NULL, ARRAY[:S]::uuid[], NULL)),
           ARRAY[trim(both '''' from :D1) || ' true'],
-          'mark_service_dpus_due: the DPU of a service whose context changed, not RUNNING yet');
+          'mark_and_claim_dpus by service: the DPU of a service whose context changed, not RUNNING yet');
 
 -- _complete_dpu with evidence from the watch caches --------------------------------------------------
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now(), attempts = 0, lease_token = NULL, lease_owner = NULL,

@@ -1,49 +1,116 @@
 -- What the watcher (the worker that holds the LIST+WATCH caches, issue 11)
--- asks of the database: wake exactly the rows an event concerns, and claim
--- the DPU rows it woke before the queue's backlog. Rows are locked in key
--- order (the order every writer of these tables uses), and a row leased at
--- the moment gets its state_version bumped, so the pass in flight, which
+-- asks of the database, all in one transaction per loop iteration
+-- (src/pg/worker_watch.cpp): wake exactly the rows an event concerns, and
+-- claim the DPU rows it woke before the queue's backlog. Rows are locked in
+-- key order (the order every writer of these tables uses), and a row leased
+-- at the moment gets its state_version bumped, so the pass in flight, which
 -- decided from older evidence, ends stale and runs again instead of
 -- dropping the wake.
 
--- Makes the given DPUs due now and tells which of them this call woke (the
--- others were due already); rows in key order (ON CONFLICT DO UPDATE locks
--- them in the SELECT's order, the order of every writer of these rows). A
--- row leased at the moment gets its state_version bumped, so the pass in
--- flight, which decided from older evidence, ends stale and runs again.
-CREATE FUNCTION extsvc._wake_dpus(p_ids text[]) RETURNS TABLE (dpu_machine_id text, woken boolean)
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
+-- The DPU rows a watch event names, made due and claimed in one call (issue 24: before, the
+-- watcher sent the names, got the ids back and sent them again to claim them, in a second
+-- transaction). A row is named by its DPUDevice or its DPU-cluster Node (their labels, the
+-- service pods on the Node), or by a service whose context changed (a DaemonSet FailedCreate
+-- event, DPF's Ready condition) while the DPU is not RUNNING for it yet, so its PENDING message
+-- says more now.
+--
+-- Every named row is locked in key order (the order of every writer of these rows,
+-- _lock_dpu_work) and waited for: a wake must not be skipped because an API call holds the row
+-- for a moment, so there is no SKIP LOCKED here; only the watcher claims DPU rows in watch mode,
+-- so no other claim competes for them. A row leased at the moment gets its state_version
+-- bumped, so the pass in flight, which decided from older evidence, ends stale and runs again.
+-- Of the named rows without a running lease, the first max_claims in key order are leased to
+-- worker in the same UPDATE (none when worker is NULL: the watcher may not work them yet):
+-- their passes read the watch caches and make no call, so the watcher works them before the
+-- queue's backlog instead of behind label patches paced by the client's rate limit (a fleet
+-- attach showed no RUNNING before the last of 1000 patches).
+--
+-- Returns the claimed rows as extsvc.claim does, plus woken (whether this call made the row
+-- due; a row that was due already is not woken twice); rows it woke but did not claim come
+-- with lease_token and work NULL. The work is read by a second statement, as extsvc.claim
+-- reads it, whose snapshot is newer than the lease's.
+CREATE FUNCTION extsvc.mark_and_claim_dpus(device_names text[], node_names text[], service_ids uuid[],
+                                           worker text, lease_seconds integer DEFAULT 60,
+                                           max_claims integer DEFAULT 256)
+RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb, woken boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v_ids text[];
+  v_versions bigint[];
+  v_tokens uuid[];
+  v_attempts integer[];
+  v_woken boolean[];
+BEGIN
   WITH hit AS (
-    SELECT DISTINCT unnest(coalesce(p_ids, '{}')) AS machine_id
-  ), marked AS (
-    INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
-    SELECT h.machine_id, now() FROM hit h ORDER BY h.machine_id
-    ON CONFLICT (dpu_machine_id) DO UPDATE
-       SET next_due_at = now(),
-           state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END
-     WHERE r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL
-    RETURNING r.dpu_machine_id
-  )
-  SELECT h.machine_id, EXISTS (SELECT FROM marked m WHERE m.dpu_machine_id = h.machine_id) FROM hit h
-$fn$;
-COMMENT ON FUNCTION extsvc._wake_dpus(text[]) IS
-  'Internal: makes these DPUs due now (in key order; a leased one gets its state_version bumped); returns each and whether this call woke it.';
-
--- DPUs whose DPUDevice (by name) or DPU-cluster Node (by name: its labels or
--- the service pods on it) changed.
-CREATE FUNCTION extsvc.mark_dpus_due_by_names(device_names text[], node_names text[])
-RETURNS TABLE (dpu_machine_id text, woken boolean)
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  -- every DPU the names concern, for the watcher to work them before the
-  -- backlog (no wake: the watcher, the only worker of the DPU queue in watch
-  -- mode, works them right after this call)
-  SELECT w.dpu_machine_id, w.woken FROM extsvc._wake_dpus(ARRAY(
-    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_device_name = ANY (coalesce(device_names, '{}'))
+    SELECT d.machine_id FROM extsvc.dpus d
+     WHERE d.dpu_device_name = ANY (coalesce(mark_and_claim_dpus.device_names, '{}'))
     UNION
-    SELECT d.machine_id FROM extsvc.dpus d WHERE d.dpu_node_name = ANY (coalesce(node_names, '{}')))) w
+    SELECT d.machine_id FROM extsvc.dpus d
+     WHERE d.dpu_node_name = ANY (coalesce(mark_and_claim_dpus.node_names, '{}'))
+    UNION
+    SELECT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
+     WHERE a.service_id = ANY (coalesce(mark_and_claim_dpus.service_ids, '{}')) AND a.deployment_state <> 'RUNNING'
+    UNION
+    SELECT x.dpu_machine_id FROM extsvc.site_service_dpu_status x
+     WHERE x.service_id = ANY (coalesce(mark_and_claim_dpus.service_ids, '{}')) AND x.deployment_state <> 'RUNNING'
+  ), locked AS (
+    -- the locked (latest) version of each row decides
+    SELECT r.dpu_machine_id,
+           (r.next_due_at IS NULL OR r.next_due_at > now() OR r.lease_token IS NOT NULL) AS wake,
+           (r.lease_expires_at IS NULL OR r.lease_expires_at < now()) AS free
+      FROM extsvc.dpu_reconciliations r
+     WHERE r.dpu_machine_id IN (SELECT h.machine_id FROM hit h)
+     ORDER BY r.dpu_machine_id
+       FOR NO KEY UPDATE OF r
+  ), decided AS (
+    SELECT l.dpu_machine_id, l.wake,
+           l.free AND mark_and_claim_dpus.worker IS NOT NULL
+             AND count(*) FILTER (WHERE l.free) OVER (ORDER BY l.dpu_machine_id)
+                 <= greatest(coalesce(mark_and_claim_dpus.max_claims, 0), 0) AS claim
+      FROM locked l
+  ), changed AS (
+    UPDATE extsvc.dpu_reconciliations r
+       SET next_due_at = CASE WHEN d.wake THEN now() ELSE r.next_due_at END,
+           state_version = r.state_version + CASE WHEN r.lease_token IS NOT NULL THEN 1 ELSE 0 END,
+           lease_owner = CASE WHEN d.claim THEN mark_and_claim_dpus.worker ELSE r.lease_owner END,
+           lease_token = CASE WHEN d.claim THEN gen_random_uuid() ELSE r.lease_token END,
+           lease_expires_at = CASE WHEN d.claim THEN now() + make_interval(secs => mark_and_claim_dpus.lease_seconds)
+                                   ELSE r.lease_expires_at END,
+           last_attempt_at = CASE WHEN d.claim THEN now() ELSE r.last_attempt_at END
+      FROM decided d
+     WHERE r.dpu_machine_id = d.dpu_machine_id AND (d.wake OR d.claim)
+    RETURNING r.dpu_machine_id, r.state_version, CASE WHEN d.claim THEN r.lease_token END AS lease_token,
+              r.attempts, d.wake
+  ), added AS (
+    -- a DPU without a work row (register_dpu makes one; a row deleted by hand): due now, claimed
+    -- by the queue's next claim
+    INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
+    SELECT h.machine_id, now() FROM hit h
+     WHERE NOT EXISTS (SELECT FROM locked l WHERE l.dpu_machine_id = h.machine_id)
+     ORDER BY h.machine_id
+    ON CONFLICT (dpu_machine_id) DO NOTHING
+    RETURNING r.dpu_machine_id, r.state_version, NULL::uuid AS lease_token, r.attempts, true AS wake
+  )
+  SELECT array_agg(c.dpu_machine_id ORDER BY c.lease_token IS NULL, c.dpu_machine_id),
+         array_agg(c.state_version ORDER BY c.lease_token IS NULL, c.dpu_machine_id),
+         array_agg(c.lease_token ORDER BY c.lease_token IS NULL, c.dpu_machine_id),
+         array_agg(c.attempts ORDER BY c.lease_token IS NULL, c.dpu_machine_id),
+         array_agg(c.wake ORDER BY c.lease_token IS NULL, c.dpu_machine_id)
+    INTO v_ids, v_versions, v_tokens, v_attempts, v_woken
+    FROM (SELECT * FROM changed UNION ALL SELECT * FROM added) c;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+    SELECT c.id, c.state_version, c.lease_token,
+           CASE WHEN c.lease_token IS NOT NULL THEN extsvc._dpu_work(c.id, c.attempts) END, c.woken
+      FROM unnest(v_ids, v_versions, v_tokens, v_attempts, v_woken)
+           WITH ORDINALITY c(id, state_version, lease_token, attempts, woken, o)
+     ORDER BY c.o;
+END
 $fn$;
-COMMENT ON FUNCTION extsvc.mark_dpus_due_by_names(text[], text[]) IS
-  'Worker (watcher): makes the DPUs due whose DPUDevice or Node (by name) changed in the watch caches; returns every DPU concerned and whether this call made it due.';
+COMMENT ON FUNCTION extsvc.mark_and_claim_dpus(text[], text[], uuid[], text, integer, integer) IS
+  'Worker (watcher): in one statement, makes due the DPUs whose DPUDevice or Node (by name) changed in the watch caches, or not RUNNING yet for a service whose context changed, and leases up to max_claims of them to worker (none when NULL); returns the claimed rows as extsvc.claim does (woken: made due by this call), then the rows it woke but did not claim (lease_token and work NULL).';
 
 -- Services whose DPUService changed: a DELETING one waits for DPF's
 -- finalizers, and the watch says when the object went.
@@ -88,27 +155,11 @@ $fn$;
 COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
   'Worker (watcher): the READY DPF services among service_ids with their work objects, for the drift check of what a watch event changed.';
 
--- DPUs still converging towards a service whose context changed (a
--- DaemonSet FailedCreate event, DPF's Ready condition): their PENDING
--- messages say more now.
-CREATE FUNCTION extsvc.mark_service_dpus_due(service_ids uuid[])
-RETURNS TABLE (dpu_machine_id text, woken boolean)
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT w.dpu_machine_id, w.woken FROM extsvc._wake_dpus(ARRAY(
-    SELECT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
-     WHERE a.service_id = ANY (coalesce(service_ids, '{}')) AND a.deployment_state <> 'RUNNING'
-    UNION
-    SELECT x.dpu_machine_id FROM extsvc.site_service_dpu_status x
-     WHERE x.service_id = ANY (coalesce(service_ids, '{}')) AND x.deployment_state <> 'RUNNING')) w
-$fn$;
-COMMENT ON FUNCTION extsvc.mark_service_dpus_due(uuid[]) IS
-  'Worker (watcher): makes due the DPUs not yet RUNNING for these services, whose context (a FailedCreate event, DPF''s Ready condition) changed; returns every DPU concerned and whether this call made it due.';
-
--- The rows a watch event just woke, claimed by id before the queue's backlog:
--- their passes read the watch caches and make no call, so they must not wait
--- behind label patches paced by the client's rate limit (a fleet attach
--- showed no RUNNING before the last of 1000 patches). Same shape and lease as
--- extsvc.claim; only due, unleased rows among ids, in key order, SKIP LOCKED.
+-- Claims given rows by id: same shape and lease as extsvc.claim; only due,
+-- unleased rows among ids, in key order, SKIP LOCKED. The watcher claims what
+-- its events woke with mark_and_claim_dpus (above); this one stays for a
+-- worker played by hand or by a test that claims one given row
+-- (test/nico/nico_day.py claims the service it just created).
 CREATE FUNCTION extsvc.claim_ids(queue text, worker text, ids text[], lease_seconds integer DEFAULT 60)
 RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -139,4 +190,4 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.claim_ids(text, text, text[], integer) IS
-  'Worker (watcher): lease the due, unleased rows among ids (those a watch event just woke), before the queue''s backlog; same result as extsvc.claim.';
+  'Worker: lease the due, unleased rows among ids (rows given by id, not by due time); same result as extsvc.claim.';

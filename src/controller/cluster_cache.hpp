@@ -103,6 +103,8 @@ class ClusterCache {
   Dirty take_dirty();
   // Puts back what could not be published (the database refused): the next take_dirty() has it.
   void restore_dirty(Dirty&& d);
+  // take_dirty() would return something now.
+  bool has_changes() const { return !dirty_.empty() && management_synced(); }
 
   // Observation state. Synced: listed at least once. current_at: when the cache was last known
   // equal to the server's state (now while every watch of that cluster is open), as wall-clock

@@ -20,7 +20,7 @@ namespace {
 struct Statement {
   const char* sql;
   int nargs;
-  Oid types[5];
+  Oid types[6];
   SPIPlanPtr plan;
 };
 
@@ -55,19 +55,12 @@ Statement s_drift{"SELECT extsvc.mark_drift($1, $2)", 2, {UUIDOID, TEXTOID}, nul
 Statement s_dpus_due{"SELECT extsvc.mark_dpus_due()", 0, {}, nullptr};
 Statement s_orphans{"SELECT n FROM extsvc.orphaned_dpuservices($1) n", 1, {TEXTARRAYOID}, nullptr};
 Statement s_dpf{"SELECT extsvc.record_dpf_status($1)", 1, {JSONBOID}, nullptr};
-Statement s_due_by_names{"SELECT dpu_machine_id, woken FROM extsvc.mark_dpus_due_by_names($1, $2)",
-                         2,
-                         {TEXTARRAYOID, TEXTARRAYOID},
-                         nullptr};
 Statement s_wake_services{"SELECT extsvc.wake_services($1)", 1, {UUIDARRAYOID}, nullptr};
-Statement s_service_dpus_due{"SELECT dpu_machine_id, woken FROM extsvc.mark_service_dpus_due($1)",
-                             1,
-                             {UUIDARRAYOID},
-                             nullptr};
-Statement s_claim_ids{
-    "SELECT id, state_version, lease_token, work FROM extsvc.claim_ids($1, $2, $3, $4)",
-    4,
-    {TEXTOID, TEXTOID, TEXTARRAYOID, INT4OID},
+Statement s_mark_and_claim{
+    "SELECT id, state_version, lease_token, work, woken "
+    "FROM extsvc.mark_and_claim_dpus($1, $2, $3, $4, $5, $6)",
+    6,
+    {TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID, TEXTOID, INT4OID, INT4OID},
     nullptr};
 Statement s_snapshot_of{
     "SELECT service_id, work FROM extsvc.resync_snapshot_of($1)", 1, {UUIDARRAYOID}, nullptr};
@@ -221,19 +214,6 @@ bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int 
       });
 }
 
-bool queue_claim_ids(MemoryContext cxt, Queue q, const char* worker, const char* const* ids,
-                     int nids, int lease_s, QueueBatch* out, char** error) {
-  out->count = 0;
-  out->items = nullptr;
-  return in_transaction(
-      q == Queue::kService ? "nico_extsvc: claim woken services" : "nico_extsvc: claim woken DPUs",
-      cxt, error, [&] {
-        const Datum args[] = {text_arg(queue_name(q)), text_arg(worker),
-                              array_arg(ids, nids, TEXTOID), Int32GetDatum(lease_s)};
-        read_batch(cxt, run(s_claim_ids, args), out);
-      });
-}
-
 bool queue_complete(MemoryContext cxt, Queue q, const QueueItem& item, const char* outcome,
                     char** result, char** error) {
   *result = nullptr;
@@ -331,58 +311,48 @@ bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error) {
   });
 }
 
-// (dpu_machine_id, woken) rows: every id, and how many were woken.
-static void woken_rows(MemoryContext cxt, int n, char*** ids, int* nids, int* marked) {
-  *ids = text_rows(cxt, n, 1);
-  *nids = n;
-  for (int i = 0; i < n; ++i) {
-    bool isnull = true;
-    const Datum d = bin_col(i, 2, &isnull);
-    if (!isnull && DatumGetBool(d)) ++*marked;
-  }
-}
-
-bool mark_dpus_due_by_names(MemoryContext cxt, const char* const* devices, int ndevices,
-                            const char* const* nodes, int nnodes, char*** ids, int* nids,
-                            int* marked, char** error) {
-  *marked = 0;
-  *nids = 0;
-  *ids = nullptr;
-  return in_transaction("nico_extsvc: wake DPUs (watch)", cxt, error, [&] {
-    const Datum args[] = {array_arg(devices, ndevices, TEXTOID), array_arg(nodes, nnodes, TEXTOID)};
-    woken_rows(cxt, run(s_due_by_names, args), ids, nids, marked);
-  });
-}
-
-bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken, char** error) {
-  *woken = 0;
-  return in_transaction("nico_extsvc: wake services (watch)", cxt, error, [&] {
-    const Datum args[] = {array_arg(ids, n, UUIDOID)};
-    run(s_wake_services, args);
-    *woken = int4_scalar();
-  });
-}
-
-bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, char*** dpus,
-                           int* ndpus, int* marked, char** error) {
-  *marked = 0;
-  *ndpus = 0;
-  *dpus = nullptr;
-  return in_transaction("nico_extsvc: wake DPUs of services (watch)", cxt, error, [&] {
-    const Datum args[] = {array_arg(ids, n, UUIDOID)};
-    woken_rows(cxt, run(s_service_dpus_due, args), dpus, ndpus, marked);
-  });
-}
-
-bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, ResyncSnapshot* out,
-                        char** error) {
-  *out = ResyncSnapshot{};
-  return in_transaction("nico_extsvc: drift check (watch)", cxt, error, [&] {
-    const Datum args[] = {array_arg(ids, n, UUIDOID)};
-    const int rows = run(s_snapshot_of, args);
-    out->service_ids = text_rows(cxt, rows, 1);
-    out->works = text_rows(cxt, rows, 2);
-    out->count = rows;
+bool publish_watch_changes(MemoryContext cxt, const WatchChanges& in, WatchPublished* out,
+                           char** error) {
+  *out = WatchPublished{};
+  return in_transaction("nico_extsvc: publish watch changes", cxt, error, [&] {
+    // Service rows before DPU rows: the order of the API's service calls (the service's rows,
+    // then the work rows of its DPUs), so this transaction waits behind them, never across them.
+    if (in.nservices > 0) {
+      const Datum ids[] = {array_arg(in.services, in.nservices, UUIDOID)};
+      run(s_wake_services, ids);
+    }
+    if (in.dpf != nullptr) {
+      const Datum args[] = {jsonb_arg(in.dpf)};
+      run(s_dpf, args);
+    }
+    if (in.nservices > 0) {
+      const Datum ids[] = {array_arg(in.services, in.nservices, UUIDOID)};
+      const int rows = run(s_snapshot_of, ids);
+      out->snapshot.service_ids = text_rows(cxt, rows, 1);
+      out->snapshot.works = text_rows(cxt, rows, 2);
+      out->snapshot.count = rows;
+    }
+    if (in.ndevices + in.nnodes + in.ncontext == 0) return;
+    const Datum args[] = {array_arg(in.devices, in.ndevices, TEXTOID),
+                          array_arg(in.nodes, in.nnodes, TEXTOID),
+                          array_arg(in.context, in.ncontext, UUIDOID),
+                          in.worker != nullptr ? text_arg(in.worker) : Datum(0),
+                          Int32GetDatum(in.lease_s),
+                          Int32GetDatum(in.max_claims)};
+    const char nulls[] = {' ', ' ', ' ', in.worker != nullptr ? ' ' : 'n', ' ', ' '};
+    const int n = run(s_mark_and_claim, args, nulls);
+    // claimed rows come first (a lease token), then the rows only woken
+    int claimed = 0;
+    for (bool token_null = false; claimed < n; ++claimed) {
+      (void)bin_col(claimed, 3, &token_null);
+      if (token_null) break;
+    }
+    read_batch(cxt, claimed, &out->claimed);
+    for (int i = 0; i < n; ++i) {
+      bool isnull = true;
+      const Datum d = bin_col(i, 5, &isnull);
+      if (!isnull && DatumGetBool(d)) ++out->woken;
+    }
   });
 }
 

@@ -38,10 +38,6 @@ struct ResyncSnapshot {
 // All return false and set *error (allocated in cxt) when the transaction failed.
 bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int lease_s,
                  QueueBatch* out, char** error);
-// The due, unleased rows among ids (in key order, SKIP LOCKED): the rows a
-// watch event just woke, worked before the queue's backlog.
-bool queue_claim_ids(MemoryContext cxt, Queue q, const char* worker, const char* const* ids,
-                     int nids, int lease_s, QueueBatch* out, char** error);
 // *result: applied, stale or lost.
 bool queue_complete(MemoryContext cxt, Queue q, const QueueItem& item, const char* outcome,
                     char** result, char** error);
@@ -68,20 +64,32 @@ bool orphaned_dpuservices(MemoryContext cxt, const char* const* names, int n, ch
                           int* count, char** error);
 // statuses: JSON array for extsvc.record_dpf_status().
 bool record_dpf_status(MemoryContext cxt, const char* statuses, char** error);
-// The watcher (issue 11): make the DPUs due whose DPUDevice or Node changed
-// (by name); make DELETING services due whose DPUService changed; the work of
-// the READY services among ids (known_names left empty).
-// *ids: every DPU the names concern (*nids of them), *marked: how many were
-// made due by this call.
-bool mark_dpus_due_by_names(MemoryContext cxt, const char* const* devices, int ndevices,
-                            const char* const* nodes, int nnodes, char*** ids, int* nids,
-                            int* marked, char** error);
-bool wake_services(MemoryContext cxt, const char* const* ids, int n, int* woken, char** error);
-// The DPUs not yet RUNNING for these services (their context changed).
-bool mark_service_dpus_due(MemoryContext cxt, const char* const* ids, int n, char*** dpus,
-                           int* ndpus, int* marked, char** error);
-bool resync_snapshot_of(MemoryContext cxt, const char* const* ids, int n, ResyncSnapshot* out,
-                        char** error);
+// The watcher's publication of what changed in its caches (issues 11, 24), in one transaction:
+// the DELETING services among services made due (extsvc.wake_services), DPF's statuses recorded,
+// the READY services among services read for the drift check, and the DPU rows that the devices,
+// nodes and context services name made due and, with a worker, up to max_claims of them claimed by
+// one statement (extsvc.mark_and_claim_dpus). Service ids are uuids in text form.
+struct WatchChanges {
+  const char* const* devices = nullptr;
+  int ndevices = 0;
+  const char* const* nodes = nullptr;
+  int nnodes = 0;
+  const char* const* services = nullptr;  // their DPUService changed
+  int nservices = 0;
+  const char* const* context = nullptr;  // their context changed (FailedCreate, DPF's Ready)
+  int ncontext = 0;
+  const char* dpf = nullptr;     // JSON array for extsvc.record_dpf_status(); null: none
+  const char* worker = nullptr;  // null: the DPU rows are marked, not claimed
+  int lease_s = 60;
+  int max_claims = 0;
+};
+struct WatchPublished {
+  QueueBatch claimed;       // the DPU rows claimed for the worker, in key order
+  int woken;                // DPU rows this publication made due
+  ResyncSnapshot snapshot;  // the READY services among services (known_names empty)
+};
+bool publish_watch_changes(MemoryContext cxt, const WatchChanges& in, WatchPublished* out,
+                           char** error);
 // *version: the installed version of extension nico_extsvc, NULL when it is not installed in
 // this database. The library's own version is kept between calls until an invalidation (see the
 // .cpp), so the steady loop does not read pg_extension every iteration.

@@ -64,10 +64,6 @@ bool listed(char* const* tokens, int n, const char* token) {
   return false;
 }
 
-int lease_seconds() {
-  return static_cast<int>((timing_in_force().lease_time_ms + 999) / 1000);
-}
-
 // Renewal between items: when less than max(lease_time / 2, one call's
 // budget) is left, one UPDATE extends every lease of the batch's remaining
 // items (CAS on lease_token and lease_owner). Items whose lease was not
@@ -217,6 +213,10 @@ void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState
 
 }  // namespace
 
+int lease_seconds() {
+  return static_cast<int>((timing_in_force().lease_time_ms + 999) / 1000);
+}
+
 const std::set<std::string>* placement_registry(MemoryContext cxt) {
   refresh_registry(cxt);
   return g_registry;
@@ -229,23 +229,25 @@ void record_dpf(MemoryContext cxt, const char* statuses) {
     ereport(WARNING, (errmsg("nico_extsvc: recording DPF status failed: %s", error)));
 }
 
-int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* const* ids, int nids) {
+int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {
   // issue 25: nothing is claimed while this server may not write (the rows stay due)
   if (!site_writes_allowed(std::chrono::nanoseconds(call_budget()).count())) return 0;
-  if (queue == Queue::kDpu) refresh_registry(cxt);
   QueueBatch batch{};
   char* error = nullptr;
   const auto claim_start = SteadyClock::now();
-  const bool claimed = ids != nullptr ? queue_claim_ids(cxt, queue, g_worker_name, ids, nids,
-                                                        lease_seconds(), &batch, &error)
-                                      : queue_claim(cxt, queue, g_worker_name, gucs.batch_size,
-                                                    lease_seconds(), &batch, &error);
-  if (!claimed) {
+  if (!queue_claim(cxt, queue, g_worker_name, gucs.batch_size, lease_seconds(), &batch, &error)) {
     note_worker_error(slot, error);
     ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
     return 0;
   }
-  if (batch.count == 0) return 0;
+  work_rows(cxt, queue, slot, batch, claim_start);
+  return batch.count;
+}
+
+void work_rows(MemoryContext cxt, Queue queue, WorkerSlot* slot, const QueueBatch& batch,
+               SteadyClock::time_point claim_start) {
+  if (batch.count == 0) return;
+  if (queue == Queue::kDpu) refresh_registry(cxt);
   pg_atomic_fetch_add_u64(&slot->claimed, batch.count);
   BatchState* state = nullptr;
   PendingError err;
@@ -256,7 +258,7 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* con
   });
   if (err.sqlstate != 0) {
     ereport(WARNING, (errmsg_internal("%s", err.message)));
-    return batch.count;
+    return;
   }
   auto deadline = lease_deadline(claim_start);
   bool* alive = static_cast<bool*>(palloc0(sizeof(bool) * (batch.count + 1)));
@@ -282,7 +284,6 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* con
   cpp_call(free_err, [&] { delete state; });
   if (err.sqlstate != 0) ereport(WARNING, (errmsg_internal("%s", err.message)));
   record_dpf(cxt, statuses);
-  return batch.count;
 }
 
 }  // namespace extsvc::pg

@@ -4,6 +4,7 @@
 
 #include "pg_prelude.hpp"
 
+#include <chrono>
 #include <set>
 #include <string>
 
@@ -24,11 +25,16 @@ extern char g_worker_name[64];
 // User-Agent (worker_main.cpp; the lease process builds its client from them too).
 controller::Settings runtime_settings(const char* site_id, const char* user_agent);
 
+// The lease of a claim, in whole seconds (extsvc.lease_time in force, rounded up).
+int lease_seconds();
 // Claims one batch of the queue and works it (renewing leases as the batch
-// goes on); returns how many rows were claimed. With ids: the due rows among
-// them (the ones a watch event just woke), before the rest of the queue.
-int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot, const char* const* ids = nullptr,
-               int nids = 0);
+// goes on); returns how many rows were claimed.
+int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot);
+// Works rows claimed already (by work_batch, or by the watcher's publication), renewing their
+// leases as the batch goes on; claimed_from: a moment before the claim's transaction began (the
+// lease's local start, never later than the database's).
+void work_rows(MemoryContext cxt, Queue queue, WorkerSlot* slot, const QueueBatch& batch,
+               std::chrono::steady_clock::time_point claimed_from);
 
 // Drift detection and orphan cleanup: one LIST, compare, mark drifted
 // services due. False when the snapshot or the LIST failed.
@@ -66,11 +72,20 @@ bool works_dpu_queue();
 void watch_start();
 // Moves the caches along without waiting.
 void watch_pump();
-// Pumps, then wakes the rows that what changed concerns, and (the watcher)
-// works the DPU rows it woke before the queue's backlog.
-void watch_publish(MemoryContext cxt, WorkerSlot* slot);
-// Claims the due rows among ids (DPU queue) and works them.
-void work_woken(MemoryContext cxt, WorkerSlot* slot, char* const* ids, int n);
+// The DPU rows the watcher's publication claimed, for watch_work_claimed in the same iteration.
+struct ClaimedByEvents {
+  QueueBatch batch{};
+  std::chrono::steady_clock::time_point claimed_from{};
+};
+// Step one of the watcher's iteration: pumps, takes what changed in the caches and publishes it
+// in one transaction (the rows it concerns made due, and the DPU rows among them claimed while
+// this worker may work them), then the drift check of the changed services. What could not be
+// published is kept for the next call. False when the publication failed.
+bool watch_publish(MemoryContext cxt, WorkerSlot* slot, ClaimedByEvents* claimed);
+// Step two: works the DPU rows the publication claimed.
+void watch_work_claimed(MemoryContext cxt, WorkerSlot* slot, const ClaimedByEvents& claimed);
+// Something changed in the caches since the last publication (it arrived while the batches ran).
+bool watch_changes_pending();
 // Waits for the latch, a cache socket, the caches' timers or timeout_ms.
 void watch_wait(long timeout_ms);
 // Forgets the wait set (the runtime and its caches were rebuilt).

@@ -386,10 +386,28 @@ void worker_loop() {
         flush_logs();  // an exception is logged there; the next iteration tries again
         if (read) pg_atomic_write_u32(&st->dpf_api, bits);
       }
-      watch_publish(iter_cxt, slot);
+      // The resync that a finished re-list allows runs after this iteration's publication, so
+      // that what the re-list changed wakes and claims its rows before the resync makes every
+      // DPU due.
+      const bool resync_after_relist =
+          relist_pending && writing &&
+          (relist_done() || SteadyClock::now() - relist_since >
+                                std::chrono::milliseconds(2 * timing_in_force().http_timeout_ms));
+      // The watcher's two steps, once each, first: what woke this iteration is mostly a change
+      // in its caches, and the DPU rows it concerns are claimed by the publication and worked
+      // right after it, before either queue's backlog, since their passes read the caches and
+      // make no call, while a backlog pass may wait for the rate limit (a fleet attach of 1000
+      // DPUs showed no RUNNING before its last label patch). What arrives while the batches run
+      // is published by the next iteration, which then starts without sleeping.
+      ClaimedByEvents claimed;
+      const bool published = watch_publish(iter_cxt, slot, &claimed);
+      watch_work_claimed(iter_cxt, slot, claimed);
       const int nservices = work_batch(iter_cxt, Queue::kService, slot);
       const int ndpus = works_dpu_queue() ? work_batch(iter_cxt, Queue::kDpu, slot) : 0;
-      watch_publish(iter_cxt, slot);  // what arrived while the batches ran
+      if (resync_after_relist) {
+        relist_pending = false;
+        run_resync(iter_cxt, slot);
+      }
       // Drift detection is one LIST per pass (or, with the watch caches, a
       // re-list of every informer first, then a comparison in memory); the
       // first worker does it.
@@ -407,13 +425,6 @@ void worker_loop() {
         } else {
           run_resync(iter_cxt, slot);
         }
-      }
-      if (relist_pending && writing &&
-          (relist_done() || SteadyClock::now() - relist_since >
-                                std::chrono::milliseconds(2 * timing_in_force().http_timeout_ms))) {
-        relist_pending = false;
-        watch_publish(iter_cxt, slot);  // what the re-list changed wakes its rows first
-        run_resync(iter_cxt, slot);
       }
       if (!writing) {
         // due rows wait (nothing is claimed); the lease process wakes the workers when writes
@@ -433,6 +444,8 @@ void worker_loop() {
         timeout_ms = std::max<long>(0, std::min(timeout_ms, to_resync));
         if (relist_pending) timeout_ms = std::min(timeout_ms, 200L);
       }
+      // a failed publication is retried at the next iteration's pace, not in a busy loop
+      if (published && watch_changes_pending()) timeout_ms = 0;
     }
     watch_report();
     MemoryContextSwitchTo(old);

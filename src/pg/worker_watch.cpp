@@ -2,12 +2,15 @@
 // (controller::ClusterCache) and wakes exactly the rows that a change concerns. Its transfers
 // run on curl's multi interface inside this process, without threads: the loop waits on a
 // WaitEventSet of its latch, postmaster death and curl's sockets (as pg_net waits on its
-// sockets), then pumps the caches. What changed is published with one statement per kind:
-// DPUs by DPUDevice/Node name (mark_dpus_due_by_names), DELETING services (wake_services), the
-// drift check of the READY ones (resync_snapshot_of, compared with the cache), and DPF's status
-// (record_dpf_status).
+// sockets), then pumps the caches. What changed is published in one transaction per loop
+// iteration, one statement per kind: the DPU rows by DPUDevice/Node name or by a service whose
+// context changed, made due and claimed at once (mark_and_claim_dpus), DELETING services
+// (wake_services), DPF's status (record_dpf_status) and the work of the READY services for the
+// drift check (resync_snapshot_of, compared with the cache after the commit). The claimed DPU
+// rows are worked by the next step of the loop (worker_main.cpp).
 #include "pg_prelude.hpp"
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,8 @@
 #include "gucs.hpp"
 #include "log_sink.hpp"
 #include "metrics.hpp"
+#include "site_state.hpp"
+#include "timing_in_force.hpp"
 #include "worker_internal.hpp"
 
 namespace extsvc::pg {
@@ -89,101 +94,85 @@ long watch_timer_ms() {
   return t;
 }
 
-void watch_publish(MemoryContext cxt, WorkerSlot* slot) {
+bool watch_publish(MemoryContext cxt, WorkerSlot* slot, ClaimedByEvents* claimed) {
+  *claimed = ClaimedByEvents{};
   controller::ClusterCache* c = cache();
-  if (c == nullptr) return;
-  char** devices = nullptr;
-  char** nodes = nullptr;
-  char** services = nullptr;
-  char** context = nullptr;
-  int ndevices = 0, nnodes = 0, nservices = 0, ncontext = 0;
-  char* dpf = nullptr;
+  if (c == nullptr) return true;
+  WatchChanges in;
+  char** services = nullptr;           // in.services, as the drift check takes them
   controller::Dirty* dirty = nullptr;  // freed below, under the guard
+  bool empty = true;
   PendingError err;
   cpp_call(err, [&] {
     c->pump();
     dirty = new controller::Dirty(c->take_dirty());
-    if (dirty->empty()) return;
-    ndevices = static_cast<int>(dirty->devices.size());
-    nnodes = static_cast<int>(dirty->nodes.size());
-    nservices = static_cast<int>(dirty->services.size());
-    devices = names_out(cxt, dirty->devices);
-    nodes = names_out(cxt, dirty->nodes);
+    empty = dirty->empty();
+    if (empty) return;
+    in.ndevices = static_cast<int>(dirty->devices.size());
+    in.devices = names_out(cxt, dirty->devices);
+    in.nnodes = static_cast<int>(dirty->nodes.size());
+    in.nodes = names_out(cxt, dirty->nodes);
+    in.nservices = static_cast<int>(dirty->services.size());
     services = names_out(cxt, dirty->services);
-    ncontext = static_cast<int>(dirty->context.size());
-    context = names_out(cxt, dirty->context);
+    in.services = services;
+    in.ncontext = static_cast<int>(dirty->context.size());
+    in.context = names_out(cxt, dirty->context);
     std::vector<std::pair<std::string, core::DpfStatus>> st(dirty->dpf.begin(), dirty->dpf.end());
     const std::string text = controller::encode_dpf_statuses(st);
-    if (!text.empty()) dpf = copy_out(cxt, text);
+    if (!text.empty()) in.dpf = copy_out(cxt, text);
   });
   flush_logs();
-  if (err.sqlstate != 0) {
-    ereport(WARNING, (errmsg_internal("nico_extsvc: watch: %s", err.message)));
+  auto free_dirty = [&](bool restore) {
     PendingError free_err;
-    cpp_call(free_err, [&] { delete dirty; });
-    return;
+    cpp_call(free_err, [&] {
+      if (restore) c->restore_dirty(std::move(*dirty));  // published next time
+      delete dirty;
+    });
+  };
+  if (err.sqlstate != 0 || empty) {
+    if (err.sqlstate != 0)
+      ereport(WARNING, (errmsg_internal("nico_extsvc: watch: %s", err.message)));
+    free_dirty(false);
+    return err.sqlstate == 0;
   }
-  bool ok = true;
+  // The DPU rows the events name are claimed in the same statement that wakes them while this
+  // worker may work them (its caches listed, the site's writes allowed); else they are only
+  // marked and wait in the queue. At most kMaxClaims: the rest stay due for the queue's claims.
+  constexpr int kMaxClaims = 256;
+  if (works_dpu_queue() && site_writes_allowed(call_budget_ms() * 1000000LL)) {
+    in.worker = g_worker_name;
+    in.lease_s = lease_seconds();
+    in.max_claims = kMaxClaims;
+  }
+  WatchPublished out{};
   char* error = nullptr;
-  char** woken = nullptr;  // DPU ids the events concern, worked right below
-  int nwoken = 0;
-  if (ndevices + nnodes > 0) {
-    int marked = 0;
-    if (!mark_dpus_due_by_names(cxt, devices, ndevices, nodes, nnodes, &woken, &nwoken, &marked,
-                                &error)) {
-      ok = false;
-      ereport(WARNING, (errmsg("nico_extsvc: waking DPUs after a watch event failed: %s", error)));
-    } else {
-      pg_atomic_fetch_add_u64(&slot->watch_dpu_wakes, static_cast<uint64>(marked));
-    }
+  const auto claimed_from = std::chrono::steady_clock::now();
+  if (!publish_watch_changes(cxt, in, &out, &error)) {
+    note_worker_error(slot, error);
+    ereport(WARNING, (errmsg("nico_extsvc: publishing watch events failed: %s", error)));
+    free_dirty(true);
+    return false;
   }
-  if (ok && nservices > 0) {
-    int services_woken = 0;
-    if (!wake_services(cxt, services, nservices, &services_woken, &error)) {
-      ok = false;
-      ereport(WARNING,
-              (errmsg("nico_extsvc: waking services after a watch event failed: %s", error)));
-    }
-    ResyncSnapshot snap{};
-    if (ok && !resync_snapshot_of(cxt, services, nservices, &snap, &error)) {
-      ok = false;
-      ereport(WARNING, (errmsg("nico_extsvc: drift check after a watch event failed: %s", error)));
-    }
-    if (ok) check_drift(cxt, slot, snap, services, nservices);
-  }
-  if (ok && dpf != nullptr) record_dpf(cxt, dpf);
-  char** context_dpus = nullptr;
-  int ncontext_dpus = 0;
-  if (ok && ncontext > 0) {
-    int marked = 0;
-    if (!mark_service_dpus_due(cxt, context, ncontext, &context_dpus, &ncontext_dpus, &marked,
-                               &error)) {
-      ok = false;
-      ereport(WARNING, (errmsg("nico_extsvc: waking the DPUs of a service failed: %s", error)));
-    } else {
-      pg_atomic_fetch_add_u64(&slot->watch_dpu_wakes, static_cast<uint64>(marked));
-    }
-  }
-  PendingError free_err;
-  cpp_call(free_err, [&] {
-    if (!ok) c->restore_dirty(std::move(*dirty));  // published next time
-    delete dirty;
-  });
-  // The DPUs the events woke are worked now, before the queue's backlog: their passes read the
-  // caches and make no call, and must not wait behind label patches paced by the rate limit.
-  // At most a few batches per call; the rest stay due in the queue.
-  if (works_dpu_queue()) {
-    work_woken(cxt, slot, woken, nwoken);
-    work_woken(cxt, slot, context_dpus, ncontext_dpus);
-  }
+  free_dirty(false);
+  pg_atomic_fetch_add_u64(&slot->watch_dpu_wakes, static_cast<uint64>(out.woken));
+  claimed->batch = out.claimed;
+  claimed->claimed_from = claimed_from;
+  // the drift check compares with the cache and may delete orphans: calls, so after the commit
+  if (in.nservices > 0) check_drift(cxt, slot, out.snapshot, services, in.nservices);
+  return true;
 }
 
-void work_woken(MemoryContext cxt, WorkerSlot* slot, char* const* ids, int n) {
-  constexpr int kMaxWoken = 256;
-  for (int from = 0; from < n && from < kMaxWoken; from += gucs.batch_size) {
-    const int count = Min(gucs.batch_size, n - from);
-    work_batch(cxt, Queue::kDpu, slot, ids + from, count);
-  }
+void watch_work_claimed(MemoryContext cxt, WorkerSlot* slot, const ClaimedByEvents& claimed) {
+  work_rows(cxt, Queue::kDpu, slot, claimed.batch, claimed.claimed_from);
+}
+
+bool watch_changes_pending() {
+  controller::ClusterCache* c = cache();
+  if (c == nullptr) return false;
+  bool pending = false;
+  PendingError err;
+  cpp_call(err, [&] { pending = c->has_changes(); });
+  return err.sqlstate == 0 && pending;
 }
 
 void watch_wait(long timeout_ms) {
