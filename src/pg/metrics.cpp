@@ -15,7 +15,7 @@
 #include "core/http_date.hpp"
 #include "guard.hpp"
 #include "gucs.hpp"
-#include "wake.hpp"
+#include "shared_memory.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(nico_extsvc_worker_metrics);

@@ -4,7 +4,7 @@
 #include "gucs.hpp"
 #include "metrics.hpp"
 #include "site_state.hpp"
-#include "wake.hpp"
+#include "shared_memory.hpp"
 #include "worker.hpp"
 
 extern "C" {

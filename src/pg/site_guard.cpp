@@ -24,7 +24,7 @@
 #include "site_access.hpp"
 #include "site_state.hpp"
 #include "timing_in_force.hpp"
-#include "wake.hpp"
+#include "shared_memory.hpp"
 #include "worker_internal.hpp"
 
 namespace extsvc::pg {

@@ -7,7 +7,7 @@
 
 #include "pg_prelude.hpp"
 
-#include "wake.hpp"
+#include "shared_memory.hpp"
 
 namespace extsvc::pg {
 

@@ -15,7 +15,7 @@
 #include "core/url.hpp"
 #include "guard.hpp"
 #include "sql_values.hpp"
-#include "wake.hpp"
+#include "shared_memory.hpp"
 
 namespace {
 

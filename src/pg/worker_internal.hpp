@@ -11,7 +11,7 @@
 #include "controller/resync.hpp"
 #include "controller/runtime.hpp"
 #include "queue_access.hpp"
-#include "wake.hpp"
+#include "shared_memory.hpp"
 
 namespace extsvc::pg {
 

@@ -8,7 +8,7 @@
 #include "guard.hpp"
 #include "gucs.hpp"
 #include "site_state.hpp"
-#include "wake.hpp"
+#include "shared_memory.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(nico_extsvc_worker_status);

@@ -1,6 +1,6 @@
 #include "pg_prelude.hpp"
 
-#include "wake.hpp"
+#include "shared_memory.hpp"
 
 namespace extsvc::pg {
 
