@@ -1,8 +1,8 @@
 -- What the watcher asks of the database (issue 11, sql/parts/79_worker_watch.sql, docs/worker.md
 -- "Observation"): waking DPUs by DPUDevice or Node name (mark_and_claim_dpus without a worker:
 -- marks only; its claims are in watch_claim.sql) and DELETING services, the drift check's
--- snapshot of some services, the DPUs of a service whose context changed, claiming woken rows by
--- id, next_due_in of one queue; and what a DPU outcome from the watch caches means in
+-- snapshot of some services, the DPUs of a service whose context changed, a woken row claimed by
+-- the queue's claim, next_due_in of one queue; and what a DPU outcome from the watch caches means in
 -- _complete_dpu (observed_at, watched, evidence older than the staleness bound).
 BEGIN;
 \ir helpers.psql
@@ -47,17 +47,17 @@ SELECT is((SELECT state_version FROM extsvc.dpu_reconciliations WHERE dpu_machin
 UPDATE extsvc.dpu_reconciliations SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
  WHERE dpu_machine_id = :D2;
 
--- claim_ids ------------------------------------------------------------------------------------------
+-- a woken row is claimed by the queue's claim ---------------------------------------------------------
 UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL WHERE dpu_machine_id = :D2;
-CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1, :D2]::text[]);
-SELECT is((SELECT array_agg(id) FROM c1), ARRAY[:D1::text], 'claim_ids: only the due rows among the ids');
-SELECT is((SELECT work->>'device_name' FROM c1), 'dev-w1', 'claim_ids: with the work of the wire schema');
+CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim('dpu', 'w1');
+SELECT is((SELECT array_agg(id) FROM c1), ARRAY[:D1::text], 'claim: the woken row, not the one that is not due');
+SELECT is((SELECT work->>'device_name' FROM c1), 'dev-w1', 'claim: with the work of the wire schema');
 SELECT is((SELECT lease_owner FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D1), 'w1',
-          'claim_ids: leased to the worker');
-SELECT is((SELECT count(*)::integer FROM extsvc.claim_ids('dpu', 'w2', ARRAY[:D1]::text[])), 0,
-          'claim_ids: a leased row is not claimed again');
-SELECT throws_ok($$SELECT * FROM extsvc.claim_ids('dpus', 'w1', ARRAY[]::text[])$$, '22023', 'unknown worker queue',
-                 'claim_ids: an unknown queue is refused');
+          'claim: leased to the worker');
+SELECT is((SELECT count(*)::integer FROM extsvc.claim('dpu', 'w2')), 0,
+          'claim: a leased row is not claimed again');
+SELECT throws_ok($$SELECT * FROM extsvc.claim('dpus', 'w1')$$, '22023', 'unknown worker queue',
+                 'claim: an unknown queue is refused');
 
 -- next_due_in of one queue ------------------------------------------------------------------------
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() - interval '10 seconds', lease_token = NULL,
@@ -88,7 +88,9 @@ SELECT is((SELECT array_agg(id || ' ' || woken) FROM extsvc.mark_and_claim_dpus(
 -- _complete_dpu with evidence from the watch caches --------------------------------------------------
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now(), attempts = 0, lease_token = NULL, lease_owner = NULL,
        lease_expires_at = NULL WHERE dpu_machine_id = :D1;
-CREATE TEMP TABLE c2 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::text[]);
+-- D1 alone is due from here on: the claims below lease it
+UPDATE extsvc.dpu_reconciliations SET next_due_at = NULL WHERE dpu_machine_id = :D2;
+CREATE TEMP TABLE c2 AS SELECT * FROM extsvc.claim('dpu', 'w1');
 SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c2), (SELECT lease_token FROM c2),
           jsonb_build_object('outcome', 'observed', 'watched', true,
                              'observed_at', extract(epoch FROM now() - interval '3 seconds'),
@@ -104,7 +106,7 @@ SELECT ok((SELECT next_due_at BETWEEN now() + interval '59 seconds' AND now() + 
              FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D1),
           'a watched DPU that converges is not polled: only a look in 60 s as a safety net');
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :D1;
-CREATE TEMP TABLE c3 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::text[]);
+CREATE TEMP TABLE c3 AS SELECT * FROM extsvc.claim('dpu', 'w1');
 SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c3), (SELECT lease_token FROM c3),
           jsonb_build_object('outcome', 'observed', 'watched', true, 'keep_polling', true,
                              'results', jsonb_build_array(jsonb_build_object(
@@ -115,7 +117,7 @@ SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c3), (SELECT le
 SELECT ok((SELECT next_due_at < now() + interval '6 seconds' FROM extsvc.dpu_reconciliations WHERE dpu_machine_id = :D1),
           'is looked at again briskly (keep_polling)');
 UPDATE extsvc.dpu_reconciliations SET next_due_at = now() WHERE dpu_machine_id = :D1;
-CREATE TEMP TABLE c4 AS SELECT * FROM extsvc.claim_ids('dpu', 'w1', ARRAY[:D1]::text[]);
+CREATE TEMP TABLE c4 AS SELECT * FROM extsvc.claim('dpu', 'w1');
 SELECT is(extsvc.complete('dpu', :D1, (SELECT state_version FROM c4), (SELECT lease_token FROM c4),
           jsonb_build_object('outcome', 'observed', 'watched', true,
                              'observed_at', extract(epoch FROM now() - interval '2 hours'),

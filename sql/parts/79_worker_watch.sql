@@ -155,39 +155,3 @@ $fn$;
 COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
   'Worker (watcher): the READY DPF services among service_ids with their work objects, for the drift check of what a watch event changed.';
 
--- Claims given rows by id: same shape and lease as extsvc.claim; only due,
--- unleased rows among ids, in key order, SKIP LOCKED. The watcher claims what
--- its events woke with mark_and_claim_dpus (above); this one stays for a
--- worker played by hand or by a test that claims one given row
--- (test/nico/nico_day.py claims the service it just created).
-CREATE FUNCTION extsvc.claim_ids(queue text, worker text, ids text[], lease_seconds integer DEFAULT 60)
-RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  q record;
-BEGIN
-  SELECT * INTO q FROM extsvc._worker_queue(claim_ids.queue);
-  RETURN QUERY EXECUTE format($q$
-    WITH due AS (
-      SELECT r.%2$I AS id
-        FROM extsvc.%1$I r
-       WHERE r.%2$I = ANY ($3::%4$s[])
-         AND r.next_due_at <= now()
-         AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
-       ORDER BY r.%2$I
-         FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-      UPDATE extsvc.%1$I r
-         SET lease_owner = $1, lease_token = gen_random_uuid(),
-             lease_expires_at = now() + make_interval(secs => $2), last_attempt_at = now()
-        FROM due
-       WHERE r.%2$I = due.id
-      RETURNING r.%2$I AS id, r.state_version, r.lease_token, r.attempts
-    )
-    SELECT c.id::text, c.state_version, c.lease_token, extsvc.%3$I(c.id, c.attempts) FROM claimed c$q$,
-    q.queue_table, q.key_column, q.work_function, q.key_type)
-  USING claim_ids.worker, claim_ids.lease_seconds, coalesce(claim_ids.ids, '{}');
-END
-$fn$;
-COMMENT ON FUNCTION extsvc.claim_ids(text, text, text[], integer) IS
-  'Worker: lease the due, unleased rows among ids (rows given by id, not by due time); same result as extsvc.claim.';

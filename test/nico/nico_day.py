@@ -70,12 +70,20 @@ class Worker:
         self.conn = conn
 
     def service_ready(self, sid):
+        """The pass over service sid, as the worker claims it: with the queue's claim, which may
+        lease other due services too; their leases are given back (release_leases, as a
+        restarted worker does) so that the day's later claims find them."""
         with self.conn.transaction():
-            c = self.conn.execute("SELECT id, state_version, lease_token FROM extsvc.claim_ids('service', 'day', %s::text[])",
-                                  [[str(sid)]]).fetchone()
+            rows = self.conn.execute("SELECT id, state_version, lease_token FROM extsvc.claim('service', 'day', 100)"
+                                     ).fetchall()
+        c = next((r for r in rows if r[0] == str(sid)), None)
+        if c is None:
+            return f"not claimed ({len(rows)} other rows)"
         outcome = {"outcome": "transition", "new_state": "READY", "reason": "dpuservice_created", "applied_revision": 1}
-        return self.conn.execute("SELECT extsvc.complete('service', %s, %s, %s, %s::jsonb)",
+        done = self.conn.execute("SELECT extsvc.complete('service', %s, %s, %s, %s::jsonb)",
                                  [c[0], c[1], c[2], json.dumps(outcome)]).fetchone()[0]
+        self.conn.execute("SELECT extsvc.release_leases('day')")
+        return done
 
     def observe(self, wanted="RUNNING", unwanted="TERMINATED"):
         """One pass over every due DPU: wanted items as `wanted`, the others `unwanted`."""
