@@ -2,7 +2,7 @@
 -- (SPEC 2.10) and the roles.
 BEGIN;
 \ir helpers.psql
-SELECT plan(74);
+SELECT plan(76);
 
 SELECT has_schema('extsvc');
 SELECT has_extension('nico_extsvc');
@@ -144,6 +144,17 @@ SELECT is((SELECT array_agg(conname ORDER BY conname) FROM pg_constraint
           NULL, 'no table CHECK spells out a state vocabulary again');
 SELECT throws_ok($$SELECT 'BOGUS'::extsvc.lifecycle_state$$, '23514', NULL, 'the lifecycle domain refuses an unknown state');
 SELECT throws_ok($$SELECT 'GONE'::extsvc.deployment_state$$, '23514', NULL, 'the deployment domain refuses an unknown state');
+
+-- the deployment states have one home each: the domain says which exist, the precedence in which
+-- order they aggregate (sql/parts/05_states.sql); a state added to one and not the other fails here
+SELECT is((SELECT array_agg(m[1] ORDER BY m[1])
+             FROM pg_constraint c, regexp_matches(pg_get_constraintdef(c.oid), '''([^'']+)''', 'g') m
+            WHERE c.contypid = 'extsvc.deployment_state'::regtype AND c.conname = 'deployment_state_values'),
+          (SELECT array_agg(s ORDER BY s) FROM unnest(extsvc._deployment_state_precedence()) s),
+          'deployment_state: its CHECK and _deployment_state_precedence() name the same states');
+SELECT is((SELECT count(DISTINCT s)::integer FROM unnest(extsvc._deployment_state_precedence()) s),
+          cardinality(extsvc._deployment_state_precedence()),
+          '_deployment_state_precedence(): each state once');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -20,7 +20,10 @@ COMMENT ON DOMAIN extsvc.deployment_state IS
   'A service''s observed state on one DPU (SPEC 2.8); the allowed moves are extsvc.placement_transitions.';
 
 -- The deployment states from worst to best (SPEC 2.8), the one order behind an instance's
--- aggregate (extsvc._aggregate_state) and a DPU's state in the metrics (extsvc_dpu_states).
+-- aggregate (extsvc._aggregate_state) and a DPU's state in the metrics (extsvc_dpu_states). The
+-- domain above says which states exist, this function their order: regress/pgtap/schema.sql
+-- fails when the two do not name the same states (a CHECK calling the function would tie the
+-- domain to a function that every upgrade drops and creates again).
 CREATE FUNCTION extsvc._deployment_state_precedence() RETURNS text[]
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
   SELECT ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED']

@@ -151,7 +151,7 @@ json encode_service_failure(const std::string& message) {
   reconcile::Outcome o;
   o.kind = reconcile::Outcome::Kind::kTransition;
   o.new_state = "FAILED";
-  o.reason = "permanent_error";
+  o.reason = reconcile::kPermanentError;
   o.message = message;
   return encode_service_outcome(o);
 }

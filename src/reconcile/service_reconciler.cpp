@@ -65,7 +65,7 @@ Outcome from_error(const kube::Error& e, const std::string& what) {
   } else {
     o.kind = Outcome::Kind::kTransition;
     o.new_state = "FAILED";
-    o.reason = "permanent_error";
+    o.reason = kPermanentError;
   }
   return o;
 }

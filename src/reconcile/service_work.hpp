@@ -56,4 +56,10 @@ struct Outcome {
 
 const char* to_string(Outcome::Kind kind);
 
+// The reason of a transition to FAILED that the API's refusal caused (4xx other than a conflict):
+// one spelling for the reconciler and for the worker's own failures (controller/wire.cpp); the
+// SQL side knows it from extsvc.lifecycle_transitions (sql/parts/20_lifecycle.sql), where the
+// metrics count it as the tenant's failure.
+inline constexpr const char* kPermanentError = "permanent_error";
+
 }  // namespace extsvc::reconcile
