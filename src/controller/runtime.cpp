@@ -38,6 +38,12 @@ Runtime::Runtime(const Settings& s, const Hooks& hooks)
   config_error_ = management_error;
 }
 
+Runtime::~Runtime() {
+  // the cache and its multi go first
+  if (management_) management_->use_multi(nullptr);
+  if (dpu_) dpu_->use_multi(nullptr);
+}
+
 std::unique_ptr<reconcile::DpuReconciler> Runtime::dpu_reconciler() {
   auto r = cache_ ? std::make_unique<reconcile::DpuReconciler>(
                         *management_, ns_, std::make_unique<CacheObserver>(*cache_))
@@ -87,6 +93,10 @@ void Runtime::start_watching() {
   cs.ns = ns_;
   cs.watch_timeout_s = watch_timeout_s_;
   cache_ = std::make_unique<ClusterCache>(*management_, dpu_.get(), cs);
+  // the writes (and reads) of the watcher run on the watches' multi: the streams keep flowing
+  // while one is in flight (issue 24, part 4.3)
+  management_->use_multi(&cache_->multi());
+  if (dpu_) dpu_->use_multi(&cache_->multi());
   spdlog::info("watching the clusters: LIST then WATCH of DPUServices, DPUDevices{}",
                dpu_ ? ", Nodes, pods and FailedCreate events" : "");
 }

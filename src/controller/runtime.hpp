@@ -63,6 +63,7 @@ struct Hooks {
 class Runtime {
  public:
   Runtime(const Settings& s, const Hooks& hooks);
+  ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
@@ -108,7 +109,8 @@ class Runtime {
   std::unique_ptr<kube::Client> management_;
   std::unique_ptr<kube::Client> dpu_;
   std::unique_ptr<reconcile::ServiceReconciler> reconciler_;
-  std::unique_ptr<ClusterCache> cache_;  // after the clients: destroyed first
+  // after the clients: destroyed first; while it lives the clients' calls run on its multi
+  std::unique_ptr<ClusterCache> cache_;
   core::DpfApiLevel dpf_api_;
   uint64_t connects_at_check_ = 0;
   std::chrono::steady_clock::time_point next_api_check_{};

@@ -3,6 +3,8 @@
 #include <thread>
 #include <utility>
 
+#include "kube/multi.hpp"
+
 namespace extsvc::kube {
 
 Budget Budget::with_deadline(Clock::time_point last_start) const {
@@ -26,6 +28,12 @@ Budget Budget::with_stop(Check stop) const {
 Budget Budget::with_wait(Wait wait) const {
   Budget b = *this;
   b.wait_ = std::move(wait);
+  return b;
+}
+
+Budget Budget::with_multi_wait(MultiWait wait) const {
+  Budget b = *this;
+  b.multi_wait_ = std::move(wait);
   return b;
 }
 
@@ -59,6 +67,19 @@ void Budget::wait(Clock::duration d) const {
     }
   }
   std::this_thread::sleep_for(d);
+}
+
+void Budget::wait_on(Multi& multi, Clock::duration d) const {
+  if (d < Clock::duration::zero()) d = Clock::duration::zero();
+  if (multi_wait_) {
+    try {
+      multi_wait_(multi, d);
+      return;
+    } catch (...) {
+      // as wait(): a failed wait still waits, on the sockets themselves
+    }
+  }
+  multi.poll_wait(std::chrono::ceil<std::chrono::milliseconds>(d).count());
 }
 
 }  // namespace extsvc::kube

@@ -187,9 +187,16 @@ const Client::Stats& Client::stats() const {
 void Client::reload(ClusterConfig cfg) {
   try {
     impl_->configure(std::move(cfg));
+    // the pooled connections were made under the old configuration
+    impl_->own_multi.reset();
+    impl_->fresh_connect = true;
   } catch (...) {
     impl_->config_error = "reload failed";
   }
+}
+
+void Client::use_multi(Multi* multi) {
+  impl_->lent_multi = multi;
 }
 
 void Client::set_logger(std::shared_ptr<spdlog::logger> logger) {

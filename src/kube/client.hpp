@@ -114,6 +114,12 @@ class Client {
   // the next request.
   void token_rejected();
 
+  // Every synchronous call (get, list, the writes) runs as one transfer on a Multi and waits
+  // through budget.wait_on() until it ends, pumping that multi: the other transfers on it (the
+  // watches) make progress meanwhile. `multi` (not owned) must outlive its use; nullptr (the
+  // default) = a multi of the client's own.
+  void use_multi(Multi* multi);
+
   const Stats& stats() const;
   // Replaces the configuration (e.g. on SIGHUP): drops pooled connections and the token cache.
   void reload(ClusterConfig cfg);
@@ -127,8 +133,9 @@ class Client {
   // What the calls may spend (kube/budget.hpp); the default is unbounded and never stops. A pass
   // runs its calls under its own with BudgetScope.
   // - stop(): checked before a call, between the token bucket's waits (<= 100 ms each, through
-  //   wait(), so a latch ends them) and during transfers; when it says yes the call ends with
-  //   Error{kTransport, 0, "Interrupted", "interrupted"}.
+  //   wait(), so a latch ends them) and between the waits of a transfer (<= 100 ms each, through
+  //   wait_on()); when it says yes the call ends with Error{kTransport, 0, "Interrupted",
+  //   "interrupted"}.
   // - may_write(): consulted right before every write (POST, PUT, PATCH, DELETE) is sent, after
   //   the token bucket granted it: a caller's fence checked before the call cannot see a lease
   //   lost while the call waited for the bucket. When it says no (or throws) nothing is sent and

@@ -1,6 +1,6 @@
-// One HTTP attempt with libcurl: TLS and credentials, the bounded response body, the
-// interruption check during the transfer, statistics and the observer, and the mapping of
-// libcurl failures to Error kinds.
+// One HTTP attempt with libcurl: TLS and credentials, the bounded response body, the transfer on
+// a Multi waited for through the budget (a stop ends it), statistics and the observer, and the
+// mapping of libcurl failures to Error kinds.
 #include <curl/curl.h>
 #include <spdlog/spdlog.h>
 
@@ -13,6 +13,7 @@
 #include "kube/detail/client_impl.hpp"
 #include "kube/detail/connection.hpp"
 #include "kube/detail/internal.hpp"
+#include "kube/multi.hpp"
 
 namespace extsvc::kube {
 
@@ -23,13 +24,39 @@ using detail::kMaxResponseBytes;
 using detail::make_error;
 using detail::scrub;
 
-struct Transfer {
+struct Transfer : Multi::Owner {
   std::string body;
   size_t limit = kMaxResponseBytes;
   bool too_large = false;
   const Budget* budget = nullptr;
   bool was_interrupted = false;
+  bool done = false;
+  int code = CURLE_OK;
+  void on_transfer_done(int curl_code) override {
+    done = true;
+    code = curl_code;
+  }
 };
+
+// At most this long between two looks at the budget's stop(), whatever the wait function does.
+constexpr auto kMaxWaitSlice = std::chrono::milliseconds(100);
+
+// Runs the prepared easy handle on `multi` until it ends, waiting through the budget (in the
+// worker: the latch, postmaster death and the multi's sockets) and pumping the multi, which moves
+// its other transfers too. A stop removes the transfer: it ends as interrupted.
+CURLcode run_on(Multi& multi, CURL* curl, Transfer& t, const Budget& budget) {
+  if (!multi.add(curl, &t)) return CURLE_FAILED_INIT;
+  while (!t.done) {
+    if (budget.stop()) {
+      multi.remove(curl);
+      t.was_interrupted = true;
+      return CURLE_ABORTED_BY_CALLBACK;
+    }
+    budget.wait_on(multi, kMaxWaitSlice);
+    multi.pump();
+  }
+  return static_cast<CURLcode>(t.code);
+}
 
 size_t write_cb(char* ptr, size_t size, size_t nmemb, void* userdata) {
   auto* t = static_cast<Transfer*>(userdata);
@@ -59,6 +86,12 @@ int xferinfo_cb(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) 
 
 }  // namespace
 
+Multi& Client::Impl::multi() {
+  if (lent_multi != nullptr) return *lent_multi;
+  if (!own_multi) own_multi = std::make_unique<Multi>();
+  return *own_multi;
+}
+
 Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& path,
                                         const std::string* body, const char* content_type,
                                         const std::string& token, size_t limit) {
@@ -78,6 +111,10 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
   curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, xferinfo_cb);
   curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+  if (fresh_connect) {
+    curl_easy_setopt(curl, CURLOPT_FRESH_CONNECT, 1L);
+    fresh_connect = false;
+  }
   struct curl_slist* headers = detail::request_headers(token, content_type);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 
@@ -93,7 +130,7 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
 
   auto start = Clock::now();
   const auto wall_start = std::chrono::system_clock::now();
-  CURLcode rc = curl_easy_perform(curl);
+  CURLcode rc = run_on(multi(), curl, t, *budget);
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   curl_slist_free_all(headers);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);

@@ -83,6 +83,18 @@ long Multi::timeout_ms() const {
   return std::max<long>(0, static_cast<long>(left));
 }
 
+void Multi::poll_wait(long timeout_ms) const {
+  const long timer = this->timeout_ms();
+  if (timer >= 0) timeout_ms = std::min(timeout_ms, timer);
+  timeout_ms = std::max(0L, timeout_ms);
+  std::vector<pollfd> fds;
+  fds.reserve(sockets_.size());
+  for (const auto& [fd, s] : sockets_)
+    fds.push_back({fd, static_cast<short>((s.read ? POLLIN : 0) | (s.write ? POLLOUT : 0)), 0});
+  // an interrupted poll (EINTR) returns early: the caller pumps and waits again
+  (void)::poll(fds.data(), fds.size(), static_cast<int>(std::min(timeout_ms, 60000L)));
+}
+
 void Multi::action(int fd, int mask) {
   int running = 0;
   curl_multi_socket_action(handle(multi_), fd, mask, &running);

@@ -31,6 +31,10 @@ class Multi {
   uint64_t generation() const { return generation_; }
   // Milliseconds until curl's next timer (0: now), or -1 when it has none.
   long timeout_ms() const;
+  // Blocks in poll(2) until one of sockets() is ready, curl's timer is due or `timeout_ms` passed
+  // (whichever comes first); the caller then pumps. The wait of a request outside PostgreSQL
+  // (tests, tools); the worker waits on its latch too (Budget::with_multi_wait).
+  void poll_wait(long timeout_ms) const;
 
   // Non-blocking: handles every socket that is ready (poll(2) with timeout 0) and every expired
   // timer, then collects the transfers that ended (their on_done runs here, outside any curl

@@ -4,7 +4,9 @@ a second, also in the middle of a burst its client throttles. The workers stop a
 WL_EXIT_ON_PM_DEATH, but a batch of DPU label patches at a low extsvc.kube_qps spends seconds in
 the client's token bucket and in transfers: the token bucket waits on the latch through the call's
 budget (kube::Budget, WL_POSTMASTER_DEATH), and the budget's stop() (before a call, after each wait,
-during transfers) asks PostmasterIsAlive() too, so an orphaned worker sends nothing more."""
+during transfers) asks PostmasterIsAlive() too, so an orphaned worker sends nothing more. A slow
+request is a transfer on a curl multi waited for on the latch, postmaster death and its sockets:
+SIGTERM ends it within a second too."""
 import os
 import signal
 import time
@@ -73,6 +75,36 @@ def test_sigterm_stops_a_throttled_burst_within_a_second():
     del sid
 
 
+def fault_hits(fid):
+    for f in ENV.sim.ctl("GET", "/faults")["faults"]:
+        if f["id"] == fid:
+            return f["hits"]
+    return 0
+
+
+def test_sigterm_ends_a_slow_request_within_a_second():
+    # the POST of the DPUService is answered 2.8 s after it arrived (the harness's http_timeout
+    # is 3 s): a worker that waited for it would outlive SIGTERM by more than 2 s
+    fid = ENV.sim.fault(verb="POST", path_regex="/dpuservices", action="latency",
+                        latency_ms=2800, count=1)["id"]
+    sid = ENV.create("term-slow-post", helm_data())
+    wait_until(lambda: fault_hits(fid) == 1, timeout=30, interval=0.02, what="the POST in flight")
+    (worker,) = ENV.pg.worker_pids()
+    time.sleep(0.2)
+    t_term = time.time()
+    os.kill(worker, signal.SIGTERM)
+    gone = wait_until(lambda: not running(worker), timeout=15, interval=0.02,
+                      what="the worker gone")
+    took = time.time() - t_term
+    print(f"    the worker was gone {took:.2f} s after SIGTERM, its POST in flight")
+    assert gone
+    assert took < 1.0, f"the worker outlived SIGTERM by {took:.2f} s (its request in flight)"
+    ENV.sim.clear_faults()
+    # the restarted worker sends the POST again; the next test starts on a quiet cluster
+    ENV.wait_state(sid, "READY", timeout=60)
+    wait_until(lambda: quiet(2.0), timeout=30, interval=0.2, what="a quiet cluster")
+
+
 def test_a_dead_postmaster_stops_a_throttled_burst_within_a_second():
     t0 = time.time()
     # another site-wide service: one label patch per DPUDevice, 2 a second (kube_qps 2, burst 1)
@@ -104,6 +136,7 @@ def main():
     try:
         # the postmaster's death last: nothing runs after it
         ok = run_tests([test_sigterm_stops_a_throttled_burst_within_a_second,
+                        test_sigterm_ends_a_slow_request_within_a_second,
                         test_a_dead_postmaster_stops_a_throttled_burst_within_a_second],
                        "# e2e: SIGTERM and postmaster death during a throttled burst")
     finally:

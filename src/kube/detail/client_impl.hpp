@@ -16,6 +16,7 @@
 
 #include "kube/client.hpp"
 #include "kube/detail/internal.hpp"
+#include "kube/multi.hpp"
 
 namespace extsvc::kube {
 
@@ -36,7 +37,12 @@ struct Client::Impl {
 
   ClusterConfig cfg;
   std::optional<std::string> config_error;
-  CURL* curl = nullptr;
+  CURL* curl = nullptr;  // the synchronous calls', one at a time, on multi()
+  // The multi the synchronous calls run on: the host's (the watcher's cache, so that the watch
+  // streams flow while a write is in flight; not owned) or, when none is lent, the client's own.
+  Multi* lent_multi = nullptr;
+  std::unique_ptr<Multi> own_multi;
+  bool fresh_connect = false;  // after a reload on a lent multi: its pooled connections predate it
   Stats stats;
   std::shared_ptr<spdlog::logger> logger;
   const Budget* budget = nullptr;  // the Client's
@@ -81,6 +87,7 @@ struct Client::Impl {
   std::variant<std::string, Error> token_unavailable(const std::string& why);
 
   // Defined in client_transport.cpp.
+  Multi& multi();
   Raw perform(const char* method, const std::string& path, const std::string* body,
               const char* content_type, const std::string& token, size_t limit);
   std::vector<std::string> warning_headers();
