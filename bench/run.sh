@@ -19,7 +19,7 @@ echo "# nico_extsvc benchmarks ($( [ -n "${BENCH_QUICK:-}" ] && [ "${BENCH_QUICK
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ)  $(nproc) CPUs  $(uname -sr)  load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(postgres --version 2>/dev/null || "$(pg_config --bindir)/postgres" --version)  $(kubectl version --client 2>/dev/null | head -1)"
 rc=0
-for b in worker_latency worker_throughput placement claim_query; do
+for b in worker_latency worker_throughput ops_calls placement claim_query; do
   t0=$(date +%s)
   echo
   echo "## $b"

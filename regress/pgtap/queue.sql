@@ -3,7 +3,7 @@
 -- refusals of a queue name or an outcome that does not fit.
 BEGIN;
 \ir helpers.psql
-SELECT plan(26);
+SELECT plan(27);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -35,9 +35,12 @@ CREATE TEMP TABLE c1 AS SELECT * FROM extsvc.claim('service', 'w1');
 SELECT is((SELECT count(*)::integer FROM c1), 1, 'claim service: the new service');
 SELECT is((SELECT id FROM c1), :S, 'claim service: its id (text)');
 SELECT is((SELECT array_agg(k ORDER BY k) FROM c1, jsonb_object_keys(work) k),
-          ARRAY['applied_revision', 'attachable_version', 'attempts', 'deployment_scope', 'desired_revision',
-                'dpf_service_name', 'helm_data', 'lifecycle_state', 'namespace', 'placement_clear', 'service_id'],
+          ARRAY['applied_helm_data', 'applied_revision', 'attachable_version', 'attempts', 'deployment_scope',
+                'desired_revision', 'dpf_service_name', 'helm_data', 'lifecycle_state', 'namespace', 'placement_clear',
+                'service_id'],
           'service work: exactly the keys of the wire schema');
+SELECT is((SELECT work->'applied_helm_data' FROM c1), 'null'::jsonb,
+          'service work: no applied revision data outside UPDATING');
 SELECT is((SELECT work->>'lifecycle_state' || ' ' || (work->>'desired_revision') || ' ' || (work->'applied_revision')::text
              FROM c1), 'CREATING 1 null', 'service work: state and revisions');
 SELECT is((SELECT work->'helm_data'->>'chartVersion' FROM c1), '1.0.0',

@@ -147,6 +147,70 @@ BEGIN
 END
 $fn$;
 
+-- Issue 26, part 2: with extsvc.watch on, an update, a delete or a drift repair is decided
+-- from the watcher's cache in one request, so only the watcher claims those rows; the other
+-- workers claim the creates (one POST either way, so they keep spreading them). The same claim
+-- as _claim_service, over the same index, skipping rows of other states.
+CREATE FUNCTION extsvc._claim_service_creates(p_worker text, p_batch_size integer, p_lease_seconds integer)
+RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, attempts integer)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$
+BEGIN
+  RETURN QUERY
+  WITH due AS (
+    SELECT r.service_id
+      FROM extsvc.dpf_extension_service_reconciliations r
+     WHERE greatest(r.next_due_at, r.lease_expires_at) <= now()
+       AND r.next_due_at <= now()
+       AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+       AND EXISTS (SELECT FROM extsvc.service_records s
+                    WHERE s.service_id = r.service_id AND s.lifecycle_state = 'CREATING')
+     ORDER BY greatest(r.next_due_at, r.lease_expires_at)
+     LIMIT greatest(p_batch_size, 1)
+       FOR UPDATE OF r SKIP LOCKED
+  )
+  UPDATE extsvc.dpf_extension_service_reconciliations r
+     SET lease_owner = p_worker, lease_token = gen_random_uuid(),
+         lease_expires_at = now() + make_interval(secs => p_lease_seconds), last_attempt_at = now()
+    FROM due
+   WHERE r.service_id = due.service_id
+  RETURNING r.service_id, r.state_version, r.lease_token, r.attempts;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._claim_service_creates(text, integer, integer) IS
+  'Internal: _claim_service restricted to CREATING services, for extsvc.claim_service_creates.';
+
+-- The claim of a worker other than the watcher in watch mode: extsvc.claim('service', ...) of
+-- the CREATING services only (same result shape and lease).
+CREATE FUNCTION extsvc.claim_service_creates(worker text, batch_size integer DEFAULT 32,
+                                             lease_seconds integer DEFAULT 60)
+RETURNS TABLE (id text, state_version bigint, lease_token uuid, work jsonb)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v_ids text[];
+  v_versions bigint[];
+  v_tokens uuid[];
+  v_attempts integer[];
+BEGIN
+  -- two statements, as in extsvc.claim: the work is read with a snapshot newer than the lease's
+  SELECT array_agg(c.id::text ORDER BY c.o), array_agg(c.state_version ORDER BY c.o),
+         array_agg(c.lease_token ORDER BY c.o), array_agg(c.attempts ORDER BY c.o)
+    INTO v_ids, v_versions, v_tokens, v_attempts
+    FROM extsvc._claim_service_creates(claim_service_creates.worker, claim_service_creates.batch_size,
+                                       claim_service_creates.lease_seconds)
+         WITH ORDINALITY c(id, state_version, lease_token, attempts, o);
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+    SELECT c.id, c.state_version, c.lease_token, extsvc._service_work(c.id::uuid, c.attempts)
+      FROM unnest(v_ids, v_versions, v_tokens, v_attempts)
+           WITH ORDINALITY c(id, state_version, lease_token, attempts, o)
+     ORDER BY c.o;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc.claim_service_creates(text, integer, integer) IS
+  'Worker (not the watcher, extsvc.watch on): lease up to batch_size due CREATING services; same result as extsvc.claim(''service'', ...).';
+
 CREATE FUNCTION extsvc._claim_dpu(p_worker text, p_batch_size integer, p_lease_seconds integer)
 RETURNS TABLE (id text, state_version bigint, lease_token uuid, attempts integer)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$

@@ -21,10 +21,14 @@ BEGIN
            'applied_revision', s.applied_revision, 'attempts', p_attempts,
            'placement_clear', CASE WHEN s.deployment_scope = 'ALL_DPUS' AND s.lifecycle_state = 'DELETING'
                                    THEN extsvc._site_service_cleared(s.service_id) ELSE true END,
-           'namespace', extsvc._namespace(), 'helm_data', h.data)
+           'namespace', extsvc._namespace(), 'helm_data', h.data,
+           -- an update's patch base when the watcher's cache shows the applied revision live
+           -- (issue 26, part 2: the update is then one PATCH, no GET first)
+           'applied_helm_data', CASE WHEN s.lifecycle_state = 'UPDATING' THEN a.data END)
     INTO v_work
     FROM extsvc.service_records s
     LEFT JOIN extsvc.helm_revisions h ON h.service_id = s.service_id AND h.revision = s.desired_revision
+    LEFT JOIN extsvc.helm_revisions a ON a.service_id = s.service_id AND a.revision = s.applied_revision
    WHERE s.service_id = p_id;
   RETURN v_work;
 END

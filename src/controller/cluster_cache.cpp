@@ -303,6 +303,26 @@ const core::DpfStatus* ClusterCache::dpf_context(const std::string& service_id) 
   return static_cast<const ServiceStore&>(*stores_[kServices]).context(service_id);
 }
 
+reconcile::CachedDpuService ClusterCache::dpuservice(const std::string& name) const {
+  const auto& store = static_cast<const ServiceStore&>(*stores_[kServices]);
+  reconcile::CachedDpuService c;
+  const ServiceFacts* f = store.get(name);
+  if (f == nullptr) {
+    c.gone_uid = store.gone_uid(name);
+    return c;
+  }
+  c.present = true;
+  c.uid = f->uid;
+  c.resource_version = f->resource_version;
+  c.service_id = f->service_id;
+  c.site = f->site;
+  c.has_site = f->has_site;
+  c.being_deleted = f->being_deleted;
+  c.drift_key.assign(f->drift_key.begin(), f->drift_key.end());
+  if (const core::DpfStatus* dpf = store.context(f->service_id)) c.paused = dpf->paused;
+  return c;
+}
+
 const std::unordered_map<std::string, ServiceFacts>& ClusterCache::services_by_name() const {
   return static_cast<const ServiceStore&>(*stores_[kServices]).items();
 }

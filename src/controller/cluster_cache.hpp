@@ -28,6 +28,7 @@
 #include "kube/client.hpp"
 #include "kube/multi.hpp"
 #include "kube/reflector.hpp"
+#include "reconcile/service_work.hpp"
 
 namespace extsvc::controller {
 
@@ -47,6 +48,9 @@ struct DeviceFacts {
 // tells a change, plus the whole status while it is worth a PENDING message (not Ready, paused).
 struct ServiceFacts {
   std::string uid;
+  // the precondition of a one-call update (issue 26, part 2); a change of it alone (DPF's status
+  // writes) wakes nothing
+  std::string resource_version;
   std::string service_id;  // the ownership label
   std::string site;        // the nico/site label (issue 25); has_site false: none
   bool has_site = false;
@@ -132,6 +136,10 @@ class ClusterCache {
   std::string release_of(const std::string& owner_uid) const;
   // DPF's status of a service while it explains something (not Ready, or paused), else null.
   const core::DpfStatus* dpf_context(const std::string& service_id) const;
+  // Issue 26, part 2: what a service pass needs of the DPUService of that name to write it with
+  // one request (its uid and resourceVersion as the precondition, its ownership and site), or,
+  // absent, the uid the watch last saw go.
+  reconcile::CachedDpuService dpuservice(const std::string& name) const;
   // Our DPUServices by name.
   const std::unordered_map<std::string, ServiceFacts>& services_by_name() const;
   // (DaemonSet name, message) of the DPU cluster's FailedCreate events.

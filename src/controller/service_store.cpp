@@ -14,6 +14,9 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxEvents = 10000;
+// Names whose object went: read once by the delete that waits for it; more than this many
+// unread at once only costs those deletes one GET each.
+constexpr size_t kMaxGone = 10000;
 
 uint64_t digest(const core::DpfStatus& d) {
   const std::string text = std::string(d.ready ? (*d.ready ? "T" : "F") : "-") +
@@ -30,9 +33,15 @@ const core::DpfStatus* ServiceStore::context(const std::string& service_id) cons
   return it == context_.end() ? nullptr : &it->second;
 }
 
+std::string ServiceStore::gone_uid(const std::string& name) const {
+  auto it = gone_.find(name);
+  return it == gone_.end() ? std::string() : it->second;
+}
+
 std::optional<ServiceFacts> ServiceStore::extract(const std::string&, const json& obj) {
   ServiceFacts f;
   f.uid = core::json_text(core::json_at(obj, {"metadata", "uid"}));
+  f.resource_version = core::json_text(core::json_at(obj, {"metadata", "resourceVersion"}));
   f.service_id = core::json_text(core::json_at(obj, {"metadata", "labels", core::kOwnerIdLabel}));
   const json& site = core::json_at(obj, {"metadata", "labels", core::kSiteLabel});
   f.has_site = !site.is_null();
@@ -45,13 +54,17 @@ std::optional<ServiceFacts> ServiceStore::extract(const std::string&, const json
   return f;
 }
 
-void ServiceStore::on_change(const std::string&, const ServiceFacts* old, const ServiceFacts* now) {
+void ServiceStore::on_change(const std::string& name, const ServiceFacts* old,
+                             const ServiceFacts* now) {
   if (now == nullptr) {
+    if (gone_.size() >= kMaxGone) gone_.clear();
+    gone_[name] = old->uid;
     dirty_.services.insert(old->service_id);
     context_.erase(old->service_id);
     return;
   }
   if (old == nullptr) {
+    gone_.erase(name);
     dirty_.services.insert(now->service_id);
     note_dpf(now->service_id);
     return;

@@ -20,6 +20,9 @@ class ServiceStore : public IndexedStore<ServiceFacts> {
   using IndexedStore::IndexedStore;
   // DPF's status of a service while it explains something, else null.
   const core::DpfStatus* context(const std::string& service_id) const;
+  // The uid of the object of that name the watch last saw go ("" if none since it was last seen
+  // present): the end of a delete (issue 26, part 2).
+  std::string gone_uid(const std::string& name) const;
 
  protected:
   std::string key_of(const nlohmann::json& obj) const override { return name_key_of(obj); }
@@ -33,6 +36,7 @@ class ServiceStore : public IndexedStore<ServiceFacts> {
   // that follows in the same apply() publishes the whole of it.
   core::DpfStatus extracted_dpf_;
   std::unordered_map<std::string, core::DpfStatus> context_;  // by service id
+  std::unordered_map<std::string, std::string> gone_;         // name -> uid, bounded
 };
 
 // (DaemonSet name, message), by "<namespace>/<name>" of the event.

@@ -1,6 +1,8 @@
 #include "controller/wire.hpp"
 
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "core/dpuservice_render.hpp"
@@ -123,6 +125,11 @@ ServiceItem decode_service_work(std::string_view work_json) {
     if (!data->is_object()) throw WireError("helm_data is not an object");
     item.helm_data = *data;
   }
+  const auto applied = j.find("applied_helm_data");
+  if (applied != j.end() && !applied->is_null()) {
+    if (!applied->is_object()) throw WireError("applied_helm_data is not an object");
+    item.applied_helm_data = *applied;
+  }
   return item;
 }
 
@@ -131,6 +138,19 @@ void render_desired(ServiceItem& item, const std::string& site_id) {
   const auto& w = item.work;
   item.work.desired = core::render_dpuservice(
       w.service_id, w.attachable_version, w.desired_revision, *item.helm_data, item.ns, site_id);
+  // the applied revision's object is only a patch base: one that no longer renders leaves the
+  // update to the GET path
+  if (item.applied_helm_data && w.applied_revision) {
+    try {
+      item.work.applied =
+          core::render_dpuservice(w.service_id, w.attachable_version, *w.applied_revision,
+                                  *item.applied_helm_data, item.ns, site_id);
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception&) {
+      item.work.applied = nullptr;
+    }
+  }
 }
 
 json encode_service_outcome(const reconcile::Outcome& o) {

@@ -31,6 +31,8 @@ struct WireError : std::invalid_argument {
 struct ServiceItem {
   reconcile::ServiceWork work;
   std::optional<nlohmann::json> helm_data;  // normalized data of the desired revision
+  // of the applied revision, UPDATING only (issue 26, part 2: the one-call update's patch base)
+  std::optional<nlohmann::json> applied_helm_data;
   std::string ns;
 };
 

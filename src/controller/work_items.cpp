@@ -6,6 +6,7 @@
 #include <new>
 #include <optional>
 
+#include "controller/cluster_cache.hpp"
 #include "controller/wire.hpp"
 
 namespace extsvc::controller {
@@ -69,6 +70,10 @@ ItemResult work_service(Runtime& rt, std::string_view work_json, const kube::Bud
   }
   try {
     w.budget = budget;
+    // the watcher decides an update or a delete from its cache while every stream is open
+    // (issue 26, part 2); otherwise the pass reads the object first
+    if (ClusterCache* cache = rt.cache(); cache != nullptr && cache->management_current())
+      w.cached = cache->dpuservice(w.dpf_service_name);
     const uint64_t fenced_before = rt.fenced_writes();
     reconcile::Outcome o = rt.services().reconcile(w);
     if (rt.fenced_writes() != fenced_before) o = unsent_write(std::move(o));
@@ -84,7 +89,7 @@ ItemResult work_service(Runtime& rt, std::string_view work_json, const kube::Bud
     r.outcome = encode_service_outcome(o).dump();
     r.summary = w.dpf_service_name + " " + w.lifecycle_state + ": " + reconcile::to_string(o.kind) +
                 " " + o.new_state + " " + o.message + " (" + std::to_string(o.api_calls) +
-                " API calls)";
+                " API calls" + (o.stale_cache ? ", the cache was stale" : "") + ")";
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {

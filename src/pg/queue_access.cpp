@@ -28,6 +28,11 @@ Statement s_claim{"SELECT id, state_version, lease_token, work FROM extsvc.claim
                   4,
                   {TEXTOID, TEXTOID, INT4OID, INT4OID},
                   nullptr};
+Statement s_claim_creates{
+    "SELECT id, state_version, lease_token, work FROM extsvc.claim_service_creates($1, $2, $3)",
+    3,
+    {TEXTOID, INT4OID, INT4OID},
+    nullptr};
 Statement s_complete{"SELECT extsvc.complete($1, $2, $3, $4, $5)",
                      5,
                      {TEXTOID, TEXTOID, INT8OID, UUIDOID, JSONBOID},
@@ -202,12 +207,17 @@ const char* queue_name(Queue q) {
 }
 
 bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int lease_s,
-                 QueueBatch* out, char** error) {
+                 QueueBatch* out, char** error, bool creates_only) {
   out->count = 0;
   out->items = nullptr;
   return in_transaction(
       q == Queue::kService ? "nico_extsvc: claim services" : "nico_extsvc: claim DPUs", cxt, error,
       [&] {
+        if (q == Queue::kService && creates_only) {
+          const Datum args[] = {text_arg(worker), Int32GetDatum(batch), Int32GetDatum(lease_s)};
+          read_batch(cxt, run(s_claim_creates, args), out);
+          return;
+        }
         const Datum args[] = {text_arg(queue_name(q)), text_arg(worker), Int32GetDatum(batch),
                               Int32GetDatum(lease_s)};
         read_batch(cxt, run(s_claim, args), out);

@@ -36,8 +36,10 @@ struct ResyncSnapshot {
 };
 
 // All return false and set *error (allocated in cxt) when the transaction failed.
+// creates_only (service queue): the CREATING services alone (issue 26, part 2: in watch mode
+// the watcher claims the rest, which it writes from its cache).
 bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int lease_s,
-                 QueueBatch* out, char** error);
+                 QueueBatch* out, char** error, bool creates_only = false);
 // *result: applied, stale or lost.
 bool queue_complete(MemoryContext cxt, Queue q, const QueueItem& item, const char* outcome,
                     char** result, char** error);

@@ -235,7 +235,11 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {
   QueueBatch batch{};
   char* error = nullptr;
   const auto claim_start = SteadyClock::now();
-  if (!queue_claim(cxt, queue, g_worker_name, gucs.batch_size, lease_seconds(), &batch, &error)) {
+  // in watch mode the watcher works a service's updates and deletes from its cache (issue 26,
+  // part 2); the other workers take the creates
+  const bool creates_only = queue == Queue::kService && gucs.watch && g_slot != 0;
+  if (!queue_claim(cxt, queue, g_worker_name, gucs.batch_size, lease_seconds(), &batch, &error,
+                   creates_only)) {
     note_worker_error(slot, error);
     ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
     return 0;

@@ -438,6 +438,9 @@ void worker_loop() {
         double due_s = 0;
         if (queue_next_due(iter_cxt, &any, &due_s, &error, !works_dpu_queue()) && any)
           timeout_ms = std::clamp<long>(static_cast<long>(due_s * 1000) + 1, 0, timeout_ms);
+        // in watch mode the others claim only creates (issue 26, part 2): an overdue update or
+        // delete is the watcher's, and must not make them spin (a new create wakes them anyway)
+        if (gucs.watch && g_slot != 0 && nservices == 0) timeout_ms = std::max(timeout_ms, 250L);
       }
       if (writing && g_slot == 0) {
         const long to_resync = static_cast<long>((next_resync - GetCurrentTimestamp()) / 1000);

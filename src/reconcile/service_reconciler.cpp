@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dpuservice_render.hpp"
+#include "core/drift_key.hpp"
 #include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
 #include "core/site.hpp"
@@ -150,6 +151,23 @@ void observe(Outcome& o, const nlohmann::json& obj) {
     o.observed_resource_version = md["resourceVersion"].get<std::string>();
 }
 
+// After a delete accepted from the cache, the watch wakes the row when the object changes or
+// goes; this look is only the safety net for a lost event and for an object that went while the
+// watcher restarted (its fresh list just lacks it: no event, no wake).
+constexpr double kWatchSafetyNetS = 60;
+
+Outcome wait_for_watch(std::string message) {
+  Outcome o = poll(std::move(message));
+  o.retry_after_s = kWatchSafetyNetS;
+  return o;
+}
+
+// The cached object carries this service's ownership label and this site's label (an object
+// without the site label is adopted by the GET path, which patches the label in).
+bool cached_ours(const CachedDpuService& c, const ServiceWork& w, const std::string& site) {
+  return c.service_id == w.service_id && (site.empty() || (c.has_site && c.site == site));
+}
+
 bool being_deleted(const nlohmann::json& obj) {
   const auto it = obj.find("metadata");
   return it != obj.end() && it->is_object() && it->contains("deletionTimestamp") &&
@@ -205,6 +223,7 @@ void ServiceReconciler::add_site_label(nlohmann::json& patch) const {
 Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
   const kube::BudgetScope under(&api_, w.budget);
   calls_ = 0;
+  stale_ = false;
   Outcome o;
   if (w.lifecycle_state == "CREATING" || w.lifecycle_state == "UPDATING")
     if (dpf_api_ != nullptr)
@@ -218,10 +237,12 @@ Outcome ServiceReconciler::reconcile(const ServiceWork& w) {
     o = update(w, true);
   } else if (w.lifecycle_state == "DELETING") {
     o = remove(w);
+    if (o.new_state == "DELETED") deleting_.erase(w.dpf_service_name);
   } else {
     o = done();  // FAILED and DELETED wait for new intent
   }
   o.api_calls = calls_;
+  o.stale_cache = stale_;
   return o;
 }
 
@@ -298,7 +319,52 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
   return o;
 }
 
+std::optional<Outcome> ServiceReconciler::update_cached(const ServiceWork& w, bool drift_repair) {
+  const CachedDpuService& c = *w.cached;
+  if (!c.present || c.being_deleted || !cached_ours(c, w, site_)) return std::nullopt;
+  if (drift_repair) {
+    // in sync as far as the watch knows (a later change wakes the row again); a drift is patched
+    // from a read, since what to remove is not in the cache
+    if (c.drift_key != core::dpuservice_drift_key(w.desired)) return std::nullopt;
+    Outcome o = done();
+    o.observed_resource_version = c.resource_version;
+    return o;
+  }
+  // The drift key holds the identity and the NICo-owned fields: equal to the applied revision's,
+  // the live object needs exactly the patch from that revision to the desired one.
+  if (w.applied.is_null() || c.drift_key != core::dpuservice_drift_key(w.applied))
+    return std::nullopt;
+  nlohmann::json patch = core::dpuservice_mutable_patch(w.applied, w.desired);
+  if (patch.empty()) {
+    Outcome o = transition(
+        "READY", "revision_applied",
+        "revision " + std::to_string(w.desired_revision) + " applied (no change needed)");
+    o.applied_revision = w.desired_revision;
+    o.observed_resource_version = c.resource_version;
+    return o;
+  }
+  if (fenced(w)) return lost("before patching the DPUService");
+  ++calls_;
+  // the cached resourceVersion: the patch applies only to the version whose facts were checked
+  patch["metadata"]["resourceVersion"] = c.resource_version;
+  const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
+  auto patched = api_.merge_patch(path + kStrict, patch);
+  if (!patched.ok()) {
+    if (patched.kind() == ErrorKind::kConflict) {
+      stale_ = true;  // the cache was behind: one GET and one retry
+      return std::nullopt;
+    }
+    if (patched.kind() == ErrorKind::kNotFound)
+      return transition("FAILED", "dpuservice_missing",
+                        "DPUService " + w.dpf_service_name + " disappeared during the update");
+    return from_error(patched.error(), "patching the DPUService");
+  }
+  return patched_outcome(w, false, false, patched.value());
+}
+
 Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
+  if (w.cached)
+    if (auto o = update_cached(w, drift_repair)) return *o;
   const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
   if (fenced(w)) return lost("before reading the DPUService");
   ++calls_;
@@ -351,10 +417,15 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
                         "DPUService " + w.dpf_service_name + " disappeared during the update");
     return from_error(patched.error(), "patching the DPUService");
   }
+  return patched_outcome(w, drift_repair, label_only, patched.value());
+}
+
+Outcome ServiceReconciler::patched_outcome(const ServiceWork& w, bool drift_repair, bool label_only,
+                                           const kube::Response& r) {
   // The PATCH response is the object after the write: no second GET.
-  log_warnings(patched.value(), w.dpf_service_name);
-  if (auto bad = not_a_dpuservice(patched.value(), "patching the DPUService")) return *bad;
-  const auto& after = patched.value().body;
+  log_warnings(r, w.dpf_service_name);
+  if (auto bad = not_a_dpuservice(r, "patching the DPUService")) return *bad;
+  const auto& after = r.body;
   if (auto failed = pruned(w.desired, after, "patching the DPUService")) return *failed;
   Outcome o = label_only && drift_repair
                   ? event("site_label_adopted", "DPUService made before 0.3.0 adopted: label " +
@@ -374,6 +445,8 @@ Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
 Outcome ServiceReconciler::remove(const ServiceWork& w) {
   if (!w.placement_clear)
     return poll("waiting until every DPU is observed without the placement label");
+  if (w.cached)
+    if (auto o = remove_cached(w)) return *o;
   const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
   if (fenced(w)) return lost("before reading the DPUService to delete it");
   ++calls_;
@@ -410,6 +483,7 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
     }
   }
   if (being_deleted(live)) {
+    deleting_[w.dpf_service_name] = core::json_text_at(live, {"metadata", "uid"});
     const bool paused = core::dpf_status(live).paused;
     Outcome o = poll(paused ? "the DPUService is paused (spec.paused is true): DPF does not "
                               "finish its delete until someone unpauses it"
@@ -427,12 +501,57 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
       return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
     return from_error(deleted.error(), "deleting the DPUService");
   }
-  // Deleted at once or now terminating: either way confirm with a 404 later.
+  // Deleted at once or now terminating: either way confirm with a 404 later (or, on the
+  // watcher, with the watch seeing this uid go).
+  deleting_[w.dpf_service_name] = core::json_text_at(live, {"metadata", "uid"});
   if (core::dpf_status(live).paused)
     return poll(
         "delete requested, but the DPUService is paused (spec.paused is true): DPF does "
         "not finish its delete until someone unpauses it");
   return poll("delete requested; waiting for the API to answer 404");
+}
+
+std::optional<Outcome> ServiceReconciler::remove_cached(const ServiceWork& w) {
+  const CachedDpuService& c = *w.cached;
+  const std::string& name = w.dpf_service_name;
+  if (!c.present) {
+    // gone as the watch saw it, and it was the object this delete removed (not an older one
+    // whose successor the watch has not shown yet)
+    const auto it = deleting_.find(name);
+    if (it == deleting_.end() || c.gone_uid.empty() || it->second != c.gone_uid)
+      return std::nullopt;
+    deleting_.erase(it);
+    return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
+  }
+  if (!cached_ours(c, w, site_)) return std::nullopt;  // the GET path names the conflict
+  if (deleting_.size() > 100000) deleting_.clear();    // bounded; the GET path still confirms
+  if (c.being_deleted) {
+    deleting_[name] = c.uid;
+    return wait_for_watch(
+        c.paused ? "the DPUService is paused (spec.paused is true): DPF does not finish its "
+                   "delete until someone unpauses it"
+                 : "waiting for DPF to remove the DPUService's finalizers");
+  }
+  if (fenced(w)) return lost("before deleting the DPUService");
+  ++calls_;
+  // the cached uid: only the object whose facts were checked is deleted
+  auto deleted = api_.del(kube::dpuservices_path(ns_, name),
+                          nlohmann::json{{"preconditions", {{"uid", c.uid}}}});
+  if (!deleted.ok()) {
+    if (deleted.kind() == ErrorKind::kConflict) {
+      stale_ = true;  // another object of that name by now: read it
+      return std::nullopt;
+    }
+    if (deleted.kind() == ErrorKind::kNotFound)
+      return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
+    return from_error(deleted.error(), "deleting the DPUService");
+  }
+  deleting_[name] = c.uid;
+  if (c.paused)
+    return wait_for_watch(
+        "delete requested, but the DPUService is paused (spec.paused is true): DPF does "
+        "not finish its delete until someone unpauses it");
+  return wait_for_watch("delete requested; waiting for the watch to see it go");
 }
 
 }  // namespace extsvc::reconcile

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "core/dpf_api_level.hpp"
 #include "kube/client.hpp"
@@ -30,6 +31,13 @@ class ServiceReconciler {
   Outcome update(const ServiceWork& w, bool drift_repair);
   Outcome remove(const ServiceWork& w);
   Outcome adopt_existing(const ServiceWork& w);
+  // Issue 26, part 2: one request decided from the watch cache (w.cached); nullopt when the cache
+  // cannot decide (absent, not ours, a drift to read, a 409 on a stale cache): the GET path runs.
+  std::optional<Outcome> update_cached(const ServiceWork& w, bool drift_repair);
+  std::optional<Outcome> remove_cached(const ServiceWork& w);
+  // The rest of an update after an accepted PATCH (its response is the object after the write).
+  Outcome patched_outcome(const ServiceWork& w, bool drift_repair, bool label_only,
+                          const kube::Response& r);
   // Whether a live object may be written for w: nullopt when it may (*adopt: it lacks the site
   // label, which the next patch adds), else the ownership conflict to report.
   std::optional<Outcome> check_owner(const ServiceWork& w, const nlohmann::json& live,
@@ -41,6 +49,11 @@ class ServiceReconciler {
   std::string ns_;
   std::string site_;
   int calls_ = 0;
+  bool stale_ = false;  // this pass met a 409 on a cached precondition
+  // DPUService name -> uid this process deleted (or saw being deleted) while its service was
+  // DELETING: the watch seeing that uid go is then the end of the delete, with no GET. Only
+  // the watcher fills it; a restart forgets it, and the GET path confirms instead.
+  std::unordered_map<std::string, std::string> deleting_;
   const core::DpfApiLevel* dpf_api_ = nullptr;
 };
 

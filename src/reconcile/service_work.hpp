@@ -11,6 +11,24 @@
 
 namespace extsvc::reconcile {
 
+// Issue 26, part 2: what the watcher's cache (LIST+WATCH, controller/cluster_cache.hpp) holds of
+// the service's DPUService, so that an update or a delete is one request: the write carries the
+// cached resourceVersion or uid as its precondition, so it reaches only the object whose facts
+// were checked here (409 otherwise: then one GET and one retry).
+struct CachedDpuService {
+  bool present = false;  // the cache holds an object of that name (the fields below are its)
+  // absent, and the watch saw the object of this uid go (empty: not seen going)
+  std::string gone_uid;
+  std::string uid;
+  std::string resource_version;
+  std::string service_id;  // its ownership label
+  std::string site;        // its nico/site label
+  bool has_site = false;
+  bool being_deleted = false;
+  bool paused = false;    // spec.paused (DPF does not finish a delete meanwhile)
+  std::string drift_key;  // core::dpuservice_drift_key of the cached object
+};
+
 struct ServiceWork {
   std::string service_id;
   int64_t state_version = 0;
@@ -23,6 +41,12 @@ struct ServiceWork {
   std::optional<int> applied_revision;
   int attempts = 0;
   nlohmann::json desired;  // the rendered DPUService of the desired revision
+  // The rendered DPUService of the applied revision (UPDATING only; null otherwise): with a
+  // cache whose drift key equals its key, the update's patch is computed from it, not from a GET.
+  nlohmann::json applied;
+  // Null: no current cache (watch off, a worker other than the watcher, a stream not open): the
+  // pass reads the object with a GET first, as before.
+  std::optional<CachedDpuService> cached;
   // ALL_DPUS deletion waits until every DPU was observed without the label.
   bool placement_clear = true;
   // What the pass may spend (kube/budget.hpp): its calls run under it, and its fence
@@ -50,6 +74,9 @@ struct Outcome {
   std::string observed_resource_version;
   std::optional<core::DpfStatus> dpf;  // DPF's view when a live object was seen
   int api_calls = 0;
+  // A write refused with 409 because the cached resourceVersion/uid was stale: the pass then read
+  // the object (one GET) and wrote again; counted apart from the one-call path.
+  bool stale_cache = false;
   // kRetry, kLost: why (retry_reason() of errors.hpp, "lease_fence"); static.
   const char* retry_reason = nullptr;
 };

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/dpuservice_render.hpp"
+#include "core/drift_key.hpp"
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
 #include "kube/client.hpp"
@@ -86,6 +87,37 @@ class ServiceReconcilerTest : public ::testing::Test {
   static int count(const std::string& key) {
     return sim_->ctl("GET", "/counts").j()["management"].value(key, 0);
   }
+
+  // What the watcher's cache holds of the object of that name (issue 26, part 2), as
+  // ClusterCache::dpuservice() makes it from a watch event.
+  static CachedDpuService cached_of(const std::string& name) {
+    CachedDpuService c;
+    const json obj = live(name);
+    if (!obj.is_object()) return c;
+    const json& md = obj["metadata"];
+    c.present = true;
+    c.uid = md.value("uid", "");
+    c.resource_version = md.value("resourceVersion", "");
+    c.service_id = md["labels"].value("nico/extension-service-id", "");
+    c.being_deleted = md.contains("deletionTimestamp");
+    c.drift_key = core::dpuservice_drift_key(obj);
+    return c;
+  }
+
+  // Waits until DPF's controller (dpfsim) stopped writing the object (its status after a
+  // create or a patch), so that a resourceVersion read now is the one the next write meets.
+  static void quiet(const std::string& name) {
+    std::string rv;
+    for (int i = 0; i < 50; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const json obj = live(name);
+      const std::string now = obj.is_object() ? obj["metadata"].value("resourceVersion", "") : "";
+      if (!rv.empty() && now == rv) return;
+      rv = now;
+    }
+  }
+
+  static int total() { return sim_->ctl("GET", "/counts").j().value("total", 0); }
 
   static void fault(const json& rule) {
     json r = rule;
@@ -248,6 +280,132 @@ TEST_F(ServiceReconcilerTest, AClosedFenceSendsNothing) {
   EXPECT_EQ(o.kind, Kind::kLost);
   EXPECT_EQ(o.api_calls, 0);
   EXPECT_EQ(sim_->ctl("GET", "/counts").j().value("total", 0), before);
+}
+
+// Issue 26, part 2: with the watch cache, an update is one PATCH carrying the cached
+// resourceVersion (no GET first); a stale cache costs one GET and one retry.
+TEST_F(ServiceReconcilerTest, AnUpdateFromTheCacheIsOnePatch) {
+  const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-000000000008";
+  ServiceWork created = work(id, "CREATING", 1, json{{"keep", 1}, {"drop", 2}});
+  ASSERT_EQ(rec_->reconcile(created).kind, Kind::kTransition);
+  ServiceWork w = work(id, "UPDATING", 2, json{{"keep", 1}});
+  w.applied = created.desired;
+  quiet(w.dpf_service_name);
+  w.cached = cached_of(w.dpf_service_name);
+  const int gets = count("GET dpuservices"), patches = count("PATCH dpuservices");
+  const int before = total();
+  Outcome o = rec_->reconcile(w);
+  ASSERT_EQ(o.kind, Kind::kTransition) << o.message;
+  EXPECT_EQ(o.reason, "revision_applied");
+  EXPECT_EQ(o.applied_revision, 2);
+  EXPECT_EQ(o.api_calls, 1);
+  EXPECT_FALSE(o.stale_cache);
+  EXPECT_EQ(total(), before + 1);
+  EXPECT_EQ(count("GET dpuservices"), gets);
+  EXPECT_EQ(count("PATCH dpuservices"), patches + 1);
+  const json values = live(w.dpf_service_name)["spec"]["helmChart"]["values"];
+  EXPECT_FALSE(values.contains("drop")) << values.dump();  // the patch base removed it
+  // the cache still holds the version before the patch: 409, then one GET and one PATCH
+  quiet(w.dpf_service_name);
+  ServiceWork again = work(id, "UPDATING", 3, json{{"keep", 3}});
+  // the cached version's rv is the one before the PATCH; its facts otherwise match revision 2
+  again.applied = w.desired;
+  again.cached = w.cached;
+  again.cached->drift_key = core::dpuservice_drift_key(w.desired);
+  const int before_stale = total();
+  Outcome stale = rec_->reconcile(again);
+  ASSERT_EQ(stale.kind, Kind::kTransition) << stale.message;
+  EXPECT_EQ(stale.reason, "revision_applied");
+  EXPECT_TRUE(stale.stale_cache);
+  EXPECT_EQ(stale.api_calls, 3);  // the refused PATCH, the GET, the PATCH
+  EXPECT_EQ(total(), before_stale + 3);
+  EXPECT_EQ(live(w.dpf_service_name)["spec"]["helmChart"]["values"].value("keep", 0), 3);
+}
+
+// A cached object that is not this service's is never written from the cache: the read path
+// decides (and reports the conflict), as strictly as before.
+TEST_F(ServiceReconcilerTest, ACachedObjectOfAnotherOwnerIsNotWrittenFromTheCache) {
+  const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-000000000009";
+  ServiceWork created = work(id, "CREATING", 1, json{{"a", 1}});
+  json foreign = created.desired;
+  foreign["metadata"]["labels"]["nico/extension-service-id"] =
+      "6f1c0e4a-1d2b-4c3d-8e4f-0000000000fe";
+  ASSERT_EQ(
+      sim_->m("POST",
+              "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) + "/dpuservices",
+              foreign.dump())
+          .status,
+      201);
+  ServiceWork d = work(id, "DELETING", 1, json{{"a", 1}});
+  d.cached = cached_of(d.dpf_service_name);
+  const int deletes = count("DELETE dpuservices");
+  Outcome o = rec_->reconcile(d);
+  EXPECT_EQ(o.reason, "ownership_conflict") << o.message;
+  EXPECT_EQ(count("DELETE dpuservices"), deletes);
+  ServiceWork u = work(id, "UPDATING", 2, json{{"a", 2}});
+  u.applied = created.desired;
+  u.cached = d.cached;
+  const int patches = count("PATCH dpuservices");
+  EXPECT_EQ(rec_->reconcile(u).reason, "ownership_conflict");
+  EXPECT_EQ(count("PATCH dpuservices"), patches);
+}
+
+// With the cache, a delete is one DELETE with the cached uid; the end is the watch seeing that
+// uid go, with no GET; a stale uid is refused (409) and read once.
+TEST_F(ServiceReconcilerTest, ADeleteFromTheCacheIsOneDeleteAndTheWatchEndsIt) {
+  const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-00000000000a";
+  ServiceWork w = work(id, "CREATING", 1, json());
+  ASSERT_EQ(rec_->reconcile(w).kind, Kind::kTransition);
+  ServiceWork d = work(id, "DELETING", 1, json());
+  d.applied_revision = 1;
+  quiet(d.dpf_service_name);
+  d.cached = cached_of(d.dpf_service_name);
+  const std::string uid = d.cached->uid;
+  const int before = total(), deletes = count("DELETE dpuservices");
+  Outcome first = rec_->reconcile(d);
+  ASSERT_EQ(first.kind, Kind::kPoll) << first.message;
+  EXPECT_EQ(first.api_calls, 1);
+  EXPECT_GE(first.retry_after_s.value_or(0), 60.0);  // a safety net, not a poll
+  EXPECT_EQ(total(), before + 1);
+  ASSERT_TRUE(simtest::wait_until([&] { return live(d.dpf_service_name).is_null(); }, 5000));
+  // the watch saw it go
+  d.cached = CachedDpuService{};
+  d.cached->gone_uid = uid;
+  const int after_delete = total();
+  Outcome end = rec_->reconcile(d);
+  ASSERT_EQ(end.kind, Kind::kTransition) << end.message;
+  EXPECT_EQ(end.new_state, "DELETED");
+  EXPECT_EQ(end.api_calls, 0);
+  EXPECT_EQ(total(), after_delete);
+  EXPECT_EQ(count("DELETE dpuservices"), deletes + 1);
+
+  // a uid the watch saw go that this reconciler did not delete proves nothing: read
+  ServiceWork other = work("6f1c0e4a-1d2b-4c3d-8e4f-00000000000b", "CREATING", 1, json());
+  ASSERT_EQ(rec_->reconcile(other).kind, Kind::kTransition);
+  ServiceWork od = work("6f1c0e4a-1d2b-4c3d-8e4f-00000000000b", "DELETING", 1, json());
+  od.cached = CachedDpuService{};
+  od.cached->gone_uid = "an-older-incarnation";
+  const int gets = count("GET dpuservices");
+  Outcome read = rec_->reconcile(od);
+  EXPECT_EQ(count("GET dpuservices"), gets + 1);
+  EXPECT_EQ(read.kind, Kind::kPoll) << read.message;  // it exists: deleted by the read path
+  EXPECT_TRUE(simtest::wait_until([&] { return live(od.dpf_service_name).is_null(); }, 5000));
+}
+
+TEST_F(ServiceReconcilerTest, ADeleteWithAStaleCachedUidDeletesNothingItDidNotRead) {
+  const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-00000000000c";
+  ServiceWork w = work(id, "CREATING", 1, json());
+  ASSERT_EQ(rec_->reconcile(w).kind, Kind::kTransition);
+  ServiceWork d = work(id, "DELETING", 1, json());
+  d.cached = cached_of(d.dpf_service_name);
+  d.cached->uid = "00000000-0000-0000-0000-000000000000";  // an earlier object of that name
+  const int deletes = count("DELETE dpuservices"), gets = count("GET dpuservices");
+  Outcome o = rec_->reconcile(d);
+  ASSERT_EQ(o.kind, Kind::kPoll) << o.message;
+  EXPECT_TRUE(o.stale_cache);
+  EXPECT_EQ(o.api_calls, 3);  // the refused DELETE, the GET, the DELETE with the read uid
+  EXPECT_EQ(count("DELETE dpuservices"), deletes + 2);
+  EXPECT_EQ(count("GET dpuservices"), gets + 1);
 }
 
 }  // namespace

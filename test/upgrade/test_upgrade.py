@@ -404,8 +404,14 @@ def adoption_checks(c0, env):
                 f"one metadata merge patch with the read's resourceVersion, nothing else: {bodies}")
         c.check(bool(writes) and all(r["user_agent"].startswith("nico_extsvc/") for r in writes),
                 f"sent by the worker (User-Agent {writes[0]['user_agent'] if writes else None})")
-        ev = c.sql(ADOPT_DB, f"SELECT reason FROM extsvc.service_history WHERE service_id = '{sid}' "
-                             f"AND reason = 'site_label_adopted'")
+        # the label is in the API before the pass's completion commits: wait for the history
+        def adopted():
+            return c.sql(ADOPT_DB, f"SELECT reason FROM extsvc.service_history WHERE service_id = '{sid}' "
+                                   f"AND reason = 'site_label_adopted'")
+        try:
+            ev = wait_until(adopted, timeout=10, what="the adoption in the history")
+        except AssertionError:
+            ev = adopted()
         c.check(len(ev) == 1, "the history records the adoption (site_label_adopted)")
         time.sleep(3)
         after = workload(env.sim, sid, name)
