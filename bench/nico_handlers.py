@@ -114,12 +114,14 @@ def tenant(i):
 def seed(e):
     t0 = c.now()
     e.pg.sql(f"SELECT count(extsvc.register_dpu({mid_sql('d', 'i')}, {mid_sql('h', 'i')}, "
-             "format('dpu-device-%s', lpad(i::text, 4, '0')), "
-             "format('host-%s-dpu-device-%s', lpad(i::text, 4, '0'), lpad(i::text, 4, '0')), true)) "
+             "format('dpu-device-%s', lpad(i::text, greatest(4, length(i::text)), '0')), "
+             "format('host-%s-dpu-device-%s', lpad(i::text, greatest(4, length(i::text)), '0'), lpad(i::text, greatest(4, length(i::text)), '0')), true)) "
              f"FROM generate_series(0, {DPUS - 1}) i")
     e.pg.sql("SELECT count(extsvc.create_service('tenant-' || (i % 50), 'nh-svc-' || lpad(i::text, 5, '0'), "
              f"'DPF_HELM_CHART', {c.lit(json.dumps(CHART))}, dpu_target => 'PRIMARY')) "
              f"FROM generate_series(0, {SERVICES - 1}) i")
+    # only READY services can be attached: the worker creates their DPUServices meanwhile
+    c.wait_sql(e.pg, "SELECT count(*) FROM extsvc.services WHERE lifecycle_state = 'READY'", str(SERVICES), 600, 0.5)
     e.pg.sql(f"SELECT count(extsvc.upsert_instance({iid_sql('i')}, 'tenant-' || (i % 50), {mid_sql('h', 'i')})) "
              f"FROM generate_series(0, {INSTANCES - 1}) i")
     # instance i: service i % SERVICES, of the same tenant (both i % 50)
