@@ -1,0 +1,562 @@
+#!/usr/bin/python3
+"""NICo's handler transactions from 8 sessions at once on a site-sized
+database, beside the same rows written by plain statements (issue 26, part 3).
+
+The site: DPUS DPUs (one per host, as bench/fleet.py registers them),
+SERVICES DPF_HELM_CHART services (PRIMARY target, 50 tenants) and INSTANCES
+instances, each attached to one service of its tenant. All of it is seeded
+through the API in large set-based statements (register_dpu, create_service,
+upsert_instance, set_instance_extension_services over generate_series, as
+bench/fleet.py does), so the state is the API's own; the worker and dpfsim
+(DPUS DPUDevices) run from the start and reconcile it. Then HISTORY rows of
+history are added directly by the superuser (session_replication_role =
+replica: no triggers), spread over 30 days:
+- dpu_state_history (60 %): the per-DPU rows the attach wrote, copied back
+  in time under the ids of past instances (md5 of the instance id and the
+  copy number), so that no current row exceeds the 32 kept per row;
+- service_state_history (30 %): the services' own rows copied back in time;
+- purged_services / purged_service_history (10 %): purged services with four
+  lifecycle rows each (CREATING, READY, DELETING, DELETED).
+
+Measured, from SESSIONS sessions of NICo's typed client (test/nico/sqlx_pg.py,
+a login role that is only a member of extsvc_api) each running the handler
+cycle alloc, status, create, status, update, detach, status, delete for
+SECONDS seconds (test/nico/nico_handlers.py, one transaction per handler):
+- alloc: AllocateInstances, a batch of 8 new instances on free hosts of one
+  tenant, each with one service of that tenant (lock_placement, 8
+  upsert_instance, 8 set_instance_extension_services_versioned);
+- create / update: CreateDpuExtensionService / UpdateDpuExtensionService
+  (new chart data: a new version and revision);
+- detach: UpdateInstanceConfig to an empty configuration (get_instance,
+  compare-and-swap, get_instance); delete: ReleaseInstance (delete_instance);
+- status: instance_extension_services_ready, _summary and _status.
+Each session works on its own seeded instances and hosts (as NICo's handlers
+never work on one instance twice at once); services are shared by all.
+Printed: transactions per second, p50/p99 per handler, errors by SQLSTATE,
+lock waits over deadlock_timeout (10 ms, log_lock_waits: the "still waiting"
+lines of the server log) and the worker's claim latency beside it: the age of
+the oldest due, unleased row (extsvc_queue_oldest_due_age_seconds, by queue)
+sampled every 0.25 s while the sessions run.
+
+The physical reference: the same cycle, the same number of transactions per
+handler and session, on copies of the tables (schema nicobench_ref, LIKE
+the extsvc tables with their indexes, data copied; no triggers, checks or
+foreign keys) by plain INSERT/UPDATE/SELECT statements of the superuser,
+one statement where the API makes one call: the instance row, the entry, the
+attachment row and its history row, the config version; the service row,
+its version, revision, reconciliation row and history row; the reads by
+index. The ratio API p50 / reference p50 per handler is the target (<= 3x).
+
+Env: BENCH_NH_DPUS (25000; quick 2500), BENCH_NH_SERVICES (2500; 250),
+BENCH_NH_INSTANCES (12500; 1250), BENCH_NH_HISTORY (1000000; 100000),
+BENCH_NH_SESSIONS (8), BENCH_NH_SECONDS (60; 15), BENCH_NH_SETTLE (seconds to
+wait for the worker to finish the seeding's backlog first; 300; 60),
+BENCH_QUICK=1.
+  PYTHONPATH=python /usr/bin/python3 bench/nico_handlers.py
+"""
+import json
+import os
+import random
+import re
+import sys
+import threading
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "nico"))
+import common as c  # noqa: E402  bench/common.py
+
+import nico_db  # noqa: E402,F401
+import sqlx_pg  # noqa: E402
+from nico_handlers import Nico, entry  # noqa: E402
+
+DPUS = c.size("BENCH_NH_DPUS", 25000, 2500)
+SERVICES = c.size("BENCH_NH_SERVICES", 2500, 250)
+INSTANCES = c.size("BENCH_NH_INSTANCES", 12500, 1250)
+HISTORY = c.size("BENCH_NH_HISTORY", 1000000, 100000)
+SESSIONS = c.size("BENCH_NH_SESSIONS", 8, 8)
+SECONDS = c.size("BENCH_NH_SECONDS", 60, 15)
+SETTLE = c.size("BENCH_NH_SETTLE", 300, 60)
+TENANTS = 50
+BATCH = 8
+ROLE = "nicobench_api"
+REF = "nicobench_ref"
+CYCLE = ["alloc", "status", "create", "status", "update", "detach", "status", "delete"]
+HANDLERS = ["alloc", "create", "update", "detach", "delete", "status"]
+CHART = {"repoURL": "https://charts.example.com/stable", "chartName": "nh-agent", "chartVersion": "1.0.0",
+         "security": {"privileged": False}}
+
+
+def mid(kind, i):
+    """The NICo MachineId of DPU (kind d) or host (kind h) number i (bench/fleet.py's mid_of)."""
+    return f"fm100{kind}s{i:032x}" + "0" * 20
+
+
+def mid_sql(kind, expr):
+    return f"('fm100{kind}s' || lpad(to_hex({expr}), 32, '0') || repeat('0', 20))"
+
+
+def iid(i):
+    return uuid.UUID(f"00000000-0000-0000-0002-{i:012x}")
+
+
+def iid_sql(expr):
+    return f"('00000000-0000-0000-0002-' || lpad(to_hex({expr}), 12, '0'))::uuid"
+
+
+def tenant(i):
+    return f"tenant-{i % TENANTS}"
+
+
+# --- the site ---------------------------------------------------------------------
+
+def seed(e):
+    t0 = c.now()
+    e.pg.sql(f"SELECT count(extsvc.register_dpu({mid_sql('d', 'i')}, {mid_sql('h', 'i')}, "
+             "format('dpu-device-%s', lpad(i::text, greatest(4, length(i::text)), '0')), "
+             "format('host-%s-dpu-device-%s', lpad(i::text, greatest(4, length(i::text)), '0'), lpad(i::text, greatest(4, length(i::text)), '0')), true)) "
+             f"FROM generate_series(0, {DPUS - 1}) i")
+    e.pg.sql("SELECT count(extsvc.create_service('tenant-' || (i % 50), 'nh-svc-' || lpad(i::text, 5, '0'), "
+             f"'DPF_HELM_CHART', {c.lit(json.dumps(CHART))}, dpu_target => 'PRIMARY')) "
+             f"FROM generate_series(0, {SERVICES - 1}) i")
+    # only READY services can be attached: the worker creates their DPUServices meanwhile
+    c.wait_sql(e.pg, "SELECT count(*) FROM extsvc.services WHERE lifecycle_state = 'READY'", str(SERVICES), 600, 0.5)
+    e.pg.sql(f"SELECT count(extsvc.upsert_instance({iid_sql('i')}, 'tenant-' || (i % 50), {mid_sql('h', 'i')})) "
+             f"FROM generate_series(0, {INSTANCES - 1}) i")
+    # instance i: service i % SERVICES, of the same tenant (both i % 50)
+    e.pg.sql(f"SELECT count(extsvc.set_instance_extension_services({iid_sql('i')}, "
+             "jsonb_build_array(jsonb_build_object('service_id', s.service_id::text, 'version', s.version)))) "
+             f"FROM generate_series(0, {INSTANCES - 1}) i "
+             "JOIN (SELECT service_id, version, substr(service_name, 8)::int AS k FROM extsvc.services) s "
+             f"  ON s.k = i % {SERVICES}")
+    api_s = c.now() - t0
+    t0 = c.now()
+    dpu_rows = int(e.pg.one("SELECT count(*) FROM extsvc.dpu_state_history"))
+    svc_rows = int(e.pg.one("SELECT count(*) FROM extsvc.service_state_history"))
+    dpu_copies = max(1, round(HISTORY * 0.6 / max(dpu_rows, 1)))
+    svc_copies = max(1, round(HISTORY * 0.3 / max(svc_rows, 1)))
+    purged = max(1, HISTORY // 40)
+    e.pg.sql(f"""
+      SET session_replication_role = replica;
+      INSERT INTO extsvc.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, version,
+                                            from_state, to_state, actor, reason, message, observed_at, at)
+      SELECT h.machine, md5(h.instance_id::text || g)::uuid, h.dpu_machine_id, h.service_id, h.version,
+             h.from_state, h.to_state, h.actor, h.reason, h.message, h.observed_at,
+             now() - make_interval(secs => 30 * 86400.0 * g / {dpu_copies + 1})
+        FROM extsvc.dpu_state_history h, generate_series(1, {dpu_copies}) g
+       WHERE h.id <= (SELECT max(id) FROM extsvc.dpu_state_history);
+      INSERT INTO extsvc.service_state_history (service_id, from_state, to_state, actor, reason, message, revision, at)
+      SELECT h.service_id, h.from_state, h.to_state, h.actor, h.reason, h.message, h.revision,
+             now() - make_interval(secs => 30 * 86400.0 * g / {svc_copies + 1})
+        FROM extsvc.service_state_history h, generate_series(1, {svc_copies}) g
+       WHERE h.id <= (SELECT max(id) FROM extsvc.service_state_history);
+      INSERT INTO extsvc.purged_services (service_id, tenant_organization_id, service_name, service_type,
+                                          deployment_scope, dpf_service_name, created_at, delete_requested_at,
+                                          deleted_at, final_reason)
+      SELECT md5('purged' || i)::uuid, 'tenant-' || (i % 50), 'nh-purged-' || i, 'DPF_HELM_CHART', 'INSTANCE_DPUS',
+             'nh-purged-' || i, now() - interval '30 days' + make_interval(secs => 86400.0 * 29 * i / {purged}),
+             now() - interval '30 days' + make_interval(secs => 86400.0 * 29 * i / {purged} + 3600),
+             now() - interval '30 days' + make_interval(secs => 86400.0 * 29 * i / {purged} + 3660), 'deleted'
+        FROM generate_series(1, {purged}) i;
+      INSERT INTO extsvc.purged_service_history (id, service_id, from_state, to_state, actor, reason, revision, at)
+      SELECT 1000000000000 + i * 4 + t.n, p.service_id, t.f::extsvc.lifecycle_state, t.s::extsvc.lifecycle_state,
+             t.a::extsvc.state_actor, t.r, 1, p.created_at + make_interval(secs => t.n * 1200)
+        FROM generate_series(1, {purged}) i
+        JOIN extsvc.purged_services p ON p.service_id = md5('purged' || i)::uuid,
+             (VALUES (0, NULL, 'CREATING', 'api', 'created'), (1, 'CREATING', 'READY', 'worker', 'dpuservice_created'),
+                     (2, 'READY', 'DELETING', 'api', 'delete_requested'),
+                     (3, 'DELETING', 'DELETED', 'worker', 'dpuservice_deleted')) t(n, f, s, a, r);
+      RESET session_replication_role;""")
+    e.pg.sql("ANALYZE")
+    rows = e.pg.sql("SELECT (SELECT count(*) FROM extsvc.dpu_state_history), "
+                    "(SELECT count(*) FROM extsvc.service_state_history), "
+                    "(SELECT count(*) FROM extsvc.purged_service_history)")[0]
+    return api_s, c.now() - t0, [int(x) for x in rows]
+
+
+def queue_busy(e):
+    return e.pg.one("SELECT coalesce(sum(value), 0)::int FROM extsvc.metrics() "
+                    "WHERE metric IN ('extsvc_queue_due', 'extsvc_queue_leased')")
+
+
+# --- the reference tables ---------------------------------------------------------------
+
+REF_TABLES = ["instances", "instance_extension_services", "dpf_extension_service_attachments", "service_records",
+              "service_versions", "helm_revisions", "dpf_extension_service_reconciliations", "dpu_state_history",
+              "service_state_history"]
+
+
+def make_ref(e):
+    t0 = c.now()
+    e.pg.sql(f"DROP SCHEMA IF EXISTS {REF} CASCADE; CREATE SCHEMA {REF}")
+    for t in REF_TABLES:
+        e.pg.sql(f"CREATE TABLE {REF}.{t} (LIKE extsvc.{t} INCLUDING DEFAULTS INCLUDING INDEXES INCLUDING IDENTITY)")
+        e.pg.sql(f"INSERT INTO {REF}.{t} OVERRIDING SYSTEM VALUE SELECT * FROM extsvc.{t}")
+    for t in ("dpu_state_history", "service_state_history"):
+        e.pg.sql(f"SELECT setval(pg_get_serial_sequence('{REF}.{t}', 'id'), (SELECT max(id) FROM {REF}.{t}))")
+    e.pg.sql(f"ANALYZE {', '.join(f'{REF}.{t}' for t in REF_TABLES)}")
+    tpl = {}
+    for t in ("service_records", "service_versions", "helm_revisions", "dpf_extension_service_reconciliations",
+              "service_state_history"):
+        tpl[t] = json.loads(e.pg.one(f"SELECT to_jsonb(x) FROM {REF}.{t} x LIMIT 1"))
+        tpl[t].pop("id", None)
+    return tpl, c.now() - t0
+
+
+class RefHandlers:
+    """The same rows by plain statements on the copies, one statement where the API makes one call."""
+
+    def __init__(self, conn, tpl):
+        self.conn, self.tpl = conn, tpl
+
+    def q(self, sql, binds):
+        return sqlx_pg.query(self.conn, sql.replace("R.", REF + "."), binds)
+
+    def alloc(self, ten, allocs):
+        with self.conn.transaction():
+            for i, host, _, sid, ver, dpu in allocs:
+                self.q("INSERT INTO R.instances (instance_id, tenant_organization_id, host_machine_id, "
+                       "config_version_text) VALUES (%s, %s, %s, 'V1-T1')",
+                       [("Uuid", i), ("String", ten), ("String", host)])
+            for i, host, _, sid, ver, dpu in allocs:
+                self.q("WITH e AS (INSERT INTO R.instance_extension_services (instance_id, service_id, version, "
+                       "  attachment_id) VALUES (%s, %s, %s, gen_random_uuid())), "
+                       "a AS (INSERT INTO R.dpf_extension_service_attachments (instance_id, dpu_machine_id, "
+                       "  service_id, version) VALUES (%s, %s, %s, %s)), "
+                       "h AS (INSERT INTO R.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, "
+                       "  version, from_state, to_state, actor, reason) VALUES "
+                       "  ('placement', %s, %s, %s, %s, NULL, 'ACTIVE', 'api', 'targeted')) "
+                       "UPDATE R.instances SET config_version = config_version + 1, config_version_text = 'V2-T2', "
+                       "  updated_at = now() WHERE instance_id = %s RETURNING config_version",
+                       [("Uuid", i), ("Uuid", sid), ("String", ver), ("Uuid", i), ("String", dpu), ("Uuid", sid),
+                        ("String", ver), ("Uuid", i), ("String", dpu), ("Uuid", sid), ("String", ver), ("Uuid", i)])
+
+    def _service_rows(self, sid, name, ten, ver, n):
+        t = self.tpl
+        rec = dict(t["service_records"], service_id=str(sid), service_name=name, tenant_organization_id=ten,
+                   dpf_service_name=f"ref-{sid}", placement_label_key=f"ref/{sid}", attachable_version=ver)
+        return rec, dict(t["service_versions"], service_id=str(sid), version=ver, version_number=n), \
+            dict(t["helm_revisions"], service_id=str(sid), revision=n), \
+            dict(t["dpf_extension_service_reconciliations"], service_id=str(sid)), \
+            dict(t["service_state_history"], service_id=str(sid))
+
+    def create(self, sid, name, ten):
+        rec, ver, rev, rec_q, hist = self._service_rows(sid, name, ten, "V1-T1", 1)
+        with self.conn.transaction():
+            self.q("WITH r AS (INSERT INTO R.service_records SELECT * FROM jsonb_populate_record(NULL::R.service_records, %s)), "
+                   "v AS (INSERT INTO R.service_versions SELECT * FROM jsonb_populate_record(NULL::R.service_versions, %s)), "
+                   "hr AS (INSERT INTO R.helm_revisions SELECT * FROM jsonb_populate_record(NULL::R.helm_revisions, %s)), "
+                   "q AS (INSERT INTO R.dpf_extension_service_reconciliations SELECT * FROM "
+                   "  jsonb_populate_record(NULL::R.dpf_extension_service_reconciliations, %s)) "
+                   "INSERT INTO R.service_state_history (service_id, from_state, to_state, actor, reason) "
+                   "SELECT service_id, from_state, to_state, actor, reason "
+                   "  FROM jsonb_populate_record(NULL::R.service_state_history, %s)",
+                   [("Json", rec), ("Json", ver), ("Json", rev), ("Json", rec_q), ("Json", hist)])
+
+    def update(self, sid, n):
+        _, ver, rev, _, hist = self._service_rows(sid, "", "", f"V{n}-T{n}", n)
+        with self.conn.transaction():
+            self.q("WITH v AS (INSERT INTO R.service_versions SELECT * FROM jsonb_populate_record(NULL::R.service_versions, %s)), "
+                   "hr AS (INSERT INTO R.helm_revisions SELECT * FROM jsonb_populate_record(NULL::R.helm_revisions, %s)), "
+                   "q AS (UPDATE R.dpf_extension_service_reconciliations SET state_version = state_version + 1, "
+                   "  next_due_at = now() WHERE service_id = %s), "
+                   "h AS (INSERT INTO R.service_state_history (service_id, from_state, to_state, actor, reason) "
+                   "  SELECT service_id, from_state, to_state, actor, reason "
+                   "    FROM jsonb_populate_record(NULL::R.service_state_history, %s)) "
+                   "UPDATE R.service_records SET version_ctr = version_ctr + 1, desired_revision = %s, "
+                   "  attachable_version = %s, updated_at = now() WHERE service_id = %s",
+                   [("Json", ver), ("Json", rev), ("Uuid", sid), ("Json", hist), ("i64", n), ("String", ver["version"]),
+                    ("Uuid", sid)])
+
+    def _remove(self, i, reason, delete):
+        self.q("WITH e AS (UPDATE R.instance_extension_services SET removed_at = now() "
+               "  WHERE instance_id = %s AND removed_at IS NULL), "
+               "a AS (UPDATE R.dpf_extension_service_attachments SET placement_state = 'REMOVING', "
+               "  removing_since = now(), updated_at = now() WHERE instance_id = %s RETURNING *), "
+               "h AS (INSERT INTO R.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, version, "
+               "  from_state, to_state, actor, reason) SELECT 'placement', instance_id, dpu_machine_id, service_id, "
+               "  version, 'ACTIVE', 'REMOVING', 'api', %s FROM a) "
+               "UPDATE R.instances SET config_version = config_version + 1, updated_at = now()"
+               + (", delete_requested_at = now()" if delete else "") + " WHERE instance_id = %s",
+               [("Uuid", i), ("Uuid", i), ("String", reason), ("Uuid", i)])
+
+    def detach(self, i, ten):
+        with self.conn.transaction():
+            self.q("SELECT * FROM R.instances WHERE instance_id = %s", [("Uuid", i)])
+            self._remove(i, "detached", False)
+            self.q("SELECT * FROM R.instances WHERE instance_id = %s", [("Uuid", i)])
+
+    def delete(self, i, ten):
+        with self.conn.transaction():
+            self._remove(i, "instance_deleted", True)
+
+    def status(self, i, ten):
+        with self.conn.transaction():
+            self.q("SELECT bool_and(deployment_state = 'RUNNING') FROM R.dpf_extension_service_attachments "
+                   "WHERE instance_id = %s", [("Uuid", i)])
+            self.q("SELECT e.service_id, r.service_name, e.version, e.removed_at FROM R.instance_extension_services e "
+                   "JOIN R.service_records r USING (service_id) WHERE e.instance_id = %s", [("Uuid", i)])
+            self.q("SELECT a.*, d.dpu_device_name, d.dpu_node_name FROM R.dpf_extension_service_attachments a "
+                   "JOIN extsvc.dpus d ON d.machine_id = a.dpu_machine_id WHERE a.instance_id = %s", [("Uuid", i)])
+
+
+class ApiHandlers:
+    """NICo's handlers (test/nico/nico_handlers.py) with the arguments of the cycle."""
+
+    def __init__(self, conn):
+        self.nico = Nico(conn)
+
+    def alloc(self, ten, allocs):
+        self.nico.batch_allocate(ten, [(i, host, None, None, [entry(sid, ver)]) for i, host, _, sid, ver, _ in allocs])
+
+    def create(self, sid, name, ten):
+        self.nico.create_extension_service(ten, name, "dpf_helm_chart", json.dumps(CHART), dpu_target="primary",
+                                           service_id=sid)
+
+    def update(self, sid, n, ten):
+        row = self.nico.update_extension_service(sid, ten, data=json.dumps(dict(CHART, chartVersion=f"1.0.{n}")))
+        return row["version"]
+
+    def detach(self, i, ten):
+        self.nico.update_instance_config(i, ten, [])
+
+    def delete(self, i, ten):
+        self.nico.release_instance(i, ten)
+
+    def status(self, i, ten):
+        self.nico.instance_status(i, ten)
+
+
+# --- the sessions -------------------------------------------------------------------------
+
+class Plan:
+    """What the sessions work on: per session its own seeded instances and free hosts."""
+
+    def __init__(self, services):
+        self.services = services  # [(k, service_id, version)] of the seeded services
+        self.by_tenant = {}
+        # NICo attaches READY services only: the services the update handler
+        # changes (one in five of each tenant's) are not in the attach pool
+        self.updatable = [k for k, _, _ in services if (k // TENANTS) % 5 == 4]
+        for k, sid, ver in services:
+            if (k // TENANTS) % 5 != 4:
+                self.by_tenant.setdefault(k % TENANTS, []).append(k)
+        self.version = {k: ver for k, _, ver in services}
+        self.sid = {k: sid for k, sid, _ in services}
+        self.lock = threading.Lock()
+
+
+class Session(threading.Thread):
+    def __init__(self, n, connect, kind, plan, tpl, quota=None, deadline=None):
+        super().__init__(daemon=True)
+        self.n, self.kind, self.plan, self.quota, self.deadline = n, kind, plan, quota, deadline
+        self.conn = connect()
+        self.h = ApiHandlers(self.conn) if kind == "api" else RefHandlers(self.conn, tpl)
+        self.lat = {h: [] for h in HANDLERS}
+        self.errors = {}
+        self.rng = random.Random(n)
+        self.seeded = [i for i in range(n, INSTANCES, SESSIONS)]  # detach / delete / status targets
+        self.hosts = iter(range(INSTANCES + n, DPUS, SESSIONS))   # free hosts for the allocations
+        self.new = 0
+        self.own_services = [k for k in plan.updatable if k % SESSIONS == n]
+        self.updates = 0
+
+    def done(self, h):
+        if self.quota is not None:
+            return len(self.lat[h]) >= self.quota[h]
+        return c.now() >= self.deadline
+
+    def step(self, h):
+        p, rng = self.plan, self.rng
+        if h == "alloc":
+            t = rng.randrange(TENANTS)
+            allocs = []
+            for _ in range(BATCH):
+                host = next(self.hosts, None)
+                if host is None:
+                    return False
+                k = rng.choice(p.by_tenant[t])
+                allocs.append((uuid.uuid4(), mid("h", host), None, p.sid[k], p.version[k], mid("d", host)))
+            self.h.alloc(f"tenant-{t}", allocs)
+        elif h == "create":
+            self.new += 1
+            sid = uuid.uuid4()
+            self.h.create(sid, f"nh-{self.kind}-{self.n}-{self.new}", f"tenant-{self.new % TENANTS}")
+        elif h == "update":
+            k = self.own_services[self.updates % len(self.own_services)]
+            self.updates += 1
+            if self.kind == "api":
+                ver = self.h.update(p.sid[k], self.updates, tenant(k))
+                p.version[k] = ver
+            else:
+                self.h.update(p.sid[k], self.updates + 1000)
+        elif h in ("detach", "delete"):
+            if not self.seeded:
+                return False
+            i = self.seeded.pop(self.rng.randrange(len(self.seeded)))
+            getattr(self.h, h)(iid(i), tenant(i))
+        else:
+            i = self.rng.choice(self.seeded) if self.seeded else self.n
+            self.h.status(iid(i), tenant(i))
+        return True
+
+    def run(self):
+        n = 0
+        while True:
+            if all(self.done(h) for h in HANDLERS):
+                return
+            h = CYCLE[n % len(CYCLE)]
+            n += 1
+            if self.quota is not None and self.done(h):
+                continue
+            if self.quota is None and self.done(h):
+                return
+            t0 = c.now()
+            try:
+                if not self.step(h):
+                    return
+                self.lat[h].append((c.now() - t0) * 1000)
+            except sqlx_pg.DbError as ex:
+                key = f"{h} {getattr(ex, 'sqlstate', '?')}"
+                self.errors[key] = self.errors.get(key, 0) + 1
+                if self.errors[key] <= 2:
+                    print(f"    session {self.n} {h}: {ex}", flush=True)
+
+
+CLAIM_SQL = " UNION ALL ".join(
+    f"SELECT '{q}', coalesce(extract(epoch FROM now() - min(next_due_at)), 0)::float8 FROM extsvc.{t} "
+    "WHERE next_due_at <= now() AND (lease_expires_at IS NULL OR lease_expires_at < now())"
+    for q, t in (("service", "dpf_extension_service_reconciliations"), ("dpu", "dpu_reconciliations")))
+
+
+class ClaimSampler(threading.Thread):
+    """The age of the oldest due, unleased row of each queue, every 0.25 s:
+    extsvc_queue_oldest_due_age_seconds's own condition on the two queue
+    tables (extsvc.metrics() computes every family and takes ~0.7 s at
+    2,500 DPUs on this machine, too much to run beside the handlers)."""
+
+    def __init__(self, connect):
+        super().__init__(daemon=True)
+        self.conn, self.stop, self.ages, self.cost = connect(), threading.Event(), {}, []
+
+    def run(self):
+        while not self.stop.is_set():
+            t0 = c.now()
+            for q, v in self.conn.execute(CLAIM_SQL).fetchall():
+                self.ages.setdefault(q, []).append(v * 1000)
+            self.cost.append((c.now() - t0) * 1000)
+            self.stop.wait(0.25)
+
+
+def lock_waits(e, offset):
+    with open(e.pg.logfile, errors="replace") as f:
+        f.seek(offset)
+        text = f.read()
+    kinds = {}
+    for m in re.finditer(r"still waiting for (\w+) on (\w+)", text):
+        kinds[m.group(0)[18:]] = kinds.get(m.group(0)[18:], 0) + 1
+    return sum(kinds.values()), kinds
+
+
+def phase(e, kind, connect, plan, tpl, quota=None):
+    offset = os.path.getsize(e.pg.logfile)
+    claimed0 = sum(int(r[2]) for r in c.worker_status(e))
+    sampler = ClaimSampler(lambda: sqlx_pg.connect(host=e.pg.dir, port=e.pg.port, user=c.PG_USER, dbname="postgres"))
+    deadline = c.now() + SECONDS
+    sessions = [Session(n, connect, kind, plan, tpl, quota and quota[n], deadline) for n in range(SESSIONS)]
+    sampler.start()
+    t0 = c.now()
+    for s in sessions:
+        s.start()
+    for s in sessions:
+        s.join()
+    wall = c.now() - t0
+    sampler.stop.set()
+    sampler.join()
+    time.sleep(0.2)
+    waits, kinds = lock_waits(e, offset)
+    claimed = sum(int(r[2]) for r in c.worker_status(e)) - claimed0
+    for s in sessions:
+        s.conn.close()
+    return {"sessions": sessions, "wall": wall, "waits": waits, "kinds": kinds, "claimed": claimed, "claim": sampler.ages,
+            "sampler_ms": c.median(sampler.cost)}
+
+
+def main():
+    t_start = c.now()
+    print(f"# nico_handlers: {DPUS} DPUs, {SERVICES} services, {INSTANCES} instances, {HISTORY} history rows, "
+          f"{SESSIONS} sessions x {SECONDS} s; {c.machine_line()}", flush=True)
+    t0 = c.now()
+    e = c.env(dpus=DPUS, workers=2, extra={"log_lock_waits": "on", "deadlock_timeout": "'10ms'",
+                                          "max_connections": "60"})
+    print(f"  cluster and dpfsim ({DPUS} DPUDevices) up in {c.now() - t0:.1f} s", flush=True)
+    ok = False
+    try:
+        e.sim.ctl("POST", "/delays", c.FAST_DELAYS)
+        api_s, hist_s, hist = seed(e)
+        print(f"  seeded through the API in {api_s:.1f} s; history ({hist[0]} dpu_state_history, {hist[1]} "
+              f"service_state_history, {hist[2]} purged_service_history) added directly in {hist_s:.1f} s", flush=True)
+        t0 = c.now()
+        busy = queue_busy(e)
+        while busy and c.now() - t0 < SETTLE:
+            time.sleep(2)
+            busy = queue_busy(e)
+        print(f"  worker backlog: {busy} rows due or leased after {c.now() - t0:.0f} s of settling "
+              f"(BENCH_NH_SETTLE {SETTLE} s)", flush=True)
+        e.pg.sql(f"DROP ROLE IF EXISTS {ROLE}; CREATE ROLE {ROLE} LOGIN IN ROLE extsvc_api")
+        services = [(int(r[0]), uuid.UUID(r[1]), r[2]) for r in e.pg.sql(
+            "SELECT substr(service_name, 8)::int, service_id, version FROM extsvc.services "
+            "WHERE service_name LIKE 'nh-svc-%'")]
+        plan = Plan(services)
+        tpl, ref_s = make_ref(e)
+        print(f"  reference tables copied in {ref_s:.1f} s", flush=True)
+
+        def nico_conn():
+            return sqlx_pg.connect(host=e.pg.dir, port=e.pg.port, user=ROLE, dbname="postgres")
+
+        def su_conn():
+            return sqlx_pg.connect(host=e.pg.dir, port=e.pg.port, user=c.PG_USER, dbname="postgres")
+
+        api = phase(e, "api", nico_conn, plan, tpl)
+        quota = [{h: len(s.lat[h]) for h in HANDLERS} for s in api["sessions"]]
+        ref = phase(e, "ref", su_conn, Plan(services), tpl, quota)
+        report(api, ref)
+        ok = True
+    finally:
+        e.close(keep=not ok)
+        print(f"nico_handlers: {c.now() - t_start:.1f}s wall", flush=True)
+    return ok
+
+
+def report(api, ref):
+    rows = []
+    for h in HANDLERS:
+        a = [x for s in api["sessions"] for x in s.lat[h]]
+        r = [x for s in ref["sessions"] for x in s.lat[h]]
+        ratio = c.median(a) / c.median(r) if a and r else float("nan")
+        rows.append((h, len(a), c.median(a), c.pct(a, 99), len(r), c.median(r), c.pct(r, 99), f"{ratio:.2f}x",
+                     "yes" if ratio <= 3 else "NO"))
+    c.table(f"NICo's handlers, {SESSIONS} sessions: API vs plain statements (ms)",
+            ["handler", "API n", "API p50", "API p99", "ref n", "ref p50", "ref p99", "p50 ratio", "<= 3x"], rows)
+    prow = []
+    for name, p in (("API", api), ("reference", ref)):
+        n = sum(len(x) for s in p["sessions"] for x in s.lat.values())
+        errs = {}
+        for s in p["sessions"]:
+            for k, v in s.errors.items():
+                errs[k] = errs.get(k, 0) + v
+        claim = "; ".join(f"{q} p50 {c.median(v):.0f} p99 {c.pct(v, 99):.0f} max {max(v):.0f}"
+                          for q, v in sorted(p["claim"].items()))
+        prow.append((name, n, p["wall"], n / p["wall"], p["waits"], json.dumps(errs) if errs else "0",
+                     p["claimed"], claim or "-"))
+    c.table("Transactions, lock waits > 10 ms, worker claim latency (oldest due row's age, ms) during the run",
+            ["phase", "txns", "wall s", "txn/s", "lock waits", "errors", "worker claims", "claim latency"], prow)
+    print(f"claim latency: the oldest due, unleased row's age sampled every 0.25 s (one sample took "
+          f"{api['sampler_ms']:.1f} ms)")
+    for name, p in (("API", api), ("reference", ref)):
+        print(f"lock waits > 10 ms, {name}: {json.dumps(p['kinds'])}")
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
