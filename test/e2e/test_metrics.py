@@ -379,6 +379,10 @@ def test_sql_exporter_collector_gives_the_same_samples_with_one_call():
             moved.append(name)
         elif name.endswith("_age_seconds") and abs(w - v) < 5:
             moved.append(name)
+        elif name == "extsvc_kube_clock_skew_seconds" and abs(w - v) < 2:
+            # shared memory too: every response's Date header (1 s resolution) updates it, and
+            # the worker's calls go on between the two reads (seen: 0.348 then -0.006 under load)
+            moved.append(name)
         else:
             raise AssertionError(f"{key}: sql_exporter {v}, metrics_prometheus() {w}")
     print(f"    sql_exporter collector: {len(col['metrics'])} metrics, {len(got)} samples from 1 query, "
