@@ -213,14 +213,6 @@ pg_cluster_stop
 # 0.1.0 -> 0.2.0 -> 0.3.0 and 0.2.0 -> 0.3.0 (schema equal to a fresh install, data kept, the
 # worker waits for ALTER EXTENSION UPDATE); its own server and dpfsim
 suite upgrade env PGBIN="$PGBIN" "$PY" "$ROOT/test/upgrade/test_upgrade.py"
-# The same core and client GoogleTests under ASan+UBSan (clang, build-sanitize/),
-# then every libFuzzer target briefly from its seed corpus (docs/reliability.md);
-# after the suites above, which gave the background sanitizer build their time.
-if [ -n "$bg_pid" ] && ! bg_wait sanitize "sanitizer build"; then
-  echo "build sanitizer build failed"; summary; echo "suites: $passed passed, $((failed + 1)) failed"; exit 1
-fi
-suite sanitizers "$ROOT/scripts/sanitize-tests.sh"
-suite fuzz "$ROOT/scripts/fuzz.sh" smoke "${FUZZ_SMOKE_SECONDS:-5}"
 suite e2e "$ROOT/test/e2e/run.sh"
 # issue #25: a two-member Patroni cluster (etcd, streaming replication) under NICo-style load:
 # switchover, failover, a killed postmaster, a lingering old primary, a restored copy and a second
@@ -235,6 +227,15 @@ suite soak-short "$PY" "$ROOT/test/soak/soak.py" --ci
 # the README's first command: the demo's whole story against dpfsim (built
 # and installed above); it records when its first status table was printed
 suite demo env DEMO_FIGURE="$DEMO_FIGURE" BUILD_DIR="$BUILD_DIR" "$PY" "$ROOT/scripts/demo.py"
+# The same core and client GoogleTests under ASan+UBSan (clang, build-sanitize/),
+# then every libFuzzer target briefly from its seed corpus (docs/reliability.md);
+# after every suite that does not need them, which gave the background sanitizer
+# build their time.
+if [ -n "$bg_pid" ] && ! bg_wait sanitize "sanitizer build"; then
+  echo "build sanitizer build failed"; summary; echo "suites: $passed passed, $((failed + 1)) failed"; exit 1
+fi
+suite sanitizers "$ROOT/scripts/sanitize-tests.sh"
+suite fuzz "$ROOT/scripts/fuzz.sh" smoke "${FUZZ_SMOKE_SECONDS:-5}"
 # issue 27: the Debian packages build (lintian: no error), install with apt-get, run a service to
 # READY against the packaged dpfsim and purge cleanly; last, as it replaces the server's installed
 # extension files while it runs (it puts the make-installed ones back)
