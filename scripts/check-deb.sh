@@ -16,12 +16,18 @@
 # command runs it after every suite that uses the make-installed extension.
 # SYSTEM_PG_LOCK=FILE: hold flock(FILE) from the install to the restore (a
 # machine shared with another test run of the system tree).
+# Usage: check-deb.sh [build|install]: both phases by default; `build` builds
+# the packages and runs lintian only (it touches nothing outside build-deb/, so
+# the test command runs it in the background beside other suites), `install`
+# installs, runs and purges the packages a `build` left in build-deb/.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 source "$ROOT/scripts/lib/pgcluster.sh"
 
 T0=$SECONDS
 t_lock=0
+phase="${1:-all}"
+case "$phase" in all|build|install) ;; *) echo "usage: $0 [build|install]" >&2; exit 2 ;; esac
 version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$ROOT/nico_extsvc.control")
 pgv=$(cat "$ROOT/debian/pgversions")
 SYS_PG_CONFIG=/usr/lib/postgresql/$pgv/bin/pg_config
@@ -44,28 +50,39 @@ done
 # --- build -------------------------------------------------------------------
 work="$ROOT/build-deb"
 src="$work/nico-extsvc-$version"
-rm -rf "$work"
-mkdir -p "$src"
-(cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$src"
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$work}"
-log "dpkg-buildpackage -us -uc -b in $src${CMAKE_CXX_COMPILER_LAUNCHER:+ (compiler launcher: $CMAKE_CXX_COMPILER_LAUNCHER)}"
-t=$SECONDS
-if ! (cd "$src" && dpkg-buildpackage -us -uc -b -j"${DEB_JOBS:-2}") >"$work/build.log" 2>&1; then
-  tail -n 60 "$work/build.log"; echo "FAILED dpkg-buildpackage (log: $work/build.log)"; exit 1
+if [ "$phase" != install ]; then
+  rm -rf "$work"
+  mkdir -p "$src"
+  (cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$src"
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$work}"
+  log "dpkg-buildpackage -us -uc -b in $src${CMAKE_CXX_COMPILER_LAUNCHER:+ (compiler launcher: $CMAKE_CXX_COMPILER_LAUNCHER)}"
+  t=$SECONDS
+  if ! (cd "$src" && dpkg-buildpackage -us -uc -b -j"${DEB_JOBS:-2}") >"$work/build.log" 2>&1; then
+    tail -n 60 "$work/build.log"; echo "FAILED dpkg-buildpackage (log: $work/build.log)"; exit 1
+  fi
+  t_build=$((SECONDS - t))
+  changes=$(ls "$work"/nico-extsvc_"$version"_*.changes)
+  echo "built in ${t_build} s: $(cd "$work" && ls ./*.deb | xargs -n1 basename | tr '\n' ' ')"
+
+  log "lintian $(basename "$changes")"
+  lint=$(lintian "$changes" 2>&1 | grep -v 'running with root privileges' || true)
+  [ -n "$lint" ] && echo "$lint"
+  n_err=$(grep -c '^E: ' <<<"$lint" || true)
+  n_warn=$(grep -c '^W: ' <<<"$lint" || true)
+  echo "lintian: $n_err errors, $n_warn warnings"
+  [ "$n_err" -eq 0 ] || bad "lintian reports $n_err errors"
+  echo "$t_build $fail" >"$work/built"
+  if [ "$phase" = build ]; then
+    echo "deb: packages built in ${t_build} s and checked by lintian; the install phase is \`$0 install\`"
+    exit "$fail"
+  fi
+else
+  # the packages a `build` phase of this checkout left
+  [ -s "$work/built" ] || { echo "FAILED no packages in $work: run \`$0 build\` first"; exit 1; }
+  read -r t_build fail <"$work/built"
 fi
-t_build=$((SECONDS - t))
-changes=$(ls "$work"/nico-extsvc_"$version"_*.changes)
 deb_ext=$(ls "$work/${PKG_EXT}_${version}"_*.deb)
 deb_sim=$(ls "$work/${PKG_SIM}_${version}"_*.deb)
-echo "built in ${t_build} s: $(cd "$work" && ls ./*.deb | xargs -n1 basename | tr '\n' ' ')"
-
-log "lintian $(basename "$changes")"
-lint=$(lintian "$changes" 2>&1 | grep -v 'running with root privileges' || true)
-[ -n "$lint" ] && echo "$lint"
-n_err=$(grep -c '^E: ' <<<"$lint" || true)
-n_warn=$(grep -c '^W: ' <<<"$lint" || true)
-echo "lintian: $n_err errors, $n_warn warnings"
-[ "$n_err" -eq 0 ] || bad "lintian reports $n_err errors"
 
 # --- install, use, purge (the system tree) -------------------------------------
 if [ -n "${SYSTEM_PG_LOCK:-}" ]; then
@@ -203,7 +220,8 @@ for f in $files; do if [ -e "$f" ]; then echo "  left behind: $f"; left=$((left 
 [ "$left" -eq 0 ] || bad "$left packaged files left behind after the purge"
 echo "purged: none of the $(wc -w <<<"$files") packaged files is left"
 restore || fail=1
-echo "deb: build ${t_build} s, install ${t_install} s, the whole suite $((SECONDS - T0)) s" \
+echo "deb: build ${t_build} s$([ "$phase" = install ] && echo " (an earlier build phase)"), install ${t_install} s," \
+  "this $([ "$phase" = install ] && echo "install phase" || echo "whole suite") $((SECONDS - T0)) s" \
   "($((SECONDS - T0 - t_lock)) s without the ${t_lock} s waited for the lock)"
 [ "$fail" -eq 0 ] && echo "deb: $PKG_EXT and $PKG_SIM $version build, install, run a service to READY and purge cleanly"
 exit "$fail"

@@ -3,8 +3,12 @@
 # "N passed, N failed"; this script sums them into the same closing line and
 # says how long each file took. Every file makes its own clusters (copies of
 # the test command's template, extsvc_testkit.cluster) and its own dpfsim on
-# free ports, so files may run side by side: E2E_JOBS (default 1) at a time,
-# each file's output printed whole, in file order, when it is done.
+# free ports, so files may run side by side: E2E_JOBS at a time (default 1:
+# one after another, output live; 2 was not yet shown stable on the loaded
+# 2-core machine, docs/performance.md "Build and test time"), the longest
+# first (test/e2e/durations: the seconds each took in a measured run; a run
+# not listed there counts as the longest), each file's output printed whole,
+# in file order, when all are done.
 # One file by hand, from the repository root (the harness is the package
 # python/extsvc_testkit):  PYTHONPATH=python /usr/bin/python3 test/e2e/test_workers.py
 # Usage: run.sh [FILE...] (default: every test_*.py here). A file with a line
@@ -47,8 +51,15 @@ if [ "$jobs" -le 1 ]; then
     echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$out/$t.rc"
   done
 else
+  # the longest first, so that no long file starts last and runs alone
+  order=()
+  while read -r _ t; do order+=("$t"); done < <(
+    for t in "${files[@]}"; do
+      secs=$(awk -v r="$t" '$1 == r { print $2 }' durations 2>/dev/null)
+      echo "${secs:-999999} $t"
+    done | sort -k1,1nr -k2,2)
   running=()
-  for t in "${files[@]}"; do
+  for t in "${order[@]}"; do
     while [ "${#running[@]}" -ge "$jobs" ]; do
       wait -n 2>/dev/null || true
       alive=()
