@@ -398,13 +398,27 @@ def delete_points():
                      "after": "delete: the DELETE applied, the object terminating, the worker never told"}[when],
                     {"verb": "DELETE", "path_regex": f"/dpuservices/{name}$", "when": when}, trigger, expect)
 
-    sid = S["pair-before"][0]
-    name = dpf_name(sid)
-    sweep_point("delete.confirm_get.before",
-                "delete: after the completing transaction of the DELETE pass (poll recorded), killed at the "
-                "next pass's read",
-                {"verb": "GET", "path_regex": f"/dpuservices/{name}$", "when": "before", "nth": 2},
-                lambda: t_delete(sid), lambda: [] if state(sid)[0] == "DELETED" else [f"service {state(sid)}"])
+    # With the watch caches a delete is one request: the DELETE pass is recorded and the end comes
+    # from the watch, with no read to kill in between. Two deletes in one batch put the first
+    # service in exactly that window (its pass committed, its object terminating) when the worker
+    # dies at the second DELETE.
+    pair = {}
+
+    def prepare():
+        if not pair:
+            pair["sids"] = [ENV.ready_service(f"kp-delpair-{i}", target="PRIMARY") for i in (1, 2)]
+
+    def trigger():
+        tsql("; ".join(f"SELECT extsvc.delete_service('{x}'::uuid)" for x in pair["sids"]))
+
+    def expect():
+        sts = [state(x) for x in pair["sids"]]
+        return [] if all(st[0] == "DELETED" for st in sts) else [f"services {sts}"]
+    sweep_point("delete.delete#2.before",
+                "two deletes in one batch: the first one's DELETE pass is committed (its end still to come "
+                "from the watch), the worker dies at the second DELETE",
+                {"verb": "DELETE", "path_regex": r"/dpuservices/extsvc-[a-z0-9]+$", "when": "before", "nth": 2},
+                trigger, expect, ordering=True, prepare=prepare)
 
 
 def drift_points():
