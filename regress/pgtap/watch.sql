@@ -6,7 +6,7 @@
 -- _complete_dpu (observed_at, watched, evidence older than the staleness bound).
 BEGIN;
 \ir helpers.psql
-SELECT plan(33);
+SELECT plan(35);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -136,6 +136,11 @@ SELECT lives_ok(format($$SELECT extsvc.create_service('tw', 'watch-tap-2', 'DPF_
 SELECT is((SELECT lifecycle_state::text FROM extsvc.delete_service(:S2)), 'DELETING', 'fixture: deleted');
 UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = now() + interval '5 minutes' WHERE service_id = :S2;
 SELECT is(extsvc.wake_services(ARRAY[:S2]::uuid[]), 1, 'wake_services: a DELETING service is woken (finalizers)');
+-- a fresh cache's first list: no event for an object that went before it
+UPDATE extsvc.dpf_extension_service_reconciliations SET next_due_at = now() + interval '5 minutes' WHERE service_id = :S2;
+SELECT is(extsvc.wake_services('{}'::uuid[]), 0, 'wake_services: no ids, nothing woken');
+SELECT is(extsvc.wake_services('{}'::uuid[], every_deleting => true), 1,
+          'wake_services(every_deleting): every DELETING service is woken (and no other)');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -113,8 +113,12 @@ COMMENT ON FUNCTION extsvc.mark_and_claim_dpus(text[], text[], uuid[], text, int
   'Worker (watcher): in one statement, makes due the DPUs whose DPUDevice or Node (by name) changed in the watch caches, or not RUNNING yet for a service whose context changed, and leases up to max_claims of them to worker (none when NULL); returns the claimed rows as extsvc.claim does (woken: made due by this call), then the rows it woke but did not claim (lease_token and work NULL).';
 
 -- Services whose DPUService changed: a DELETING one waits for DPF's
--- finalizers, and the watch says when the object went.
-CREATE FUNCTION extsvc.wake_services(service_ids uuid[]) RETURNS integer
+-- finalizers, and the watch says when the object went. every_deleting: a
+-- fresh cache's first list (a started or restarted watcher) has no event for
+-- an object that went before it, so every DELETING service is woken once and
+-- its pass finds out.
+CREATE FUNCTION extsvc.wake_services(service_ids uuid[], every_deleting boolean DEFAULT false)
+RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   n integer;
@@ -122,7 +126,8 @@ BEGIN
   WITH locked AS (
     SELECT q.service_id FROM extsvc.dpf_extension_service_reconciliations q
       JOIN extsvc.service_records s USING (service_id)
-     WHERE q.service_id = ANY (coalesce(service_ids, '{}')) AND s.lifecycle_state = 'DELETING'
+     WHERE (wake_services.every_deleting OR q.service_id = ANY (coalesce(wake_services.service_ids, '{}')))
+       AND s.lifecycle_state = 'DELETING'
      ORDER BY q.service_id
        FOR UPDATE OF q
   )
@@ -139,8 +144,8 @@ BEGIN
   RETURN n;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc.wake_services(uuid[]) IS
-  'Worker (watcher): makes DELETING services due whose DPUService changed (finalizers removed, object gone); returns how many.';
+COMMENT ON FUNCTION extsvc.wake_services(uuid[], boolean) IS
+  'Worker (watcher): makes DELETING services due whose DPUService changed (finalizers removed, object gone), or every DELETING service (every_deleting: after a fresh cache''s first list); returns how many.';
 
 -- The drift check of the services a watch event concerned: their work
 -- objects, as resync_snapshot gives every READY service's.

@@ -175,6 +175,7 @@ Dirty ClusterCache::take_dirty() {
   Dirty out;
   if (!management_synced()) return out;
   std::swap(out, dirty_);
+  if (!synced_taken_) out.every_deleting = synced_taken_ = true;
   out.devices.erase(std::string());
   out.nodes.erase(std::string());
   out.services.erase(std::string());
@@ -189,6 +190,7 @@ void ClusterCache::restore_dirty(Dirty&& d) {
   dirty_.services.merge(d.services);
   for (auto& [id, st] : d.dpf) dirty_.dpf.try_emplace(id, std::move(st));
   dirty_.context.merge(d.context);
+  dirty_.every_deleting = dirty_.every_deleting || d.every_deleting;
 }
 
 namespace {

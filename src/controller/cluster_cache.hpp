@@ -69,8 +69,12 @@ struct Dirty {
   // Services whose context changed (a DaemonSet FailedCreate event, DPF's Ready condition): the
   // PENDING messages of their DPUs say more now.
   std::set<std::string> context;
+  // The first take after the management caches listed: an object that went before that list
+  // (while no watcher ran) sends no event, so every DELETING service is looked at once.
+  bool every_deleting = false;
   bool empty() const {
-    return devices.empty() && nodes.empty() && services.empty() && dpf.empty() && context.empty();
+    return devices.empty() && nodes.empty() && services.empty() && dpf.empty() && context.empty() &&
+           !every_deleting;
   }
 };
 
@@ -108,7 +112,7 @@ class ClusterCache {
   // Puts back what could not be published (the database refused): the next take_dirty() has it.
   void restore_dirty(Dirty&& d);
   // take_dirty() would return something now.
-  bool has_changes() const { return !dirty_.empty() && management_synced(); }
+  bool has_changes() const { return (!dirty_.empty() || !synced_taken_) && management_synced(); }
 
   // Observation state. Synced: listed at least once. current_at: when the cache was last known
   // equal to the server's state (now while every watch of that cluster is open), as wall-clock
@@ -167,6 +171,7 @@ class ClusterCache {
   std::unique_ptr<kube::Multi> multi_;
   kube::Client* dpu_ = nullptr;
   Dirty dirty_;
+  bool synced_taken_ = false;                   // take_dirty() has handed out every_deleting
   std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events, dpus, ds
   std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
   std::vector<Clock::time_point> relist_tickets_;  // per reflector: the list that answers

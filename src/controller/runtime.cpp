@@ -67,13 +67,21 @@ bool Runtime::check_dpf_api() {
       return true;
     }
     if (got.kind() == kube::ErrorKind::kNotFound) return true;  // doc stays null
-    spdlog::warn("reading the DPF API ({}): {}", gv, kube::describe(got.error()));
+    if (api_check_warned_) {
+      spdlog::debug("reading the DPF API ({}): {}", gv, kube::describe(got.error()));
+    } else {
+      spdlog::warn("reading the DPF API ({}): {}; retried every 5 s", gv,
+                   kube::describe(got.error()));
+      api_check_warned_ = true;
+    }
     return false;
   };
   nlohmann::json svc, provisioning;
   if (!read("svc.dpu.nvidia.com/v1alpha1", svc) ||
       !read("provisioning.dpu.nvidia.com/v1alpha1", provisioning))
     return false;  // keeps what it knew; tried again in 5 s
+  if (api_check_warned_) spdlog::info("reading the DPF API works again");
+  api_check_warned_ = false;
   const core::DpfApiLevel level = core::dpf_api_level(svc, provisioning);
   if (!dpf_api_.known || level.missing() != dpf_api_.missing()) {
     if (level.sufficient())

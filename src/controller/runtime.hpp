@@ -114,6 +114,8 @@ class Runtime {
   core::DpfApiLevel dpf_api_;
   uint64_t connects_at_check_ = 0;
   std::chrono::steady_clock::time_point next_api_check_{};
+  // the check is retried every 5 s while the API fails: one WARNING per outage, not per retry
+  bool api_check_warned_ = false;
 };
 
 }  // namespace extsvc::controller

@@ -60,7 +60,8 @@ Statement s_drift{"SELECT extsvc.mark_drift($1, $2)", 2, {UUIDOID, TEXTOID}, nul
 Statement s_dpus_due{"SELECT extsvc.mark_dpus_due()", 0, {}, nullptr};
 Statement s_orphans{"SELECT n FROM extsvc.orphaned_dpuservices($1) n", 1, {TEXTARRAYOID}, nullptr};
 Statement s_dpf{"SELECT extsvc.record_dpf_status($1)", 1, {JSONBOID}, nullptr};
-Statement s_wake_services{"SELECT extsvc.wake_services($1)", 1, {UUIDARRAYOID}, nullptr};
+Statement s_wake_services{
+    "SELECT extsvc.wake_services($1, $2)", 2, {UUIDARRAYOID, BOOLOID}, nullptr};
 Statement s_mark_and_claim{
     "SELECT id, state_version, lease_token, work, woken "
     "FROM extsvc.mark_and_claim_dpus($1, $2, $3, $4, $5, $6)",
@@ -327,9 +328,10 @@ bool publish_watch_changes(MemoryContext cxt, const WatchChanges& in, WatchPubli
   return in_transaction("nico_extsvc: publish watch changes", cxt, error, [&] {
     // Service rows before DPU rows: the order of the API's service calls (the service's rows,
     // then the work rows of its DPUs), so this transaction waits behind them, never across them.
-    if (in.nservices > 0) {
-      const Datum ids[] = {array_arg(in.services, in.nservices, UUIDOID)};
-      run(s_wake_services, ids);
+    if (in.nservices > 0 || in.every_deleting) {
+      const Datum args[] = {array_arg(in.services, in.nservices, UUIDOID),
+                            BoolGetDatum(in.every_deleting)};
+      run(s_wake_services, args);
     }
     if (in.dpf != nullptr) {
       const Datum args[] = {jsonb_arg(in.dpf)};

@@ -78,6 +78,7 @@ struct WatchChanges {
   int nnodes = 0;
   const char* const* services = nullptr;  // their DPUService changed
   int nservices = 0;
+  bool every_deleting = false;  // a fresh cache's first list: every DELETING service is woken
   const char* const* context = nullptr;  // their context changed (FailedCreate, DPF's Ready)
   int ncontext = 0;
   const char* dpf = nullptr;     // JSON array for extsvc.record_dpf_status(); null: none

@@ -116,6 +116,7 @@ bool watch_publish(MemoryContext cxt, WorkerSlot* slot, ClaimedByEvents* claimed
     in.nservices = static_cast<int>(dirty->services.size());
     services = names_out(cxt, dirty->services);
     in.services = services;
+    in.every_deleting = dirty->every_deleting;
     in.ncontext = static_cast<int>(dirty->context.size());
     in.context = names_out(cxt, dirty->context);
     std::vector<std::pair<std::string, core::DpfStatus>> st(dirty->dpf.begin(), dirty->dpf.end());

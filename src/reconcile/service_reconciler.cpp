@@ -152,8 +152,8 @@ void observe(Outcome& o, const nlohmann::json& obj) {
 }
 
 // After a delete accepted from the cache, the watch wakes the row when the object changes or
-// goes; this look is only the safety net for a lost event and for an object that went while the
-// watcher restarted (its fresh list just lacks it: no event, no wake).
+// goes; this look is only the safety net for a lost event. (An object that went while the watcher
+// restarted sends no event: a fresh cache's first publish wakes every DELETING service.)
 constexpr double kWatchSafetyNetS = 60;
 
 Outcome wait_for_watch(std::string message) {

@@ -130,6 +130,9 @@ TEST_F(ClusterCacheTest, ListsThenWatchesAndWakesOnlyWhatNicoReads) {
     EXPECT_TRUE(first.devices.count(device(i))) << device(i);
     EXPECT_TRUE(first.nodes.count(node(i))) << node(i);
   }
+  // once per fresh cache: a DELETING service whose object went before this list has no event
+  EXPECT_TRUE(first.every_deleting);
+  EXPECT_FALSE(cache_->take_dirty().every_deleting);
   const std::string key = "nico/extsvc-test0000000000000000";
   // a NICo label on DPUDevice 1: its device wakes, and its Node once DPF copied the label
   ASSERT_EQ(sim_->m("PATCH", device_path(1),
