@@ -59,7 +59,7 @@ Optional:
   --kubeconfig-dir DIR        write management.kubeconfig and dpu.kubeconfig into DIR
   --request-log FILE          append every request to FILE as one JSON line (seq, time with
                               microseconds, cluster, method, verb, resource, path, query, status,
-                              user_agent), flushed as it is answered
+                              user_agent; a POST's object name), flushed as it is answered
   --help                      this text
 )";
 

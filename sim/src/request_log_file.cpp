@@ -39,6 +39,14 @@ json RequestLogFile::line_of(const RequestRecord& r) {
          {"path", r.path},       {"query", r.query},
          {"status", r.status},   {"user_agent", r.user_agent}};
   if (!r.fault.empty()) j["fault"] = r.fault;
+  // a POST's path names only the collection: the new object's name says which commit it served
+  // (bench/commit_burst.py matches each create's commit with its POST)
+  if (r.method == "POST" && !r.body.empty()) {
+    const json body = json::parse(r.body, nullptr, false);
+    if (body.is_object() && body.contains("metadata") && body["metadata"].is_object() &&
+        body["metadata"].contains("name") && body["metadata"]["name"].is_string())
+      j["name"] = body["metadata"]["name"];
+  }
   return j;
 }
 

@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""Benchmark: commit to first API request under a burst (issue 26, part 4).
+
+BENCH_BURST_N creates (default 1,000; quick 200) are committed in one burst by
+BENCH_BURST_SESSIONS sessions (default 8), each create its own transaction as
+NICo's handler makes it, BENCH_BURSTS times (default 3; quick 2), against
+dpfsim with the product's defaults (extsvc.watch on, kube_qps 50 and
+kube_burst 100 per worker, 2 workers, both of which create: the watcher
+claims every kind of service work, the other worker the creates).
+
+Clocks: both ends are wall-clock times of this machine, taken where they
+happen. A create's commit is PostgreSQL's commit timestamp
+(track_commit_timestamp) of the transaction that wrote its CREATING history
+row (never updated later); its first API request is the time dpfsim received
+the POST of its DPUService, from dpfsim's --request-log (microseconds; the
+POST's object name says which create it served).
+
+Printed per burst and over all bursts:
+- the burst's head: its first commit -> the first POST of the burst (how fast
+  an idle worker reacts to new work);
+- per create: its commit -> its POST (the queue behind the rate limit
+  included: 1,000 POSTs at 50/s after a burst of 100 take 18 s, so this is
+  mostly the rate limit's wait);
+- per POST, its gap: its arrival minus the later of its own commit and the
+  previous POST's arrival (what neither a missing commit nor the queue ahead
+  explains: the rate limit's spacing, 1/kube_qps, and the worker's own work);
+- first commit -> all READY against the pure rate-limit time of the POSTs.
+
+Env: BENCH_BURST_N, BENCH_BURST_SESSIONS, BENCH_BURSTS, BENCH_QUICK=1.
+"""
+import datetime
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as c  # noqa: E402
+
+N = c.size("BENCH_BURST_N", 1000, 200)
+SESSIONS = c.size("BENCH_BURST_SESSIONS", 8, 8)
+BURSTS = c.size("BENCH_BURSTS", 3, 2)
+DATA = json.dumps(c.helm_data(values={"v": 1}))
+
+
+def commit_burst(pg, tag):
+    """N creates from SESSIONS sessions started together; returns the service ids."""
+    sessions = [c.Session(pg) for _ in range(SESSIONS)]
+    ids, errors = [], []
+    lock = threading.Lock()
+    start = threading.Barrier(SESSIONS)
+
+    def run(k, s):
+        mine = []
+        try:
+            start.wait()
+            for i in range(k, N, SESSIONS):
+                sid = s.one("SELECT service_id FROM extsvc.create_service("
+                            f"'tenant-burst', 'b{tag}-{i}', 'DPF_HELM_CHART', {c.lit(DATA)}, "
+                            "dpu_target => 'PRIMARY')")
+                if sid:
+                    mine.append(sid)
+                else:
+                    errors.append(i)
+        finally:
+            with lock:
+                ids.extend(mine)
+
+    threads = [threading.Thread(target=run, args=(k, s)) for k, s in enumerate(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in sessions:
+        s.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} creates refused")
+    return ids
+
+
+def commits_of(pg, ids):
+    """service id -> (DPUService name, commit time as epoch seconds)."""
+    rows = pg.sql(
+        "SELECT s.service_id, s.dpf_service_name, extract(epoch FROM pg_xact_commit_timestamp(h.xmin)) "
+        "FROM extsvc.service_records s JOIN extsvc.service_state_history h USING (service_id) "
+        "WHERE h.to_state = 'CREATING' AND h.actor = 'api' AND s.service_id = ANY ("
+        f"ARRAY[{','.join(c.lit(i) for i in ids)}]::uuid[])")
+    return {r[0]: (r[1], float(r[2])) for r in rows}
+
+
+def posts_of(path, names):
+    """DPUService name -> the arrival time (epoch seconds) of its first POST."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("method") != "POST" or r.get("resource") != "dpuservices":
+                continue
+            name = r.get("name")
+            if name in names and name not in out:
+                out[name] = datetime.datetime.strptime(r["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                    tzinfo=datetime.timezone.utc).timestamp()
+    return out
+
+
+def gaps(pairs):
+    """Per POST in arrival order: its arrival minus the later of its own commit and the previous
+    POST's arrival: the delay that neither a missing commit nor the queue ahead explains."""
+    out, prev = [], None
+    for cm, p in sorted(pairs, key=lambda x: x[1]):
+        out.append((p - (cm if prev is None else max(cm, prev))) * 1000)
+        prev = p
+    return out
+
+
+def stats_row(name, xs):
+    return [name, len(xs), c.fmt(c.median(xs), 2), c.fmt(c.pct(xs, 99), 2), c.fmt(min(xs), 2), c.fmt(max(xs), 2)]
+
+
+def main():
+    print(f"# commit_burst: {BURSTS} burst(s) of {N} creates from {SESSIONS} sessions; {c.machine_line()}",
+          flush=True)
+    workdir = tempfile.mkdtemp(prefix="commit-burst-")
+    log = os.path.join(workdir, "requests.jsonl")
+    e = c.env(dpus=2, workers=2, extra={"track_commit_timestamp": "on"}, sim_args=f"--request-log {log}")
+    ok = False
+    try:
+        e.wait_watching()
+        # warm up (connections, caches), not measured
+        sid = e.create("warmup", json.loads(DATA), tenant="tenant-burst")
+        e.wait_state(sid, "READY")
+        qps = float(e.pg.one("SHOW extsvc.kube_qps"))
+        burst_tokens = int(e.pg.one("SHOW extsvc.kube_burst"))
+        # with the watch on the watcher claims every kind of service work and the other workers
+        # the creates (docs/worker.md): both create
+        creators = 2
+        print(f"  kube_qps {qps:g}, kube_burst {burst_tokens} per worker; {creators} creating worker(s)")
+        heads, lat, own, ratios, rows = [], [], [], [], []
+        for b in range(BURSTS):
+            time.sleep(2)
+            ids = commit_burst(e.pg, b)
+            t_committed = time.time()
+            c.wait_until(lambda: e.pg.one(
+                "SELECT count(*) FROM extsvc.services WHERE lifecycle_state = 'READY' AND service_id = ANY ("
+                f"ARRAY[{','.join(c.lit(i) for i in ids)}]::uuid[])") == str(len(ids)),
+                timeout=N / 10 + 60, interval=0.1, what=f"burst {b}: all READY")
+            t_ready = time.time()
+            commits = commits_of(e.pg, ids)
+            posts = posts_of(log, {v[0] for v in commits.values()})
+            missing = [k for k, v in commits.items() if v[0] not in posts]
+            if missing:
+                raise RuntimeError(f"burst {b}: {len(missing)} creates without a POST in the request log")
+            pairs = sorted((v[1], posts[v[0]]) for v in commits.values())
+            first_commit, last_commit = pairs[0][0], pairs[-1][0]
+            first_post = min(p for _, p in pairs)
+            head = (first_post - first_commit) * 1000
+            per = [(p - cm) * 1000 for cm, p in pairs]
+            mine = gaps(pairs)
+            pure = max(0.0, len(pairs) - burst_tokens * creators) / (qps * creators)
+            ready_after = t_ready - first_commit
+            heads.append(head)
+            lat += per
+            own += mine
+            ratios.append(ready_after / pure if pure else float("nan"))
+            rows.append([b, len(pairs), c.fmt((last_commit - first_commit) * 1000, 0), c.fmt(head, 2),
+                         c.fmt(c.median(per), 1), c.fmt(c.pct(per, 99), 1), c.fmt(c.median(mine), 2),
+                         c.fmt(c.pct(mine, 99), 2), c.fmt(ready_after, 1), c.fmt(pure, 1),
+                         c.fmt(ratios[-1], 2)])
+            print(f"  burst {b}: {len(pairs)} creates committed in {(last_commit - first_commit):.2f} s; "
+                  f"client saw the last commit {(t_committed - last_commit) * 1000:.0f} ms after it", flush=True)
+        c.table("Bursts (ms unless noted)",
+                ["burst", "creates", "commit span", "head: 1st commit -> 1st POST", "commit -> POST p50",
+                 "p99", "gap p50", "gap p99", "1st commit -> all READY s",
+                 "pure rate-limit s", "ratio"], rows)
+        c.table("Over all bursts (ms)", ["measure", "n", "p50", "p99", "min", "max"],
+                [stats_row("head: first commit -> first POST", heads),
+                 stats_row("per create: commit -> its POST", lat),
+                 stats_row("per POST: gap after max(its commit, previous POST)", own)])
+        ok = True
+    finally:
+        e.close(keep=not ok)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
