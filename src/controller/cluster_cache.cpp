@@ -321,6 +321,7 @@ reconcile::CachedDpuService ClusterCache::dpuservice(const std::string& name) co
   c.has_site = f->has_site;
   c.being_deleted = f->being_deleted;
   c.drift_key.assign(f->drift_key.begin(), f->drift_key.end());
+  c.drift_shape = f->drift_shape;
   if (const core::DpfStatus* dpf = store.context(f->service_id)) c.paused = dpf->paused;
   return c;
 }

@@ -43,8 +43,9 @@ struct DeviceFacts {
   bool operator==(const DeviceFacts&) const = default;
 };
 
-// One of our DPUServices, as small as the drift check allows (a site has thousands of them; the
-// map's key is its name): the drift key instead of the object, and of DPF's status only what
+// One of our DPUServices, as small as the drift check and its repair allow (a site has thousands
+// of them; the map's key is its name): the drift key and shape instead of the object, and of
+// DPF's status only what
 // tells a change, plus the whole status while it is worth a PENDING message (not Ready, paused).
 struct ServiceFacts {
   std::string uid;
@@ -56,7 +57,10 @@ struct ServiceFacts {
   bool has_site = false;
   bool being_deleted = false;
   std::array<char, 32> drift_key{};  // core::dpuservice_drift_key (its 32 bytes)
-  uint64_t dpf_digest = 0;           // of DPF's Ready condition, reason, message, paused
+  // core::dpuservice_drift_shape: the keys of the owned fields with digests for values, so that
+  // a drift is repaired with one PATCH (issue 26, part 2); a few hundred bytes
+  std::string drift_shape;
+  uint64_t dpf_digest = 0;  // of DPF's Ready condition, reason, message, paused
   bool operator==(const ServiceFacts&) const = default;
 };
 

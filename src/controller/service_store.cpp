@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "core/drift_key.hpp"
+#include "core/drift_shape.hpp"
 #include "core/identity.hpp"
 #include "core/site.hpp"
 
@@ -47,8 +48,10 @@ std::optional<ServiceFacts> ServiceStore::extract(const std::string&, const json
   f.has_site = !site.is_null();
   f.site = site.is_string() ? site.get<std::string>() : std::string();
   f.being_deleted = !core::json_at(obj, {"metadata", "deletionTimestamp"}).is_null();
-  const std::string key = core::dpuservice_drift_key(obj);
+  const json projection = core::dpuservice_drift_projection(obj);
+  const std::string key = core::drift_key_of_projection(projection);
   std::copy_n(key.begin(), std::min(key.size(), f.drift_key.size()), f.drift_key.begin());
+  f.drift_shape = core::dpuservice_drift_shape(obj, projection);
   extracted_dpf_ = core::dpf_status(obj);
   f.dpf_digest = digest(extracted_dpf_);
   return f;

@@ -1,7 +1,7 @@
 // The watch caches of our DPUServices (management cluster) and of the DaemonSet FailedCreate
 // events of the DPU cluster that say why a service's pods are missing. A DPUService is kept as
-// its drift key and a digest of DPF's status (ServiceFacts); the status itself only while it is
-// context for PENDING messages (not Ready, or paused).
+// its drift key and shape and a digest of DPF's status (ServiceFacts); the status itself only
+// while it is context for PENDING messages (not Ready, or paused).
 #pragma once
 
 #include <optional>

@@ -37,7 +37,9 @@ json without_nulls(const json& v) {
   return out;
 }
 
-std::string sha256(const std::string& text) {
+}  // namespace
+
+std::string sha256_bytes(const std::string& text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
@@ -47,8 +49,6 @@ std::string sha256(const std::string& text) {
     throw std::runtime_error("SHA-256 computation failed");
   return std::string(reinterpret_cast<const char*>(digest), len);
 }
-
-}  // namespace
 
 json dpuservice_drift_projection(const json& obj) {
   json p = json::object();
@@ -119,8 +119,12 @@ json dpuservice_drift_projection(const json& obj) {
   return p;
 }
 
+std::string drift_key_of_projection(const json& projection) {
+  return sha256_bytes(projection.dump());
+}
+
 std::string dpuservice_drift_key(const json& obj) {
-  return sha256(dpuservice_drift_projection(obj).dump());
+  return drift_key_of_projection(dpuservice_drift_projection(obj));
 }
 
 }  // namespace extsvc::core

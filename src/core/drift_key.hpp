@@ -15,7 +15,15 @@ namespace extsvc::core {
 // 32 bytes (SHA-256 of the canonical projection).
 std::string dpuservice_drift_key(const nlohmann::json& dpuservice);
 
-// The projection itself (for tests and debugging).
+// The projection itself (for tests and debugging, and for drift_shape.hpp).
 nlohmann::json dpuservice_drift_projection(const nlohmann::json& dpuservice);
+
+// The key of a projection already made: dpuservice_drift_key(o) is
+// drift_key_of_projection(dpuservice_drift_projection(o)). The watch cache makes the projection
+// once for the key and the shape (drift_shape.hpp).
+std::string drift_key_of_projection(const nlohmann::json& projection);
+
+// SHA-256 of text (32 bytes).
+std::string sha256_bytes(const std::string& text);
 
 }  // namespace extsvc::core

@@ -70,7 +70,7 @@ json apply_merge_patch(json target, const json& patch) {
   return target;
 }
 
-json dpuservice_mutable_patch(const json& live, const json& desired) {
+const std::array<std::vector<std::string>, 10>& dpuservice_owned_paths() {
   static const std::array<std::vector<std::string>, 10> kOwned = {{
       {"spec", "helmChart", "source", "repoURL"},
       {"spec", "helmChart", "source", "chart"},
@@ -83,6 +83,11 @@ json dpuservice_mutable_patch(const json& live, const json& desired) {
       {"spec", "serviceDaemonSet", "resources"},
       {"spec", "serviceDaemonSet", "updateStrategy"},
   }};
+  return kOwned;
+}
+
+json dpuservice_mutable_patch(const json& live, const json& desired) {
+  const auto& kOwned = dpuservice_owned_paths();
   // DPF writes its own keys into spec.serviceDaemonSet.labels (the newest
   // controller persists svc.dpu.nvidia.com/service there); they are DPF's,
   // never compared and never nulled, so a resync does not fight DPF.

@@ -1,9 +1,11 @@
 #pragma once
 
+#include <array>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/identity.hpp"
 
@@ -29,6 +31,9 @@ nlohmann::json apply_merge_patch(nlohmann::json target, const nlohmann::json& pa
 // serviceDaemonSet.labels are DPF's: ignored, never nulled. Returns {} when
 // the owned fields already match.
 nlohmann::json dpuservice_mutable_patch(const nlohmann::json& live, const nlohmann::json& desired);
+
+// The paths of those NICo-owned mutable fields, in the order the patch visits them.
+const std::array<std::vector<std::string>, 10>& dpuservice_owned_paths();
 
 // Merge patch for a DPUDevice's spec.cluster.nodeLabels: sets each wanted key
 // to "enabled" unless it already is, removes present keys starting with

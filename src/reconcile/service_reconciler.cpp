@@ -11,79 +11,14 @@
 #include "core/site.hpp"
 #include "kube/error.hpp"
 #include "reconcile/errors.hpp"
+#include "reconcile/service_outcomes.hpp"
 
 namespace extsvc::reconcile {
 
 namespace {
 
 using kube::ErrorKind;
-
-Outcome transition(std::string state, std::string reason, std::string message) {
-  Outcome o;
-  o.kind = Outcome::Kind::kTransition;
-  o.new_state = std::move(state);
-  o.reason = std::move(reason);
-  o.message = std::move(message);
-  return o;
-}
-
-Outcome event(std::string reason, std::string message) {
-  Outcome o;
-  o.kind = Outcome::Kind::kEvent;
-  o.reason = std::move(reason);
-  o.message = std::move(message);
-  return o;
-}
-
-Outcome done() {
-  return Outcome{};
-}
-
-Outcome poll(std::string message) {
-  Outcome o;
-  o.kind = Outcome::Kind::kPoll;
-  o.message = std::move(message);
-  return o;
-}
-
-// A failed call: transient ones retry with backoff, the rest fail the service.
-Outcome from_error(const kube::Error& e, const std::string& what) {
-  Outcome o;
-  o.http_status = e.http_status ? std::optional<int>(e.http_status) : std::nullopt;
-  o.retry_after_s = e.retry_after_s;
-  // describe() is already redacted; it never carries request headers.
-  o.message = what + ": " + kube::describe(e);
-  if (const auto fields = strict_refused_fields(e); !fields.empty()) {
-    o.kind = Outcome::Kind::kTransition;
-    o.new_state = "FAILED";
-    o.reason = "unknown_fields";
-    o.message = what + ": " + core::unknown_fields_message(fields);
-    return o;
-  }
-  if (retryable(e)) {
-    o.kind = Outcome::Kind::kRetry;
-    o.retry_reason = retry_reason(e);
-  } else {
-    o.kind = Outcome::Kind::kTransition;
-    o.new_state = "FAILED";
-    o.reason = kPermanentError;
-  }
-  return o;
-}
-
-// The fence said no: the lease could run out during the next call.
-Outcome lost(const std::string& before) {
-  Outcome o;
-  o.kind = Outcome::Kind::kLost;
-  o.retry_reason = "lease_fence";
-  o.message = "lease fence: the lease could expire during the next Kubernetes call (" + before +
-              "); nothing more was sent";
-  return o;
-}
-
-bool fenced(const ServiceWork& w) {
-  return !w.budget.may_write();
-}
+using namespace service_outcomes;  // NOLINT(google-build-using-namespace)
 
 // A merge patch decided from a read carries that read's resourceVersion: the
 // API server applies it only to the object that was read (409 otherwise).
@@ -109,63 +44,6 @@ Outcome ownership_conflict(const ServiceWork& w, const std::string& field) {
   return transition("FAILED", "ownership_conflict",
                     "DPUService " + w.dpf_service_name + " exists but " + field +
                         " is not ours; it is left untouched");
-}
-
-// The API server answered 2xx but without fields we sent: it prunes unknown
-// fields (an API server that ignores fieldValidation). Permanent: the same
-// request would be pruned again.
-std::optional<Outcome> pruned(const nlohmann::json& sent, const nlohmann::json& echoed,
-                              const std::string& what) {
-  const auto dropped = core::dropped_fields(sent, echoed);
-  if (dropped.empty()) return std::nullopt;
-  std::string list;
-  for (const auto& f : dropped) list += (list.empty() ? "" : ", ") + f;
-  return transition("FAILED", "unknown_fields",
-                    what + ": the API server answered without " + list +
-                        ": its DPUService CRD does not define them (fields were dropped). "
-                        "Upgrade DPF or update the service without them");
-}
-
-// A 2xx must carry the object: a proxy's page, a Status body or an empty
-// answer is "not the expected JSON" (SPEC 2.5), retried, never trusted.
-std::optional<Outcome> not_a_dpuservice(const kube::Response& r, const std::string& what) {
-  const auto& b = r.body;
-  if (core::json_text_at(b, {"kind"}) == "DPUService" &&
-      !core::json_text_at(b, {"metadata", "name"}).empty())
-    return std::nullopt;
-  Outcome o;
-  o.kind = Outcome::Kind::kRetry;
-  o.retry_reason = "invalid_response";
-  o.http_status = r.http_status;
-  o.message = what + ": the API answered " + std::to_string(r.http_status) +
-              " without a DPUService object; retrying";
-  return o;
-}
-
-void observe(Outcome& o, const nlohmann::json& obj) {
-  o.dpf = core::dpf_status(obj);
-  const auto& md = obj.value("metadata", nlohmann::json::object());
-  if (md.contains("generation") && md["generation"].is_number_integer())
-    o.observed_generation = md["generation"].get<int64_t>();
-  if (md.contains("resourceVersion") && md["resourceVersion"].is_string())
-    o.observed_resource_version = md["resourceVersion"].get<std::string>();
-}
-
-// After a delete accepted from the cache, the watch wakes the row when the object changes or
-// goes; this look is only the safety net for a lost event. (An object that went while the watcher
-// restarted sends no event: a fresh cache's first publish wakes every DELETING service.)
-constexpr double kWatchSafetyNetS = 60;
-
-Outcome wait_for_watch(std::string message) {
-  Outcome o = poll(std::move(message));
-  o.retry_after_s = kWatchSafetyNetS;
-  return o;
-}
-
-// The cached object carries this service's ownership label and this site's label (an object
-// without the site label is adopted by the GET path, which patches the label in).
-bool cached_ours(const CachedDpuService& c, const ServiceWork& w, const std::string& site) {
-  return c.service_id == w.service_id && (site.empty() || (c.has_site && c.site == site));
 }
 
 bool being_deleted(const nlohmann::json& obj) {
@@ -319,49 +197,6 @@ Outcome ServiceReconciler::adopt_existing(const ServiceWork& w) {
   return o;
 }
 
-std::optional<Outcome> ServiceReconciler::update_cached(const ServiceWork& w, bool drift_repair) {
-  const CachedDpuService& c = *w.cached;
-  if (!c.present || c.being_deleted || !cached_ours(c, w, site_)) return std::nullopt;
-  if (drift_repair) {
-    // in sync as far as the watch knows (a later change wakes the row again); a drift is patched
-    // from a read, since what to remove is not in the cache
-    if (c.drift_key != core::dpuservice_drift_key(w.desired)) return std::nullopt;
-    Outcome o = done();
-    o.observed_resource_version = c.resource_version;
-    return o;
-  }
-  // The drift key holds the identity and the NICo-owned fields: equal to the applied revision's,
-  // the live object needs exactly the patch from that revision to the desired one.
-  if (w.applied.is_null() || c.drift_key != core::dpuservice_drift_key(w.applied))
-    return std::nullopt;
-  nlohmann::json patch = core::dpuservice_mutable_patch(w.applied, w.desired);
-  if (patch.empty()) {
-    Outcome o = transition(
-        "READY", "revision_applied",
-        "revision " + std::to_string(w.desired_revision) + " applied (no change needed)");
-    o.applied_revision = w.desired_revision;
-    o.observed_resource_version = c.resource_version;
-    return o;
-  }
-  if (fenced(w)) return lost("before patching the DPUService");
-  ++calls_;
-  // the cached resourceVersion: the patch applies only to the version whose facts were checked
-  patch["metadata"]["resourceVersion"] = c.resource_version;
-  const std::string path = kube::dpuservices_path(ns_, w.dpf_service_name);
-  auto patched = api_.merge_patch(path + kStrict, patch);
-  if (!patched.ok()) {
-    if (patched.kind() == ErrorKind::kConflict) {
-      stale_ = true;  // the cache was behind: one GET and one retry
-      return std::nullopt;
-    }
-    if (patched.kind() == ErrorKind::kNotFound)
-      return transition("FAILED", "dpuservice_missing",
-                        "DPUService " + w.dpf_service_name + " disappeared during the update");
-    return from_error(patched.error(), "patching the DPUService");
-  }
-  return patched_outcome(w, false, false, patched.value());
-}
-
 Outcome ServiceReconciler::update(const ServiceWork& w, bool drift_repair) {
   if (w.cached)
     if (auto o = update_cached(w, drift_repair)) return *o;
@@ -509,49 +344,6 @@ Outcome ServiceReconciler::remove(const ServiceWork& w) {
         "delete requested, but the DPUService is paused (spec.paused is true): DPF does "
         "not finish its delete until someone unpauses it");
   return poll("delete requested; waiting for the API to answer 404");
-}
-
-std::optional<Outcome> ServiceReconciler::remove_cached(const ServiceWork& w) {
-  const CachedDpuService& c = *w.cached;
-  const std::string& name = w.dpf_service_name;
-  if (!c.present) {
-    // gone as the watch saw it, and it was the object this delete removed (not an older one
-    // whose successor the watch has not shown yet)
-    const auto it = deleting_.find(name);
-    if (it == deleting_.end() || c.gone_uid.empty() || it->second != c.gone_uid)
-      return std::nullopt;
-    deleting_.erase(it);
-    return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
-  }
-  if (!cached_ours(c, w, site_)) return std::nullopt;  // the GET path names the conflict
-  if (deleting_.size() > 100000) deleting_.clear();    // bounded; the GET path still confirms
-  if (c.being_deleted) {
-    deleting_[name] = c.uid;
-    return wait_for_watch(
-        c.paused ? "the DPUService is paused (spec.paused is true): DPF does not finish its "
-                   "delete until someone unpauses it"
-                 : "waiting for DPF to remove the DPUService's finalizers");
-  }
-  if (fenced(w)) return lost("before deleting the DPUService");
-  ++calls_;
-  // the cached uid: only the object whose facts were checked is deleted
-  auto deleted = api_.del(kube::dpuservices_path(ns_, name),
-                          nlohmann::json{{"preconditions", {{"uid", c.uid}}}});
-  if (!deleted.ok()) {
-    if (deleted.kind() == ErrorKind::kConflict) {
-      stale_ = true;  // another object of that name by now: read it
-      return std::nullopt;
-    }
-    if (deleted.kind() == ErrorKind::kNotFound)
-      return transition("DELETED", "dpuservice_deleted", "DPUService is gone");
-    return from_error(deleted.error(), "deleting the DPUService");
-  }
-  deleting_[name] = c.uid;
-  if (c.paused)
-    return wait_for_watch(
-        "delete requested, but the DPUService is paused (spec.paused is true): DPF does "
-        "not finish its delete until someone unpauses it");
-  return wait_for_watch("delete requested; waiting for the watch to see it go");
 }
 
 }  // namespace extsvc::reconcile

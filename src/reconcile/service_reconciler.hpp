@@ -31,9 +31,11 @@ class ServiceReconciler {
   Outcome update(const ServiceWork& w, bool drift_repair);
   Outcome remove(const ServiceWork& w);
   Outcome adopt_existing(const ServiceWork& w);
-  // Issue 26, part 2: one request decided from the watch cache (w.cached); nullopt when the cache
-  // cannot decide (absent, not ours, a drift to read, a 409 on a stale cache): the GET path runs.
+  // Issue 26, part 2 (service_cached.cpp): one request decided from the watch cache (w.cached);
+  // nullopt when the cache cannot decide (absent and not seen going, not ours, another identity,
+  // a 409 on a stale cache): the GET path runs.
   std::optional<Outcome> update_cached(const ServiceWork& w, bool drift_repair);
+  std::optional<Outcome> recreate_cached(const ServiceWork& w);
   std::optional<Outcome> remove_cached(const ServiceWork& w);
   // The rest of an update after an accepted PATCH (its response is the object after the write).
   Outcome patched_outcome(const ServiceWork& w, bool drift_repair, bool label_only,

@@ -27,6 +27,9 @@ struct CachedDpuService {
   bool being_deleted = false;
   bool paused = false;    // spec.paused (DPF does not finish a delete meanwhile)
   std::string drift_key;  // core::dpuservice_drift_key of the cached object
+  // core::dpuservice_drift_shape of the cached object: what a drift repair's merge patch is
+  // computed from (its keys and value digests), with no GET
+  std::string drift_shape;
 };
 
 struct ServiceWork {

@@ -15,8 +15,11 @@
 #include "controller/resync.hpp"
 #include "controller/runtime.hpp"
 #include "core/dpuservice_render.hpp"
+#include "core/drift_key.hpp"
+#include "core/drift_shape.hpp"
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
+#include "core/merge_patch.hpp"
 #include "dpu_fixture.hpp"
 #include "kube/client.hpp"
 #include "reconcile/dpu_reconciler.hpp"
@@ -388,6 +391,17 @@ TEST_F(ClusterCacheTest, TheDriftCheckFromTheCacheSeesAHandEditAndNothingElse) {
   r = check_changed(rt, rows, {kId}, {});
   ASSERT_EQ(r.drifted.size(), 1u);
   EXPECT_EQ(r.drifted.front().first, kId);
+  // issue 26, part 2: the cache's shape of the edited object gives the repair's merge patch
+  // (the hand-set key nulled), and that patch applied to the live object ends the drift
+  const json desired = core::render_dpuservice(kId, kVersion, 1, work["helm_data"], kNs);
+  const reconcile::CachedDpuService cached = rt.cache()->dpuservice(name);
+  ASSERT_TRUE(cached.present);
+  const auto patch = core::dpuservice_patch_from_shape(cached.drift_shape, desired);
+  ASSERT_TRUE(patch.has_value());
+  EXPECT_TRUE(patch->at("spec").at("helmChart").at("values").is_null()) << patch->dump();
+  const json live = sim_->m("GET", simtest::dpuservice_path(name)).j();
+  EXPECT_EQ(core::dpuservice_drift_key(core::apply_merge_patch(live, *patch)),
+            core::dpuservice_drift_key(desired));
 }
 
 // Issue 23, part 2, from the watch caches: a chart that drops the contract's labels and

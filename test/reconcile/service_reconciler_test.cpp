@@ -14,6 +14,7 @@
 
 #include "core/dpuservice_render.hpp"
 #include "core/drift_key.hpp"
+#include "core/drift_shape.hpp"
 #include "core/helm_chart_data.hpp"
 #include "core/identity.hpp"
 #include "kube/client.hpp"
@@ -101,6 +102,7 @@ class ServiceReconcilerTest : public ::testing::Test {
     c.service_id = md["labels"].value("nico/extension-service-id", "");
     c.being_deleted = md.contains("deletionTimestamp");
     c.drift_key = core::dpuservice_drift_key(obj);
+    c.drift_shape = core::dpuservice_drift_shape(obj);
     return c;
   }
 
@@ -406,6 +408,98 @@ TEST_F(ServiceReconcilerTest, ADeleteWithAStaleCachedUidDeletesNothingItDidNotRe
   EXPECT_EQ(o.api_calls, 3);  // the refused DELETE, the GET, the DELETE with the read uid
   EXPECT_EQ(count("DELETE dpuservices"), deletes + 2);
   EXPECT_EQ(count("GET dpuservices"), gets + 1);
+}
+
+// Issue 26, part 2: a drift repaired from the cache is one PATCH computed from the cached shape,
+// with the cached resourceVersion: keys added by hand are removed, changed values set back, no GET.
+TEST_F(ServiceReconcilerTest, ADriftRepairFromTheCacheIsOnePatch) {
+  const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-00000000000d";
+  ServiceWork w = work(id, "CREATING", 1, json{{"a", 1}, {"keep", {{"x", 1}}}});
+  ASSERT_EQ(rec_->reconcile(w).kind, Kind::kTransition);
+  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
+                           "/dpuservices/" + w.dpf_service_name;
+  ASSERT_EQ(sim_->m("PATCH", path,
+                    R"({"spec":{"helmChart":{"values":{"a":99,"hand":{"deep":true},)"
+                    R"("keep":{"y":2}}},"serviceDaemonSet":{"labels":{"by-hand":"y"}}}})",
+                    "application/merge-patch+json")
+                .status,
+            200);
+  quiet(w.dpf_service_name);
+  ServiceWork ready = work(id, "READY", 1, json{{"a", 1}, {"keep", {{"x", 1}}}});
+  ready.applied_revision = 1;
+  ready.cached = cached_of(w.dpf_service_name);
+  ASSERT_NE(ready.cached->drift_key, core::dpuservice_drift_key(ready.desired));
+  const int gets = count("GET dpuservices"), patches = count("PATCH dpuservices");
+  const int before = total();
+  Outcome o = rec_->reconcile(ready);
+  ASSERT_EQ(o.kind, Kind::kEvent) << o.message;
+  EXPECT_EQ(o.reason, "drift_patched");
+  EXPECT_EQ(o.api_calls, 1);
+  EXPECT_FALSE(o.stale_cache);
+  EXPECT_EQ(total(), before + 1);
+  EXPECT_EQ(count("GET dpuservices"), gets);
+  EXPECT_EQ(count("PATCH dpuservices"), patches + 1);
+  const json obj = live(w.dpf_service_name);
+  EXPECT_EQ(obj["spec"]["helmChart"]["values"], json({{"a", 1}, {"keep", {{"x", 1}}}}))
+      << obj["spec"]["helmChart"]["values"].dump();
+  EXPECT_FALSE(obj["spec"]["serviceDaemonSet"]["labels"].contains("by-hand"));
+  EXPECT_EQ(core::dpuservice_drift_key(obj), core::dpuservice_drift_key(ready.desired));
+  // in sync now, as the watch would show it: done, no request
+  ready.cached = cached_of(w.dpf_service_name);
+  const int after = total();
+  EXPECT_EQ(rec_->reconcile(ready).kind, Kind::kDone);
+  EXPECT_EQ(total(), after);
+}
+
+// A cache behind the object (a write after the event it holds): the PATCH meets a 409, then one
+// GET and one PATCH, counted as a stale cache; an object the watch saw go is re-created with one
+// POST.
+TEST_F(ServiceReconcilerTest, AStaleDriftRepairReadsOnceAndAMissingObjectIsOnePost) {
+  const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-00000000000e";
+  ServiceWork w = work(id, "CREATING", 1, json{{"a", 1}});
+  ASSERT_EQ(rec_->reconcile(w).kind, Kind::kTransition);
+  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
+                           "/dpuservices/" + w.dpf_service_name;
+  ASSERT_EQ(sim_->m("PATCH", path, R"({"spec":{"helmChart":{"values":{"hand":1}}}})",
+                    "application/merge-patch+json")
+                .status,
+            200);
+  quiet(w.dpf_service_name);
+  ServiceWork ready = work(id, "READY", 1, json{{"a", 1}});
+  ready.applied_revision = 1;
+  ready.cached = cached_of(w.dpf_service_name);
+  // another write the cache has not seen (an annotation: no drift of its own)
+  ASSERT_EQ(sim_->m("PATCH", path, R"({"metadata":{"annotations":{"note":"later"}}})",
+                    "application/merge-patch+json")
+                .status,
+            200);
+  quiet(w.dpf_service_name);
+  const int gets = count("GET dpuservices"), before = total();
+  Outcome o = rec_->reconcile(ready);
+  ASSERT_EQ(o.kind, Kind::kEvent) << o.message;
+  EXPECT_EQ(o.reason, "drift_patched");
+  EXPECT_TRUE(o.stale_cache);
+  EXPECT_EQ(o.api_calls, 3);  // the refused PATCH, the GET, the PATCH
+  EXPECT_EQ(total(), before + 3);
+  EXPECT_EQ(count("GET dpuservices"), gets + 1);
+  EXPECT_FALSE(live(w.dpf_service_name)["spec"]["helmChart"]["values"].contains("hand"));
+
+  // deleted by hand; the watch saw that uid go: one POST, no GET
+  const std::string uid = live(w.dpf_service_name)["metadata"].value("uid", "");
+  ASSERT_EQ(sim_->m("DELETE", path).status / 100, 2);
+  ASSERT_TRUE(simtest::wait_until([&] { return live(w.dpf_service_name).is_null(); }, 5000));
+  ready.cached = CachedDpuService{};
+  ready.cached->gone_uid = uid;
+  const int gets2 = count("GET dpuservices"), posts = count("POST dpuservices");
+  const int before2 = total();
+  Outcome back = rec_->reconcile(ready);
+  ASSERT_EQ(back.kind, Kind::kEvent) << back.message;
+  EXPECT_EQ(back.reason, "drift_recreated");
+  EXPECT_EQ(back.api_calls, 1);
+  EXPECT_EQ(total(), before2 + 1);
+  EXPECT_EQ(count("GET dpuservices"), gets2);
+  EXPECT_EQ(count("POST dpuservices"), posts + 1);
+  EXPECT_TRUE(live(w.dpf_service_name).is_object());
 }
 
 }  // namespace

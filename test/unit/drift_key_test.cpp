@@ -8,38 +8,20 @@
 
 #include <random>
 #include <string>
-#include <vector>
 
-#include "core/dpuservice_render.hpp"
-#include "core/helm_chart_data.hpp"
 #include "core/merge_patch.hpp"
+#include "dpuservice_mutations.hpp"
 
 namespace extsvc::core {
 namespace {
 
 using nlohmann::json;
 
-constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000001";
-constexpr const char* kVersion = "V1-T1700000000000000";
-constexpr const char* kNs = "dpf-operator-system";
-constexpr const char* kSite = "site-a";
-
-json desired() {
-  const json data = validate_helm_chart_data(
-      R"({"repoURL":"https://charts.example.com/stable","chartName":"agent","chartVersion":"1.2.3",)"
-      R"("security":{"privileged":false},"values":{"a":{"b":1,"c":[1,null]},"d":"x"},)"
-      R"("serviceDaemonSet":{"labels":{"team":"blue"},"resources":{"cpu":"100m"}}})");
-  return render_dpuservice(kId, kVersion, 3, data, kNs, kSite);
-}
-
-json original(const json& root, const std::vector<std::string>& path) {
-  const json* cur = &root;
-  for (const auto& k : path) {
-    if (!cur->is_object() || !cur->contains(k)) return nullptr;
-    cur = &(*cur)[k];
-  }
-  return *cur;
-}
+using mutations::desired;
+using mutations::kId;
+using mutations::kNs;
+using mutations::kSite;
+using mutations::kVersion;
 
 bool no_drift(const json& live, const json& want) {
   return !identity_mismatch(live, kId, kVersion, kNs, kSite) &&
@@ -95,66 +77,9 @@ TEST(DriftKey, AgreesWithTheWholeObjectCheckOnRandomMutations) {
   const json want = desired();
   const std::string want_key = dpuservice_drift_key(want);
   std::mt19937 rng(20261202);
-  const std::vector<std::vector<std::string>> paths = {
-      {"spec", "helmChart", "source", "repoURL"},
-      {"spec", "helmChart", "source", "chart"},
-      {"spec", "helmChart", "source", "version"},
-      {"spec", "helmChart", "source", "releaseName"},
-      {"spec", "helmChart", "values"},
-      {"spec", "helmChart", "values", "a"},
-      {"spec", "helmChart", "values", "a", "b"},
-      {"spec", "helmChart", "values", "a", "c"},
-      {"spec", "helmChart", "values", "d"},
-      {"spec", "security", "privileged"},
-      {"spec", "security", "spiffe"},
-      {"spec", "serviceDaemonSet", "labels"},
-      {"spec", "serviceDaemonSet", "labels", "team"},
-      {"spec", "serviceDaemonSet", "labels", "svc.dpu.nvidia.com/service"},
-      {"spec", "serviceDaemonSet", "labels", "nico/extension-service-id"},
-      {"spec", "serviceDaemonSet", "annotations"},
-      {"spec", "serviceDaemonSet", "resources", "cpu"},
-      {"spec", "serviceDaemonSet", "updateStrategy"},
-      {"spec", "serviceDaemonSet", "nodeSelector"},
-      {"spec", "deployInCluster"},
-      {"spec", "paused"},
-      {"spec", "interfaces"},
-      {"metadata", "labels", "nico/extension-service-id"},
-      {"metadata", "labels", "other"},
-      {"metadata", "labels", "nico/site"},
-      {"metadata", "name"},
-      {"metadata", "namespace"},
-      {"metadata", "annotations", "x"},
-      {"status", "phase"},
-  };
-  const std::vector<json> values = {nullptr,
-                                    json::object(),
-                                    json::array(),
-                                    1,
-                                    "x",
-                                    true,
-                                    json{{"k", nullptr}},
-                                    json{{"b", 1}, {"z", nullptr}},
-                                    json::array({1, nullptr}),
-                                    "enabled"};
   int equal = 0, differ = 0;
   for (int round = 0; round < 20000; ++round) {
-    json live = want;
-    const int edits = 1 + static_cast<int>(rng() % 3);
-    for (int e = 0; e < edits; ++e) {
-      const auto& path = paths[rng() % paths.size()];
-      json* cur = &live;
-      for (size_t i = 0; i + 1 < path.size(); ++i) {
-        if (!cur->is_object()) *cur = json::object();
-        cur = &(*cur)[path[i]];
-      }
-      if (!cur->is_object()) *cur = json::object();
-      if (rng() % 4 == 0)
-        cur->erase(path.back());
-      else if (rng() % 3 == 0)
-        (*cur)[path.back()] = original(want, path);  // back to the desired value: often equal
-      else
-        (*cur)[path.back()] = values[rng() % values.size()];
-    }
+    const json live = mutations::mutated(want, rng);
     const bool whole = no_drift(live, want);
     const bool keyed = dpuservice_drift_key(live) == want_key;
     ASSERT_EQ(whole, keyed) << "round " << round << ": " << live.dump();
