@@ -51,7 +51,11 @@ Env: BENCH_NH_DPUS (25000; quick 2500), BENCH_NH_SERVICES (2500; 250),
 BENCH_NH_INSTANCES (12500; 1250), BENCH_NH_HISTORY (1000000; 100000),
 BENCH_NH_SESSIONS (8), BENCH_NH_SECONDS (60; 15), BENCH_NH_SETTLE (seconds to
 wait for the worker to finish the seeding's backlog first; 300; 60),
-BENCH_QUICK=1.
+BENCH_QUICK=1. BENCH_NH_PROFILE=1 loads pg_stat_statements (track = all) and
+sets track_functions = all, and prints after the API phase where its time
+went: the functions by total and self time (pg_stat_user_functions) and the
+statements, nested ones included, by total time (a profile, not a measurement:
+the tracking costs time too).
   PYTHONPATH=python /usr/bin/python3 bench/nico_handlers.py
 """
 import json
@@ -78,6 +82,7 @@ HISTORY = c.size("BENCH_NH_HISTORY", 1000000, 100000)
 SESSIONS = c.size("BENCH_NH_SESSIONS", 8, 8)
 SECONDS = c.size("BENCH_NH_SECONDS", 60, 15)
 SETTLE = c.size("BENCH_NH_SETTLE", 300, 60)
+PROFILE = os.environ.get("BENCH_NH_PROFILE") == "1"
 TENANTS = 50
 BATCH = 8
 ROLE = "nicobench_api"
@@ -488,8 +493,11 @@ def main():
     print(f"# nico_handlers: {DPUS} DPUs, {SERVICES} services, {INSTANCES} instances, {HISTORY} history rows, "
           f"{SESSIONS} sessions x {SECONDS} s; {c.machine_line()}", flush=True)
     t0 = c.now()
-    e = c.env(dpus=DPUS, workers=2, extra={"log_lock_waits": "on", "deadlock_timeout": "'10ms'",
-                                          "max_connections": "60"})
+    extra = {"log_lock_waits": "on", "deadlock_timeout": "'10ms'", "max_connections": "60"}
+    if PROFILE:
+        extra.update({"shared_preload_libraries": "'nico_extsvc,pg_stat_statements'",
+                      "pg_stat_statements.track": "all", "track_functions": "all"})
+    e = c.env(dpus=DPUS, workers=2, extra=extra)
     print(f"  cluster and dpfsim ({DPUS} DPUDevices) up in {c.now() - t0:.1f} s", flush=True)
     ok = False
     try:
@@ -518,7 +526,12 @@ def main():
         def su_conn():
             return sqlx_pg.connect(host=e.pg.dir, port=e.pg.port, user=c.PG_USER, dbname="postgres")
 
+        if PROFILE:
+            e.pg.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; "
+                     "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()")
         api = phase(e, "api", nico_conn, plan, tpl)
+        if PROFILE:
+            profile(e)
         quota = [{h: len(s.lat[h]) for h in HANDLERS} for s in api["sessions"]]
         ref = phase(e, "ref", su_conn, Plan(services), tpl, quota)
         report(api, ref)
@@ -527,6 +540,22 @@ def main():
         e.close(keep=not ok)
         print(f"nico_handlers: {c.now() - t_start:.1f}s wall", flush=True)
     return ok
+
+
+def profile(e):
+    """Where the API phase's time went (BENCH_NH_PROFILE=1): the worker's
+    statements are in it too, they run as the superuser."""
+    c.table("Functions by total time in the API phase (track_functions = all)",
+            ["function", "calls", "total ms", "self ms", "total ms/call"],
+            e.pg.sql("SELECT funcname, calls, round(total_time::numeric, 1), round(self_time::numeric, 1), "
+                     "round((total_time / nullif(calls, 0))::numeric, 3) FROM pg_stat_user_functions "
+                     "WHERE schemaname = 'extsvc' ORDER BY total_time DESC LIMIT 30"))
+    c.table("Statements by total time in the API phase (pg_stat_statements, nested ones included)",
+            ["top", "user", "calls", "total ms", "ms/call", "rows", "query"],
+            e.pg.sql("SELECT toplevel, userid::regrole, calls, round(total_exec_time::numeric, 1), "
+                     "round(mean_exec_time::numeric, 3), rows, "
+                     "left(regexp_replace(query, '\\s+', ' ', 'g'), 160) FROM pg_stat_statements "
+                     "ORDER BY total_exec_time DESC LIMIT 40"))
 
 
 def report(api, ref):
