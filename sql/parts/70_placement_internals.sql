@@ -43,8 +43,8 @@ $fn$;
 
 -- Lock order of placement changes (issue 13; docs/reliability.md). The
 -- worker's DPU completion, extsvc.complete('dpu', d), locks d's
--- dpu_reconciliations row first, then writes d's attachment rows and locks
--- the instances it cleans up (_cleanup_instance). An API call that changes
+-- dpu_reconciliations row first, then the instances it may clean up
+-- (_cleanup_instance; instance_id order), then writes d's attachment rows. An API call that changes
 -- placement locks an instance or DPU row and writes attachment rows, whose
 -- trigger then locks their DPUs' dpu_reconciliations rows (_touch_dpu): the
 -- other order, and the two deadlocked. So such a call first locks every

@@ -222,6 +222,20 @@ BEGIN
     v_results := '[]'::jsonb;
   END IF;
 
+  -- Lock order between passes (issue 13; docs/reliability.md): the
+  -- instances this pass may clean up, in instance_id order, before any
+  -- attachment row. A cleanup deletes an instance's converged REMOVING rows
+  -- on every DPU, so a pass on another DPU that held the instance and waited
+  -- for a row this pass had just written, while this pass waited for the
+  -- instance, deadlocked (40P01; test/nico/race_dpu_completion.py,
+  -- two_passes). The set cannot grow meanwhile: a row turns REMOVING only
+  -- under this DPU's work row, which the pass holds.
+  PERFORM FROM extsvc.instances i
+   WHERE i.instance_id IN (SELECT a.instance_id FROM extsvc.dpf_extension_service_attachments a
+                            WHERE a.dpu_machine_id = p_id AND a.placement_state = 'REMOVING')
+   ORDER BY i.instance_id
+   FOR UPDATE OF i;
+
   FOR r IN SELECT value FROM jsonb_array_elements(v_results) LOOP
     IF r->>'kind' = 'attachment' THEN
       UPDATE extsvc.dpf_extension_service_attachments a
@@ -259,7 +273,8 @@ BEGIN
   END IF;
 
   FOR v_inst IN SELECT DISTINCT a.instance_id FROM extsvc.dpf_extension_service_attachments a
-                 WHERE a.dpu_machine_id = p_id AND a.placement_state = 'REMOVING' LOOP
+                 WHERE a.dpu_machine_id = p_id AND a.placement_state = 'REMOVING'
+                 ORDER BY a.instance_id LOOP
     PERFORM extsvc._cleanup_instance(v_inst);
   END LOOP;
 

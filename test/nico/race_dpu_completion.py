@@ -464,8 +464,80 @@ def update_during_placement():
         w.close(), u.close(), a.close()
 
 
+def two_passes():
+    """Worker against worker, two DPUs of one host (test/nico/concurrency.py
+    seed 1, pair 598: two passes on different DPUs, 40P01). Instance I, being
+    deleted, has REMOVING rows of s1 on x and y; J, the host's new instance,
+    has s1 ACTIVE on both, so I's rows are released to another reason and any
+    cleanup of I deletes both. W2's pass on y writes I's row on y, then
+    pauses at J's row on y (a row lock of session C: a pass is one statement,
+    this is how a test stops it between two writes). W1's pass on x then
+    cleans up I, which deletes I's row on y too. Before the fix W1 held I
+    (_cleanup_instance's FOR UPDATE) and waited for W2's row on y, and W2,
+    once C let go, waited for I: 40P01. Now a pass locks the instances it may
+    clean up before it writes a row, so W1 waits for W2 holding nothing W2
+    needs."""
+    wd = World(target="ALL_ACTIVE")
+    register(wd.y, wd.host, False)
+    psql(f"SELECT extsvc.upsert_instance('{wd.inst}', 'tenant-a', '{wd.host}', ARRAY['{wd.x}', '{wd.y}']::text[])")
+    wd.set(wd.s1)
+    settle()
+    check(wd.row(wd.x, wd.s1) == "ACTIVE/RUNNING" and wd.row(wd.y, wd.s1) == "ACTIVE/RUNNING",
+          "setup: s1 RUNNING on x and y")
+    psql(f"SELECT extsvc.delete_instance('{wd.inst}')")
+    j = str(uuid.uuid4())
+    psql(f"SELECT extsvc.upsert_instance('{j}', 'tenant-a', '{wd.host}', ARRAY['{wd.x}', '{wd.y}']::text[])")
+    psql(f"SELECT extsvc.set_instance_extension_services('{j}', {entries(wd.s1)})")
+    released = psql(f"SELECT count(*) FROM extsvc.dpf_extension_service_attachments a WHERE a.instance_id = '{wd.inst}' "
+                    "AND a.placement_state = 'REMOVING' AND EXISTS (SELECT FROM extsvc.dpu_desired_labels w "
+                    "WHERE w.dpu_machine_id = a.dpu_machine_id AND w.service_id = a.service_id)")
+    check(released == "2", f"setup: I's rows on x and y are REMOVING and released to J ({released})")
+
+    def lease(s, dpu):
+        return json.loads(s.run(
+            "WITH l AS (UPDATE extsvc.dpu_reconciliations SET lease_owner = 'race', lease_token = gen_random_uuid(), "
+            f"lease_expires_at = now() + interval '1 minute' WHERE dpu_machine_id = '{dpu}' "
+            "RETURNING dpu_machine_id, state_version, lease_token) "
+            "SELECT json_build_object('id', dpu_machine_id, 'sv', state_version, 'token', lease_token) FROM l;"))
+
+    def item(inst, dpu, state):
+        return {"kind": "attachment", "instance_id": inst, "service_id": wd.s1, "version": version(wd.s1),
+                "state": state, "message": "observed by race_dpu_completion.py"}
+    w1, w2, c = Session("w1", DB, "verbose"), Session("w2", DB, "verbose"), Session("c", DB, "verbose")
+    name = "two passes"
+    try:
+        cx, cy = lease(w1, wd.x), lease(w2, wd.y)
+        c.run("BEGIN;")
+        c.run(f"SELECT 1 FROM extsvc.dpf_extension_service_attachments WHERE instance_id = '{j}' "
+              f"AND dpu_machine_id = '{wd.y}' FOR UPDATE;")
+        w2.run("BEGIN;")
+        w2.send(complete_sql(cy, [item(wd.inst, wd.y, "TERMINATED"), item(j, wd.y, "RUNNING")]))
+        check(waiting_for_lock(w2.pid), f"{name}: W2's pass on y waits for C at J's row")
+        w1.run("BEGIN;")
+        w1.send(complete_sql(cx, [item(wd.inst, wd.x, "TERMINATED"), item(j, wd.x, "RUNNING")]))
+        check(waiting_for_lock(w1.pid), f"{name}: W1's pass on x waits for W2")
+        c.run("COMMIT;")
+        r2 = w2.wait()
+        w2.run("COMMIT;")
+        r1 = w1.wait()
+        w1.run("COMMIT;")
+        global deadlocks
+        for who, r in (("W1's pass", r1), ("W2's pass", r2)):
+            deadlocks += "40P01" in r
+            check(r == "applied", f"{name}: {who} answers applied: {first_lines(r, 6)!r}")
+    finally:
+        w1.close(), w2.close(), c.close()
+    gone = psql(f"SELECT count(*) FROM extsvc.dpf_extension_service_attachments WHERE instance_id = '{wd.inst}'")
+    check(gone == "0", f"{name}: I's released rows are cleaned up ({gone} left)")
+    check(wd.row(wd.x, wd.s1) == "" and psql(
+        f"SELECT string_agg(placement_state || '/' || deployment_state, ',' ORDER BY dpu_machine_id) "
+        f"FROM extsvc.dpf_extension_service_attachments WHERE instance_id = '{j}'") == "ACTIVE/RUNNING,ACTIVE/RUNNING",
+        f"{name}: J's rows are RUNNING on x and y")
+
+
 SCENARIOS = [attach, detach, delete_instance, delete_service, update_site_service, register_primary, deregister,
-             upsert_network, attach_during_update, update_during_placement, service_pass]
+             upsert_network, attach_during_update, update_during_placement, service_pass,
+             two_passes]
 
 
 def write_doc(ran, seconds):
