@@ -56,6 +56,13 @@ def env(dpus=4, workers=2, extra=None, sim_args=None):
     return Env(dpus=dpus, workers=workers, extra=gucs)
 
 
+def seeded_number(expr):
+    """dpfsim's seeded names number DPUs with printf's %04d (sim/src/seeding.cpp): four
+    digits at least, more past 9,999. As an SQL expression of the integer expr (lpad
+    alone would cut 10000 to '1000' and give two DPUs one name)."""
+    return f"lpad(({expr})::text, greatest(4, length(({expr})::text)), '0')"
+
+
 def now():
     return time.perf_counter()
 

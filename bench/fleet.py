@@ -127,8 +127,8 @@ def mid_of(kind, expr):
 
 def register(e, n, first=0):
     e.pg.sql(f"SELECT count(extsvc.register_dpu({mid_of('d', 'i')}, {mid_of('h', 'i')}, "
-             "format('dpu-device-%s', lpad(i::text, 4, '0')), "
-             "format('host-%s-dpu-device-%s', lpad(i::text, 4, '0'), lpad(i::text, 4, '0')), true)) "
+             f"format('dpu-device-%s', {c.seeded_number('i')}), "
+             f"format('host-%s-dpu-device-%s', {c.seeded_number('i')}, {c.seeded_number('i')}), true)) "
              f"FROM generate_series({first}, {first + n - 1}) i")
 
 

@@ -60,8 +60,8 @@ def inst_uuid(expr):
 
 def register_dpus(e, n):
     e.pg.sql(f"SELECT count(extsvc.register_dpu({dpu_uuid('i')}, {host_uuid('i')}, "
-             f"format('dpu-device-%s', lpad(i::text, 4, '0')), "
-             f"format('host-%s-dpu-device-%s', lpad(i::text, 4, '0'), lpad(i::text, 4, '0')), true)) "
+             f"format('dpu-device-%s', {c.seeded_number('i')}), "
+             f"format('host-%s-dpu-device-%s', {c.seeded_number('i')}, {c.seeded_number('i')}), true)) "
              f"FROM generate_series(0, {n - 1}) i")
 
 
@@ -171,7 +171,7 @@ def fleet_steps(e, out):
     c.wait_until(lambda: dpu_queue_idle(e), 120, 0.5, "registration pass")
     out["registration_pass_s"] = c.now() - t0
     t0 = c.now()
-    e.pg.sql("SELECT count(extsvc.create_service('tenant-fleet', 'fleet-' || lpad(i::text, 4, '0'), "
+    e.pg.sql("SELECT count(extsvc.create_service('tenant-fleet', 'fleet-' || lpad(i::text, 5, '0'), "
              f"'DPF_HELM_CHART', {c.lit(json.dumps(DATA))}, dpu_target => 'PRIMARY')) "
              f"FROM generate_series(0, {SERVICES - 1}) i")
     c.wait_sql(e.pg, "SELECT count(*) FROM extsvc.services WHERE service_name LIKE 'fleet-%' "

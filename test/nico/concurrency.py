@@ -193,6 +193,10 @@ def run_txn(api, su, ops, rng, out):
                 time.sleep(rng.random() * 0.002)
     except sqlx_pg.DbError as e:
         answers.append(("error", e.sqlstate, e.constraint))
+        # a deadlock's DETAIL is its lock graph (which process waited for
+        # which lock, held by whom); the failure report prints it
+        if e.sqlstate == "40P01":
+            out["deadlock"] = f"{e.detail or ''}\n{e.context or ''}".strip()
     out.update(answers=answers, learnt=learnt, trace=trace, commit=time.monotonic())
 
 
@@ -480,6 +484,10 @@ def main():
                 print(f"  A {ka}: {describe(a_ops)}\n    -> {ra['answers']}")
                 print(f"  B {kb}: {describe(b_ops)}\n    -> {rb['answers']}")
                 print(f"  the model: A alone {replay(m, a_ops)[0]}, B alone {replay(m, b_ops)[0]}")
+                for who, r in (("A", ra), ("B", rb)):
+                    if r.get("deadlock"):
+                        print(f"  {who}'s 40P01, as the server described it:\n    "
+                              + r["deadlock"].replace("\n", "\n    "))
                 start = min(ra["t0"], rb["t0"])
                 print("  timeline (ms from the start; an op's call and return, the transaction's end):")
                 for who, r in (("A", ra), ("B", rb)):

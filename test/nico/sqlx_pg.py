@@ -275,6 +275,7 @@ class DbError(Exception):
         self.constraint = err.diag.constraint_name
         self.detail = err.diag.message_detail
         self.message = err.diag.message_primary
+        self.context = err.diag.context
 
     def code(self):
         return f"{self.sqlstate} {self.constraint or '-'}"

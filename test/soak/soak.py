@@ -157,8 +157,8 @@ def run(args, faults):
         hosts = [r[0] for r in e.pg.sql(
             f"SELECT {host_uuid('i')} FROM generate_series(0, {args.dpus - 1}) i")]
         e.pg.sql(f"SELECT count(extsvc.register_dpu({dpu_uuid('i')}, {host_uuid('i')}, "
-                 f"format('dpu-device-%s', lpad(i::text, 4, '0')), "
-                 f"format('host-%s-dpu-device-%s', lpad(i::text, 4, '0'), lpad(i::text, 4, '0')), true)) "
+                 f"format('dpu-device-%s', lpad(i::text, greatest(4, length(i::text)), '0')), "
+                 f"format('host-%s-dpu-device-%s', lpad(i::text, greatest(4, length(i::text)), '0'), lpad(i::text, greatest(4, length(i::text)), '0')), true)) "
                  f"FROM generate_series(0, {args.dpus - 1}) i")
         n_stable, n_upd = args.services // 2, args.services - args.services // 2
         ids = {}
