@@ -306,6 +306,7 @@ def fleet(dpus, services, instances, system_ds=0):
         out["rss"] = rss(e)
         out["sim_mem"] = c.sim_mem(e)
         out["watch"] = e.pg.sql("SELECT resource, objects, lists, events FROM extsvc.watch_status()")
+        out.update(relist_after_410(e))
         return out
     except (TimeoutError, AssertionError) as ex:
         out["failed"] = str(ex)
@@ -313,6 +314,49 @@ def fleet(dpus, services, instances, system_ds=0):
         return out
     finally:
         e.close()
+
+
+def relist_after_410(e):
+    """Issue 26, part 1: every informer's stream cut, and its next WATCH answered 410 Gone (one
+    dpfsim fault rule per resource), so each lists its whole resource again while nothing changed
+    in either cluster. The re-list must write nothing and wake no row: DPU passes are counted
+    from the database (last_observed_at), woken rows from state_version, requests from dpfsim."""
+    out = {}
+    before = {r[0]: int(r[1]) for r in e.pg.sql("SELECT resource, lists FROM extsvc.watch_status()")}
+    woken_q = ("SELECT (SELECT coalesce(sum(state_version), 0) FROM extsvc.dpu_reconciliations) + "
+               "(SELECT coalesce(sum(state_version), 0) FROM extsvc.dpf_extension_service_reconciliations)")
+    sv0 = int(e.pg.one(woken_q))
+    t_db = e.pg.one("SELECT now()")
+    e.sim.ctl("POST", "/counts/reset")
+    for res in before:
+        e.sim.fault(cluster="*", verb="WATCH", path_regex=f"/{res}$", status=410, count=1)
+    cpu = c.CpuMeter(e)
+    t0 = c.now()
+    e.sim.cut_watches()
+
+    def relisted():
+        rows = {r[0]: (int(r[1]), r[2]) for r in e.pg.sql("SELECT resource, lists, current FROM extsvc.watch_status()")}
+        return all(rows[k][0] > n and rows[k][1] == "t" for k, n in before.items())
+    try:
+        c.wait_until(relisted, BUDGET, 0.1, "every informer listed again after its 410")
+        out["relist_s"] = c.now() - t0
+    finally:
+        e.sim.clear_faults()
+    c.settle(e, 2.0)
+    out["relist_cpu"] = cpu.read()
+    out["relist_requests"] = requests(e)
+    out["relist_lists"] = {r[0]: int(r[1]) - before.get(r[0], 0)
+                           for r in e.pg.sql("SELECT resource, lists FROM extsvc.watch_status()")}
+    out["relist_dpu_passes"] = int(e.pg.one(
+        f"SELECT count(*) FROM extsvc.dpu_reconciliations WHERE last_observed_at >= '{t_db}'"))
+    out["relist_woken"] = int(e.pg.one(woken_q)) - sv0
+    return out
+
+
+def rate_limit_s(patches, qps=50, burst=100):
+    """The pure rate-limit time of `patches` label patches through one client (the watcher works
+    the DPU queue alone): the burst at once, the rest at qps."""
+    return max(0, patches - burst) / qps
 
 
 # --- 3. 10,000 services ------------------------------------------------------------
@@ -446,6 +490,12 @@ def report(res):
             row("services created -> READY (s)", lambda f: f["services_s"]),
             row("attach, one transaction (s)", lambda f: f["attach_txn_s"]),
             row("**attach commit -> all attachments RUNNING (s)**", lambda f: f["all_running_s"]),
+            row("pure rate-limit time of the label patches, one client at 50/s, burst 100 (s)",
+                lambda f: rate_limit_s(f["instances"])),
+            row("**all RUNNING / pure rate-limit time**",
+                lambda f: f"{f['all_running_s'] / rate_limit_s(f['instances']):.2f}"),
+            row("first RUNNING seen (s after the commit)",
+                lambda f: next(t for t, n in f["progress"] if n > 0)),
             row("attach: API calls per attached DPU",
                 lambda f: f"{sum(f['attach_requests'].values()) / f['instances']:.3f}"),
             row("attach: worker CPU (s)", lambda f: f["attach_cpu"]["workers"]),
@@ -457,6 +507,16 @@ def report(res):
                                                        if k.split()[1] in WRITES)),
             row("steady resync: worker CPU (s)", lambda f: f["resync_cpu"]["workers"]),
             row("steady resync: dpfsim CPU (s)", lambda f: f["resync_cpu"]["dpfsim"]),
+            row("**steady resync: worker CPU per DPU (ms)**",
+                lambda f: f"{1e3 * f['resync_cpu']['workers'] / f['dpus']:.3f}"),
+            row("re-list after a 410 on every informer: cut -> all listed and watching (s)",
+                lambda f: f["relist_s"]),
+            row("**re-list after a 410: writes / DPU passes / rows woken**",
+                lambda f: f"{sum(v for k, v in f['relist_requests'].items() if k.split()[1] in WRITES)} / "
+                          f"{f['relist_dpu_passes']} / {f['relist_woken']}"),
+            row("re-list after a 410: API calls per DPU", lambda f: f"{per_dpu(f['relist_requests'], f['dpus']):.4f}"),
+            row("re-list after a 410: worker / dpfsim CPU (s)",
+                lambda f: f"{f['relist_cpu']['workers']:.1f} / {f['relist_cpu']['dpfsim']:.1f}"),
             row("**worker 0 (watcher) private memory, RssAnon (MiB)**", lambda f: f["rss"][0][0]),
             row("worker 1 private memory, RssAnon (MiB)", lambda f: f["rss"][1][0]),
             row("worker 0 / 1 peak VmHWM (MiB)", lambda f: f"{f['rss'][0][1]:.0f} / {f['rss'][1][1]:.0f}"),
@@ -470,7 +530,8 @@ def report(res):
             if f.get("failed"):
                 out(f"\n{f['dpus']} DPUs DID NOT FINISH: {f['failed']}")
             out(f"\n{f['dpus']} DPUs, attach requests by verb: {f.get('attach_requests')}; steady resync: "
-                f"{f.get('resync_requests')}; informers (resource, objects, lists, events): {f.get('watch')}")
+                f"{f.get('resync_requests')}; informers (resource, objects, lists, events): {f.get('watch')}; "
+                f"re-list after a 410: requests {f.get('relist_requests')}, lists per informer {f.get('relist_lists')}")
     if "services" in res:
         S = res["services"]
         md(f"{SERVICES_BIG} services created -> READY in batches of 1000 (client rate limit: 50/s per worker, "
