@@ -25,8 +25,11 @@ COMMENT ON DOMAIN extsvc.deployment_state IS
 -- fails when the two do not name the same states (a CHECK calling the function would tie the
 -- domain to a function that every upgrade drops and creates again).
 CREATE FUNCTION extsvc._deployment_state_precedence() RETURNS text[]
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED']
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED']);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._deployment_state_precedence() IS
   'Internal: every deployment_state, worst first (SPEC 2.8): ERROR > UNKNOWN > PENDING > TERMINATING > RUNNING > TERMINATED.';

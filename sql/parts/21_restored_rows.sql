@@ -13,11 +13,14 @@
 -- (NICo's roles hold no table privilege).
 
 CREATE FUNCTION extsvc._restoring() RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
   -- the client's statement, comments and blanks before it skipped; a trigger
   -- fired by another trigger is never a restore's own row
-  SELECT pg_catalog.pg_trigger_depth() = 1
-     AND pg_catalog.current_query() ~* '^(\s|--[^\n]*\n|/\*([^*]|\*+[^*/])*\*+/)*copy\s'
+  RETURN (
+    SELECT pg_catalog.pg_trigger_depth() = 1
+       AND pg_catalog.current_query() ~* '^(\s|--[^\n]*\n|/\*([^*]|\*+[^*/])*\*+/)*copy\s');
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._restoring() IS
   'Internal: true in a trigger fired by a row that a COPY loads (pg_restore, a --data-only dump): such a row is taken as history.';

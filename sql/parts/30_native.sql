@@ -48,16 +48,22 @@ COMMENT ON FUNCTION extsvc._setting(text) IS
 
 -- The site id in force for SQL (GUC extsvc.site_id; '' when unset).
 CREATE FUNCTION extsvc._site_id() RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT coalesce(extsvc._setting('extsvc.site_id'), '')
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT coalesce(extsvc._setting('extsvc.site_id'), ''));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._site_id() IS
   'Internal: extsvc.site_id (the nico/site label of this site''s DPUServices), '''' when unset.';
 
 -- The namespace of the DPUService objects (GUC extsvc.namespace).
 CREATE FUNCTION extsvc._namespace() RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT coalesce(nullif(extsvc._setting('extsvc.namespace'), ''), 'dpf-operator-system')
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT coalesce(nullif(extsvc._setting('extsvc.namespace'), ''), 'dpf-operator-system'));
+END
 $fn$;
 
 -- A caller's value as quoted in an error's DETAIL (issue #10): at most 64
@@ -109,8 +115,11 @@ COMMENT ON FUNCTION extsvc._raise_c(text, text, text, text, text) IS
 
 -- NICo ConfigVersion of version number n, stamped with the transaction time.
 CREATE FUNCTION extsvc._config_version(n integer) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT format('V%s-T%s', n, (extract(epoch FROM now()) * 1000000)::bigint)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT format('V%s-T%s', n, (extract(epoch FROM now()) * 1000000)::bigint));
+END
 $fn$;
 
 -- Admin rights follow the calling role, the way PostgreSQL privileges do
@@ -127,8 +136,11 @@ $fn$;
 -- role-dependent entry makes. Meaningful only where current_user is the
 -- caller: in a SECURITY INVOKER function, never in a SECURITY DEFINER one.
 CREATE FUNCTION extsvc._caller_is_admin() RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT pg_has_role(current_user, 'extsvc_admin', 'USAGE')
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT pg_has_role(current_user, 'extsvc_admin', 'USAGE'));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._caller_is_admin() IS
   'Internal: whether the calling role (SET ROLE included) has extsvc_admin rights; the test of the SECURITY INVOKER entries that pick a gate.';

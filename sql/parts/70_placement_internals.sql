@@ -5,8 +5,11 @@
 -- Wanted on every registered DPU: ALL_DPUS services that DPF has accepted and
 -- that are not being deleted.
 CREATE FUNCTION extsvc._site_service_wanted(p_state text, p_applied integer) RETURNS boolean
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT p_state IN ('READY', 'UPDATING') OR (p_state = 'FAILED' AND p_applied IS NOT NULL)
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT p_state IN ('READY', 'UPDATING') OR (p_state = 'FAILED' AND p_applied IS NOT NULL));
+END
 $fn$;
 
 -- The desired NICo-owned label set of every DPU, derived from the active

@@ -8,11 +8,14 @@ RETURNS TABLE (service_id uuid, service_name text, version text, dpu_machine_id 
                dpu_node_name text, placement_state text, deployment_state text, removed_at timestamptz,
                status_message text, observed_at timestamptz, config_version integer,
                observed_config_version integer, config_version_text text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._require_instance(instance_extension_service_status.instance_id,
-                                       instance_extension_service_status.tenant_organization_id);
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  PERFORM extsvc._require_instance(instance_extension_service_status.instance_id,
+                                   instance_extension_service_status.tenant_organization_id);
+  RETURN QUERY
   SELECT a.service_id, s.service_name, a.version, a.dpu_machine_id, d.dpu_device_name, d.dpu_node_name,
-         a.placement_state, extsvc._effective_deployment_state(a.deployment_state, a.observed_at),
+         a.placement_state::text, extsvc._effective_deployment_state(a.deployment_state, a.observed_at),
          c.removed_at, a.status_message, a.observed_at,
          i.config_version, a.observed_config_version, i.config_version_text
     FROM extsvc.dpf_extension_service_attachments a
@@ -22,7 +25,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
     LEFT JOIN extsvc.instance_extension_services c
       ON c.instance_id = a.instance_id AND c.service_id = a.service_id AND c.version = a.version
    WHERE a.instance_id = instance_extension_service_status.instance_id
-   ORDER BY s.service_name, a.version, d.dpu_device_name
+   ORDER BY s.service_name, a.version, d.dpu_device_name;
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid, text) IS
   'One row per (service, version, DPU) of an instance: placement and observed deployment state (UNKNOWN once older than extsvc.observation_max_age). With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
@@ -31,21 +35,30 @@ COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid, text) IS
 -- TERMINATED say something of every DPU, so they hold only when every state is that one (a mix
 -- of the two, an empty set and states outside the vocabulary are UNKNOWN).
 CREATE FUNCTION extsvc._aggregate_state(states text[]) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE WHEN w.worst IN ('RUNNING', 'TERMINATED') AND NOT coalesce(w.worst = ALL (states), false)
-              THEN 'UNKNOWN'
-              ELSE coalesce(w.worst, 'UNKNOWN') END
-    FROM (SELECT p[(SELECT min(array_position(p, x)) FROM unnest(states) x)] AS worst
-            FROM extsvc._deployment_state_precedence() p) w
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT CASE WHEN w.worst IN ('RUNNING', 'TERMINATED') AND NOT coalesce(w.worst = ALL (states), false)
+                THEN 'UNKNOWN'
+                ELSE coalesce(w.worst, 'UNKNOWN') END
+      FROM (SELECT p[(SELECT min(array_position(p, x)) FROM unnest(states) x)] AS worst
+              FROM extsvc._deployment_state_precedence() p) w);
+END
 $fn$;
 
-CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid, tenant_organization_id text DEFAULT NULL)
+-- The rows of instance_extension_services_summary, without its checks: the
+-- summary and instance_extension_services_ready read them (ready once read
+-- them through the summary, checks and all, a second time per status read).
+-- plpgsql, as the other readers: PostgreSQL 15 plans the body of a SQL
+-- function that cannot be inlined (SET search_path) again at every call.
+CREATE FUNCTION extsvc._instance_summary(p_instance uuid)
 RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
                removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
                config_version integer, config_version_text text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._require_instance(instance_extension_services_summary.instance_id,
-                                       instance_extension_services_summary.tenant_organization_id);
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
   SELECT c.service_id, s.service_name, s.service_type, c.version,
          CASE WHEN s.service_type = 'KUBERNETES_POD' THEN NULL
               WHEN NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
@@ -73,8 +86,24 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f
     FROM extsvc.instance_extension_services c
     JOIN extsvc.instances i USING (instance_id)
     JOIN extsvc.service_records s ON s.service_id = c.service_id
-   WHERE c.instance_id = instance_extension_services_summary.instance_id
-   ORDER BY s.service_name, c.version
+   WHERE c.instance_id = p_instance
+   ORDER BY s.service_name, c.version;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._instance_summary(uuid) IS
+  'Internal: the rows of extsvc.instance_extension_services_summary without its tenant and existence checks. No grants.';
+
+CREATE FUNCTION extsvc.instance_extension_services_summary(instance_id uuid, tenant_organization_id text DEFAULT NULL)
+RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
+               removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
+               config_version integer, config_version_text text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  PERFORM extsvc._require_instance(instance_extension_services_summary.instance_id,
+                                   instance_extension_services_summary.tenant_organization_id);
+  RETURN QUERY SELECT * FROM extsvc._instance_summary(instance_extension_services_summary.instance_id);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_services_summary(uuid, text) IS
   'One row per (service, version) of an instance: aggregate state (SPEC 2.8 precedence), removed, configs_synced. With tenant_organization_id, another tenant''s instance is refused (42501) exactly like an unknown one.';
@@ -87,7 +116,7 @@ BEGIN
   PERFORM extsvc._require_instance(instance_extension_services_ready.instance_id,
                                    instance_extension_services_ready.tenant_organization_id);
   RETURN NOT EXISTS (
-    SELECT FROM extsvc.instance_extension_services_summary(instance_extension_services_ready.instance_id) x
+    SELECT FROM extsvc._instance_summary(instance_extension_services_ready.instance_id) x
      WHERE x.service_type = 'DPF_HELM_CHART'
        AND (NOT x.configs_synced
             OR (NOT x.removed AND x.aggregate_state <> 'RUNNING')

@@ -91,10 +91,13 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
 -- superuser), 'api' otherwise. A tenant session setting the variable itself
 -- stays 'api'.
 CREATE FUNCTION extsvc._transition_actor() RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE WHEN current_setting('nico_extsvc.actor', true) = 'worker'
-                   AND coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
-              THEN 'worker' ELSE 'api' END
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT CASE WHEN current_setting('nico_extsvc.actor', true) = 'worker'
+                     AND coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
+                THEN 'worker' ELSE 'api' END);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._transition_actor() IS
   'Actor of a per-DPU state change: worker inside the worker''s entry points (nico_extsvc.actor), api otherwise.';
@@ -104,9 +107,12 @@ COMMENT ON FUNCTION extsvc._transition_actor() IS
 -- extsvc.resync_interval: a converged DPU is observed again only at the
 -- resync, so a smaller bound would turn healthy rows UNKNOWN between passes.
 CREATE FUNCTION extsvc._observation_max_age() RETURNS interval
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT greatest(coalesce(nullif(extsvc._setting('extsvc.observation_max_age'), '')::interval, interval '15 min'),
-                  2 * coalesce(nullif(extsvc._setting('extsvc.resync_interval'), '')::interval, interval '5 min'))
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT greatest(coalesce(nullif(extsvc._setting('extsvc.observation_max_age'), '')::interval, interval '15 min'),
+                    2 * coalesce(nullif(extsvc._setting('extsvc.resync_interval'), '')::interval, interval '5 min')));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._observation_max_age() IS
   'The staleness bound of per-DPU observations: extsvc.observation_max_age (default 15min), at least twice extsvc.resync_interval.';
@@ -115,10 +121,13 @@ COMMENT ON FUNCTION extsvc._observation_max_age() IS
 -- ERROR stays (it needs a person and outranks UNKNOWN anyway); rows never
 -- observed (observed_at NULL) keep the state the API gave them.
 CREATE FUNCTION extsvc._effective_deployment_state(p_state text, p_observed_at timestamptz) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE WHEN p_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED')
-                   AND p_observed_at < now() - extsvc._observation_max_age()
-              THEN 'UNKNOWN' ELSE p_state END
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT CASE WHEN p_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED')
+                     AND p_observed_at < now() - extsvc._observation_max_age()
+                THEN 'UNKNOWN' ELSE p_state END);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._effective_deployment_state(text, timestamptz) IS
   'The deployment_state readers see: UNKNOWN once the observation is older than extsvc.observation_max_age.';
@@ -126,9 +135,12 @@ COMMENT ON FUNCTION extsvc._effective_deployment_state(text, timestamptz) IS
 -- A change that keeps an observation older than the bound (nobody looked
 -- again): the staleness transition, as opposed to a fresh observation.
 CREATE FUNCTION extsvc._went_stale(p_old_observed_at timestamptz, p_new_observed_at timestamptz) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT coalesce(p_new_observed_at IS NOT DISTINCT FROM p_old_observed_at
-                  AND p_old_observed_at < now() - extsvc._observation_max_age(), false)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT coalesce(p_new_observed_at IS NOT DISTINCT FROM p_old_observed_at
+                    AND p_old_observed_at < now() - extsvc._observation_max_age(), false));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._went_stale(timestamptz, timestamptz) IS
   'True when a state change keeps an observation older than extsvc.observation_max_age (the staleness transition).';
@@ -202,48 +214,60 @@ COMMENT ON FUNCTION extsvc._placement_reason(extsvc.dpf_extension_service_attach
 CREATE FUNCTION extsvc._deployment_reason(p_created boolean, p_placement_changed boolean, p_placement text,
                                           p_to text, p_stale boolean, p_wanted boolean,
                                           p_shared boolean DEFAULT false) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE
-    WHEN p_placement_changed AND p_placement = 'REMOVING' AND p_to = 'UNKNOWN' THEN 'removal_requested'
-    WHEN p_placement_changed AND p_placement = 'ACTIVE' AND p_to = 'PENDING'
-      THEN CASE WHEN p_created THEN 'attached' ELSE 'reattached' END
-    WHEN p_placement_changed THEN 'placement_' || lower(p_placement) || '_with_' || lower(p_to)
-    WHEN p_to = 'UNKNOWN' AND p_stale THEN 'observation_stale'
-    WHEN p_to = 'UNKNOWN' THEN 'not_observable'
-    WHEN p_to = 'ERROR' THEN 'non_transient_failure'
-    WHEN p_to IN ('RUNNING', 'PENDING') AND NOT p_wanted AND p_shared THEN 'label_held_by_other'
-    WHEN p_to = 'RUNNING' THEN CASE WHEN p_wanted THEN 'running_observed' ELSE 'running_unwanted' END
-    WHEN p_to = 'PENDING' THEN CASE WHEN p_wanted THEN 'not_running_observed' ELSE 'pending_unwanted' END
-    WHEN p_to = 'TERMINATING' THEN CASE WHEN p_wanted THEN 'terminating_wanted' ELSE 'remnant_observed' END
-    WHEN p_to = 'TERMINATED' THEN CASE WHEN p_wanted THEN 'dpu_gone' ELSE 'absence_observed' END
-  END
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT CASE
+      WHEN p_placement_changed AND p_placement = 'REMOVING' AND p_to = 'UNKNOWN' THEN 'removal_requested'
+      WHEN p_placement_changed AND p_placement = 'ACTIVE' AND p_to = 'PENDING'
+        THEN CASE WHEN p_created THEN 'attached' ELSE 'reattached' END
+      WHEN p_placement_changed THEN 'placement_' || lower(p_placement) || '_with_' || lower(p_to)
+      WHEN p_to = 'UNKNOWN' AND p_stale THEN 'observation_stale'
+      WHEN p_to = 'UNKNOWN' THEN 'not_observable'
+      WHEN p_to = 'ERROR' THEN 'non_transient_failure'
+      WHEN p_to IN ('RUNNING', 'PENDING') AND NOT p_wanted AND p_shared THEN 'label_held_by_other'
+      WHEN p_to = 'RUNNING' THEN CASE WHEN p_wanted THEN 'running_observed' ELSE 'running_unwanted' END
+      WHEN p_to = 'PENDING' THEN CASE WHEN p_wanted THEN 'not_running_observed' ELSE 'pending_unwanted' END
+      WHEN p_to = 'TERMINATING' THEN CASE WHEN p_wanted THEN 'terminating_wanted' ELSE 'remnant_observed' END
+      WHEN p_to = 'TERMINATED' THEN CASE WHEN p_wanted THEN 'dpu_gone' ELSE 'absence_observed' END
+    END);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._deployment_reason(boolean, boolean, text, text, boolean, boolean, boolean) IS
   'Reason of a per-DPU deployment_state change: API write with a placement change, staleness, or the SPEC 2.8 evidence class of an observation.';
 
 CREATE FUNCTION extsvc._attachment_wanted(p_row extsvc.dpf_extension_service_attachments) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT p_row.placement_state = 'ACTIVE'
-     AND EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = p_row.dpu_machine_id AND d.deregistered_at IS NULL)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT p_row.placement_state = 'ACTIVE'
+       AND EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = p_row.dpu_machine_id AND d.deregistered_at IS NULL));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._attachment_wanted(extsvc.dpf_extension_service_attachments) IS
   'Whether an attachment row''s label is wanted (ACTIVE on a registered DPU), as the worker''s claim computes it.';
 
 -- A hand-over: another active reason wants the same label on the same DPU.
 CREATE FUNCTION extsvc._attachment_shared(p_row extsvc.dpf_extension_service_attachments) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT EXISTS (SELECT FROM extsvc.dpu_desired_labels w
-                  WHERE w.dpu_machine_id = p_row.dpu_machine_id AND w.service_id = p_row.service_id
-                    AND w.version = p_row.version AND w.instance_id IS DISTINCT FROM p_row.instance_id)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT EXISTS (SELECT FROM extsvc.dpu_desired_labels w
+                    WHERE w.dpu_machine_id = p_row.dpu_machine_id AND w.service_id = p_row.service_id
+                      AND w.version = p_row.version AND w.instance_id IS DISTINCT FROM p_row.instance_id));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._attachment_shared(extsvc.dpf_extension_service_attachments) IS
   'Whether another active reason (another instance''s ACTIVE row, an ALL_DPUS service) wants the same label on the row''s DPU.';
 
 CREATE FUNCTION extsvc._site_row_wanted(p_service uuid, p_dpu text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT coalesce((SELECT extsvc._site_service_wanted(s.lifecycle_state, s.applied_revision)
-                     FROM extsvc.service_records s WHERE s.service_id = p_service), false)
-     AND EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = p_dpu AND d.deregistered_at IS NULL)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT coalesce((SELECT extsvc._site_service_wanted(s.lifecycle_state, s.applied_revision)
+                       FROM extsvc.service_records s WHERE s.service_id = p_service), false)
+       AND EXISTS (SELECT FROM extsvc.dpus d WHERE d.machine_id = p_dpu AND d.deregistered_at IS NULL));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._site_row_wanted(uuid, text) IS
   'Whether an ALL_DPUS service is wanted on a DPU (service accepted and not being deleted, DPU registered).';
@@ -300,21 +324,27 @@ $fn$;
 COMMENT ON FUNCTION extsvc._record_dpu_state(text, uuid, text, uuid, text, text, text, text, text, text, timestamptz) IS
   'Appends one per-DPU state change to extsvc.dpu_state_history and keeps the newest 32 of the row.';
 
--- Attachments: BEFORE refuses, AFTER records (an INSERT ... ON CONFLICT that
--- updates fires the BEFORE INSERT check for the proposed row but records
--- only what happened).
-CREATE FUNCTION extsvc._check_attachment_transition() RETURNS trigger
+-- Attachments: one AFTER row trigger refuses a change the table does not
+-- list and records the others. It runs once the row changed, inside the
+-- statement, so a refusal (55000) still leaves the statement without effect;
+-- and it derives the reason, wanted and actor once per change (a BEFORE
+-- check and an AFTER record derived each twice, the largest part of an
+-- attach's cost: issue 26, part 3). An INSERT ... ON CONFLICT that updates
+-- is checked and recorded as the update it was.
+CREATE FUNCTION extsvc._attachment_transition() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  v_actor text := extsvc._transition_actor();
-  v_row text;
+  v_actor text;
   v_old extsvc.dpf_extension_service_attachments;
   v_new extsvc.dpf_extension_service_attachments;
   r extsvc.dpf_extension_service_attachments;
+  v_row text;
+  v_reason text;
   v_placement_changed boolean;
   v_wanted boolean;
 BEGIN
-  IF extsvc._restoring() THEN RETURN NEW; END IF;  -- a restored row is history already
+  IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
+  v_actor := extsvc._transition_actor();
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
   r := CASE WHEN TG_OP = 'DELETE' THEN v_old ELSE v_new END;
@@ -322,118 +352,65 @@ BEGIN
                   r.instance_id, r.dpu_machine_id, r.service_id, r.version);
   v_placement_changed := TG_OP <> 'UPDATE' OR NEW.placement_state <> OLD.placement_state;
   IF v_placement_changed THEN
+    v_reason := extsvc._placement_reason(v_old, v_new);
     PERFORM extsvc._refuse_transition('placement', v_old.placement_state, v_new.placement_state, v_actor,
-                                      extsvc._placement_reason(v_old, v_new), v_row);
-  END IF;
-  IF TG_OP = 'DELETE' THEN
-    RETURN OLD;
-  END IF;
-  IF TG_OP = 'INSERT' OR NEW.deployment_state <> OLD.deployment_state THEN
-    v_wanted := extsvc._attachment_wanted(NEW);
-    PERFORM extsvc._refuse_transition('deployment', v_old.deployment_state, NEW.deployment_state, v_actor,
-      extsvc._deployment_reason(TG_OP = 'INSERT', v_placement_changed, NEW.placement_state, NEW.deployment_state,
-                                extsvc._went_stale(v_old.observed_at, NEW.observed_at), v_wanted,
-                                NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
-                                AND extsvc._attachment_shared(NEW)),
-      v_row);
-  END IF;
-  RETURN NEW;
-END
-$fn$;
-COMMENT ON FUNCTION extsvc._check_attachment_transition() IS
-  'Trigger: refuses attachment placement and deployment changes not listed in extsvc.placement_transitions (55000).';
-
-CREATE FUNCTION extsvc._record_attachment_transition() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  v_actor text := extsvc._transition_actor();
-  v_old extsvc.dpf_extension_service_attachments;
-  v_new extsvc.dpf_extension_service_attachments;
-  r extsvc.dpf_extension_service_attachments;
-  v_placement_changed boolean;
-  v_wanted boolean;
-BEGIN
-  IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
-  IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
-  IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
-  r := CASE WHEN TG_OP = 'DELETE' THEN v_old ELSE v_new END;
-  v_placement_changed := TG_OP <> 'UPDATE' OR NEW.placement_state <> OLD.placement_state;
-  IF v_placement_changed THEN
+                                      v_reason, v_row);
     PERFORM extsvc._record_dpu_state('placement', r.instance_id, r.dpu_machine_id, r.service_id, r.version,
-                                     v_old.placement_state, v_new.placement_state, v_actor,
-                                     extsvc._placement_reason(v_old, v_new), r.status_message, r.observed_at);
+                                     v_old.placement_state, v_new.placement_state, v_actor, v_reason,
+                                     r.status_message, r.observed_at);
   END IF;
   IF TG_OP <> 'DELETE' AND (TG_OP = 'INSERT' OR NEW.deployment_state <> OLD.deployment_state) THEN
     v_wanted := extsvc._attachment_wanted(NEW);
+    v_reason := extsvc._deployment_reason(TG_OP = 'INSERT', v_placement_changed, NEW.placement_state,
+                                          NEW.deployment_state, extsvc._went_stale(v_old.observed_at, NEW.observed_at),
+                                          v_wanted,
+                                          NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
+                                          AND extsvc._attachment_shared(NEW));
+    PERFORM extsvc._refuse_transition('deployment', v_old.deployment_state, NEW.deployment_state, v_actor,
+                                      v_reason, v_row);
     PERFORM extsvc._record_dpu_state('deployment', r.instance_id, r.dpu_machine_id, r.service_id, r.version,
-      v_old.deployment_state, NEW.deployment_state, v_actor,
-      extsvc._deployment_reason(TG_OP = 'INSERT', v_placement_changed, NEW.placement_state, NEW.deployment_state,
-                                extsvc._went_stale(v_old.observed_at, NEW.observed_at), v_wanted,
-                                NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
-                                AND extsvc._attachment_shared(NEW)),
-      NEW.status_message, NEW.observed_at);
+                                     v_old.deployment_state, NEW.deployment_state, v_actor, v_reason,
+                                     NEW.status_message, NEW.observed_at);
   END IF;
   RETURN NULL;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._record_attachment_transition() IS
-  'Trigger: records every attachment placement and deployment change in extsvc.dpu_state_history.';
+COMMENT ON FUNCTION extsvc._attachment_transition() IS
+  'Trigger: refuses attachment placement and deployment changes not listed in extsvc.placement_transitions (55000) and records every other in extsvc.dpu_state_history.';
 
-CREATE TRIGGER attachment_transition_check
-  BEFORE INSERT OR DELETE OR UPDATE OF placement_state, deployment_state ON extsvc.dpf_extension_service_attachments
-  FOR EACH ROW EXECUTE FUNCTION extsvc._check_attachment_transition();
-CREATE TRIGGER attachment_transition_history
+CREATE TRIGGER attachment_transition
   AFTER INSERT OR DELETE OR UPDATE OF placement_state, deployment_state ON extsvc.dpf_extension_service_attachments
-  FOR EACH ROW EXECUTE FUNCTION extsvc._record_attachment_transition();
+  FOR EACH ROW EXECUTE FUNCTION extsvc._attachment_transition();
 
 -- ALL_DPUS per-DPU rows
 CREATE FUNCTION extsvc._site_transition_reason(p_op text, p_old extsvc.site_service_dpu_status,
                                                p_new extsvc.site_service_dpu_status) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE
-    WHEN p_op = 'DELETE' THEN
-      CASE WHEN EXISTS (SELECT FROM extsvc.service_records s
-                         WHERE s.service_id = p_old.service_id AND s.lifecycle_state = 'DELETED')
-           THEN 'service_deleted' ELSE 'service_not_deleted' END
-    ELSE extsvc._deployment_reason(p_op = 'INSERT', false, NULL, p_new.deployment_state,
-                                   extsvc._went_stale(p_old.observed_at, p_new.observed_at),
-                                   extsvc._site_row_wanted(p_new.service_id, p_new.dpu_machine_id))
-  END
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT CASE
+      WHEN p_op = 'DELETE' THEN
+        CASE WHEN EXISTS (SELECT FROM extsvc.service_records s
+                           WHERE s.service_id = p_old.service_id AND s.lifecycle_state = 'DELETED')
+             THEN 'service_deleted' ELSE 'service_not_deleted' END
+      ELSE extsvc._deployment_reason(p_op = 'INSERT', false, NULL, p_new.deployment_state,
+                                     extsvc._went_stale(p_old.observed_at, p_new.observed_at),
+                                     extsvc._site_row_wanted(p_new.service_id, p_new.dpu_machine_id))
+    END);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._site_transition_reason(text, extsvc.site_service_dpu_status, extsvc.site_service_dpu_status) IS
   'Reason of a change of an ALL_DPUS per-DPU row (deletion: the service is DELETED; otherwise the evidence class).';
 
-CREATE FUNCTION extsvc._check_site_transition() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  v_old extsvc.site_service_dpu_status;
-  v_new extsvc.site_service_dpu_status;
-BEGIN
-  IF extsvc._restoring() THEN RETURN NEW; END IF;  -- a restored row is history already
-  IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
-  IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
-  IF TG_OP = 'UPDATE' AND NEW.deployment_state = OLD.deployment_state THEN
-    RETURN NEW;
-  END IF;
-  PERFORM extsvc._refuse_transition('site_deployment', v_old.deployment_state, v_new.deployment_state,
-    extsvc._transition_actor(), extsvc._site_transition_reason(TG_OP, v_old, v_new),
-    format('service_id: %s, dpu_machine_id: %s', CASE WHEN TG_OP = 'DELETE' THEN OLD.service_id ELSE NEW.service_id END,
-           CASE WHEN TG_OP = 'DELETE' THEN OLD.dpu_machine_id ELSE NEW.dpu_machine_id END));
-  IF TG_OP = 'DELETE' THEN
-    RETURN OLD;
-  END IF;
-  RETURN NEW;
-END
-$fn$;
-COMMENT ON FUNCTION extsvc._check_site_transition() IS
-  'Trigger: refuses ALL_DPUS per-DPU state changes not listed in extsvc.placement_transitions (55000).';
-
-CREATE FUNCTION extsvc._record_site_transition() RETURNS trigger
+-- One AFTER row trigger refuses and records, as for attachments.
+CREATE FUNCTION extsvc._site_transition() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   v_old extsvc.site_service_dpu_status;
   v_new extsvc.site_service_dpu_status;
   r extsvc.site_service_dpu_status;
+  v_actor text;
+  v_reason text;
 BEGIN
   IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
@@ -442,21 +419,21 @@ BEGIN
     RETURN NULL;
   END IF;
   r := CASE WHEN TG_OP = 'DELETE' THEN v_old ELSE v_new END;
+  v_actor := extsvc._transition_actor();
+  v_reason := extsvc._site_transition_reason(TG_OP, v_old, v_new);
+  PERFORM extsvc._refuse_transition('site_deployment', v_old.deployment_state, v_new.deployment_state,
+    v_actor, v_reason, format('service_id: %s, dpu_machine_id: %s', r.service_id, r.dpu_machine_id));
   PERFORM extsvc._record_dpu_state('site_deployment', NULL, r.dpu_machine_id, r.service_id, NULL,
-    v_old.deployment_state, v_new.deployment_state, extsvc._transition_actor(),
-    extsvc._site_transition_reason(TG_OP, v_old, v_new), r.status_message, r.observed_at);
+    v_old.deployment_state, v_new.deployment_state, v_actor, v_reason, r.status_message, r.observed_at);
   RETURN NULL;
 END
 $fn$;
-COMMENT ON FUNCTION extsvc._record_site_transition() IS
-  'Trigger: records every ALL_DPUS per-DPU state change in extsvc.dpu_state_history.';
+COMMENT ON FUNCTION extsvc._site_transition() IS
+  'Trigger: refuses ALL_DPUS per-DPU state changes not listed in extsvc.placement_transitions (55000) and records every other in extsvc.dpu_state_history.';
 
-CREATE TRIGGER site_transition_check
-  BEFORE INSERT OR DELETE OR UPDATE OF deployment_state ON extsvc.site_service_dpu_status
-  FOR EACH ROW EXECUTE FUNCTION extsvc._check_site_transition();
-CREATE TRIGGER site_transition_history
+CREATE TRIGGER site_transition
   AFTER INSERT OR DELETE OR UPDATE OF deployment_state ON extsvc.site_service_dpu_status
-  FOR EACH ROW EXECUTE FUNCTION extsvc._record_site_transition();
+  FOR EACH ROW EXECUTE FUNCTION extsvc._site_transition();
 
 -- Persists staleness: observed states older than the bound become UNKNOWN
 -- (readers already see that through extsvc._effective_deployment_state), and
