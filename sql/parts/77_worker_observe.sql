@@ -87,12 +87,15 @@ $fn$;
 -- For ALL_DPUS deletion: true once every registered DPU was observed without
 -- the service's label and pods after the delete was requested.
 CREATE FUNCTION extsvc._site_service_cleared(p_service_id uuid) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT NOT EXISTS (
-    SELECT FROM extsvc.dpus d, extsvc.service_records s
-     WHERE s.service_id = p_service_id AND d.deregistered_at IS NULL
-       AND NOT EXISTS (SELECT FROM extsvc.site_service_dpu_status x
-                        WHERE x.service_id = p_service_id AND x.dpu_machine_id = d.machine_id
-                          AND x.deployment_state = 'TERMINATED'
-                          AND x.observed_at >= s.delete_requested_at))
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT NOT EXISTS (
+      SELECT FROM extsvc.dpus d, extsvc.service_records s
+       WHERE s.service_id = p_service_id AND d.deregistered_at IS NULL
+         AND NOT EXISTS (SELECT FROM extsvc.site_service_dpu_status x
+                          WHERE x.service_id = p_service_id AND x.dpu_machine_id = d.machine_id
+                            AND x.deployment_state = 'TERMINATED'
+                            AND x.observed_at >= s.delete_requested_at)));
+END
 $fn$;

@@ -124,15 +124,18 @@ COMMENT ON FUNCTION extsvc.service_snapshots(uuid[], text) IS
 
 -- An instance's configured entries as get_instance(s) show them.
 CREATE FUNCTION extsvc._instance_services(p_instance uuid) RETURNS jsonb
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT coalesce(jsonb_agg(jsonb_build_object(
-                    'id', c.attachment_id, 'service_id', c.service_id, 'service_name', s.service_name,
-                    'service_type', s.service_type, 'version', c.version, 'dpu_target', c.dpu_target,
-                    'attached_at', c.attached_at, 'removed_at', c.removed_at)
-                  ORDER BY c.removed_at IS NOT NULL, s.service_name, c.version), '[]'::jsonb)
-    FROM extsvc.instance_extension_services c
-    JOIN extsvc.service_records s ON s.service_id = c.service_id
-   WHERE c.instance_id = p_instance
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+                      'id', c.attachment_id, 'service_id', c.service_id, 'service_name', s.service_name,
+                      'service_type', s.service_type, 'version', c.version, 'dpu_target', c.dpu_target,
+                      'attached_at', c.attached_at, 'removed_at', c.removed_at)
+                    ORDER BY c.removed_at IS NOT NULL, s.service_name, c.version), '[]'::jsonb)
+      FROM extsvc.instance_extension_services c
+      JOIN extsvc.service_records s ON s.service_id = c.service_id
+     WHERE c.instance_id = p_instance);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._instance_services(uuid) IS
   'Internal: the configured entries of an instance as extsvc.get_instance shows them, active ones first. No grants.';

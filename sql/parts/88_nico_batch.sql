@@ -31,18 +31,22 @@ CREATE FUNCTION extsvc.instance_extension_services_summaries(instance_ids uuid[]
 RETURNS TABLE (instance_id uuid, service_id uuid, service_name text, service_type text, version text,
                aggregate_state text, removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
                config_version integer, config_version_text text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._check_tenant_id(instance_extension_services_summaries.tenant_organization_id, false);
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  PERFORM extsvc._check_tenant_id(instance_extension_services_summaries.tenant_organization_id, false);
+  RETURN QUERY
   SELECT i.instance_id, x.service_id, x.service_name, x.service_type, x.version, x.aggregate_state, x.removed,
          x.removed_at, x.dpus, x.configs_synced, x.config_version, x.config_version_text
     FROM (SELECT u.id, min(u.o) AS o FROM unnest(instance_extension_services_summaries.instance_ids)
                                            WITH ORDINALITY u(id, o)
            GROUP BY u.id) u
     JOIN extsvc.instances i ON i.instance_id = u.id
-   CROSS JOIN LATERAL extsvc.instance_extension_services_summary(i.instance_id) WITH ORDINALITY x
+   CROSS JOIN LATERAL extsvc._instance_summary(i.instance_id) WITH ORDINALITY x
    WHERE instance_extension_services_summaries.tenant_organization_id IS NULL
       OR i.tenant_organization_id = instance_extension_services_summaries.tenant_organization_id
-   ORDER BY u.o, x.ordinality
+   ORDER BY u.o, x.ordinality;
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.instance_extension_services_summaries(uuid[], text) IS
   'extsvc.instance_extension_services_summary of many instances in one call: instance_id and its rows, instances in the order of the ids given; unknown ids (and, with tenant_organization_id, other tenants'' instances) are absent.';
