@@ -25,6 +25,11 @@
    system pods per Node, and the bytes per cached pod (the slope). The run with
    0 is the fleet part's when that ran in the same invocation.
 
+6. site (issue 26, part 1; only when named in BENCH_PARTS): the fleet of 2. at the sizes of a
+   100,000-GPU factory and below (BENCH_SITE_SIZES, default 2000/200/1000, 10000/1000/5000 and
+   25000/2500/12500), each also with a full re-list after a 410 on every informer (writes, DPU
+   passes, rows woken); its own section of docs/performance.md and docs/site-scale-convergence.png.
+
 Env: BENCH_QUICK=1 (small sizes), BENCH_FLEET_SIZES ("2000/200/1000,10000/1000/5000"),
 BENCH_REPEATS (20), BENCH_SERVICES_BIG (10000), BENCH_FLEET_BUDGET_S (600),
 BENCH_PARTS ("latency,fleet,services,overhead,podmem"), BENCH_SYSTEM_DS (6: system
@@ -48,6 +53,11 @@ REPEATS = c.size("BENCH_REPEATS", 20, 5)
 SERVICES_BIG = c.size("BENCH_SERVICES_BIG", 10000, 2000)
 BUDGET = c.size("BENCH_FLEET_BUDGET_S", 600, 120)
 PARTS = os.environ.get("BENCH_PARTS", "latency,fleet,services,overhead,podmem").split(",")
+# part site (issue 26, part 1; not in the default parts): the fleet at the site's sizes, up to a
+# 100,000-GPU factory's 25,000 DPUs, with its own section of docs/performance.md and its own plot
+SITE_SIZES = [tuple(int(x) for x in s.split("/")) for s in os.environ.get(
+    "BENCH_SITE_SIZES", "500/50/250,1000/100/500" if QUICK else "2000/200/1000,10000/1000/5000,25000/2500/12500").split(",")]
+SITE_PLOT = os.path.join(c.ROOT, "docs", "site-scale-convergence.png")
 SYSTEM_DS = int(os.environ.get("BENCH_SYSTEM_DS", "6"))
 WRITE_DOC = os.environ.get("BENCH_WRITE_DOC", "") not in ("", "0")
 DOC = os.path.join(c.ROOT, "docs", "performance.md")
@@ -319,11 +329,16 @@ def fleet(dpus, services, instances, system_ds=0):
 def relist_after_410(e):
     """Issue 26, part 1: every informer's stream cut, and its next WATCH answered 410 Gone (one
     dpfsim fault rule per resource), so each lists its whole resource again while nothing changed
-    in either cluster. The re-list must write nothing and wake no row: DPU passes are counted
-    from the database (last_observed_at), woken rows from state_version, requests from dpfsim."""
+    in either cluster. The re-list must write nothing and wake no row. It starts once the DPU
+    queue is idle; DPU passes are counted from the database (last_observed_at), woken rows from
+    the watcher's wake counter (extsvc.worker_status().watch_wakes) and the service rows'
+    state_version, requests from dpfsim."""
     out = {}
+    # a quiet start: nothing due or leased, so every pass below was caused by the re-list
+    c.wait_until(lambda: dpu_idle(e), BUDGET, 0.5, "DPU queue idle before the re-list")
     before = {r[0]: int(r[1]) for r in e.pg.sql("SELECT resource, lists FROM extsvc.watch_status()")}
-    woken_q = ("SELECT (SELECT coalesce(sum(state_version), 0) FROM extsvc.dpu_reconciliations) + "
+    # DPU rows the watch made due (extsvc_watch_wakes_total), plus service rows given new intent
+    woken_q = ("SELECT (SELECT coalesce(sum(watch_wakes), 0) FROM extsvc.worker_status()) + "
                "(SELECT coalesce(sum(state_version), 0) FROM extsvc.dpf_extension_service_reconciliations)")
     sv0 = int(e.pg.one(woken_q))
     t_db = e.pg.one("SELECT now()")
@@ -582,14 +597,14 @@ def report(res):
     return lines
 
 
-def plot(fleets):
+def plot(fleets, dst=PLOT):
     """Draws the RUNNING curves with Debian's python3-matplotlib (bench/plot_fleet.py), which the
     Python running this benchmark may not see."""
     src = os.path.join(BUILD, "fleet-progress.json")
     os.makedirs(BUILD, exist_ok=True)
     with open(src, "w") as f:
         json.dump([{k: fl.get(k) for k in ("dpus", "instances", "progress")} for fl in fleets], f)
-    r = c.subprocess.run(["/usr/bin/python3", os.path.join(c.ROOT, "bench", "plot_fleet.py"), src, PLOT],
+    r = c.subprocess.run(["/usr/bin/python3", os.path.join(c.ROOT, "bench", "plot_fleet.py"), src, dst],
                          capture_output=True, text=True)
     if r.returncode != 0:
         print(f"(no plot: {r.stderr.strip()[-300:]})")
@@ -609,7 +624,12 @@ def write_block(begin, end, body, title):
         f.write(doc)
 
 
-def write_doc(lines, podmem_lines):
+def write_doc(lines, podmem_lines, site_lines=()):
+    if site_lines:
+        write_block("<!-- site-scale-bench:begin (written by bench/fleet.py, part site) -->",
+                    "<!-- site-scale-bench:end -->",
+                    "\n".join(site_lines).strip() + "\n\n![RUNNING over time](site-scale-convergence.png)\n",
+                    "Site scale: 25,000 DPUs (issue 26, part 1)")
     if lines:
         write_block("<!-- fleet-bench:begin (written by bench/fleet.py) -->", "<!-- fleet-bench:end -->",
                     "\n".join(lines).strip() + "\n\n![RUNNING over time](fleet-convergence.png)\n",
@@ -632,17 +652,23 @@ def main():
         res["overhead"] = overhead()
     if "podmem" in PARTS:
         res["podmem"] = podmem(res.get("fleet", []))
+    if "site" in PARTS:
+        res["site"] = [fleet(*s) for s in SITE_SIZES]
     # the fleet-bench section (parts 1-4) and the podmem section are written apart, so that one
     # part run alone leaves the other's figures in place
-    main_res = {k: v for k, v in res.items() if k != "podmem"}
+    main_res = {k: v for k, v in res.items() if k not in ("podmem", "site")}
     lines = report(main_res) if main_res else []
     podmem_lines = report({"podmem": res["podmem"]}) if "podmem" in res else []
+    site_lines = report({"fleet": res["site"]}) if "site" in res else []
     c.json_lines(os.environ.get("BENCH_JSON"), {"bench": "fleet", **{k: v for k, v in res.items()}})
     if WRITE_DOC:
         if "fleet" in res:
             plot(res["fleet"])
-        write_doc(lines, podmem_lines)
-    return all(f.get("all_running_s") is not None for f in res.get("fleet", []) + res.get("podmem", []))
+        if "site" in res:
+            plot(res["site"], SITE_PLOT)
+        write_doc(lines, podmem_lines, site_lines)
+    return all(f.get("all_running_s") is not None
+               for f in res.get("fleet", []) + res.get("podmem", []) + res.get("site", []))
 
 
 if __name__ == "__main__":
