@@ -69,10 +69,13 @@ $fn$;
 -- A caller's value as quoted in an error's DETAIL (issue #10): at most 64
 -- characters, so an error never echoes a long (or hostile) value whole.
 CREATE FUNCTION extsvc._token(p_value text) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE WHEN p_value IS NULL THEN 'NULL'
-              WHEN length(p_value) <= 64 THEN p_value
-              ELSE left(p_value, 48) || format('... (%s characters)', length(p_value)) END
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT CASE WHEN p_value IS NULL THEN 'NULL'
+                WHEN length(p_value) <= 64 THEN p_value
+                ELSE left(p_value, 48) || format('... (%s characters)', length(p_value)) END);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._token(text) IS
   'Internal: a caller''s value for an error DETAIL, cut to 48 characters plus its length when longer than 64. No grants.';
@@ -81,11 +84,14 @@ COMMENT ON FUNCTION extsvc._token(text) IS
 -- through _token (unless p_quote is false: items already made of bounded
 -- parts), then how many more; NULL for an empty list.
 CREATE FUNCTION extsvc._token_list(p_values text[], p_quote boolean DEFAULT true) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT nullif(concat_ws(', ',
-           (SELECT string_agg(CASE WHEN p_quote THEN extsvc._token(v.x) ELSE v.x END, ', ' ORDER BY v.o)
-              FROM unnest(p_values) WITH ORDINALITY v(x, o) WHERE v.o <= 5),
-           CASE WHEN cardinality(p_values) > 5 THEN format('... and %s more', cardinality(p_values) - 5) END), '')
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT nullif(concat_ws(', ',
+             (SELECT string_agg(CASE WHEN p_quote THEN extsvc._token(v.x) ELSE v.x END, ', ' ORDER BY v.o)
+                FROM unnest(p_values) WITH ORDINALITY v(x, o) WHERE v.o <= 5),
+             CASE WHEN cardinality(p_values) > 5 THEN format('... and %s more', cardinality(p_values) - 5) END), ''));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._token_list(text[], boolean) IS
   'Internal: caller values for an error DETAIL: the first five through extsvc._token, then how many more. No grants.';
