@@ -640,7 +640,8 @@ def write_doc(lines, podmem_lines, site_lines=()):
 
 
 def main():
-    print(f"# fleet: {c.machine_line()}; parts {PARTS}; sizes {SIZES}", flush=True)
+    print(f"# fleet: {c.machine_line()}; parts {PARTS}; sizes {SITE_SIZES if PARTS == ['site'] else SIZES}",
+          flush=True)
     res = {}
     if "latency" in PARTS:
         res["latency"] = latency()

@@ -221,6 +221,10 @@ CREATE TABLE extsvc.instances (
 -- still observed away (a hand-over).
 CREATE UNIQUE INDEX instances_one_live_per_host ON extsvc.instances (host_machine_id)
   WHERE delete_requested_at IS NULL;
+-- Issue 26: every placement call finds a host's instances, deleted ones
+-- included (_lock_dpu_work, register_dpu, deregister_dpu); the partial index
+-- above cannot answer that, and a 12,500-instance site scanned the table.
+CREATE INDEX instances_host ON extsvc.instances (host_machine_id);
 
 -- An instance's extension-service configuration, with tombstones.
 CREATE TABLE extsvc.instance_extension_services (

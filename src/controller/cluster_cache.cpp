@@ -109,24 +109,31 @@ bool is_dpu_evidence(const kube::Reflector& r);
 }  // namespace
 
 void ClusterCache::note_outages() {
-  // An outage begins when an informer of the cluster fails (backs off) and ends when every one
-  // of them streams again; a re-list, or a watch resumed at its timeout, is not one.
+  // An outage begins when an informer of the cluster fails (backs off) and ends when none of
+  // them does; a re-list, or a watch resumed at its timeout, is not one. Its length decides once
+  // every informer streams again (the re-list done), so that what the list changed is known.
   constexpr auto kOutage = std::chrono::seconds(5);
   const auto now = Clock::now();
-  auto track = [&](bool synced, bool failing, bool current, std::optional<Clock::time_point>& since,
-                   const char* cluster, auto&& mark_all) {
+  auto track = [&](bool synced, bool failing, bool current, Outage& o, const char* cluster,
+                   auto&& mark_all) {
     if (!synced) return;
     if (failing) {
-      if (!since) since = now;
+      if (!o.since) o.since = now;
+      o.until.reset();
       return;
     }
-    if (!since || !current) return;
-    if (now - *since >= kOutage) {
-      spdlog::info("watch: the {} cluster is observed again after {} s; every DPU is derived again",
-                   cluster, std::chrono::duration_cast<std::chrono::seconds>(now - *since).count());
+    if (!o.since) return;
+    if (!o.until) o.until = now;
+    if (!current) return;
+    const auto lasted = *o.until - *o.since;
+    if (lasted >= kOutage) {
+      spdlog::info(
+          "watch: the {} cluster is observed again after an outage of {} s; every DPU is derived "
+          "again",
+          cluster, std::chrono::duration_cast<std::chrono::seconds>(lasted).count());
       mark_all();
     }
-    since.reset();
+    o = Outage{};
   };
   auto failing = [&](auto&& pick) {
     for (const auto& r : reflectors_)

@@ -179,10 +179,17 @@ class ClusterCache {
   std::vector<std::unique_ptr<Store>> stores_;  // devices, services, nodes, pods, events, dpus, ds
   std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
   std::vector<Clock::time_point> relist_tickets_;  // per reflector: the list that answers
-  // When a cluster's watches stopped being current (nullopt: current). Back from an outage
-  // longer than kOutage, every object of that cluster counts as changed: rows that turned
+  // An outage of a cluster: from the first failure of one of its informers until none of them
+  // fails any more (the API server answers again). Back from one of kOutage or more, every
+  // object of that cluster counts as changed once its informers are current: rows that turned
   // UNKNOWN meanwhile (the staleness bound) are derived again at once, not at the next resync.
-  std::optional<Clock::time_point> management_outage_, dpu_outage_;
+  // The re-list that follows is not part of it: listing 25,000 Nodes takes seconds, and the
+  // list itself wakes what changed (issue 26: a 410 at that size woke every DPU).
+  struct Outage {
+    std::optional<Clock::time_point> since;  // first failure
+    std::optional<Clock::time_point> until;  // answered again (nullopt: still failing)
+  };
+  Outage management_outage_, dpu_outage_;
   void note_outages();
 };
 

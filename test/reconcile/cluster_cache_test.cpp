@@ -288,6 +288,61 @@ TEST_F(ClusterCacheTest, ARelistOnRequestAndAfter410DropsWhatIsGone) {
   EXPECT_TRUE(cache_->take_dirty().services.count(kId));  // and its drift check is due
 }
 
+// Issue 26: an outage is the time the API server did not answer, not the re-list after it. A
+// DPU cluster whose Node list takes 6 s after a 410 (25,000 Nodes take about that) changed
+// nothing, and wakes nothing; once it stopped answering for 6 s, every Node counts as changed.
+TEST_F(ClusterCacheTest, AnOutageIsTheTimeWithoutAnswersNotTheReListAfterIt) {
+  // the worker's default extsvc.http_timeout (10 s), so that the slow list below is answered
+  kube::ClusterConfig slow_ok = testfixture::sim_cluster(*sim_, true);
+  slow_ok.timeout_ms = 10000;
+  dpu_ = std::make_unique<kube::Client>(slow_ok);
+  start();
+  ASSERT_TRUE(pump_until([&] { return cache_->dpu_current(); }));
+  collect(300);  // what the start woke
+  auto nodes_listed = [&] {
+    for (const auto& i : cache_->informers())
+      if (i.name == "nodes") return i.stats.lists;
+    return uint64_t{0};
+  };
+  const uint64_t lists0 = nodes_listed();
+  // the cut fails the streams (a backoff); the Nodes' watch then meets 410, and its LIST 6 s
+  ASSERT_EQ(sim_->ctl("POST", "/faults",
+                      json{{"cluster", "dpu"},
+                           {"verb", "WATCH"},
+                           {"path_regex", "/nodes$"},
+                           {"status", 410},
+                           {"count", 1}})
+                .status,
+            200);
+  ASSERT_EQ(sim_->ctl("POST", "/faults",
+                      json{{"cluster", "dpu"},
+                           {"verb", "LIST"},
+                           {"path_regex", "/nodes$"},
+                           {"action", "latency"},
+                           {"latency_ms", 6000},
+                           {"count", 1}})
+                .status,
+            200);
+  ASSERT_EQ(sim_->ctl("POST", "/watch-cut", json{{"cluster", "dpu"}}).status, 200);
+  ASSERT_TRUE(pump_until([&] { return nodes_listed() > lists0 && cache_->dpu_current(); }, 20000));
+  EXPECT_TRUE(collect(300).nodes.empty()) << "a slow re-list woke every Node";
+  // the DPU cluster unreachable for 6 s: an outage; every Node is derived again once current
+  sim_->ctl("DELETE", "/faults");
+  ASSERT_EQ(sim_->ctl("POST", "/dpu-cluster", json{{"reachable", false}}).status, 200);
+  ASSERT_TRUE(pump_until([&] { return !cache_->dpu_current(); }));
+  collect(6000);
+  ASSERT_EQ(sim_->ctl("POST", "/dpu-cluster", json{{"reachable", true}}).status, 200);
+  Dirty woke;
+  ASSERT_TRUE(pump_until(
+      [&] {
+        Dirty d = cache_->take_dirty();
+        woke.nodes.merge(d.nodes);
+        return cache_->dpu_current() && woke.nodes.size() == 3;
+      },
+      30000))
+      << woke.nodes.size() << " Nodes woke after the outage";
+}
+
 // Bookmarks move the resourceVersion a watch resumes from; an expired continue token makes the
 // list start over in one page (client-go's FullListIfExpired), which cannot expire again.
 TEST_F(ClusterCacheTest, BookmarksAndAnExpiredContinueToken) {
