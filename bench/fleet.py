@@ -39,12 +39,13 @@ markers and draw the plot; the podmem table between its own markers).
 """
 import json
 import os
-import re
 import sys
 import time
 import uuid
 
 import common as c  # bench/common.py
+from fleet_doc import plot, write_doc  # noqa: E402
+from fleet_relist import relist_after_410  # noqa: E402
 
 QUICK = c.QUICK
 SIZES = [tuple(int(x) for x in s.split("/")) for s in os.environ.get(
@@ -60,8 +61,6 @@ SITE_SIZES = [tuple(int(x) for x in s.split("/")) for s in os.environ.get(
 SITE_PLOT = os.path.join(c.ROOT, "docs", "site-scale-convergence.png")
 SYSTEM_DS = int(os.environ.get("BENCH_SYSTEM_DS", "6"))
 WRITE_DOC = os.environ.get("BENCH_WRITE_DOC", "") not in ("", "0")
-DOC = os.path.join(c.ROOT, "docs", "performance.md")
-PLOT = os.path.join(c.ROOT, "docs", "fleet-convergence.png")
 BUILD = os.environ.get("BUILD_DIR", os.path.join(c.ROOT, "build"))
 NS = "dpf-operator-system"
 DATA = {"repoURL": "https://charts.example.com/stable", "chartName": "demo-agent", "chartVersion": "1.0.0",
@@ -316,7 +315,7 @@ def fleet(dpus, services, instances, system_ds=0):
         out["rss"] = rss(e)
         out["sim_mem"] = c.sim_mem(e)
         out["watch"] = e.pg.sql("SELECT resource, objects, lists, events FROM extsvc.watch_status()")
-        out.update(relist_after_410(e))
+        out.update(relist_after_410(e, BUDGET, dpu_idle, requests))
         return out
     except (TimeoutError, AssertionError) as ex:
         out["failed"] = str(ex)
@@ -324,48 +323,6 @@ def fleet(dpus, services, instances, system_ds=0):
         return out
     finally:
         e.close()
-
-
-def relist_after_410(e):
-    """Issue 26, part 1: every informer's stream cut, and its next WATCH answered 410 Gone (one
-    dpfsim fault rule per resource), so each lists its whole resource again while nothing changed
-    in either cluster. The re-list must write nothing and wake no row. It starts once the DPU
-    queue is idle; DPU passes are counted from the database (last_observed_at), woken rows from
-    the watcher's wake counter (extsvc.worker_status().watch_wakes) and the service rows'
-    state_version, requests from dpfsim."""
-    out = {}
-    # a quiet start: nothing due or leased, so every pass below was caused by the re-list
-    c.wait_until(lambda: dpu_idle(e), BUDGET, 0.5, "DPU queue idle before the re-list")
-    before = {r[0]: int(r[1]) for r in e.pg.sql("SELECT resource, lists FROM extsvc.watch_status()")}
-    # DPU rows the watch made due (extsvc_watch_wakes_total), plus service rows given new intent
-    woken_q = ("SELECT (SELECT coalesce(sum(watch_wakes), 0) FROM extsvc.worker_status()) + "
-               "(SELECT coalesce(sum(state_version), 0) FROM extsvc.dpf_extension_service_reconciliations)")
-    sv0 = int(e.pg.one(woken_q))
-    t_db = e.pg.one("SELECT now()")
-    e.sim.ctl("POST", "/counts/reset")
-    for res in before:
-        e.sim.fault(cluster="*", verb="WATCH", path_regex=f"/{res}$", status=410, count=1)
-    cpu = c.CpuMeter(e)
-    t0 = c.now()
-    e.sim.cut_watches()
-
-    def relisted():
-        rows = {r[0]: (int(r[1]), r[2]) for r in e.pg.sql("SELECT resource, lists, current FROM extsvc.watch_status()")}
-        return all(rows[k][0] > n and rows[k][1] == "t" for k, n in before.items())
-    try:
-        c.wait_until(relisted, BUDGET, 0.1, "every informer listed again after its 410")
-        out["relist_s"] = c.now() - t0
-    finally:
-        e.sim.clear_faults()
-    c.settle(e, 2.0)
-    out["relist_cpu"] = cpu.read()
-    out["relist_requests"] = requests(e)
-    out["relist_lists"] = {r[0]: int(r[1]) - before.get(r[0], 0)
-                           for r in e.pg.sql("SELECT resource, lists FROM extsvc.watch_status()")}
-    out["relist_dpu_passes"] = int(e.pg.one(
-        f"SELECT count(*) FROM extsvc.dpu_reconciliations WHERE last_observed_at >= '{t_db}'"))
-    out["relist_woken"] = int(e.pg.one(woken_q)) - sv0
-    return out
 
 
 def rate_limit_s(patches, qps=50, burst=100):
@@ -595,48 +552,6 @@ def report(res):
             ("kube::Client::merge_patch", O["client_p50_us"], O["client_p99_us"]),
             ("**ratio of the medians**", O["ratio_p50"], None)])
     return lines
-
-
-def plot(fleets, dst=PLOT):
-    """Draws the RUNNING curves with Debian's python3-matplotlib (bench/plot_fleet.py), which the
-    Python running this benchmark may not see."""
-    src = os.path.join(BUILD, "fleet-progress.json")
-    os.makedirs(BUILD, exist_ok=True)
-    with open(src, "w") as f:
-        json.dump([{k: fl.get(k) for k in ("dpus", "instances", "progress")} for fl in fleets], f)
-    r = c.subprocess.run(["/usr/bin/python3", os.path.join(c.ROOT, "bench", "plot_fleet.py"), src, dst],
-                         capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"(no plot: {r.stderr.strip()[-300:]})")
-        return False
-    return True
-
-
-def write_block(begin, end, body, title):
-    with open(DOC) as f:
-        doc = f.read()
-    block = begin + "\n" + body + end
-    if begin in doc:
-        doc = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
-    else:
-        doc = doc.rstrip() + f"\n\n## {title}\n\n" + block + "\n"
-    with open(DOC, "w") as f:
-        f.write(doc)
-
-
-def write_doc(lines, podmem_lines, site_lines=()):
-    if site_lines:
-        write_block("<!-- site-scale-bench:begin (written by bench/fleet.py, part site) -->",
-                    "<!-- site-scale-bench:end -->",
-                    "\n".join(site_lines).strip() + "\n\n![RUNNING over time](site-scale-convergence.png)\n",
-                    "Site scale: 25,000 DPUs (issue 26, part 1)")
-    if lines:
-        write_block("<!-- fleet-bench:begin (written by bench/fleet.py) -->", "<!-- fleet-bench:end -->",
-                    "\n".join(lines).strip() + "\n\n![RUNNING over time](fleet-convergence.png)\n",
-                    "Scale with the watch caches (issue 11)")
-    if podmem_lines:
-        write_block("<!-- pod-memory-bench:begin (written by bench/fleet.py) -->", "<!-- pod-memory-bench:end -->",
-                    "\n".join(podmem_lines).strip() + "\n", "DPF's system DaemonSet pods in the watcher's cache")
 
 
 def main():
