@@ -294,6 +294,19 @@ class Postgres(Cluster):
         return [int(r[0]) for r in self.sql(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]
 
+    def wait_crash_restart(self, killed, timeout=60):
+        """After a worker was killed: waits until the postmaster's crash restart is over, that
+        is until a session of its own sees workers and none of the killed ones. An answer to
+        SELECT 1 is not enough: a new session may get one before the postmaster has even
+        noticed the kill, and the next statement then dies with the restart."""
+        killed = set(killed)
+
+        def restarted():
+            rows = self.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker'",
+                            check=False)
+            return isinstance(rows, list) and len(rows) > 0 and not ({int(r[0]) for r in rows} & killed)
+        wait_until(restarted, timeout=timeout, what="the crash restart (new workers)")
+
 
 SITE_ID = "e2e-site"  # extsvc.site_id of an Env unless told otherwise (issue 25)
 

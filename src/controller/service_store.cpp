@@ -59,16 +59,22 @@ std::optional<ServiceFacts> ServiceStore::extract(const std::string&, const json
 
 void ServiceStore::on_change(const std::string& name, const ServiceFacts* old,
                              const ServiceFacts* now) {
+  // A service id label that is no UUID names no service of ours (someone else's object, or a
+  // hand edit): it wakes nothing. Published, it failed the whole publication at the uuid[]
+  // cast, every iteration, since a failed publication is retried.
+  auto wake = [&](const std::string& id) {
+    if (core::canonical_uuid(id)) dirty_.services.insert(id);
+  };
   if (now == nullptr) {
     if (gone_.size() >= kMaxGone) gone_.clear();
     gone_[name] = old->uid;
-    dirty_.services.insert(old->service_id);
+    wake(old->service_id);
     context_.erase(old->service_id);
     return;
   }
   if (old == nullptr) {
     gone_.erase(name);
-    dirty_.services.insert(now->service_id);
+    wake(now->service_id);
     note_dpf(now->service_id);
     return;
   }
@@ -76,17 +82,18 @@ void ServiceStore::on_change(const std::string& name, const ServiceFacts* old,
   const bool moved = old->service_id != now->service_id;
   if (moved || old->drift_key != now->drift_key || old->uid != now->uid ||
       old->being_deleted != now->being_deleted) {
-    dirty_.services.insert(now->service_id);
-    dirty_.services.insert(old->service_id);
+    wake(now->service_id);
+    wake(old->service_id);
   }
   if (moved || old->dpf_digest != now->dpf_digest) {
     note_dpf(now->service_id);
-    dirty_.context.insert(now->service_id);
+    if (core::canonical_uuid(now->service_id)) dirty_.context.insert(now->service_id);
   }
   if (moved) context_.erase(old->service_id);
 }
 
 void ServiceStore::note_dpf(const std::string& service_id) {
+  if (!core::canonical_uuid(service_id)) return;  // not ours: see on_change
   const core::DpfStatus& dpf = extracted_dpf_;
   dirty_.dpf[service_id] = dpf;
   if (dpf.paused || dpf.ready == std::optional<bool>(false))

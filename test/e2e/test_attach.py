@@ -341,9 +341,10 @@ def test_worker_kill_and_restart_during_detach_converge():
     wait_summary(iid, sid, "RUNNING")
     e().attach(iid)
     time.sleep(0.2)
-    for pid in e().pg.worker_pids():
+    killed = e().pg.worker_pids()
+    for pid in killed:
         os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: e().pg.sql("SELECT 1", check=False) == [["1"]], timeout=60, what="server back")
+    e().pg.wait_crash_restart(killed)
     e().pg.restart()
     wait_until(lambda: e().summary_rows(iid) == {}, timeout=60, what="detach converged")
     assert label_key(sid) not in e().sim.device_labels(2)

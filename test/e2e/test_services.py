@@ -270,10 +270,11 @@ def test_worker_sigkill_mid_reconcile_converges_without_duplicates():
     wait_until(lambda: e.pg.one(f"SELECT lease_owner FROM extsvc.reconciliation_queue WHERE service_id = {lit(sid)}::uuid"),
                what="lease taken")
     time.sleep(0.3)
-    for pid in e.pg.worker_pids():
+    killed = e.pg.worker_pids()
+    for pid in killed:
         os.kill(pid, signal.SIGKILL)
     # the postmaster restarts the cluster after a crashed child; wait for it
-    wait_until(lambda: e.pg.sql("SELECT 1", check=False) == [["1"]], timeout=60, what="server back")
+    e.pg.wait_crash_restart(killed)
     e.wait_state(sid, "READY", timeout=60)
     assert sum(1 for o in e.sim.dpuservices() if o["metadata"]["name"] == name) == 1
     e.sim.clear_faults()

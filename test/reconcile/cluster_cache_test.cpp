@@ -288,6 +288,33 @@ TEST_F(ClusterCacheTest, ARelistOnRequestAndAfter410DropsWhatIsGone) {
   EXPECT_TRUE(cache_->take_dirty().services.count(kId));  // and its drift check is due
 }
 
+// A DPUService whose service id label is no UUID (someone else's, or edited by hand) names no
+// service of ours: it wakes nothing. Published, it failed every publication at the uuid[] cast.
+TEST_F(ClusterCacheTest, AServiceIdLabelThatIsNoUuidWakesNothing) {
+  start();
+  collect(300);
+  const json foreign = {{"apiVersion", "svc.dpu.nvidia.com/v1alpha1"},
+                        {"kind", "DPUService"},
+                        {"metadata",
+                         {{"name", "not-ours"},
+                          {"namespace", kNs},
+                          {"labels", {{std::string(core::kOwnerIdLabel), "someone-else"}}}}},
+                        {"spec",
+                         {{"deployInCluster", false},
+                          {"security", {{"privileged", false}}},
+                          {"helmChart",
+                           {{"source",
+                             {{"repoURL", "https://other.example.com"},
+                              {"chart", "theirs"},
+                              {"version", "9.9.9"}}}}}}}};
+  ASSERT_EQ(sim_->m("POST", simtest::dpuservice_path(), foreign.dump()).status, 201);
+  ASSERT_TRUE(pump_until([&] { return cache_->services_by_name().count("not-ours") == 1; }));
+  const Dirty d = cache_->take_dirty();
+  EXPECT_TRUE(d.services.empty()) << *d.services.begin();
+  EXPECT_TRUE(d.dpf.empty());
+  EXPECT_TRUE(d.context.empty());
+}
+
 // Issue 26: an outage is the time the API server did not answer, not the re-list after it. A
 // DPU cluster whose Node list takes 6 s after a 410 (25,000 Nodes take about that) changed
 // nothing, and wakes nothing; once it stopped answering for 6 s, every Node counts as changed.
