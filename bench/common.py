@@ -4,6 +4,7 @@ RSS and table printing."""
 import http.client
 import json
 import os
+import re
 import statistics
 import subprocess  # noqa: F401  (bench/fleet.py runs its tools through c.subprocess)
 import threading
@@ -151,6 +152,25 @@ def worker_mem(e):
         m = proc_mem(pid) or {}
         rows.append((pid, m.get("VmRSS"), m.get("RssAnon"), m.get("RssShmem"), m.get("VmHWM")))
     return rows
+
+
+def pg_contexts_mib(e, pid, timeout=10):
+    """The PostgreSQL memory contexts of a server process, MiB (the "Grand total" that
+    pg_log_backend_memory_contexts writes into the server log), so that a worker's RssAnon can be
+    told apart into PostgreSQL's memory and the rest (the C++ heap); None when nothing came."""
+    log = e.pg.logfile
+    start = os.path.getsize(log) if os.path.exists(log) else 0
+    e.pg.sql(f"SELECT pg_log_backend_memory_contexts({int(pid)})")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(log, errors="replace") as f:
+            f.seek(start)
+            for line in f:  # log_line_prefix '%m [%p] %b ' (extsvc_testkit.cluster)
+                m = re.search(r"\[(\d+)\] .*Grand total: (\d+) bytes", line)
+                if m and int(m.group(1)) == int(pid):
+                    return int(m.group(2)) / 1048576.0
+        time.sleep(0.2)
+    return None
 
 
 def sim_mem(e):

@@ -9,9 +9,11 @@
    2000/200/1000 and 10000/1000/5000): register, create, attach every instance in
    one transaction; RUNNING over time (drawn into docs/fleet-convergence.png),
    attach commit -> all RUNNING, API calls of the attach; then one steady resync
-   (request_resync: the informers re-list, the drift check, every DPU derived
-   again): its API calls per DPU; worker and dpfsim CPU seconds of each phase;
-   each worker's private memory (RssAnon) and peak.
+   (request_resync: the drift check against the caches, every DPU derived again;
+   no re-list, as the caches listed less than extsvc.relist_interval ago) and one
+   with the safety-net re-list (extsvc.relist_interval 0): their API calls per DPU;
+   worker and dpfsim CPU seconds of each phase; each worker's private memory
+   (RssAnon) and peak.
 3. services: SERVICES_BIG creates in batches of 1000 per transaction, each
    batch to READY at the client rate limit (extsvc.kube_qps 50 per worker, 2
    workers); each worker's RssAnon after each batch.
@@ -44,7 +46,7 @@ import time
 import uuid
 
 import common as c  # bench/common.py
-from fleet_doc import plot, write_doc  # noqa: E402
+from fleet_doc import fleet_section, plot, write_doc  # noqa: E402
 from fleet_relist import relist_after_410  # noqa: E402
 
 QUICK = c.QUICK
@@ -65,7 +67,6 @@ BUILD = os.environ.get("BUILD_DIR", os.path.join(c.ROOT, "build"))
 NS = "dpf-operator-system"
 DATA = {"repoURL": "https://charts.example.com/stable", "chartName": "demo-agent", "chartVersion": "1.0.0",
         "security": {"privileged": False}}
-WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 # What a DPF DPU Node runs besides tenant services: one pod each of these DaemonSets. The per-node
@@ -299,20 +300,20 @@ def fleet(dpus, services, instances, system_ds=0):
         out["attach_cpu"] = cpu.read()
         out["attach_requests"] = requests(e)
         out["rss_attach"] = rss(e)
-        # one steady resync: re-list, drift check, every DPU derived again
-        e.sim.ctl("POST", "/counts/reset")
-        cpu.start()
-        t_db = e.pg.one("SELECT now()")
-        t0 = c.now()
-        e.pg.sql("SELECT extsvc.request_resync()")
-        c.wait_sql(e.pg, f"SELECT count(*) FROM extsvc.dpu_reconciliations WHERE last_observed_at >= '{t_db}' "
-                         "AND lease_token IS NULL AND (next_due_at IS NULL OR next_due_at > now())", str(dpus),
-                   BUDGET, 0.25)
-        out["resync_s"] = c.now() - t0
-        c.settle(e, 1.0)
-        out["resync_cpu"] = cpu.read()
-        out["resync_requests"] = requests(e)
+        # one steady resync: drift check against the caches, every DPU derived again (no re-list:
+        # the caches listed less than extsvc.relist_interval ago)
+        out.update(resync(e, dpus, cpu, "resync"))
         out["rss"] = rss(e)
+        watcher = e.pg.one("SELECT pid FROM extsvc.worker_status() WHERE slot = 0")
+        out["pg_contexts"] = c.pg_contexts_mib(e, watcher) if watcher else None
+        # the same with the safety net: every informer re-lists first (extsvc.relist_interval 0)
+        e.pg.set_conf(relist_interval="0")
+        try:
+            c.settle(e, 1.0)
+            out.update(resync(e, dpus, cpu, "safety"))
+        finally:
+            e.pg.set_conf(relist_interval=None)
+        out["rss_safety"] = rss(e)
         out["sim_mem"] = c.sim_mem(e)
         out["watch"] = e.pg.sql("SELECT resource, objects, lists, events FROM extsvc.watch_status()")
         out.update(relist_after_410(e, BUDGET, dpu_idle, requests))
@@ -323,6 +324,24 @@ def fleet(dpus, services, instances, system_ds=0):
         return out
     finally:
         e.close()
+
+
+def resync(e, dpus, cpu, key):
+    """extsvc.request_resync(), until every DPU was derived again: its time, CPU and requests."""
+    out = {}
+    e.sim.ctl("POST", "/counts/reset")
+    cpu.start()
+    t_db = e.pg.one("SELECT now()")
+    t0 = c.now()
+    e.pg.sql("SELECT extsvc.request_resync()")
+    c.wait_sql(e.pg, f"SELECT count(*) FROM extsvc.dpu_reconciliations WHERE last_observed_at >= '{t_db}' "
+                     "AND lease_token IS NULL AND (next_due_at IS NULL OR next_due_at > now())", str(dpus),
+               BUDGET, 0.25)
+    out[f"{key}_s"] = c.now() - t0
+    c.settle(e, 1.0)
+    out[f"{key}_cpu"] = cpu.read()
+    out[f"{key}_requests"] = requests(e)
+    return out
 
 
 def rate_limit_s(patches, qps=50, burst=100):
@@ -413,10 +432,6 @@ def slope(f0, f1, key):
 
 # --- report --------------------------------------------------------------------------
 
-def per_dpu(reqs, dpus):
-    return sum(reqs.values()) / dpus if dpus else float("nan")
-
-
 def report(res):
     lines = []
 
@@ -433,7 +448,7 @@ def report(res):
 
     out(f"Run of `bench/fleet.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
         f"{c.machine_line()}; 2 workers, product defaults (extsvc.watch on, kube_qps 50, burst 100), "
-        "resync requested explicitly.")
+        "resync requested explicitly (the safety-net re-list: extsvc.relist_interval 0 for one resync).")
     if "latency" in res:
         L = res["latency"]
         diff = c.median(L["product"]) - c.median(L["raw"])
@@ -446,64 +461,7 @@ def report(res):
             ("difference of the medians", diff, None, None, None)])
         out(f"\ndpfsim delays: {L['delays']}")
     if "fleet" in res:
-        F = res["fleet"]
-        head = ["measure"] + [f"{f['dpus']} DPUs / {f['services']} services / {f['instances']} instances" for f in F]
-
-        def row(name, fn):
-            vals = []
-            for f in F:
-                try:
-                    vals.append(fn(f))
-                except (KeyError, TypeError, ZeroDivisionError):
-                    vals.append(None)
-            return tuple([name] + vals)
-        md("Fleet (sim delays 0-50 ms)", head, [
-            row("register + first observation of every DPU (s)", lambda f: f["register_s"]),
-            row("services created -> READY (s)", lambda f: f["services_s"]),
-            row("attach, one transaction (s)", lambda f: f["attach_txn_s"]),
-            row("**attach commit -> all attachments RUNNING (s)**", lambda f: f["all_running_s"]),
-            row("pure rate-limit time of the label patches, one client at 50/s, burst 100 (s)",
-                lambda f: rate_limit_s(f["instances"])),
-            row("**all RUNNING / pure rate-limit time**",
-                lambda f: f"{f['all_running_s'] / rate_limit_s(f['instances']):.2f}"),
-            row("first RUNNING seen (s after the commit)",
-                lambda f: next(t for t, n in f["progress"] if n > 0)),
-            row("attach: API calls per attached DPU",
-                lambda f: f"{sum(f['attach_requests'].values()) / f['instances']:.3f}"),
-            row("attach: worker CPU (s)", lambda f: f["attach_cpu"]["workers"]),
-            row("attach: dpfsim CPU (s)", lambda f: f["attach_cpu"]["dpfsim"]),
-            row("steady resync: request -> every DPU derived again (s)", lambda f: f["resync_s"]),
-            row("**steady resync: API calls per DPU**",
-                lambda f: f"{per_dpu(f['resync_requests'], f['dpus']):.4f}"),
-            row("steady resync: writes", lambda f: sum(v for k, v in f["resync_requests"].items()
-                                                       if k.split()[1] in WRITES)),
-            row("steady resync: worker CPU (s)", lambda f: f["resync_cpu"]["workers"]),
-            row("steady resync: dpfsim CPU (s)", lambda f: f["resync_cpu"]["dpfsim"]),
-            row("**steady resync: worker CPU per DPU (ms)**",
-                lambda f: f"{1e3 * f['resync_cpu']['workers'] / f['dpus']:.3f}"),
-            row("re-list after a 410 on every informer: cut -> all listed and watching (s)",
-                lambda f: f["relist_s"]),
-            row("**re-list after a 410: writes / DPU passes / rows woken**",
-                lambda f: f"{sum(v for k, v in f['relist_requests'].items() if k.split()[1] in WRITES)} / "
-                          f"{f['relist_dpu_passes']} / {f['relist_woken']}"),
-            row("re-list after a 410: API calls per DPU", lambda f: f"{per_dpu(f['relist_requests'], f['dpus']):.4f}"),
-            row("re-list after a 410: worker / dpfsim CPU (s)",
-                lambda f: f"{f['relist_cpu']['workers']:.1f} / {f['relist_cpu']['dpfsim']:.1f}"),
-            row("**worker 0 (watcher) private memory, RssAnon (MiB)**", lambda f: f["rss"][0][0]),
-            row("worker 1 private memory, RssAnon (MiB)", lambda f: f["rss"][1][0]),
-            row("worker 0 / 1 peak VmHWM (MiB)", lambda f: f"{f['rss'][0][1]:.0f} / {f['rss'][1][1]:.0f}"),
-            row("dpfsim VmRSS (MiB)", lambda f: f["sim_mem"][0]),
-        ])
-        for f in F:
-            prog = f.get("progress") or []
-            step = max(1, len(prog) // 12)
-            out(f"\n{f['dpus']} DPUs, attachments RUNNING over time (s, count): "
-                f"{prog[::step] + ([prog[-1]] if prog and prog[-1] not in prog[::step] else [])}")
-            if f.get("failed"):
-                out(f"\n{f['dpus']} DPUs DID NOT FINISH: {f['failed']}")
-            out(f"\n{f['dpus']} DPUs, attach requests by verb: {f.get('attach_requests')}; steady resync: "
-                f"{f.get('resync_requests')}; informers (resource, objects, lists, events): {f.get('watch')}; "
-                f"re-list after a 410: requests {f.get('relist_requests')}, lists per informer {f.get('relist_lists')}")
+        fleet_section(res["fleet"], md, out, rate_limit_s)
     if "services" in res:
         S = res["services"]
         md(f"{SERVICES_BIG} services created -> READY in batches of 1000 (client rate limit: 50/s per worker, "

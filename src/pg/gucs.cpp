@@ -76,6 +76,10 @@ void define_gucs() {
                 &gucs.ns, "dpf-operator-system", PGC_SIGHUP);
   define_int("extsvc.resync_interval", "Interval of the drift-detecting resync pass.",
              &gucs.resync_interval_s, 300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S);
+  define_int("extsvc.relist_interval",
+             "Least time between two re-lists of every watch cache at a resync (0 = at every "
+             "resync); in between, the resync compares the caches the watch keeps current.",
+             &gucs.relist_interval_s, 3600, 0, 604800, PGC_SIGHUP, GUC_UNIT_S);
   define_int("extsvc.retry_base", "First retry delay after a transient failure.",
              &gucs.retry_base_ms, 500, 1, 3600000, PGC_SIGHUP, GUC_UNIT_MS);
   define_int("extsvc.retry_cap", "Upper bound of the exponential retry delay.", &gucs.retry_cap_s,

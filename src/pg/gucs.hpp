@@ -20,6 +20,7 @@ struct Gucs {
   bool insecure_skip_verify;
   char* ns;
   int resync_interval_s;
+  int relist_interval_s;
   int retry_base_ms;
   int retry_cap_s;
   int lease_time_s;

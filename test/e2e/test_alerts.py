@@ -454,9 +454,12 @@ def test_resyncs_that_fail_then_none_since_a_crash_restart():
 def main():
     global ENV
     ok = False
+    # extsvc.relist_interval 0: every resync re-lists its caches first, so that a LIST of
+    # DPUServices answered 500 fails the resync (with the default, a resync between two re-lists
+    # compares the watch caches and makes no call that could fail)
     ENV = Env(dpus=2, workers=1, extra={
         "extsvc.lease_time": "'5s'", "extsvc.http_timeout": "'2s'", "extsvc.connect_timeout": "'500ms'",
-        "extsvc.lease_margin": "'2s'"})
+        "extsvc.lease_margin": "'2s'", "extsvc.relist_interval": "0"})
     try:
         ENV.register_dpu(0, HOST, True, tag="a")
         ENV.register_dpu(1, HOST2, True, tag="a")

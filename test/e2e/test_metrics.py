@@ -276,8 +276,7 @@ def test_resync_reports_age_and_duration():
     duration = total(m1, "extsvc_last_resync_duration_seconds")
     assert 0 <= age < 10, age
     assert 0 < duration < 10, duration
-    assert total(m1, "extsvc_kube_requests_total", cluster="management", verb="LIST") > \
-        total(m0, "extsvc_kube_requests_total", cluster="management", verb="LIST")
+    # (whether a resync lists anything depends on extsvc.relist_interval: test_watch.py)
 
 
 def test_postgres_exporter_queries_give_the_same_names():

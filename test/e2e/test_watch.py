@@ -185,6 +185,31 @@ def test_a_reload_that_changes_no_cluster_setting_keeps_the_caches():
         reload_and_wait(name, None)
 
 
+def test_a_resync_re_lists_the_caches_only_once_the_relist_interval_has_passed():
+    """Issue 26, part 1: the watch keeps the caches current, so a resync compares them and lists
+    nothing until extsvc.relist_interval (default 1 h) has passed since they last listed; then
+    every informer lists again first (the safety net), and the next resync lists nothing again."""
+    wait_until(all_watched, timeout=30, what="every informer listed and watching")
+    before = lists_of_work()
+    e().pg.resync("ok")
+    time.sleep(0.5)
+    assert lists_of_work() == before, ("a resync between two re-lists listed", before, lists_of_work())
+    reload_and_wait("extsvc.relist_interval", "0")
+    try:
+        per_resource = {k: v["lists"] for k, v in watch_status().items()}
+        e().pg.resync("ok")
+        after = {k: v["lists"] for k, v in watch_status().items()}
+        assert all(after[k] > n for k, n in per_resource.items() if k != "events"), (per_resource, after)
+        assert lists_of_work() >= before + 6, (before, lists_of_work())
+    finally:
+        reload_and_wait("extsvc.relist_interval", None)
+    wait_until(all_watched, timeout=30, what="watching after the re-list")
+    before = lists_of_work()
+    e().pg.resync("ok")
+    time.sleep(0.5)
+    assert lists_of_work() == before, ("the re-list just done is not due again", before, lists_of_work())
+
+
 def test_an_expired_resource_version_makes_the_informer_list_again():
     """With the API server's event window shrunk to a few events, a watch that resumes after a
     cut finds its resourceVersion gone: 410, a new LIST, and what happened meanwhile is seen."""
@@ -359,6 +384,7 @@ def main():
             test_a_watch_cut_mid_stream_loses_no_event,
             test_rebuilding_the_wait_set_leaks_neither_descriptors_nor_memory,
             test_a_reload_that_changes_no_cluster_setting_keeps_the_caches,
+            test_a_resync_re_lists_the_caches_only_once_the_relist_interval_has_passed,
             test_an_expired_resource_version_makes_the_informer_list_again,
             test_events_for_objects_nico_does_not_own_wake_nothing,
             test_a_nico_label_added_by_hand_wakes_its_dpu_which_removes_it_only_when_ours,
