@@ -19,22 +19,26 @@
 
 -- Why a string is not a MachineId, in the words of NICo's parser; NULL when it is one.
 CREATE FUNCTION extsvc._machine_id_problem(p_value text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE
-    WHEN octet_length(p_value) <> 59 THEN format('the machine ID has an invalid length of %s', octet_length(p_value))
-    WHEN left(p_value, 5) <> 'fm100' THEN 'the machine ID has an invalid prefix'
-    WHEN substr(p_value, 8) !~ '^[0-9a-vA-V]{51}[0gG]$' THEN 'the machine ID has an invalid encoding'
-    WHEN substr(p_value, 6, 1) NOT IN ('d', 'h', 'p') OR substr(p_value, 7, 1) NOT IN ('t', 's')
-      THEN 'the machine ID has an invalid prefix'
-  END
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN CASE
+      WHEN octet_length(p_value) <> 59 THEN format('the machine ID has an invalid length of %s', octet_length(p_value))
+      WHEN left(p_value, 5) <> 'fm100' THEN 'the machine ID has an invalid prefix'
+      WHEN substr(p_value, 8) !~ '^[0-9a-vA-V]{51}[0gG]$' THEN 'the machine ID has an invalid encoding'
+      WHEN substr(p_value, 6, 1) NOT IN ('d', 'h', 'p') OR substr(p_value, 7, 1) NOT IN ('t', 's')
+        THEN 'the machine ID has an invalid prefix'
+    END;
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._machine_id_problem(text) IS
   'Internal: NULL when a string is a MachineId NICo''s parser accepts (fm100, type d/h/p, source t/s, 52 BASE32_DNSSEC characters decoding to 32 bytes); otherwise the parser''s reason. No grants.';
 
 -- The canonical form of a MachineId (the payload in lowercase, as NICo prints it).
 CREATE FUNCTION extsvc._machine_id_canonical(p_value text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT left(p_value, 7) || lower(substr(p_value, 8))
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN left(p_value, 7) || lower(substr(p_value, 8));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._machine_id_canonical(text) IS
   'Internal: a parsed MachineId as NICo prints it (Display): prefix, type and source as given, the base32 payload in lowercase. No grants.';

@@ -10,32 +10,49 @@ COMMENT ON FUNCTION extsvc.validate_dpf_helm_chart_data(text) IS
   'Parses DPF_HELM_CHART data strictly and returns its normalized form, or raises naming the JSON path.';
 
 CREATE FUNCTION extsvc.dpf_service_name(service_id uuid, version text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._dpf_service_name(service_id, version)
+LANGUAGE plpgsql IMMUTABLE STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN extsvc._dpf_service_name(service_id, version);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.dpf_service_name(uuid, text) IS
   'DPUService and Helm release name of a DPF service version: extsvc-<first 20 base32 chars of SHA-256(lower(uuid)/version)>.';
 
 CREATE FUNCTION extsvc.placement_label_key(service_id uuid, version text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT extsvc._placement_label_key(service_id, version)
+LANGUAGE plpgsql IMMUTABLE STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN extsvc._placement_label_key(service_id, version);
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.placement_label_key(uuid, text) IS
   'Node label key that places a DPF service version on a DPU: nico/extsvc-<hash>, value enabled.';
 
 -- The services row of one service (for return values).
+-- PL/pgSQL: a SQL function with a SET clause is planned again at every call (PostgreSQL 15),
+-- and this one plans the services view (issue 26, part 3: about 1 ms of every create and update).
 CREATE FUNCTION extsvc._service_row(p_service_id uuid) RETURNS extsvc.services
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT * FROM extsvc.services s WHERE s.service_id = p_service_id
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  r extsvc.services;
+BEGIN
+  SELECT * INTO r FROM extsvc.services s WHERE s.service_id = p_service_id;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  RETURN r;
+END
 $fn$;
 
 -- True when an allow-list entry admits the chart of normalized Helm data
 -- (whether or not enforcement is on).
 CREATE FUNCTION extsvc._chart_allowed(p_data jsonb) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT EXISTS (SELECT FROM extsvc.chart_allowlist a
-                  WHERE extsvc.repo_url_matches(a.repo_url, p_data->>'repoURL')
-                    AND (a.chart_name = '' OR a.chart_name = p_data->>'chartName'))
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN (
+    SELECT EXISTS (SELECT FROM extsvc.chart_allowlist a
+                    WHERE extsvc.repo_url_matches(a.repo_url, p_data->>'repoURL')
+                      AND (a.chart_name = '' OR a.chart_name = p_data->>'chartName')));
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._chart_allowed(jsonb) IS
   'Internal: true when an extsvc.chart_allowlist entry admits the repoURL and chartName of normalized Helm data. EXECUTE for extsvc_admin only (extsvc.services_outside_allowlist calls it as the reading role).';
@@ -100,10 +117,12 @@ COMMENT ON FUNCTION extsvc._check_privileged_allowed(jsonb, boolean, text) IS
 -- ["key"] with JSON escaping; a key longer than 64 characters is cut to 48
 -- and marked ["prefix"...], so a path never quotes a long key whole.
 CREATE FUNCTION extsvc._json_path_member(p_parent text, p_key text) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE WHEN p_key ~ '^[A-Za-z_][A-Za-z0-9_]*$' AND length(p_key) <= 64 THEN p_parent || '.' || p_key
-              WHEN length(p_key) <= 64 THEN p_parent || '[' || to_json(p_key)::text || ']'
-              ELSE p_parent || '[' || to_json(left(p_key, 48))::text || '...]' END
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN CASE WHEN p_key ~ '^[A-Za-z_][A-Za-z0-9_]*$' AND length(p_key) <= 64 THEN p_parent || '.' || p_key
+                WHEN length(p_key) <= 64 THEN p_parent || '[' || to_json(p_key)::text || ']'
+                ELSE p_parent || '[' || to_json(left(p_key, 48))::text || '...]' END;
+END
 $fn$;
 COMMENT ON FUNCTION extsvc._json_path_member(text, text) IS
   'Internal: parent.key or parent["key"] for an error DETAIL; keys over 64 characters are cut to 48 and marked. No grants.';

@@ -518,8 +518,8 @@ BEGIN
   END IF;
   UPDATE extsvc.instances x SET delete_requested_at = now(), config_version = x.config_version + 1, updated_at = now()
    WHERE x.instance_id = i.instance_id;
-  UPDATE extsvc.instance_extension_services c SET removed_at = coalesce(c.removed_at, now())
-   WHERE c.instance_id = i.instance_id;
+  UPDATE extsvc.instance_extension_services c SET removed_at = now()
+   WHERE c.instance_id = i.instance_id AND c.removed_at IS NULL;  -- a detached entry keeps its time
   PERFORM extsvc._materialize_instance(i.instance_id, false);
   PERFORM extsvc._cleanup_instance(i.instance_id);
 END
