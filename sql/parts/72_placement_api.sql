@@ -6,8 +6,8 @@
 -- plan_cache_mode: a site is registered into empty tables, often many DPUs
 -- in one transaction, and the generic plans of this call and of the ones it
 -- makes (_lock_dpu_work) were made while the tables were empty: scans, so
--- registering 25,000 DPUs in one statement took 69 s here, 16 s with a plan
--- per call (issue 26). A registration is rare; planning it each time is cheap.
+-- registering 25,000 DPUs in one statement took 69 s here, 14-16 s with a
+-- plan per call (issue 26). A registration is rare; planning it each time is cheap.
 CREATE FUNCTION extsvc.register_dpu(machine_id text, host_machine_id text, dpu_device_name text,
                                     dpu_node_name text, is_primary boolean DEFAULT NULL)
 RETURNS void
