@@ -10,12 +10,16 @@
 # It times its own phases (each build, each suite, the total) and ends with a
 # summary of them and of the build and test-time targets (docs/performance.md,
 # "Build and test time"), then `suites: N passed, N failed`.
-# Two builds run in the background, at low CPU priority (nice), beside the
-# suites that do not need them: the sanitizer build (until the sanitizer and
-# fuzz suites, which wait for it) and then the Debian packages' build (until
-# the deb suite's install phase, the last suite). The summary marks them and
-# the time the suites waited for them; the total is wall clock.
-# TEST_BACKGROUND=0: no background builds, every step one after another.
+# Three builds run in the background, one after another at low CPU priority
+# (nice), beside the suites that do not need them: the GoogleTest binaries
+# (`make tests`, until the unit suite), the sanitizer build (until the
+# sanitizer and fuzz suites) and the Debian packages' build (until the deb
+# suite's install phase, the last suite). The suites that mostly wait (the e2e
+# files, E2E_JOBS at a time, Patroni and the short soak) run side by side. The
+# summary marks what ran in the background or side by side and the time the
+# run waited for a build; the total is wall clock.
+# TEST_BACKGROUND=0: no background builds and no suites side by side, every
+# step one after another (E2E_JOBS still applies inside the e2e suite).
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 source "$ROOT/scripts/lib/pgcluster.sh"
@@ -79,6 +83,38 @@ bg_wait() {  # bg_wait FILE NAME: waits for that step, shows its output, records
 }
 bg_stop() { if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then kill -- -"$bg_pid" 2>/dev/null; fi; }
 
+# Suites side by side: started together (each its own process group, its
+# output kept), then waited for in order, each output printed whole.
+side_pids=() side_names=()
+side_start() {  # side_start NAME COMMAND...
+  local name="$1"; shift
+  log "suite: $name (side by side)"
+  set -m
+  ( t0=$SECONDS rc=0; "$@" >"$BG_DIR/side-$name.log" 2>&1 || rc=$?
+    echo "$rc $((SECONDS - t0))" >"$BG_DIR/side-$name.rc" ) &
+  side_pids+=($!); side_names+=("$name")
+  set +m
+}
+side_join() {  # waits for every suite side_start started, counts each
+  local k name rc secs
+  for k in "${!side_pids[@]}"; do
+    name="${side_names[$k]}"
+    wait "${side_pids[$k]}" 2>/dev/null
+    rc=1 secs=0
+    [ -s "$BG_DIR/side-$name.rc" ] && read -r rc secs <"$BG_DIR/side-$name.rc"
+    log "suite: $name (ran side by side)"
+    cat "$BG_DIR/side-$name.log"
+    timings+=("suite|$name (side by side)|$secs|$rc")
+    if [ "$rc" -eq 0 ]; then
+      passed=$((passed + 1)); echo "suite $name: ok ($secs s)"
+    else
+      failed=$((failed + 1)); failed_names+=("$name"); echo "suite $name: FAILED ($secs s)"
+    fi
+  done
+  side_pids=() side_names=()
+}
+side_stop() { local p; for p in "${side_pids[@]}"; do kill -- -"$p" 2>/dev/null; done; }
+
 # The targets of issue 24, part 1 (measured from a clean clone with the
 # dependencies present; docs/performance.md, "Build and test time").
 TARGET_INSTALL_S=180 TARGET_DEMO_S=300 TARGET_TOTAL_S=900
@@ -118,7 +154,7 @@ summary() {
   echo "  the whole test command:                 ${total} s (target <= ${TARGET_TOTAL_S} s: $(verdict "$total" "$TARGET_TOTAL_S"))"
 }
 
-trap 'bg_stop; pg_cluster_stop; pg_template_remove; rm -rf "$DEMO_FIGURE" "$BG_DIR"' EXIT
+trap 'side_stop; bg_stop; pg_cluster_stop; pg_template_remove; rm -rf "$DEMO_FIGURE" "$BG_DIR"' EXIT
 DEMO_FIGURE="$(mktemp)"
 
 if [ -z "${SKIP_DEPS:-}" ]; then
@@ -137,29 +173,32 @@ if command -v ccache >/dev/null && [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]; th
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 fi
 
-# What ships, then what the tests need; the sanitizer build (clang, its own
-# directory) builds only the binaries the sanitizer and fuzz suites run.
+# What ships and the simulator in the foreground; the GoogleTest binaries, the
+# sanitizer build (clang, its own directory: only the binaries the sanitizer
+# and fuzz suites run) and the Debian packages in the background.
 build_step "make install" build_and_install
 build_step "make sim" make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" sim
-build_step "make tests" make -C "$ROOT" -s BUILD_DIR="$BUILD_DIR" PG_CONFIG="$PG_CONFIG" tests
-SAN_TARGETS="extsvc_unit_tests extsvc_kube_tests extsvc_fuzzers"
-if [ "${TEST_BACKGROUND:-1}" = 0 ]; then
-  # shellcheck disable=SC2086
-  build_step "sanitizer build" sanitize_build $SAN_TARGETS
-else
-  # the Debian packages' build touches nothing outside build-deb/ (scripts/check-deb.sh)
-  bg_start "sanitize|sanitize_build $SAN_TARGETS" "deb|$ROOT/scripts/check-deb.sh build"
-fi
 # initdb once: every throw-away cluster of this run is a copy (EXTSVC_PG_TEMPLATE)
 build_step "template cluster (initdb)" pg_template
 
 suite format "$ROOT/scripts/check-format.sh"
 suite meta "$ROOT/scripts/check-meta.sh"
-# issue 27: the PGXN archive (make dist) builds and installs with make && make install
+# issue 27: the PGXN archive (make dist) builds and installs with make && make install;
+# before the background builds, as it runs `make install` in $BUILD_DIR too
 suite dist "$ROOT/scripts/check-dist.sh"
-# GoogleTest suites (core, client, reconcilers, simulator; one ctest entry per
-# binary) and the kubectl conformance test
-suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeout 300 -j 2"
+
+SAN_TARGETS="extsvc_unit_tests extsvc_kube_tests extsvc_fuzzers"
+MAKE_TESTS="make -C $ROOT -s BUILD_DIR=$BUILD_DIR PG_CONFIG=$PG_CONFIG tests"
+if [ "${TEST_BACKGROUND:-1}" = 0 ]; then
+  # shellcheck disable=SC2086
+  build_step "make tests" $MAKE_TESTS
+  # shellcheck disable=SC2086
+  build_step "sanitizer build" sanitize_build $SAN_TARGETS
+else
+  # until the unit suite, no other step runs make in $BUILD_DIR; the Debian
+  # packages' build touches nothing outside build-deb/ (scripts/check-deb.sh)
+  bg_start "tests|$MAKE_TESTS" "sanitize|sanitize_build $SAN_TARGETS" "deb|$ROOT/scripts/check-deb.sh build"
+fi
 
 # SQL suites run against a throw-away cluster with the library preloaded but
 # no cluster configured, so the workers stay idle and never race the tests.
@@ -213,20 +252,30 @@ pg_cluster_stop
 # 0.1.0 -> 0.2.0 -> 0.3.0 and 0.2.0 -> 0.3.0 (schema equal to a fresh install, data kept, the
 # worker waits for ALTER EXTENSION UPDATE); its own server and dpfsim
 suite upgrade env PGBIN="$PGBIN" "$PY" "$ROOT/test/upgrade/test_upgrade.py"
-suite e2e "$ROOT/test/e2e/run.sh"
+# The suites that mostly wait (dpfsim's delays, leases, timeouts) side by side:
+# the e2e files (E2E_JOBS at a time, test/e2e/run.sh), Patroni and the soak.
+side() { if [ "${TEST_BACKGROUND:-1}" = 0 ]; then suite "$@"; else side_start "$@"; fi; }
+side e2e "$ROOT/test/e2e/run.sh"
 # issue #25: a two-member Patroni cluster (etcd, streaming replication) under NICo-style load:
 # switchover, failover, a killed postmaster, a lingering old primary, a restored copy and a second
 # site (test/ha/test_patroni.py; --long writes the docs figures). Debian's Python: patroni, psycopg.
 # The lingering old primary's lease process watches the Lease, so it closes its write fence
 # within milliseconds of the takeover, and the clients check the fence again right before a write
 # leaves (after the rate limiter): docs/reliability.md.
-suite patroni "$PY" "$ROOT/test/ha/test_patroni.py"
+side patroni "$PY" "$ROOT/test/ha/test_patroni.py"
 # issue #13: 30 s of ~20 % mixed faults on both clusters, then convergence
 # with the invariants (test/soak/soak.py runs the 5-minute, 500-service version)
-suite soak-short "$PY" "$ROOT/test/soak/soak.py" --ci
+side soak-short "$PY" "$ROOT/test/soak/soak.py" --ci
+side_join
 # the README's first command: the demo's whole story against dpfsim (built
 # and installed above); it records when its first status table was printed
 suite demo env DEMO_FIGURE="$DEMO_FIGURE" BUILD_DIR="$BUILD_DIR" "$PY" "$ROOT/scripts/demo.py"
+# GoogleTest suites (core, client, reconcilers, simulator; one ctest entry per
+# binary) and the kubectl conformance test, once their background build is done
+if [ -n "$bg_pid" ] && ! bg_wait tests "make tests"; then
+  echo "build make tests failed"; summary; echo "suites: $passed passed, $((failed + 1)) failed"; exit 1
+fi
+suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeout 300 -j 2"
 # The same core and client GoogleTests under ASan+UBSan (clang, build-sanitize/),
 # then every libFuzzer target briefly from its seed corpus (docs/reliability.md);
 # after every suite that does not need them, which gave the background sanitizer

@@ -338,52 +338,75 @@ def test_sql_exporter_collector_gives_the_same_samples_with_one_call():
         covered.add(base)
     assert covered == set(families), set(families) ^ covered
 
-    calls = "SELECT coalesce(pg_stat_get_xact_function_calls('extsvc.metrics()'::regprocedure), 0)"
-    rows = e().pg.sql("BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL track_functions = 'all'; "
-                      + "; ".join(f"SELECT json_agg(x) FROM ({q}) x" for q in queries.values())
-                      + f"; {calls}; SELECT extsvc.metrics_prometheus(); {calls}; "
-                      + "; ".join(f"SELECT count(*) FROM ({q['query']}) x" for q in pgexp.values())
-                      + f"; {calls}; COMMIT")
-    n = len(queries)
-    results, after_scrape, prom, after_prom = rows[:n], rows[n][0], rows[n + 1][0], rows[n + 2][0]
-    after_pgexp = rows[-1][0]
-    assert int(after_scrape) == 1, f"one scrape called extsvc.metrics() {after_scrape} times"
-    assert int(after_prom) == 2, after_prom
-    pgexp_calls = int(after_pgexp) - int(after_prom)
-    assert pgexp_calls == len(pgexp), (pgexp_calls, len(pgexp))
-    # the samples as sql_exporter makes them
-    got = {}
-    for (text,) in results:
-        for m in col["metrics"]:
-            for row in json.loads(text) if text else []:
-                v = row[m["values"][0]]
-                if v is None:
-                    continue
-                labels = frozenset((k, row[k]) for k in m.get("key_labels", []) if row[k] not in (None, ""))
-                key = (m["metric_name"], labels)
-                assert key not in got, f"{key} twice (sql_exporter would refuse the scrape)"
-                got[key] = float(v)
-    want = {(name, frozenset(labels.items())): v
-            for fam in parse_exposition(prom).values() for name, labels, v in fam["samples"]}
-    assert set(got) == set(want), (sorted(set(got) - set(want))[:5], sorted(set(want) - set(got))[:5])
-    # same snapshot and now(): the table gauges agree exactly; shared memory may move between the
-    # two reads (counters only up, ages by the time between)
-    moved = []
-    for key, v in got.items():
-        w = want[key]
-        if v == w or (math.isnan(v) and math.isnan(w)):
-            continue
-        name = key[0]
-        if re.search(r"_(total|bucket|sum|count)$", name) and w >= v:
-            moved.append(name)
-        elif name.endswith("_age_seconds") and abs(w - v) < 5:
-            moved.append(name)
-        elif name == "extsvc_kube_clock_skew_seconds" and abs(w - v) < 2:
-            # shared memory too: every response's Date header (1 s resolution) updates it, and
-            # the worker's calls go on between the two reads (seen: 0.348 then -0.006 under load)
-            moved.append(name)
-        else:
-            raise AssertionError(f"{key}: sql_exporter {v}, metrics_prometheus() {w}")
+    def scrape_both():
+        """One transaction: the collector's query, metrics_prometheus() and the postgres_exporter
+        queries; returns (samples, samples that moved as shared memory may, samples that differ
+        otherwise, the postgres_exporter file's calls)."""
+        calls = "SELECT coalesce(pg_stat_get_xact_function_calls('extsvc.metrics()'::regprocedure), 0)"
+        rows = e().pg.sql("BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL track_functions = 'all'; "
+                          + "; ".join(f"SELECT json_agg(x) FROM ({q}) x" for q in queries.values())
+                          + f"; {calls}; SELECT extsvc.metrics_prometheus(); {calls}; "
+                          + "; ".join(f"SELECT count(*) FROM ({q['query']}) x" for q in pgexp.values())
+                          + f"; {calls}; COMMIT")
+        n = len(queries)
+        results, after_scrape, prom, after_prom = rows[:n], rows[n][0], rows[n + 1][0], rows[n + 2][0]
+        after_pgexp = rows[-1][0]
+        assert int(after_scrape) == 1, f"one scrape called extsvc.metrics() {after_scrape} times"
+        assert int(after_prom) == 2, after_prom
+        pgexp_calls = int(after_pgexp) - int(after_prom)
+        assert pgexp_calls == len(pgexp), (pgexp_calls, len(pgexp))
+        # the samples as sql_exporter makes them
+        got = {}
+        for (text,) in results:
+            for m in col["metrics"]:
+                for row in json.loads(text) if text else []:
+                    v = row[m["values"][0]]
+                    if v is None:
+                        continue
+                    labels = frozenset((k, row[k]) for k in m.get("key_labels", []) if row[k] not in (None, ""))
+                    key = (m["metric_name"], labels)
+                    assert key not in got, f"{key} twice (sql_exporter would refuse the scrape)"
+                    got[key] = float(v)
+        want = {(name, frozenset(labels.items())): v
+                for fam in parse_exposition(prom).values() for name, labels, v in fam["samples"]}
+        moved, wrong = [], []
+        if set(got) != set(want):  # a series that appeared between the two reads, or a wrong one
+            wrong.append(f"series: {sorted(set(got) - set(want))[:5]} against {sorted(set(want) - set(got))[:5]}")
+        # same snapshot and now(): the table gauges agree exactly; shared memory may move between the
+        # two reads (counters only up, ages by the time between)
+        for key, v in got.items():
+            w = want.get(key)
+            if w is None:
+                continue
+            if v == w or (math.isnan(v) and math.isnan(w)):
+                continue
+            name = key[0]
+            if re.search(r"_(total|bucket|sum|count)$", name) and w >= v:
+                moved.append(name)
+            elif name.endswith("_age_seconds") and abs(w - v) < 5:
+                moved.append(name)
+            elif name == "extsvc_kube_clock_skew_seconds" and abs(w - v) < 2:
+                # shared memory too: every response's Date header (1 s resolution) updates it, and
+                # the worker's calls go on between the two reads (seen: 0.348 then -0.006 under load)
+                moved.append(name)
+            elif name == "extsvc_kube_last_code" and all(x == 0 or 100 <= x <= 599 for x in (v, w)):
+                # shared memory: the last answer's status, and a Lease renewal (PUT, 200) may answer
+                # between a create's POST (201) and the second read (seen with four e2e files at once)
+                moved.append(name)
+            else:
+                wrong.append(f"{key}: sql_exporter {v}, metrics_prometheus() {w}")
+        return got, moved, wrong, pgexp_calls
+
+    # The worker goes on between the two reads (a Lease renewal, a watch event, a DaemonSet
+    # created): a shared-memory value may move in a way the rules above cannot tell from a wrong
+    # sample. A wrong collector differs in every scrape; a race passes in one of a few.
+    for attempt in range(5):
+        got, moved, wrong, pgexp_calls = scrape_both()
+        if not wrong:
+            break
+        print(f"    scrape {attempt + 1}: {len(wrong)} samples differ, scraping again: {wrong[:3]}")
+        time.sleep(0.5)
+    assert not wrong, wrong
     print(f"    sql_exporter collector: {len(col['metrics'])} metrics, {len(got)} samples from 1 query, "
           f"extsvc.metrics() called 1 time per scrape (the postgres_exporter file: {pgexp_calls}); "
           f"{len(moved)} shared-memory samples moved between the two reads")
