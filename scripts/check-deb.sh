@@ -2,7 +2,9 @@
 # The Debian packages (issue 27, part 1): builds postgresql-15-nico-extsvc and
 # nico-extsvc-dpfsim with `dpkg-buildpackage -us -uc -b` from a copy of the
 # checkout's committed files (in $ROOT/build-deb, a fixed place so that a
-# compiler cache finds the same paths again; dpkg-buildpackage writes the
+# compiler cache finds the same paths again: the package compiles the same
+# commands as the checkout's `make install` and `make sim`, debian/rules,
+# so after those a cache serves every compile; dpkg-buildpackage writes the
 # packages into its parent), runs lintian (no error allowed), then installs
 # them on this machine with apt-get, checks what dpkg lists, starts a
 # throw-away cluster with the PACKAGED library preloaded and the PACKAGED
@@ -54,7 +56,8 @@ if [ "$phase" != install ]; then
   rm -rf "$work"
   mkdir -p "$src"
   (cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$src"
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$work}"
+  # $ROOT holds both this build and the checkout's: the same relative paths
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
   log "dpkg-buildpackage -us -uc -b in $src${CMAKE_CXX_COMPILER_LAUNCHER:+ (compiler launcher: $CMAKE_CXX_COMPILER_LAUNCHER)}"
   t=$SECONDS
   if ! (cd "$src" && dpkg-buildpackage -us -uc -b -j"${DEB_JOBS:-2}") >"$work/build.log" 2>&1; then
