@@ -21,6 +21,11 @@ option(EXTSVC_PCH "Precompile nlohmann/json and spdlog once for all targets" ON)
 # 49 s (-j2, one run; docs/performance.md, "Build and test time"). Names in
 # anonymous namespaces must therefore be unique within a library.
 set(EXTSVC_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit of a shipped library (0: none)")
+# The same for dpfsim and the tests (not shipped): EXTSVC_TEST_UNITY_BATCH.
+# Test files that share helper names with others (each in its own anonymous
+# namespace) are kept out of the units (SKIP_UNITY_BUILD_INCLUSION), and so
+# are the reconciler tests and the fuzz targets, where most files do.
+set(EXTSVC_TEST_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit of dpfsim and the tests (0: none)")
 set(EXTSVC_TEST_FLAGS "-O1 -g0" CACHE STRING
     "Optimisation and debug flags of dpfsim, the tests and the benchmark tools (not shipped)")
 separate_arguments(_extsvc_test_flags UNIX_COMMAND "${EXTSVC_TEST_FLAGS}")
@@ -47,6 +52,11 @@ function(extsvc_use_pch t)
   get_target_property(not_shipped ${t} EXTSVC_NOT_SHIPPED)
   if(EXTSVC_UNITY_BATCH GREATER 0 AND NOT not_shipped)
     set_target_properties(${t} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${EXTSVC_UNITY_BATCH})
+  elseif(EXTSVC_TEST_UNITY_BATCH GREATER 0 AND not_shipped)
+    set_target_properties(${t} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${EXTSVC_TEST_UNITY_BATCH})
+    # a GoogleTest fixture in an anonymous namespace is an error in a unity
+    # unit (GCC takes the file for a header), not in a file of its own
+    target_compile_options(${t} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
   endif()
   get_target_property(type ${t} TYPE)
   if(type STREQUAL "EXECUTABLE")

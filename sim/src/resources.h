@@ -43,6 +43,10 @@ const ResourceInfo* find_resource(ClusterId c, const std::string& group, const s
 const ResourceInfo* find_resource_by_kind(ClusterId c, const std::string& api_version,
                                           const std::string& kind);
 const ResourceInfo* find_resource_by_plural(ClusterId c, const std::string& plural);
+// A resource every simulated cluster serves (the controllers' own kinds).
+inline const ResourceInfo& known_resource(ClusterId c, const char* plural) {
+  return *find_resource_by_plural(c, plural);
+}
 
 // Well-known names.
 namespace names {

@@ -19,10 +19,6 @@ namespace dpfsim {
 
 namespace {
 
-const ResourceInfo& R(ClusterId c, const char* plural) {
-  return *find_resource_by_plural(c, plural);
-}
-
 // apps/v1 DaemonSet update-strategy validation (ValidateDaemonSetUpdateStrategy). Empty when valid.
 std::string validate_strategy(const json& ds) {
   std::string name = jstr(ds, {"metadata", "name"});
@@ -418,10 +414,10 @@ class ArgoController : public Controller {
     return out;
   }
 
-  const ResourceInfo* app_ri_ = &R(ClusterId::Management, "applications");
-  const ResourceInfo* ds_ri_ = &R(ClusterId::Dpu, "daemonsets");
-  const ResourceInfo* pod_ri_ = &R(ClusterId::Dpu, "pods");
-  const ResourceInfo* ns_ri_ = &R(ClusterId::Dpu, "namespaces");
+  const ResourceInfo* app_ri_ = &known_resource(ClusterId::Management, "applications");
+  const ResourceInfo* ds_ri_ = &known_resource(ClusterId::Dpu, "daemonsets");
+  const ResourceInfo* pod_ri_ = &known_resource(ClusterId::Dpu, "pods");
+  const ResourceInfo* ns_ri_ = &known_resource(ClusterId::Dpu, "namespaces");
   std::unordered_map<std::string, std::set<std::string>> apps_by_name_;
   std::unordered_map<std::string, std::set<std::string>> tracked_;  // app name -> DS keys
 };

@@ -22,10 +22,6 @@ namespace dpfsim {
 
 namespace {
 
-const ResourceInfo& R(ClusterId c, const char* plural) {
-  return *find_resource_by_plural(c, plural);
-}
-
 bool pod_ready(const json& pod) {
   const json* cs = jptr(pod, {"status", "conditions"});
   if (!cs || !cs->is_array()) return false;
@@ -567,13 +563,13 @@ class DaemonSetController : public Controller {
     }
   }
 
-  const ResourceInfo* ds_ri_ = &R(ClusterId::Dpu, "daemonsets");
-  const ResourceInfo* cr_ri_ = &R(ClusterId::Dpu, "controllerrevisions");
-  const ResourceInfo* pod_ri_ = &R(ClusterId::Dpu, "pods");
-  const ResourceInfo* node_ri_ = &R(ClusterId::Dpu, "nodes");
-  const ResourceInfo* ev_ri_ = &R(ClusterId::Dpu, "events");
-  const ResourceInfo* svc_ri_ = &R(ClusterId::Management, "dpuservices");
-  const ResourceInfo* ns_ri_ = &R(ClusterId::Dpu, "namespaces");
+  const ResourceInfo* ds_ri_ = &known_resource(ClusterId::Dpu, "daemonsets");
+  const ResourceInfo* cr_ri_ = &known_resource(ClusterId::Dpu, "controllerrevisions");
+  const ResourceInfo* pod_ri_ = &known_resource(ClusterId::Dpu, "pods");
+  const ResourceInfo* node_ri_ = &known_resource(ClusterId::Dpu, "nodes");
+  const ResourceInfo* ev_ri_ = &known_resource(ClusterId::Dpu, "events");
+  const ResourceInfo* svc_ri_ = &known_resource(ClusterId::Management, "dpuservices");
+  const ResourceInfo* ns_ri_ = &known_resource(ClusterId::Dpu, "namespaces");
 
   std::unordered_map<std::string, DsState> states_;                    // by DaemonSet key
   std::unordered_map<std::string, std::set<std::string>> by_ref_key_;  // node label key -> DS

@@ -23,7 +23,12 @@ std::string dpuservice_service_id(const json& svc) {
 }
 
 std::string dpuservice_application_name(const json& svc) {
-  return std::string(names::kDpuClusterName) + "-" + jstr(svc, {"metadata", "name"});
+  // appended, not `std::string(...) + "-" + ...`: GCC 12 warns falsely (-Warray-bounds) on that
+  // inlined into the unity build's larger unit
+  std::string name(names::kDpuClusterName);
+  name += '-';
+  name += jstr(svc, {"metadata", "name"});
+  return name;
 }
 
 namespace {
