@@ -24,7 +24,7 @@ set(EXTSVC_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit of a s
 # The same for dpfsim and the tests (not shipped): EXTSVC_TEST_UNITY_BATCH.
 # Test files that share helper names with others (each in its own anonymous
 # namespace) are kept out of the units (SKIP_UNITY_BUILD_INCLUSION), and so
-# are the reconciler tests and the fuzz targets, where most files do.
+# are the fuzz targets (one file per target).
 set(EXTSVC_TEST_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit of dpfsim and the tests (0: none)")
 set(EXTSVC_TEST_FLAGS "-O1 -g0" CACHE STRING
     "Optimisation and debug flags of dpfsim, the tests and the benchmark tools (not shipped)")

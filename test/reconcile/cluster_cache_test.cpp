@@ -38,15 +38,15 @@ using testfixture::kNs;
 using testfixture::kVersion;
 using testfixture::node;
 
-constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000002";
+constexpr const char* kCacheId = "7a2d1f5b-2e3c-4d4e-9f50-000000000002";
 
 std::string device_path(int i) {
   return "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
          "/dpudevices/" + device(i);
 }
 
-reconcile::DpuWork work(int i, bool wanted) {
-  return testfixture::dpu_work(i, wanted, kId);
+reconcile::DpuWork cache_work(int i, bool wanted) {
+  return testfixture::dpu_work(i, wanted, kCacheId);
 }
 
 class ClusterCacheTest : public ::testing::Test {
@@ -116,7 +116,7 @@ class ClusterCacheTest : public ::testing::Test {
   }
 
   void create_service() {
-    ASSERT_EQ(testfixture::create_demo_service(*mgmt_, kId), "dpuservice_created");
+    ASSERT_EQ(testfixture::create_demo_service(*mgmt_, kCacheId), "dpuservice_created");
   }
 
   static simtest::SimProcess* sim_;
@@ -196,7 +196,7 @@ TEST_F(ClusterCacheTest, PlacementFromTheCacheWritesOnceAndReadsNothing) {
   const auto requests_before = mgmt_->stats().requests + dpu_->stats().requests;
   auto pass = [&](bool wanted) {
     reconcile::DpuReconciler rec(*mgmt_, kNs, std::make_unique<CacheObserver>(*cache_));
-    return rec.reconcile(work(0, wanted));
+    return rec.reconcile(cache_work(0, wanted));
   };
   // DPF's DPUDevice controller writes the object too (status, finalizer): a patch decided from an
   // older cached version meets 409 and is a retry, never an ERROR; the next pass patches
@@ -266,13 +266,13 @@ TEST_F(ClusterCacheTest, AWatchThatEndsResumesFromItsResourceVersionWithoutAList
 TEST_F(ClusterCacheTest, ARelistOnRequestAndAfter410DropsWhatIsGone) {
   create_service();
   start();
-  const std::string name = core::dpf_service_name(kId, kVersion);
+  const std::string name = core::dpf_service_name(kCacheId, kVersion);
   ASSERT_TRUE(cache_->services_by_name().count(name));
   cache_->request_relist();
   ASSERT_TRUE(pump_until([&] { return cache_->relist_done(); }));
   for (const auto& i : cache_->informers()) EXPECT_EQ(i.stats.lists, 2u) << i.name;
   ASSERT_TRUE(cache_->services_by_name().count(name));
-  EXPECT_EQ(cache_->services_by_name().at(name).service_id, kId);
+  EXPECT_EQ(cache_->services_by_name().at(name).service_id, kCacheId);
   // The watch is cut and the API server keeps only one event: the DPUService deleted meanwhile
   // is never seen as an event; resuming answers 410, the informer lists again, and the list's
   // end drops what it did not contain.
@@ -285,7 +285,7 @@ TEST_F(ClusterCacheTest, ARelistOnRequestAndAfter410DropsWhatIsGone) {
   EXPECT_EQ(services.name, "dpuservices");
   EXPECT_GE(services.stats.expired, 1u);
   EXPECT_EQ(services.stats.lists, 3u);
-  EXPECT_TRUE(cache_->take_dirty().services.count(kId));  // and its drift check is due
+  EXPECT_TRUE(cache_->take_dirty().services.count(kCacheId));  // and its drift check is due
 }
 
 // A DPUService whose service id label is no UUID (someone else's, or edited by hand) names no
@@ -432,11 +432,11 @@ TEST_F(ClusterCacheTest, TheDriftCheckFromTheCacheSeesAHandEditAndNothingElse) {
   }
   ASSERT_TRUE(rt.cache()->management_synced());
   (void)rt.cache()->take_dirty();  // the first list's
-  const json work = {
-      {"service_id", kId},
+  const json cache_work = {
+      {"service_id", kCacheId},
       {"lifecycle_state", "READY"},
       {"deployment_scope", "INSTANCE_DPUS"},
-      {"dpf_service_name", core::dpf_service_name(kId, kVersion)},
+      {"dpf_service_name", core::dpf_service_name(kCacheId, kVersion)},
       {"attachable_version", kVersion},
       {"desired_revision", 1},
       {"applied_revision", 1},
@@ -448,15 +448,15 @@ TEST_F(ClusterCacheTest, TheDriftCheckFromTheCacheSeesAHandEditAndNothingElse) {
                                     R"("chartName":"demo-agent","chartVersion":"1.2.3",)"
                                     R"("security":{"privileged":false}})")
                                     .dump())}};
-  const std::vector<SnapshotRow> rows = {{kId, work.dump()}};
-  ResyncResult r = check_changed(rt, rows, {kId}, {});
+  const std::vector<SnapshotRow> rows = {{kCacheId, cache_work.dump()}};
+  ResyncResult r = check_changed(rt, rows, {kCacheId}, {});
   EXPECT_TRUE(r.listed);
   EXPECT_TRUE(r.drifted.empty()) << r.drifted.front().second;
-  r = resync(rt, rows, {core::dpf_service_name(kId, kVersion)});
+  r = resync(rt, rows, {core::dpf_service_name(kCacheId, kVersion)});
   EXPECT_TRUE(r.drifted.empty());
   EXPECT_TRUE(r.orphans.empty());
   // a hand edit of the values: seen through the watch, drift
-  const std::string name = core::dpf_service_name(kId, kVersion);
+  const std::string name = core::dpf_service_name(kCacheId, kVersion);
   ASSERT_EQ(sim_->m("PATCH", simtest::dpuservice_path(name),
                     json{{"spec", {{"helmChart", {{"values", {{"v", 9}}}}}}}}.dump(),
                     "application/merge-patch+json")
@@ -466,16 +466,16 @@ TEST_F(ClusterCacheTest, TheDriftCheckFromTheCacheSeesAHandEditAndNothingElse) {
   const auto end2 = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!seen && std::chrono::steady_clock::now() < end2) {
     rt.cache()->pump();
-    seen = rt.cache()->take_dirty().services.count(kId) > 0;
+    seen = rt.cache()->take_dirty().services.count(kCacheId) > 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_TRUE(seen);
-  r = check_changed(rt, rows, {kId}, {});
+  r = check_changed(rt, rows, {kCacheId}, {});
   ASSERT_EQ(r.drifted.size(), 1u);
-  EXPECT_EQ(r.drifted.front().first, kId);
+  EXPECT_EQ(r.drifted.front().first, kCacheId);
   // issue 26, part 2: the cache's shape of the edited object gives the repair's merge patch
   // (the hand-set key nulled), and that patch applied to the live object ends the drift
-  const json desired = core::render_dpuservice(kId, kVersion, 1, work["helm_data"], kNs);
+  const json desired = core::render_dpuservice(kCacheId, kVersion, 1, cache_work["helm_data"], kNs);
   const reconcile::CachedDpuService cached = rt.cache()->dpuservice(name);
   ASSERT_TRUE(cached.present);
   const auto patch = core::dpuservice_patch_from_shape(cached.drift_shape, desired);
@@ -499,10 +499,10 @@ TEST_F(ClusterCacheTest, AChartThatDropsTheLabelsIsFoundThroughArgosTrackingAndH
             200);
   create_service();
   start();
-  const std::string release = core::dpf_service_name(kId, kVersion);
+  const std::string release = core::dpf_service_name(kCacheId, kVersion);
   auto pass = [&](bool wanted) {
     reconcile::DpuReconciler rec(*mgmt_, kNs, std::make_unique<CacheObserver>(*cache_));
-    return rec.reconcile(work(0, wanted));
+    return rec.reconcile(cache_work(0, wanted));
   };
   // a patch decided from an older cached version meets 409 (DPF's DPUDevice controller wrote the
   // object meanwhile): a retry; the next pass patches

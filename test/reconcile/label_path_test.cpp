@@ -33,10 +33,10 @@ using testfixture::kNs;
 using testfixture::kVersion;
 using testfixture::node;
 
-constexpr const char* kId = "7a2d1f5b-2e3c-4d4e-9f50-000000000023";
+constexpr const char* kLabelPathId = "7a2d1f5b-2e3c-4d4e-9f50-000000000023";
 
-DpuWork work(int i, bool wanted) {
-  return testfixture::dpu_work(i, wanted, kId);
+DpuWork label_work(int i, bool wanted) {
+  return testfixture::dpu_work(i, wanted, kLabelPathId);
 }
 
 class LabelPathTest : public ::testing::Test {
@@ -49,7 +49,7 @@ class LabelPathTest : public ::testing::Test {
     auto clients = testfixture::sim_clients(*sim_);
     mgmt_ = std::move(clients.mgmt);
     dpu_ = std::move(clients.dpu);
-    ASSERT_EQ(testfixture::create_demo_service(*mgmt_, kId), "dpuservice_created");
+    ASSERT_EQ(testfixture::create_demo_service(*mgmt_, kLabelPathId), "dpuservice_created");
   }
 
   // One pass as the worker makes it: a pass whose label patch met DPF's own status write of the
@@ -97,7 +97,7 @@ class LabelPathTest : public ::testing::Test {
     size_t pods = 0;
   };
   static Held held(int i) {
-    const std::string key = core::placement_label_key(kId, kVersion);
+    const std::string key = core::placement_label_key(kLabelPathId, kVersion);
     Held h;
     json dev = sim_->m("GET", "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/" +
                                   std::string(kNs) + "/dpudevices/" + device(i))
@@ -110,8 +110,8 @@ class LabelPathTest : public ::testing::Test {
     json n = sim_->d("GET", "/api/v1/nodes/" + node(i)).j();
     h.node = n["metadata"]["labels"].contains(key);
     json pods = sim_->d("GET", "/api/v1/namespaces/" + std::string(kNs) +
-                                   "/pods?labelSelector=nico/extension-service-id%3D" + kId +
-                                   "&fieldSelector=spec.nodeName%3D" + node(i))
+                                   "/pods?labelSelector=nico/extension-service-id%3D" +
+                                   kLabelPathId + "&fieldSelector=spec.nodeName%3D" + node(i))
                     .j();
     h.pods = pods["items"].size();
     return h;
@@ -129,11 +129,11 @@ simtest::SimProcess* LabelPathTest::sim_ = nullptr;
 TEST_F(LabelPathTest, ADetachInFlightIsNeverTerminatedWhileTheKeyOrAPodRemains) {
   // hop 1 and hop 2 take 1.5 s each
   sim_->ctl("POST", "/delays", json{{"label_propagation_ms", 3000}, {"pod_termination_ms", 300}});
-  DpuItemResult first = pass(work(0, true));  // patches the DPUDevice
+  DpuItemResult first = pass(label_work(0, true));  // patches the DPUDevice
   EXPECT_EQ(first.state, "PENDING");
   ASSERT_TRUE(simtest::wait_until([] { return held(0).dpu; }, 5000));
   ASSERT_FALSE(held(0).node);
-  DpuItemResult pending = pass_until(work(0, true), [](const DpuItemResult& x) {
+  DpuItemResult pending = pass_until(label_work(0, true), [](const DpuItemResult& x) {
     return x.message.find("phase DPU Cluster Config") != std::string::npos;
   });
   EXPECT_TRUE(has(pending, "PENDING", "phase DPU Cluster Config")) << pending.message;
@@ -148,7 +148,7 @@ TEST_F(LabelPathTest, ADetachInFlightIsNeverTerminatedWhileTheKeyOrAPodRemains) 
       },
       3000));
   // detach now: the DPUDevice loses the key, the DPU object still has it
-  DpuItemResult r = pass(work(0, false));
+  DpuItemResult r = pass(label_work(0, false));
   Held h = held(0);
   ASSERT_FALSE(h.device);
   ASSERT_TRUE(h.dpu) << "the scenario needs the key on the DPU object";
@@ -157,7 +157,7 @@ TEST_F(LabelPathTest, ADetachInFlightIsNeverTerminatedWhileTheKeyOrAPodRemains) 
   bool node_got_it = false;
   simtest::wait_until(
       [&] {
-        r = pass(work(0, false));
+        r = pass(label_work(0, false));
         EXPECT_EQ(r.state, "TERMINATING") << r.message;
         node_got_it = held(0).node;
         return node_got_it;
@@ -165,14 +165,14 @@ TEST_F(LabelPathTest, ADetachInFlightIsNeverTerminatedWhileTheKeyOrAPodRemains) 
       10000);
   ASSERT_TRUE(node_got_it);
   EXPECT_TRUE(simtest::wait_until([] { return held(0).pods > 0; }, 5000));
-  r = pass(work(0, false));
+  r = pass(label_work(0, false));
   EXPECT_TRUE(has(r, "TERMINATING", "label still on the Node")) << r.message;
   // the conflict resolved, the key leaves hop by hop
   patch_device(1, R"({"spec":{"cluster":{"nodeLabels":{"zone":null}}}})");
   int passes = 0;
   simtest::wait_until(
       [&] {
-        r = pass(work(0, false));
+        r = pass(label_work(0, false));
         ++passes;
         Held now = held(0);
         if (r.state == "TERMINATED") {
@@ -193,16 +193,16 @@ TEST_F(LabelPathTest, ADetachInFlightIsNeverTerminatedWhileTheKeyOrAPodRemains) 
 TEST_F(LabelPathTest, AClusterMetadataConflictHoldsTheFirstHop) {
   sim_->ctl("POST", "/dpuset", json{{"nodeLabels", {{"zone", "a"}}}});
   patch_device(1, R"({"spec":{"cluster":{"nodeLabels":{"zone":"b"}}}})");
-  pass(work(0, true));
+  pass(label_work(0, true));
   // the conflict is on another DPUDevice, yet this DPU's hop waits too
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  DpuItemResult r = pass(work(0, true));
+  DpuItemResult r = pass(label_work(0, true));
   EXPECT_TRUE(has(r, "PENDING", "waiting for DPF to copy the label to the DPU object"))
       << r.message;
   EXPECT_FALSE(held(0).dpu);
   // resolved: it goes on
   patch_device(1, R"({"spec":{"cluster":{"nodeLabels":{"zone":null}}}})");
-  r = pass_until(work(0, true), [](const DpuItemResult& x) { return x.state == "RUNNING"; });
+  r = pass_until(label_work(0, true), [](const DpuItemResult& x) { return x.state == "RUNNING"; });
   EXPECT_EQ(r.state, "RUNNING") << r.message;
 }
 
@@ -211,14 +211,14 @@ TEST_F(LabelPathTest, AClusterMetadataConflictHoldsTheFirstHop) {
 TEST_F(LabelPathTest, NodeEffectIsNamedWhileItRuns) {
   sim_->ctl("POST", "/delays", json{{"node_effect_ms", 2000}});
   sim_->ctl("POST", "/dpuset", json{{"applyOnLabelChange", true}});
-  DpuItemResult r = pass_until(work(0, true), [](const DpuItemResult& x) {
+  DpuItemResult r = pass_until(label_work(0, true), [](const DpuItemResult& x) {
     return x.message.find("phase Node Effect") != std::string::npos;
   });
   EXPECT_TRUE(
       has(r, "PENDING",
           "waiting for DPF to copy the label to the Node: DPU " + node(0) + ": phase Node Effect"))
       << r.message;
-  r = pass_until(work(0, true), [](const DpuItemResult& x) { return x.state == "RUNNING"; });
+  r = pass_until(label_work(0, true), [](const DpuItemResult& x) { return x.state == "RUNNING"; });
   EXPECT_EQ(r.state, "RUNNING") << r.message;
 }
 
@@ -236,7 +236,7 @@ TEST_F(LabelPathTest, ANotReadyNodeHoldsTheSecondHop) {
                     json{{"status", status}}.dump(), "application/merge-patch+json")
                 .status,
             200);
-  DpuItemResult r = pass_until(work(0, true), [](const DpuItemResult& x) {
+  DpuItemResult r = pass_until(label_work(0, true), [](const DpuItemResult& x) {
     return x.message.find("NodeNotReady") != std::string::npos;
   });
   EXPECT_TRUE(
@@ -252,13 +252,14 @@ TEST_F(LabelPathTest, ANotReadyNodeHoldsTheSecondHop) {
 TEST_F(LabelPathTest, ANodeThatStopsReportingIsUnknownNeverTerminated) {
   sim_->ctl("POST", "/delays", json{{"node_grace_ms", 400}, {"pod_termination_ms", 200}});
   ASSERT_EQ(
-      pass_until(work(0, true), [](const DpuItemResult& x) { return x.state == "RUNNING"; }).state,
+      pass_until(label_work(0, true), [](const DpuItemResult& x) { return x.state == "RUNNING"; })
+          .state,
       "RUNNING");
   sim_->ctl("POST", "/nodes/" + node(0) + "/not-ready", json::object());
   // The node-lifecycle controller writes the Node, then marks its pods not Ready; a pass reads
   // the Node and the pods with two requests, so one that straddles that moment sees the Node
   // still Ready and the pod not Ready (PENDING, which is true); the test waits past it.
-  DpuItemResult r = pass_until(work(0, true), [](const DpuItemResult& x) {
+  DpuItemResult r = pass_until(label_work(0, true), [](const DpuItemResult& x) {
     return x.state != "RUNNING" &&
            !(x.state == "PENDING" && x.message.find(" is not Ready") != std::string::npos);
   });
@@ -268,13 +269,14 @@ TEST_F(LabelPathTest, ANodeThatStopsReportingIsUnknownNeverTerminated) {
       << r.message;
   // detach while the Node is silent: the pod's deletion hangs
   for (int i = 0; i < 10; ++i) {
-    r = pass(work(0, false));
+    r = pass(label_work(0, false));
     EXPECT_NE(r.state, "TERMINATED") << r.message;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_GT(held(0).pods, 0u);
   sim_->ctl("POST", "/nodes/" + node(0) + "/ready", json::object());
-  r = pass_until(work(0, false), [](const DpuItemResult& x) { return x.state == "TERMINATED"; });
+  r = pass_until(label_work(0, false),
+                 [](const DpuItemResult& x) { return x.state == "TERMINATED"; });
   EXPECT_EQ(r.state, "TERMINATED") << r.message;
   Held h = held(0);
   EXPECT_FALSE(h.device || h.dpu || h.node || h.pods > 0);

@@ -27,8 +27,8 @@ namespace {
 using nlohmann::json;
 using Kind = Outcome::Kind;
 
-constexpr const char* kNs = "dpf-operator-system";
-constexpr const char* kVersion = "V1-T1700000000000000";
+constexpr const char* kServiceNs = "dpf-operator-system";
+constexpr const char* kServiceVersion = "V1-T1700000000000000";
 
 class ServiceReconcilerTest : public ::testing::Test {
  protected:
@@ -43,7 +43,7 @@ class ServiceReconcilerTest : public ::testing::Test {
     cfg.ca_file = sim_->ca_file;
     cfg.timeout_ms = 3000;
     client_ = std::make_unique<kube::Client>(cfg);
-    rec_ = std::make_unique<ServiceReconciler>(*client_, kNs);
+    rec_ = std::make_unique<ServiceReconciler>(*client_, kServiceNs);
   }
 
   // The claimed work of a service at a Helm revision with these chart values.
@@ -59,11 +59,11 @@ class ServiceReconcilerTest : public ::testing::Test {
     w.service_id = uuid;
     w.lifecycle_state = state;
     w.deployment_scope = "INSTANCE_DPUS";
-    w.attachable_version = kVersion;
-    w.dpf_service_name = core::dpf_service_name(uuid, kVersion);
+    w.attachable_version = kServiceVersion;
+    w.dpf_service_name = core::dpf_service_name(uuid, kServiceVersion);
     w.desired_revision = revision;
     if (state != "CREATING") w.applied_revision = revision - 1;
-    w.desired = core::render_dpuservice(uuid, kVersion, revision, normalized, kNs);
+    w.desired = core::render_dpuservice(uuid, kServiceVersion, revision, normalized, kServiceNs);
     return w;
   }
 
@@ -80,8 +80,8 @@ class ServiceReconcilerTest : public ::testing::Test {
   }
 
   static json live(const std::string& name) {
-    auto r = sim_->m("GET", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
-                                "/dpuservices/" + name);
+    auto r = sim_->m("GET", "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" +
+                                std::string(kServiceNs) + "/dpuservices/" + name);
     return r.status == 200 ? r.j() : json();
   }
 
@@ -178,8 +178,8 @@ TEST_F(ServiceReconcilerTest, DriftIsPatchedBackAndAMissingObjectIsRecreated) {
   const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-000000000003";
   ServiceWork w = work(id, "CREATING", 1, json{{"a", 1}});
   ASSERT_EQ(rec_->reconcile(w).kind, Kind::kTransition);
-  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
-                           "/dpuservices/" + w.dpf_service_name;
+  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" +
+                           std::string(kServiceNs) + "/dpuservices/" + w.dpf_service_name;
   ASSERT_EQ(sim_->m("PATCH", path, R"({"spec":{"helmChart":{"values":{"a":99}}}})",
                     "application/merge-patch+json")
                 .status,
@@ -230,12 +230,12 @@ TEST_F(ServiceReconcilerTest, AnotherOwnersObjectIsAConflictNotAnAdoption) {
   json foreign = w.desired;
   foreign["metadata"]["labels"]["nico/extension-service-id"] =
       "6f1c0e4a-1d2b-4c3d-8e4f-0000000000ff";
-  ASSERT_EQ(
-      sim_->m("POST",
-              "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) + "/dpuservices",
-              foreign.dump())
-          .status,
-      201);
+  ASSERT_EQ(sim_->m("POST",
+                    "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kServiceNs) +
+                        "/dpuservices",
+                    foreign.dump())
+                .status,
+            201);
   Outcome o = rec_->reconcile(w);
   ASSERT_EQ(o.kind, Kind::kTransition) << o.message;
   EXPECT_EQ(o.new_state, "FAILED");
@@ -332,12 +332,12 @@ TEST_F(ServiceReconcilerTest, ACachedObjectOfAnotherOwnerIsNotWrittenFromTheCach
   json foreign = created.desired;
   foreign["metadata"]["labels"]["nico/extension-service-id"] =
       "6f1c0e4a-1d2b-4c3d-8e4f-0000000000fe";
-  ASSERT_EQ(
-      sim_->m("POST",
-              "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) + "/dpuservices",
-              foreign.dump())
-          .status,
-      201);
+  ASSERT_EQ(sim_->m("POST",
+                    "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kServiceNs) +
+                        "/dpuservices",
+                    foreign.dump())
+                .status,
+            201);
   ServiceWork d = work(id, "DELETING", 1, json{{"a", 1}});
   d.cached = cached_of(d.dpf_service_name);
   const int deletes = count("DELETE dpuservices");
@@ -416,8 +416,8 @@ TEST_F(ServiceReconcilerTest, ADriftRepairFromTheCacheIsOnePatch) {
   const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-00000000000d";
   ServiceWork w = work(id, "CREATING", 1, json{{"a", 1}, {"keep", {{"x", 1}}}});
   ASSERT_EQ(rec_->reconcile(w).kind, Kind::kTransition);
-  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
-                           "/dpuservices/" + w.dpf_service_name;
+  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" +
+                           std::string(kServiceNs) + "/dpuservices/" + w.dpf_service_name;
   ASSERT_EQ(sim_->m("PATCH", path,
                     R"({"spec":{"helmChart":{"values":{"a":99,"hand":{"deep":true},)"
                     R"("keep":{"y":2}}},"serviceDaemonSet":{"labels":{"by-hand":"y"}}}})",
@@ -458,8 +458,8 @@ TEST_F(ServiceReconcilerTest, AStaleDriftRepairReadsOnceAndAMissingObjectIsOnePo
   const std::string id = "6f1c0e4a-1d2b-4c3d-8e4f-00000000000e";
   ServiceWork w = work(id, "CREATING", 1, json{{"a", 1}});
   ASSERT_EQ(rec_->reconcile(w).kind, Kind::kTransition);
-  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kNs) +
-                           "/dpuservices/" + w.dpf_service_name;
+  const std::string path = "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" +
+                           std::string(kServiceNs) + "/dpuservices/" + w.dpf_service_name;
   ASSERT_EQ(sim_->m("PATCH", path, R"({"spec":{"helmChart":{"values":{"hand":1}}}})",
                     "application/merge-patch+json")
                 .status,

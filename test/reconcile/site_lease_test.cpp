@@ -19,9 +19,9 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-constexpr const char* kNs = "dpf-operator-system";
-const std::string kLeasePath =
-    std::string("/apis/coordination.k8s.io/v1/namespaces/") + kNs + "/leases/nico-extsvc-site-a";
+constexpr const char* kLeaseNs = "dpf-operator-system";
+const std::string kLeasePath = std::string("/apis/coordination.k8s.io/v1/namespaces/") + kLeaseNs +
+                               "/leases/nico-extsvc-site-a";
 
 core::HolderIdentity id(uint64_t sys, uint32_t tl, const char* started) {
   core::HolderIdentity h;
@@ -50,7 +50,7 @@ class SiteLeaseTest : public ::testing::Test {
     t.renew_deadline = 1500ms;
     t.retry_period = 200ms;
     t.call_budget = 500ms;  // http_timeout + lease_margin
-    return std::make_unique<SiteLease>(*client_, kNs, "site-a", me, t);
+    return std::make_unique<SiteLease>(*client_, kLeaseNs, "site-a", me, t);
   }
   json lease() { return sim_->m("GET", kLeasePath).j(); }
 
@@ -209,7 +209,7 @@ TEST_F(SiteLeaseTest, TheWatchTellsTheOldPrimaryOfTheTakeoverBeforeItsNextRenewa
   auto primary = candidate(id(100, 1, "2026-01-05T10:00:00.000000Z"));
   auto standby = candidate(id(100, 2, "2026-01-05T11:00:00.000000Z"));
   ASSERT_TRUE(primary->step().held);
-  LeaseWatch watch(*client_, *primary, kNs);
+  LeaseWatch watch(*client_, *primary, kLeaseNs);
   // listed and watching; several renewals of our own come back on it as no news
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(primary->step().held);
@@ -235,7 +235,7 @@ TEST_F(SiteLeaseTest, TheWatchTellsACandidateOfARelease) {
   auto b = candidate(id(200, 1, "2026-01-05T10:00:00.000000Z"));
   ASSERT_TRUE(a->step().held);
   ASSERT_FALSE(b->step().held);
-  LeaseWatch watch(*client_, *b, kNs);
+  LeaseWatch watch(*client_, *b, kLeaseNs);
   ASSERT_TRUE(a->step().held);
   EXPECT_EQ(watch_until(watch, SiteLease::Seen::kFree, 300ms), SiteLease::Seen::kNothing);
   ASSERT_TRUE(a->release());
