@@ -85,6 +85,16 @@ class ServiceReconcilerTest : public ::testing::Test {
     return r.status == 200 ? r.j() : json();
   }
 
+  // A DPUService put in place by hand (another owner's, say): the status of the POST.
+  static int post_by_hand(const json& obj) {
+    return sim_
+        ->m("POST",
+            "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kServiceNs) +
+                "/dpuservices",
+            obj.dump())
+        .status;
+  }
+
   static int count(const std::string& key) {
     return sim_->ctl("GET", "/counts").j()["management"].value(key, 0);
   }
@@ -230,12 +240,7 @@ TEST_F(ServiceReconcilerTest, AnotherOwnersObjectIsAConflictNotAnAdoption) {
   json foreign = w.desired;
   foreign["metadata"]["labels"]["nico/extension-service-id"] =
       "6f1c0e4a-1d2b-4c3d-8e4f-0000000000ff";
-  ASSERT_EQ(sim_->m("POST",
-                    "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kServiceNs) +
-                        "/dpuservices",
-                    foreign.dump())
-                .status,
-            201);
+  ASSERT_EQ(post_by_hand(foreign), 201);
   Outcome o = rec_->reconcile(w);
   ASSERT_EQ(o.kind, Kind::kTransition) << o.message;
   EXPECT_EQ(o.new_state, "FAILED");
@@ -332,12 +337,7 @@ TEST_F(ServiceReconcilerTest, ACachedObjectOfAnotherOwnerIsNotWrittenFromTheCach
   json foreign = created.desired;
   foreign["metadata"]["labels"]["nico/extension-service-id"] =
       "6f1c0e4a-1d2b-4c3d-8e4f-0000000000fe";
-  ASSERT_EQ(sim_->m("POST",
-                    "/apis/svc.dpu.nvidia.com/v1alpha1/namespaces/" + std::string(kServiceNs) +
-                        "/dpuservices",
-                    foreign.dump())
-                .status,
-            201);
+  ASSERT_EQ(post_by_hand(foreign), 201);
   ServiceWork d = work(id, "DELETING", 1, json{{"a", 1}});
   d.cached = cached_of(d.dpf_service_name);
   const int deletes = count("DELETE dpuservices");
