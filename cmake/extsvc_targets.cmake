@@ -22,9 +22,10 @@ option(EXTSVC_PCH "Precompile nlohmann/json and spdlog once for all targets" ON)
 # anonymous namespaces must therefore be unique within a library.
 set(EXTSVC_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit of a shipped library (0: none)")
 # The same for dpfsim and the tests (not shipped): EXTSVC_TEST_UNITY_BATCH.
-# Test files that share helper names with others (each in its own anonymous
-# namespace) are kept out of the units (SKIP_UNITY_BUILD_INCLUSION), and so
-# are the fuzz targets (one file per target).
+# A name two test files both need lives in a header (sim/tests/sim_paths.h),
+# not in each file's anonymous namespace; a file whose names still clash is
+# kept out of the units (SKIP_UNITY_BUILD_INCLUSION), and so are the fuzz
+# targets (one file per target).
 set(EXTSVC_TEST_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit of dpfsim and the tests (0: none)")
 set(EXTSVC_TEST_FLAGS "-O1 -g0" CACHE STRING
     "Optimisation and debug flags of dpfsim, the tests and the benchmark tools (not shipped)")

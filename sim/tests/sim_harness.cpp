@@ -15,8 +15,6 @@ extern char** environ;
 
 namespace simtest {
 
-const std::string kNs = "dpf-operator-system";
-
 std::string Resp::header(const std::string& k) const {
   for (const auto& [hk, hv] : headers)
     if (strcasecmp(hk.c_str(), k.c_str()) == 0) return hv;

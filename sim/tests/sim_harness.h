@@ -65,7 +65,9 @@ bool wait_until(const std::function<bool()>& cond, int timeout_ms = 5000);
 // A shared simulator for a test binary (started on first use, plain HTTP, 4 DPUs).
 SimProcess& shared_sim();
 
-extern const std::string kNs;  // dpf-operator-system
+// Defined here (inline), not in sim_harness.cpp: a test file's own constants built from it (a
+// Leases path) are then initialized after it, also when a unity unit holds no sim_harness.cpp.
+inline const std::string kNs = "dpf-operator-system";
 std::string dpuservice_path(const std::string& name = "");
 json make_dpuservice(const std::string& name, const json& spec_overrides = json::object());
 

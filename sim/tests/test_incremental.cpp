@@ -11,15 +11,13 @@
 #include <thread>
 
 #include "sim_harness.h"
+#include "sim_paths.h"
 
 using namespace simtest;
 
 namespace {
 
 constexpr int kDpus = 10;
-const std::string kDevPath =
-    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/";
-const std::string kPods = "/api/v1/namespaces/dpf-operator-system/pods";
 
 std::string idx4(const char* fmt, int i) {
   char buf[64];

@@ -12,26 +12,11 @@
 #include <vector>
 
 #include "sim_harness.h"
+#include "sim_paths.h"
 
 using namespace simtest;
 
 namespace {
-
-const std::string kDevPath =
-    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/";
-const std::string kDpuPath =
-    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpus/";
-
-std::string node_name(int i) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "host-%04d-dpu-device-%04d", i, i);
-  return buf;
-}
-std::string dev_name(int i) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "dpu-device-%04d", i);
-  return buf;
-}
 
 std::string condition(const json& obj, const std::string& type) {
   for (const auto& c : obj["status"].value("conditions", json::array()))

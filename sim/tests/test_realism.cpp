@@ -8,34 +8,18 @@
 
 #include "controllers/controller_manager.h"
 #include "sim_harness.h"
+#include "sim_paths.h"
 
 using namespace simtest;
 
 namespace {
 
-const std::string kPods = "/api/v1/namespaces/dpf-operator-system/pods";
-const std::string kApps = "/apis/argoproj.io/v1alpha1/namespaces/dpf-operator-system/applications/";
-const std::string kDevPath =
-    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/";
-const std::string kUuid = "0b6f1c9e-7d7a-4f57-9a57-3b0d2f8a9e11";
-
-std::string node_name(int i) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "host-%04d-dpu-device-%04d", i, i);
-  return buf;
-}
+const std::string kRealismUuid = "0b6f1c9e-7d7a-4f57-9a57-3b0d2f8a9e11";
 
 bool pod_ready(const json& p) {
   for (const auto& c : p["status"].value("conditions", json::array()))
     if (c["type"] == "Ready") return c["status"] == "True";
   return false;
-}
-
-json cond(const json& s, const std::string& type) {
-  if (!s.contains("status")) return json::object();
-  for (const auto& c : s["status"].value("conditions", json::array()))
-    if (c["type"] == type) return c;
-  return json::object();
 }
 
 class Realism : public ::testing::Test {
@@ -53,7 +37,7 @@ class Realism : public ::testing::Test {
   // A DPUService as the product renders it: nico labels/annotations, selector on tenant=<v>.
   json product_service(const std::string& name, const std::string& tenant, int revision) {
     json spec{{"serviceDaemonSet",
-               {{"labels", {{"nico/extension-service-id", kUuid}}},
+               {{"labels", {{"nico/extension-service-id", kRealismUuid}}},
                 {"annotations", {{"nico/extension-service-revision", std::to_string(revision)}}},
                 {"nodeSelector",
                  {{"nodeSelectorTerms",
@@ -62,7 +46,7 @@ class Realism : public ::testing::Test {
     return make_dpuservice(name, spec);
   }
   json pods_by_product_label(const std::string& node = "") {
-    std::string path = kPods + "?labelSelector=nico%2Fextension-service-id%3D" + kUuid;
+    std::string path = kPods + "?labelSelector=nico%2Fextension-service-id%3D" + kRealismUuid;
     if (!node.empty()) path += "&fieldSelector=spec.nodeName%3D" + node;
     return sim.d("GET", path).j()["items"];
   }
@@ -103,7 +87,7 @@ TEST_F(Realism, PodTemplateCarriesMergedLabelsAndAnnotationsAndRollsOnRevision) 
   json p = pods_by_product_label(node_name(1));
   ASSERT_EQ(p.size(), 1u);
   const json& labels = p[0]["metadata"]["labels"];
-  EXPECT_EQ(labels["nico/extension-service-id"], kUuid) << "spec wins over values";
+  EXPECT_EQ(labels["nico/extension-service-id"], kRealismUuid) << "spec wins over values";
   EXPECT_EQ(labels["from-values"], "v");
   EXPECT_EQ(labels["svc.dpu.nvidia.com/service"], svc("psvc")["status"]["serviceID"]);
   EXPECT_EQ(p[0]["metadata"]["annotations"]["nico/extension-service-revision"], "1");

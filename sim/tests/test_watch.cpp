@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "sim_harness.h"
+#include "sim_paths.h"
 
 using namespace simtest;
 
@@ -19,15 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 const std::string kNodes = "/api/v1/nodes";
-const std::string kPods = "/api/v1/namespaces/dpf-operator-system/pods";
-const std::string kDevPath =
-    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/";
-
-std::string node_name(int i) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "host-%04d-dpu-device-%04d", i, i);
-  return buf;
-}
 
 struct Watch {
   bool ok = false;  // the response ended cleanly (terminating chunk received)

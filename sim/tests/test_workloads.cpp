@@ -9,33 +9,19 @@
 #include <string>
 
 #include "sim_harness.h"
+#include "sim_paths.h"
 
 using namespace simtest;
 
 namespace {
 
-const std::string kPods = "/api/v1/namespaces/dpf-operator-system/pods";
 const std::string kDs = "/apis/apps/v1/namespaces/dpf-operator-system/daemonsets";
-const std::string kApps = "/apis/argoproj.io/v1alpha1/namespaces/dpf-operator-system/applications/";
-const std::string kDevPath =
-    "/apis/provisioning.dpu.nvidia.com/v1alpha1/namespaces/dpf-operator-system/dpudevices/";
-const std::string kUuid = "5c0e2d1a-9f3b-4c2d-8e7f-000000000023";
+const std::string kWorkloadsUuid = "5c0e2d1a-9f3b-4c2d-8e7f-000000000023";
 
-std::string node_name(int i) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "host-%04d-dpu-device-%04d", i, i);
-  return buf;
-}
 std::string device_name(int i) {
   char buf[32];
   snprintf(buf, sizeof buf, "dpu-device-%04d", i);
   return buf;
-}
-
-json cond(const json& obj, const std::string& type) {
-  for (const auto& c : obj.value("status", json::object()).value("conditions", json::array()))
-    if (c["type"] == type) return c;
-  return json::object();
 }
 
 // The Application's sync operation phase ("" before there is one, or no Application yet).
@@ -70,7 +56,7 @@ class Workloads : public ::testing::Test {
     json spec{{"helmChart", {{"source", {{"chart", chart}}}}},
               {"security", {{"privileged", privileged}}},
               {"serviceDaemonSet",
-               {{"labels", {{"nico/extension-service-id", kUuid}}},
+               {{"labels", {{"nico/extension-service-id", kWorkloadsUuid}}},
                 {"annotations", {{"nico/extension-service-revision", "1"}}},
                 {"nodeSelector",
                  {{"nodeSelectorTerms",
