@@ -2,9 +2,9 @@
 # The Debian packages (issue 27, part 1): builds postgresql-15-nico-extsvc and
 # nico-extsvc-dpfsim with `dpkg-buildpackage -us -uc -b` from a copy of the
 # checkout's committed files (in $ROOT/build-deb, a fixed place so that a
-# compiler cache finds the same paths again: the package compiles the same
-# commands as the checkout's `make install` and `make sim`, debian/rules,
-# so after those a cache serves every compile; dpkg-buildpackage writes the
+# compiler cache finds the same paths again: debian/rules compiles the same
+# commands as the checkout's `make install` and `make sim`, so after those a
+# cache serves every compile; dpkg-buildpackage writes the
 # packages into its parent), runs lintian (no error allowed), then installs
 # them on this machine with apt-get, checks what dpkg lists, starts a
 # throw-away cluster with the PACKAGED library preloaded and the PACKAGED
