@@ -3,12 +3,15 @@
 # "N passed, N failed"; this script sums them into the same closing line and
 # says how long each file took. Every file makes its own clusters (copies of
 # the test command's template, extsvc_testkit.cluster) and its own dpfsim on
-# free ports, so files run side by side: E2E_JOBS at a time (default 4; the
-# files mostly wait for the worker, dpfsim's delays and timeouts: one at a
-# time they kept 5 % of the two CPUs busy, four at once 30-60 %), the longest
-# first (test/e2e/durations: the seconds each took in a measured run; a run
-# not listed there counts as the longest), each file's output printed whole,
-# in file order, when all are done. E2E_JOBS=1: one after another, output live.
+# free ports, so files may run side by side: E2E_JOBS at a time (default 1:
+# one after another, output live). The files mostly wait (one at a time they
+# kept 5 % of the two CPUs busy): E2E_JOBS=4 takes 210-230 s instead of about
+# 740 s, but of four whole test-command runs with it one failed three
+# timing-sensitive tests (docs/performance.md, "Build and test time"), so it
+# is not the default yet. Side by side, the longest run first
+# (test/e2e/durations: the seconds each took in a measured run; a run not
+# listed there counts as the longest), each file's output printed whole, in
+# file order, when all are done.
 # One file by hand, from the repository root (the harness is the package
 # python/extsvc_testkit):  PYTHONPATH=python /usr/bin/python3 test/e2e/test_workers.py
 # Usage: run.sh [FILE...] (default: every test_*.py here). A file with a line
@@ -18,7 +21,7 @@
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib/common.sh"  # PYTHONPATH for extsvc_testkit, $PY
 cd "$(dirname "$0")"
-jobs="${E2E_JOBS:-4}"
+jobs="${E2E_JOBS:-1}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
