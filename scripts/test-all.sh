@@ -14,9 +14,9 @@
 # (nice), beside the suites that do not need them: the GoogleTest binaries
 # (`make tests`, until the unit suite), the sanitizer build (until the
 # sanitizer and fuzz suites) and the Debian packages' build (until the deb
-# suite's install phase, the last suite). TEST_SIDE_BY_SIDE=1: the suites
-# that mostly wait (the e2e files, E2E_JOBS at a time, Patroni and the short
-# soak) run side by side. The summary marks what ran in the background or side
+# suite's install phase, the last suite). The suites that mostly wait (the
+# e2e files, E2E_JOBS at a time, default 4, Patroni and the short soak) run
+# side by side; TEST_SIDE_BY_SIDE=0 runs them one after another. The summary marks what ran in the background or side
 # by side and the time the run waited for a build; the total is wall clock.
 # TEST_BACKGROUND=0: no background builds and no suites side by side, every
 # step one after another (E2E_JOBS still applies inside the e2e suite).
@@ -252,12 +252,12 @@ pg_cluster_stop
 # 0.1.0 -> 0.2.0 -> 0.3.0 and 0.2.0 -> 0.3.0 (schema equal to a fresh install, data kept, the
 # worker waits for ALTER EXTENSION UPDATE); its own server and dpfsim
 suite upgrade env PGBIN="$PGBIN" "$PY" "$ROOT/test/upgrade/test_upgrade.py"
-# The suites that mostly wait (dpfsim's delays, leases, timeouts): with
-# TEST_SIDE_BY_SIDE=1 side by side, the e2e files then E2E_JOBS (default 4)
-# at a time, beside Patroni and the soak (826 s for the whole command instead
-# of about 1,500 s, but one run of four failed three timing-sensitive e2e
-# tests: docs/performance.md, "Build and test time"); by default in order.
-if [ "${TEST_SIDE_BY_SIDE:-0}" = 1 ] && [ "${TEST_BACKGROUND:-1}" != 0 ]; then
+# The suites that mostly wait (dpfsim's delays, leases, timeouts) run side by
+# side: the e2e files E2E_JOBS (default 4) at a time, beside Patroni and the
+# soak (about 830 s for the whole command instead of about 1,500 s:
+# docs/performance.md, "Build and test time"). TEST_SIDE_BY_SIDE=0 runs them
+# in order, the e2e files one at a time unless E2E_JOBS says otherwise.
+if [ "${TEST_SIDE_BY_SIDE:-1}" = 1 ] && [ "${TEST_BACKGROUND:-1}" != 0 ]; then
   export E2E_JOBS="${E2E_JOBS:-4}"
   side() { side_start "$@"; }
 else

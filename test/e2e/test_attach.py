@@ -293,10 +293,15 @@ def test_a_dpu_that_is_gone_is_error_then_released_by_deregistration():
     wait_until(lambda: e().sim.kube("GET", f"/api/v1/nodes/{node(5)}", base=e().sim.dpu)[0] == 404,
                timeout=20, what="Node gone with its DPUDevice")
     e().pg.sql("SELECT extsvc.request_resync()")
-    st = wait_until(lambda: (lambda r: r if r and r[1] == "ERROR" else False)(status(iid).get((sid, device(5)))),
-                    timeout=30, what="ERROR for a wanted service on a DPU that is gone")
-    msgs = e().pg.sql(f"SELECT status_message FROM extsvc.instance_extension_service_status('{iid}')")
-    assert any("gone" in m[0] for m in msgs), msgs
+
+    def gone_error():
+        # the DPUDevice's 404 may be seen before the Node's ("DPUDevice … not found", ERROR as
+        # well); the row says "gone" once both were observed
+        rows = e().pg.sql(f"SELECT deployment_state, status_message FROM "
+                          f"extsvc.instance_extension_service_status('{iid}') "
+                          f"WHERE service_id = '{sid}' AND dpu_device_name = '{device(5)}'")
+        return rows if rows and rows[0][0] == "ERROR" and "gone" in (rows[0][1] or "") else False
+    wait_until(gone_error, timeout=30, what="ERROR for a wanted service on a DPU that is gone")
     # the DPU stays registered: deleting the instance still finishes, the
     # removed row is TERMINATED on the evidence that the DPU is gone
     e().pg.sql(f"SELECT extsvc.delete_instance('{iid}')")

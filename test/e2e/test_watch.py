@@ -120,13 +120,20 @@ def test_rebuilding_the_wait_set_leaks_neither_descriptors_nor_memory():
     wait_until(all_watched, timeout=30, what="every informer listed and watching")
     pid = int(e().pg.one("SELECT pid FROM extsvc.worker_status() WHERE slot = 0"))
 
+    def opened():
+        return sum(v["watches"] for v in watch_status().values())
+
     def cut(n):
         # a stream the server ends cleanly after a second is watched again at once (one that
-        # ends sooner, or breaks, backs off): every round replaces each informer's socket
+        # ends sooner, or breaks, backs off): every round replaces each informer's socket. A
+        # round waits for all seven streams to be open again before the next one's second
+        # starts, so a slow machine makes the rounds longer, never fewer streams resumed.
         for _ in range(n):
+            w = opened()
             time.sleep(1.1)
             e().sim.cut_watches(mode="end")
-        wait_until(all_watched, timeout=30, what="watching again")
+            wait_until(lambda: opened() >= w + 7 and all_watched(), timeout=30, interval=0.1,
+                       what="every informer watching again")
     cut(3)  # warm up: curl's connection cache and the allocator reach their working size
     time.sleep(0.5)
     fds0, rss0 = proc_fds_and_rss(pid)
