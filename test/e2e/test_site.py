@@ -427,13 +427,10 @@ def test_orphans_past_the_limit_wait_for_a_confirmation():
                                    content_type="application/merge-patch+json")
             assert code == 200
         resync(a())
-
-        def held():
-            return {r[0] for r in a().pg.sql(
-                "SELECT name FROM extsvc.pending_orphans WHERE kind = 'placement_labels'")}
         # the passes of both DPUs ran (the held list names them), and neither stripped the key
-        wait_until(lambda: held() == {device(0), device(1)}, timeout=30, interval=0.1,
-                   what="both DPUs' removals held")
+        held = "SELECT name FROM extsvc.pending_orphans WHERE kind = 'placement_labels'"
+        wait_until(lambda: {r[0] for r in a().pg.sql(held)} == {device(0), device(1)}, timeout=30,
+                   interval=0.1, what="both DPUs' removals held")
         assert all(keeper_key in device_keys(a().sim, i) for i in (0, 1)), "stripped past the limit"
         assert a().pg.one("SELECT extsvc.confirm_orphan_cleanup()") == "2"
         wait_until(lambda: not any(keeper_key in device_keys(a().sim, i) for i in (0, 1)), timeout=30,
