@@ -43,9 +43,14 @@ handler and session, on copies of the tables (schema nicobench_ref, LIKE
 the extsvc tables with their indexes, data copied; no triggers, checks or
 foreign keys) by plain INSERT/UPDATE/SELECT statements of the superuser,
 one statement where the API makes one call: the instance row, the entry, the
-attachment row and its history row, the config version; the service row,
-its version, revision, reconciliation row and history row; the reads by
-index. The ratio API p50 / reference p50 per handler is the target (<= 3x).
+attachment row and its two history rows (placement, deployment), the DPU's
+work row made due, the config version; the service row, its version,
+revision, reconciliation row and history row; the reads by index. Before
+the phases a census runs one transaction of each writing handler on both
+sides (instances and hosts of its own) and prints the rows each wrote per
+table (pg_stat_xact_user_tables before the commit), so that "the same rows"
+is checked, not assumed. The ratio API p50 / reference p50 per handler is
+the target (<= 3x).
 
 Env: BENCH_NH_DPUS (25000; quick 2500), BENCH_NH_SERVICES (2500; 250),
 BENCH_NH_INSTANCES (12500; 1250), BENCH_NH_HISTORY (1000000; 100000),
@@ -74,6 +79,7 @@ import common as c  # noqa: E402  bench/common.py
 import nico_db  # noqa: E402,F401
 import sqlx_pg  # noqa: E402
 from nico_handlers import Nico, entry  # noqa: E402
+from nico_ref import REF, RefHandlers, make_ref  # noqa: E402  bench/nico_ref.py
 
 DPUS = c.size("BENCH_NH_DPUS", 25000, 2500)
 SERVICES = c.size("BENCH_NH_SERVICES", 2500, 250)
@@ -86,7 +92,6 @@ PROFILE = os.environ.get("BENCH_NH_PROFILE") == "1"
 TENANTS = 50
 BATCH = 8
 ROLE = "nicobench_api"
-REF = "nicobench_ref"
 CYCLE = ["alloc", "status", "create", "status", "update", "detach", "status", "delete"]
 HANDLERS = ["alloc", "create", "update", "detach", "delete", "status"]
 CHART = {"repoURL": "https://charts.example.com/stable", "chartName": "nh-agent", "chartVersion": "1.0.0",
@@ -185,127 +190,6 @@ def queue_busy(e):
                     "WHERE metric IN ('extsvc_queue_due', 'extsvc_queue_leased')")
 
 
-# --- the reference tables ---------------------------------------------------------------
-
-REF_TABLES = ["instances", "instance_extension_services", "dpf_extension_service_attachments", "service_records",
-              "service_versions", "helm_revisions", "dpf_extension_service_reconciliations", "dpu_state_history",
-              "service_state_history"]
-
-
-def make_ref(e):
-    t0 = c.now()
-    e.pg.sql(f"DROP SCHEMA IF EXISTS {REF} CASCADE; CREATE SCHEMA {REF}")
-    for t in REF_TABLES:
-        e.pg.sql(f"CREATE TABLE {REF}.{t} (LIKE extsvc.{t} INCLUDING DEFAULTS INCLUDING INDEXES INCLUDING IDENTITY)")
-        e.pg.sql(f"INSERT INTO {REF}.{t} OVERRIDING SYSTEM VALUE SELECT * FROM extsvc.{t}")
-    for t in ("dpu_state_history", "service_state_history"):
-        e.pg.sql(f"SELECT setval(pg_get_serial_sequence('{REF}.{t}', 'id'), (SELECT max(id) FROM {REF}.{t}))")
-    e.pg.sql(f"ANALYZE {', '.join(f'{REF}.{t}' for t in REF_TABLES)}")
-    tpl = {}
-    for t in ("service_records", "service_versions", "helm_revisions", "dpf_extension_service_reconciliations",
-              "service_state_history"):
-        tpl[t] = json.loads(e.pg.one(f"SELECT to_jsonb(x) FROM {REF}.{t} x LIMIT 1"))
-        tpl[t].pop("id", None)
-    return tpl, c.now() - t0
-
-
-class RefHandlers:
-    """The same rows by plain statements on the copies, one statement where the API makes one call."""
-
-    def __init__(self, conn, tpl):
-        self.conn, self.tpl = conn, tpl
-
-    def q(self, sql, binds):
-        return sqlx_pg.query(self.conn, sql.replace("R.", REF + "."), binds)
-
-    def alloc(self, ten, allocs):
-        with self.conn.transaction():
-            for i, host, _, sid, ver, dpu in allocs:
-                self.q("INSERT INTO R.instances (instance_id, tenant_organization_id, host_machine_id, "
-                       "config_version_text) VALUES (%s, %s, %s, 'V1-T1')",
-                       [("Uuid", i), ("String", ten), ("String", host)])
-            for i, host, _, sid, ver, dpu in allocs:
-                self.q("WITH e AS (INSERT INTO R.instance_extension_services (instance_id, service_id, version, "
-                       "  attachment_id) VALUES (%s, %s, %s, gen_random_uuid())), "
-                       "a AS (INSERT INTO R.dpf_extension_service_attachments (instance_id, dpu_machine_id, "
-                       "  service_id, version) VALUES (%s, %s, %s, %s)), "
-                       "h AS (INSERT INTO R.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, "
-                       "  version, from_state, to_state, actor, reason) VALUES "
-                       "  ('placement', %s, %s, %s, %s, NULL, 'ACTIVE', 'api', 'targeted')) "
-                       "UPDATE R.instances SET config_version = config_version + 1, config_version_text = 'V2-T2', "
-                       "  updated_at = now() WHERE instance_id = %s RETURNING config_version",
-                       [("Uuid", i), ("Uuid", sid), ("String", ver), ("Uuid", i), ("String", dpu), ("Uuid", sid),
-                        ("String", ver), ("Uuid", i), ("String", dpu), ("Uuid", sid), ("String", ver), ("Uuid", i)])
-
-    def _service_rows(self, sid, name, ten, ver, n):
-        t = self.tpl
-        rec = dict(t["service_records"], service_id=str(sid), service_name=name, tenant_organization_id=ten,
-                   dpf_service_name=f"ref-{sid}", placement_label_key=f"ref/{sid}", attachable_version=ver)
-        return rec, dict(t["service_versions"], service_id=str(sid), version=ver, version_number=n), \
-            dict(t["helm_revisions"], service_id=str(sid), revision=n), \
-            dict(t["dpf_extension_service_reconciliations"], service_id=str(sid)), \
-            dict(t["service_state_history"], service_id=str(sid))
-
-    def create(self, sid, name, ten):
-        rec, ver, rev, rec_q, hist = self._service_rows(sid, name, ten, "V1-T1", 1)
-        with self.conn.transaction():
-            self.q("WITH r AS (INSERT INTO R.service_records SELECT * FROM jsonb_populate_record(NULL::R.service_records, %s)), "
-                   "v AS (INSERT INTO R.service_versions SELECT * FROM jsonb_populate_record(NULL::R.service_versions, %s)), "
-                   "hr AS (INSERT INTO R.helm_revisions SELECT * FROM jsonb_populate_record(NULL::R.helm_revisions, %s)), "
-                   "q AS (INSERT INTO R.dpf_extension_service_reconciliations SELECT * FROM "
-                   "  jsonb_populate_record(NULL::R.dpf_extension_service_reconciliations, %s)) "
-                   "INSERT INTO R.service_state_history (service_id, from_state, to_state, actor, reason) "
-                   "SELECT service_id, from_state, to_state, actor, reason "
-                   "  FROM jsonb_populate_record(NULL::R.service_state_history, %s)",
-                   [("Json", rec), ("Json", ver), ("Json", rev), ("Json", rec_q), ("Json", hist)])
-
-    def update(self, sid, n):
-        _, ver, rev, _, hist = self._service_rows(sid, "", "", f"V{n}-T{n}", n)
-        with self.conn.transaction():
-            self.q("WITH v AS (INSERT INTO R.service_versions SELECT * FROM jsonb_populate_record(NULL::R.service_versions, %s)), "
-                   "hr AS (INSERT INTO R.helm_revisions SELECT * FROM jsonb_populate_record(NULL::R.helm_revisions, %s)), "
-                   "q AS (UPDATE R.dpf_extension_service_reconciliations SET state_version = state_version + 1, "
-                   "  next_due_at = now() WHERE service_id = %s), "
-                   "h AS (INSERT INTO R.service_state_history (service_id, from_state, to_state, actor, reason) "
-                   "  SELECT service_id, from_state, to_state, actor, reason "
-                   "    FROM jsonb_populate_record(NULL::R.service_state_history, %s)) "
-                   "UPDATE R.service_records SET version_ctr = version_ctr + 1, desired_revision = %s, "
-                   "  attachable_version = %s, updated_at = now() WHERE service_id = %s",
-                   [("Json", ver), ("Json", rev), ("Uuid", sid), ("Json", hist), ("i64", n), ("String", ver["version"]),
-                    ("Uuid", sid)])
-
-    def _remove(self, i, reason, delete):
-        self.q("WITH e AS (UPDATE R.instance_extension_services SET removed_at = now() "
-               "  WHERE instance_id = %s AND removed_at IS NULL), "
-               "a AS (UPDATE R.dpf_extension_service_attachments SET placement_state = 'REMOVING', "
-               "  removing_since = now(), updated_at = now() WHERE instance_id = %s RETURNING *), "
-               "h AS (INSERT INTO R.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, version, "
-               "  from_state, to_state, actor, reason) SELECT 'placement', instance_id, dpu_machine_id, service_id, "
-               "  version, 'ACTIVE', 'REMOVING', 'api', %s FROM a) "
-               "UPDATE R.instances SET config_version = config_version + 1, updated_at = now()"
-               + (", delete_requested_at = now()" if delete else "") + " WHERE instance_id = %s",
-               [("Uuid", i), ("Uuid", i), ("String", reason), ("Uuid", i)])
-
-    def detach(self, i, ten):
-        with self.conn.transaction():
-            self.q("SELECT * FROM R.instances WHERE instance_id = %s", [("Uuid", i)])
-            self._remove(i, "detached", False)
-            self.q("SELECT * FROM R.instances WHERE instance_id = %s", [("Uuid", i)])
-
-    def delete(self, i, ten):
-        with self.conn.transaction():
-            self._remove(i, "instance_deleted", True)
-
-    def status(self, i, ten):
-        with self.conn.transaction():
-            self.q("SELECT bool_and(deployment_state = 'RUNNING') FROM R.dpf_extension_service_attachments "
-                   "WHERE instance_id = %s", [("Uuid", i)])
-            self.q("SELECT e.service_id, r.service_name, e.version, e.removed_at FROM R.instance_extension_services e "
-                   "JOIN R.service_records r USING (service_id) WHERE e.instance_id = %s", [("Uuid", i)])
-            self.q("SELECT a.*, d.dpu_device_name, d.dpu_node_name FROM R.dpf_extension_service_attachments a "
-                   "JOIN extsvc.dpus d ON d.machine_id = a.dpu_machine_id WHERE a.instance_id = %s", [("Uuid", i)])
-
-
 class ApiHandlers:
     """NICo's handlers (test/nico/nico_handlers.py) with the arguments of the cycle."""
 
@@ -361,8 +245,9 @@ class Session(threading.Thread):
         self.lat = {h: [] for h in HANDLERS}
         self.errors = {}
         self.rng = random.Random(n)
-        self.seeded = [i for i in range(n, INSTANCES, SESSIONS)]  # detach / delete / status targets
-        self.hosts = iter(range(INSTANCES + n, DPUS, SESSIONS))   # free hosts for the allocations
+        # detach / delete / status targets, and free hosts for the allocations (the census's apart)
+        self.seeded = [i for i in range(n, INSTANCES, SESSIONS) if i not in CENSUS_INSTANCES]
+        self.hosts = iter(h for h in range(INSTANCES + n, DPUS, SESSIONS) if h not in CENSUS_HOSTS)
         self.new = 0
         self.own_services = [k for k in plan.updatable if k % SESSIONS == n]
         self.updates = 0
@@ -464,6 +349,55 @@ def lock_waits(e, offset):
     return sum(kinds.values()), kinds
 
 
+# The census: one transaction of each writing handler, API and reference, on instances and hosts
+# of its own, with the rows it wrote per table, read from pg_stat_xact_user_tables before its
+# commit (the reference must write the rows the API writes, or the ratio flatters the API)
+CENSUS_HANDLERS = ["alloc", "create", "update", "detach", "delete"]
+CENSUS_INSTANCES = {INSTANCES - 1, INSTANCES - 2}
+CENSUS_HOSTS = set(range(DPUS - BATCH, DPUS))
+
+
+def census(kind, connect, services, tpl):
+    sess = Session(0, connect, kind, Plan(services), tpl)
+    sess.seeded, sess.hosts = sorted(CENSUS_INSTANCES), iter(sorted(CENSUS_HOSTS))
+    sess.new, sess.updates = 10 ** 6, 10 ** 5  # names and versions no session of a phase makes
+    out = {}
+    try:
+        for h in CENSUS_HANDLERS:
+            with sess.conn.transaction():
+                sess.step(h)
+                rows = sess.conn.execute(
+                    "SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables "
+                    "WHERE schemaname IN ('extsvc', %s) AND n_tup_ins + n_tup_upd + n_tup_del > 0",
+                    [REF]).fetchall()
+            out[h] = {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+    finally:
+        sess.conn.close()
+    return out
+
+
+def census_report(api, ref):
+    """Per handler and table: rows inserted/updated/deleted by the API's transaction and the
+    reference's. The same rows: the same tables, as many inserted and deleted, and updated on
+    both sides or neither (the API may update a row twice: its work row is made due by a
+    trigger and again at the end)."""
+    rows, same = [], {}
+    for h in CENSUS_HANDLERS:
+        a, r = api.get(h, {}), ref.get(h, {})
+        ok = True
+        for t in sorted(set(a) | set(r)):
+            x, y = a.get(t, (0, 0, 0)), r.get(t, (0, 0, 0))
+            match = x[0] == y[0] and x[2] == y[2] and (x[1] > 0) == (y[1] > 0)
+            ok = ok and match
+            rows.append((h, t, "/".join(map(str, x)), "/".join(map(str, y)), "yes" if match else "NO"))
+        same[h] = ok
+    c.table("Rows written by one transaction per handler, API vs reference (inserted/updated/deleted)",
+            ["handler", "table", "API", "reference", "same rows"], rows)
+    print("same rows per handler: " + ", ".join(f"{h} {'yes' if v else 'NO'}" for h, v in same.items()),
+          flush=True)
+    return same
+
+
 def phase(e, kind, connect, plan, tpl, quota=None):
     offset = os.path.getsize(e.pg.logfile)
     claimed0 = sum(int(r[2]) for r in c.worker_status(e))
@@ -529,6 +463,7 @@ def main():
         if PROFILE:
             e.pg.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; "
                      "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()")
+        census_report(census("api", nico_conn, services, tpl), census("ref", su_conn, services, tpl))
         api = phase(e, "api", nico_conn, plan, tpl)
         if PROFILE:
             profile(e)
