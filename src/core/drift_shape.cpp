@@ -6,6 +6,7 @@
 
 #include "core/drift_key.hpp"
 #include "core/identity.hpp"
+#include "core/json_access.hpp"
 #include "core/merge_patch.hpp"
 
 namespace extsvc::core {
@@ -75,27 +76,10 @@ json diff(const json& h, const json& to) {
   return patch;
 }
 
-const json* lookup(const json& root, const std::vector<std::string>& path) {
-  const json* cur = &root;
-  for (const auto& k : path) {
-    if (!cur->is_object()) return nullptr;
-    const auto it = cur->find(k);
-    if (it == cur->end() || it->is_null()) return nullptr;
-    cur = &*it;
-  }
-  return cur;
-}
-
 std::string dotted(const std::vector<std::string>& path) {
   std::string out;
   for (const auto& k : path) out += (out.empty() ? "" : ".") + k;
   return out;
-}
-
-void put(json& patch, const std::vector<std::string>& path, json value) {
-  json* cur = &patch;
-  for (std::size_t i = 0; i + 1 < path.size(); ++i) cur = &(*cur)[path[i]];
-  (*cur)[path.back()] = std::move(value);
 }
 
 std::vector<std::uint8_t> identity_digest(const json& projection) {
@@ -107,7 +91,7 @@ std::vector<std::uint8_t> identity_digest(const json& projection) {
 
 std::string dpuservice_drift_shape(const json& obj, const json& projection) {
   bool dpf_keys = false;
-  if (const json* labels = lookup(obj, {"spec", "serviceDaemonSet", "labels"});
+  if (const json* labels = json_find(obj, {"spec", "serviceDaemonSet", "labels"});
       labels != nullptr && labels->is_object())
     for (const auto& [k, _] : labels->items())
       if (std::string_view(k).starts_with(kDpfOwnedKeyPrefix)) dpf_keys = true;
@@ -142,22 +126,22 @@ std::optional<json> dpuservice_patch_from_shape(const std::string& bytes, const 
     const json* have = it != owned.end() ? &*it : nullptr;
     // only DPF's keys: the projection leaves the field out, the patch sees an empty object
     if (have == nullptr && labels_path && dpf_keys) have = &no_labels_of_ours;
-    const json* want = lookup(desired, path);
+    const json* want = json_find(desired, path);
     if (want == nullptr) {
       if (have != nullptr && labels_path && dpf_keys) {
         // null our keys one by one: a whole-object null would drop DPF's
         json nulls = json::object();
         if (have->is_object())
           for (const auto& [k, _] : have->items()) nulls[k] = nullptr;
-        if (!nulls.empty()) put(patch, path, std::move(nulls));
+        if (!nulls.empty()) json_put(patch, path, std::move(nulls));
       } else if (have != nullptr) {
-        put(patch, path, nullptr);
+        json_put(patch, path, nullptr);
       }
     } else if (have == nullptr) {
-      put(patch, path, *want);
+      json_put(patch, path, *want);
     } else if (!same(*have, *want)) {
       json d = diff(*have, *want);
-      if (!(d.is_object() && d.empty() && have->is_object())) put(patch, path, std::move(d));
+      if (!(d.is_object() && d.empty() && have->is_object())) json_put(patch, path, std::move(d));
     }
   }
   return patch;

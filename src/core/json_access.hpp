@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 // Reading what an API server (or a proxy in front of it) answered: any member
 // may be missing or of another type. nlohmann's value(key, default) throws
@@ -34,6 +35,28 @@ inline std::string json_text(const nlohmann::json& j) {
 inline std::string json_text_at(const nlohmann::json& j,
                                 std::initializer_list<std::string_view> path) {
   return json_text(json_at(j, path));
+}
+
+// The member at a path known only at run time, or nullptr when a step is missing, null or
+// not an object (a JSON merge patch's null means "absent").
+inline const nlohmann::json* json_find(const nlohmann::json& root,
+                                       const std::vector<std::string>& path) {
+  const nlohmann::json* cur = &root;
+  for (const auto& k : path) {
+    if (!cur->is_object()) return nullptr;
+    const auto it = cur->find(k);
+    if (it == cur->end() || it->is_null()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+// Writes `value` at `path` (not empty) inside `patch`, creating the objects on the way.
+inline void json_put(nlohmann::json& patch, const std::vector<std::string>& path,
+                     nlohmann::json value) {
+  nlohmann::json* cur = &patch;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) cur = &(*cur)[path[i]];
+  (*cur)[path.back()] = std::move(value);
 }
 
 }  // namespace extsvc::core

@@ -4,31 +4,11 @@
 #include <vector>
 
 #include "core/identity.hpp"
+#include "core/json_access.hpp"
 
 namespace extsvc::core {
-namespace {
 
 using nlohmann::json;
-
-const json* lookup(const json& root, const std::vector<std::string>& path) {
-  const json* cur = &root;
-  for (const auto& k : path) {
-    if (!cur->is_object()) return nullptr;
-    const auto it = cur->find(k);
-    if (it == cur->end() || it->is_null()) return nullptr;
-    cur = &*it;
-  }
-  return cur;
-}
-
-// Writes `value` at `path` inside `patch`, creating intermediate objects.
-void put(json& patch, const std::vector<std::string>& path, json value) {
-  json* cur = &patch;
-  for (std::size_t i = 0; i + 1 < path.size(); ++i) cur = &(*cur)[path[i]];
-  (*cur)[path.back()] = std::move(value);
-}
-
-}  // namespace
 
 json merge_diff(const json& from, const json& to) {
   if (!to.is_object() || !from.is_object()) return to;
@@ -91,7 +71,7 @@ json dpuservice_mutable_patch(const json& live, const json& desired) {
   // DPF writes its own keys into spec.serviceDaemonSet.labels (the newest
   // controller persists svc.dpu.nvidia.com/service there); they are DPF's,
   // never compared and never nulled, so a resync does not fight DPF.
-  const json* live_labels = lookup(live, {"spec", "serviceDaemonSet", "labels"});
+  const json* live_labels = json_find(live, {"spec", "serviceDaemonSet", "labels"});
   bool dpf_keys = false;
   json dpf_free_labels;
   if (live_labels != nullptr && live_labels->is_object()) {
@@ -106,26 +86,26 @@ json dpuservice_mutable_patch(const json& live, const json& desired) {
   json patch = json::object();
   for (const auto& path : kOwned) {
     const bool labels_path = path.size() == 3 && path[2] == "labels";
-    const json* have = (labels_path && dpf_keys) ? &dpf_free_labels : lookup(live, path);
-    const json* want = lookup(desired, path);
+    const json* have = (labels_path && dpf_keys) ? &dpf_free_labels : json_find(live, path);
+    const json* want = json_find(desired, path);
     if (want == nullptr) {
       if (have != nullptr && labels_path && dpf_keys) {
         // Null our keys one by one: a whole-object null would drop DPF's.
         json nulls = json::object();
         for (const auto& [key, _] : have->items()) nulls[key] = nullptr;
-        if (!nulls.empty()) put(patch, path, std::move(nulls));
+        if (!nulls.empty()) json_put(patch, path, std::move(nulls));
       } else if (have != nullptr) {
-        put(patch, path, nullptr);
+        json_put(patch, path, nullptr);
       }
     } else if (have == nullptr) {
-      put(patch, path, *want);
+      json_put(patch, path, *want);
     } else if (*have != *want) {
       // Objects are replaced key by key so the result is a full replacement
       // of that field without resending unchanged keys.
       json diff = merge_diff(*have, *want);
       // Differences that are only nulls in `desired` need no write.
       if (!(diff.is_object() && diff.empty() && have->is_object()))
-        put(patch, path, std::move(diff));
+        json_put(patch, path, std::move(diff));
     }
   }
   return patch;
