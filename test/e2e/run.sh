@@ -4,11 +4,11 @@
 # says how long each file took. Every file makes its own clusters (copies of
 # the test command's template, extsvc_testkit.cluster) and its own dpfsim on
 # free ports, so files may run side by side: E2E_JOBS at a time (default 1:
-# one after another, output live). The files mostly wait (one at a time they
-# kept 5 % of the two CPUs busy): E2E_JOBS=4 takes 210-230 s instead of about
-# 740 s, but of four whole test-command runs with it one failed three
-# timing-sensitive tests (docs/performance.md, "Build and test time"), so it
-# is not the default yet. Side by side, the longest run first
+# one after another, output live; the test command sets 4). The files mostly
+# wait (one at a time they kept 5 % of the two CPUs busy): E2E_JOBS=4 takes
+# 210-230 s instead of about 740 s (docs/performance.md, "Build and test
+# time"); a look at a state the worker reaches later on a busy machine waits
+# for it (wait_until), never a fixed sleep. Side by side, the longest run first
 # (test/e2e/durations: the seconds each took in a measured run; a run not
 # listed there counts as the longest), each file's output printed whole, in
 # file order, when all are done.
