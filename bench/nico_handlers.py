@@ -363,14 +363,20 @@ def census(kind, connect, services, tpl):
     sess.new, sess.updates = 10 ** 6, 10 ** 5  # names and versions no session of a phase makes
     out = {}
     try:
+        def counts():
+            # the session's counts not yet flushed (earlier transactions' too): a difference
+            # inside one transaction, where nothing is flushed, is that transaction's
+            return {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in sess.conn.execute(
+                "SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables "
+                "WHERE schemaname = %s", [schema]).fetchall()}
+        schema = "extsvc" if kind == "api" else REF  # the same table names in both
         for h in CENSUS_HANDLERS:
             with sess.conn.transaction():
+                before = counts()
                 sess.step(h)
-                rows = sess.conn.execute(
-                    "SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables "
-                    "WHERE schemaname IN ('extsvc', %s) AND n_tup_ins + n_tup_upd + n_tup_del > 0",
-                    [REF]).fetchall()
-            out[h] = {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+                after = counts()
+            out[h] = {t: d for t, v in after.items()
+                      if any(d := tuple(x - y for x, y in zip(v, before.get(t, (0, 0, 0)))))}
     finally:
         sess.conn.close()
     return out

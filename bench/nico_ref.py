@@ -13,7 +13,7 @@ REF = "nicobench_ref"
 
 REF_TABLES = ["instances", "instance_extension_services", "dpf_extension_service_attachments", "service_records",
               "service_versions", "helm_revisions", "dpf_extension_service_reconciliations", "dpu_state_history",
-              "service_state_history", "dpu_reconciliations"]
+              "service_state_history", "dpu_reconciliations", "placement_keys"]
 
 
 def make_ref(e):
@@ -81,26 +81,31 @@ class RefHandlers:
                    "v AS (INSERT INTO R.service_versions SELECT * FROM jsonb_populate_record(NULL::R.service_versions, %s)), "
                    "hr AS (INSERT INTO R.helm_revisions SELECT * FROM jsonb_populate_record(NULL::R.helm_revisions, %s)), "
                    "q AS (INSERT INTO R.dpf_extension_service_reconciliations SELECT * FROM "
-                   "  jsonb_populate_record(NULL::R.dpf_extension_service_reconciliations, %s)) "
+                   "  jsonb_populate_record(NULL::R.dpf_extension_service_reconciliations, %s)), "
+                   "k AS (INSERT INTO R.placement_keys (label_key, service_id) VALUES (%s, %s)) "
                    "INSERT INTO R.service_state_history (service_id, from_state, to_state, actor, reason) "
                    "SELECT service_id, from_state, to_state, actor, reason "
                    "  FROM jsonb_populate_record(NULL::R.service_state_history, %s)",
-                   [("Json", rec), ("Json", ver), ("Json", rev), ("Json", rec_q), ("Json", hist)])
+                   [("Json", rec), ("Json", ver), ("Json", rev), ("Json", rec_q),
+                    ("String", rec["placement_label_key"]), ("Uuid", sid), ("Json", hist)])
 
     def update(self, sid, n):
-        _, ver, rev, _, hist = self._service_rows(sid, "", "", f"V{n}-T{n}", n)
+        # a DPF chart's update is a new revision (no new version row); its lifecycle change makes
+        # the work rows of the DPUs it is attached to due
+        _, _, rev, _, hist = self._service_rows(sid, "", "", f"V{n}-T{n}", n)
         with self.conn.transaction():
-            self.q("WITH v AS (INSERT INTO R.service_versions SELECT * FROM jsonb_populate_record(NULL::R.service_versions, %s)), "
-                   "hr AS (INSERT INTO R.helm_revisions SELECT * FROM jsonb_populate_record(NULL::R.helm_revisions, %s)), "
+            self.q("WITH hr AS (INSERT INTO R.helm_revisions SELECT * FROM jsonb_populate_record(NULL::R.helm_revisions, %s)), "
                    "q AS (UPDATE R.dpf_extension_service_reconciliations SET state_version = state_version + 1, "
                    "  next_due_at = now() WHERE service_id = %s), "
+                   "d AS (UPDATE R.dpu_reconciliations SET state_version = state_version + 1, next_due_at = now(), "
+                   "  attempts = 0 WHERE dpu_machine_id IN (SELECT dpu_machine_id FROM "
+                   "  R.dpf_extension_service_attachments WHERE service_id = %s)), "
                    "h AS (INSERT INTO R.service_state_history (service_id, from_state, to_state, actor, reason) "
                    "  SELECT service_id, from_state, to_state, actor, reason "
                    "    FROM jsonb_populate_record(NULL::R.service_state_history, %s)) "
                    "UPDATE R.service_records SET version_ctr = version_ctr + 1, desired_revision = %s, "
-                   "  attachable_version = %s, updated_at = now() WHERE service_id = %s",
-                   [("Json", ver), ("Json", rev), ("Uuid", sid), ("Json", hist), ("i64", n), ("String", ver["version"]),
-                    ("Uuid", sid)])
+                   "  updated_at = now() WHERE service_id = %s",
+                   [("Json", rev), ("Uuid", sid), ("Uuid", sid), ("Json", hist), ("i64", n), ("Uuid", sid)])
 
     def _remove(self, i, reason, delete):
         self.q("WITH e AS (UPDATE R.instance_extension_services SET removed_at = now() "
