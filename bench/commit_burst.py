@@ -24,13 +24,23 @@ Printed per burst and over all bursts:
 - per POST, its gap: its arrival minus the later of its own commit and the
   previous POST's arrival (what neither a missing commit nor the queue ahead
   explains: the rate limit's spacing, 1/kube_qps, and the worker's own work);
-- first commit -> all READY against the pure rate-limit time of the POSTs.
+- first commit -> all READY against the pure rate-limit time of the POSTs;
+- where the head's time went: the workers run with extsvc.log_level = debug
+  and log each claim with when their iteration began (the latch woke it), when
+  the claim began and when the rows were claimed (Unix microseconds, the
+  clock of the commit timestamps); the claim that served the head is the
+  first that ended after the first commit, so the head is split into commit
+  -> iteration (the wake; negative when an iteration already running found
+  the row), iteration -> claim (what the loop did before the service queue),
+  the claim transaction, and claimed -> POST received (rendering, the rate
+  limiter, the HTTP request on a kept connection).
 
 Env: BENCH_BURST_N, BENCH_BURST_SESSIONS, BENCH_BURSTS, BENCH_QUICK=1.
 """
 import datetime
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -116,6 +126,28 @@ def gaps(pairs):
     return out
 
 
+CLAIM = re.compile(r"service claim: (\d+) row\(s\); iteration began (\d+) us, claim began (\d+) us, "
+                   r"claimed (\d+) us")
+
+
+def claims_of(logfile, offset):
+    """The service queue's claims the workers logged after offset: (claimed, began, claim began,
+    rows), times in epoch seconds, in claimed order."""
+    with open(logfile, errors="replace") as f:
+        f.seek(offset)
+        text = f.read()
+    return sorted((int(m[4]) / 1e6, int(m[2]) / 1e6, int(m[3]) / 1e6, int(m[1])) for m in CLAIM.finditer(text))
+
+
+def head_split(claims, first_commit, first_post):
+    """The head in four steps (ms), from the first claim that ended after the first commit."""
+    for claimed, began, claim_began, rows in claims:
+        if claimed >= first_commit:
+            return [(began - first_commit) * 1000, (claim_began - began) * 1000, (claimed - claim_began) * 1000,
+                    (first_post - claimed) * 1000, rows]
+    return None
+
+
 def stats_row(name, xs):
     return [name, len(xs), c.fmt(c.median(xs), 2), c.fmt(c.pct(xs, 99), 2), c.fmt(min(xs), 2), c.fmt(max(xs), 2)]
 
@@ -125,7 +157,8 @@ def main():
           flush=True)
     workdir = tempfile.mkdtemp(prefix="commit-burst-")
     log = os.path.join(workdir, "requests.jsonl")
-    e = c.env(dpus=2, workers=2, extra={"track_commit_timestamp": "on"}, sim_args=f"--request-log {log}")
+    e = c.env(dpus=2, workers=2, extra={"track_commit_timestamp": "on", "extsvc.log_level": "'debug'"},
+              sim_args=f"--request-log {log}")
     ok = False
     try:
         e.wait_watching()
@@ -138,9 +171,10 @@ def main():
         # the creates (docs/worker.md): both create
         creators = 2
         print(f"  kube_qps {qps:g}, kube_burst {burst_tokens} per worker; {creators} creating worker(s)")
-        heads, lat, own, ratios, rows = [], [], [], [], []
+        heads, lat, own, ratios, rows, splits = [], [], [], [], [], []
         for b in range(BURSTS):
             time.sleep(2)
+            offset = os.path.getsize(e.pg.logfile)
             ids = commit_burst(e.pg, b)
             t_committed = time.time()
             c.wait_until(lambda: e.pg.one(
@@ -162,6 +196,9 @@ def main():
             pure = max(0.0, len(pairs) - burst_tokens * creators) / (qps * creators)
             ready_after = t_ready - first_commit
             heads.append(head)
+            split = head_split(claims_of(e.pg.logfile, offset), first_commit, first_post)
+            if split:
+                splits.append(split)
             lat += per
             own += mine
             ratios.append(ready_after / pure if pure else float("nan"))
@@ -179,6 +216,16 @@ def main():
                 [stats_row("head: first commit -> first POST", heads),
                  stats_row("per create: commit -> its POST", lat),
                  stats_row("per POST: gap after max(its commit, previous POST)", own)])
+        if splits:
+            c.table("Where the head went, per burst (ms; from the workers' claim log)",
+                    ["burst", "commit -> iteration", "iteration -> claim", "claim", "claimed -> POST received",
+                     "rows in that claim"],
+                    [[b] + [c.fmt(x, 2) for x in sp[:4]] + [sp[4]] for b, sp in enumerate(splits)])
+            c.table("Where the head went, over all bursts (ms)", ["step", "n", "p50", "p99", "min", "max"],
+                    [stats_row(name, [sp[k] for sp in splits]) for k, name in enumerate(
+                        ["commit -> iteration", "iteration -> claim", "claim", "claimed -> POST received"])])
+        else:
+            print("no claim of the service queue found in the server log after the bursts' first commits")
         ok = True
     finally:
         e.close(keep=not ok)

@@ -149,6 +149,28 @@ struct BatchState {
   controller::DpfSeen dpf_seen;
 };
 
+// PostgreSQL's timestamps (microseconds since 2000) as Unix microseconds: the clock of the
+// commit timestamps and of dpfsim's request log.
+int64 unix_us(TimestampTz t) {
+  return t + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+}
+
+// Issue 26, part 4: where the reaction to new work goes between a commit and the first request
+// (bench/commit_burst.py sets extsvc.log_level = debug and sets these beside the commit
+// timestamps and dpfsim's request log): when this iteration began (the latch woke it), when its
+// claim began and when the rows were claimed.
+void log_claim(Queue queue, int rows, WorkerSlot* slot, TimestampTz claim_began) {
+  if (spdlog::get_level() > spdlog::level::debug) return;
+  const TimestampTz claimed = GetCurrentTimestamp();
+  const auto began = static_cast<TimestampTz>(pg_atomic_read_u64(&slot->last_activity_us));
+  PendingError err;
+  cpp_call(err, [&] {
+    spdlog::debug("{} claim: {} row(s); iteration began {} us, claim began {} us, claimed {} us",
+                  queue_name(queue), rows, unix_us(began), unix_us(claim_began), unix_us(claimed));
+  });
+  flush_logs();
+}
+
 // One claimed row through the controller and back into the database.
 void work_item(MemoryContext cxt, Queue queue, const QueueItem& item, BatchState* state,
                WorkerSlot* slot, SteadyClock::time_point deadline) {
@@ -235,6 +257,7 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {
   QueueBatch batch{};
   char* error = nullptr;
   const auto claim_start = SteadyClock::now();
+  const TimestampTz claim_began = GetCurrentTimestamp();
   // in watch mode the watcher works a service's updates and deletes from its cache (issue 26,
   // part 2); the other workers take the creates
   const bool creates_only = queue == Queue::kService && gucs.watch && g_slot != 0;
@@ -244,6 +267,7 @@ int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {
     ereport(WARNING, (errmsg("nico_extsvc: %s claim failed: %s", queue_name(queue), error)));
     return 0;
   }
+  if (batch.count > 0) log_claim(queue, batch.count, slot, claim_began);
   work_rows(cxt, queue, slot, batch, claim_start);
   return batch.count;
 }
