@@ -205,8 +205,11 @@ def test_a_resync_re_lists_the_caches_only_once_the_relist_interval_has_passed()
     try:
         per_resource = {k: v["lists"] for k, v in watch_status().items()}
         e().pg.resync("ok")
-        after = {k: v["lists"] for k, v in watch_status().items()}
-        assert all(after[k] > n for k, n in per_resource.items() if k != "events"), (per_resource, after)
+        # the resync waits for the re-lists, except an informer's that was backing off (it must
+        # not hold a resync back): that one lists once its backoff is over
+        wait_until(lambda: (lambda after: all(after[k] > n for k, n in per_resource.items() if k != "events"))(
+            {k: v["lists"] for k, v in watch_status().items()}), timeout=30, interval=0.1,
+            what=f"every informer listed again (lists before: {per_resource})")
         assert lists_of_work() >= before + 6, (before, lists_of_work())
     finally:
         reload_and_wait("extsvc.relist_interval", None)
