@@ -14,12 +14,10 @@
 # (nice), beside the suites that do not need them: the GoogleTest binaries
 # (`make tests`, until the unit suite), the sanitizer build (until the
 # sanitizer and fuzz suites) and the Debian packages' build (until the deb
-# suite's install phase, the last suite). The suites that mostly wait run
-# side by side: the e2e files (E2E_JOBS at a time, default 4), Patroni and
-# the short soak; later the deb suite's install phase beside the sanitizer
-# and fuzz suites. TEST_SIDE_BY_SIDE=0 runs them one after another. The
-# summary marks what ran in the background or side by side and the time the
-# run waited for a build; the total is wall clock.
+# suite's install phase, the last suite). The suites that mostly wait (the
+# e2e files, E2E_JOBS at a time, default 4, Patroni and the short soak) run
+# side by side; TEST_SIDE_BY_SIDE=0 runs them one after another. The summary marks what ran in the background or side
+# by side and the time the run waited for a build; the total is wall clock.
 # TEST_BACKGROUND=0: no background builds and no suites side by side, every
 # step one after another (E2E_JOBS still applies inside the e2e suite).
 set -uo pipefail
@@ -293,31 +291,14 @@ suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeo
 if [ -n "$bg_pid" ] && ! bg_wait sanitize "sanitizer build"; then
   echo "build sanitizer build failed"; summary; echo "suites: $passed passed, $((failed + 1)) failed"; exit 1
 fi
-# issue 27: the Debian packages build (lintian: no error), install with apt-get, run a service to
-# READY against the packaged dpfsim and purge cleanly; last, as it replaces the server's installed
-# extension files while it runs (it puts the make-installed ones back). With the background
-# builds, the install phase waits for the packages' build and runs beside the sanitizer and fuzz
-# suites, which touch no server (it mostly waits for the server, dpfsim and apt); the build's
-# time is the background build's line of the summary, the suite's the install phase's.
-deb_after_build() {
-  local rc=1 secs=0
-  while [ ! -s "$BG_DIR/deb.rc" ] && kill -0 "$bg_pid" 2>/dev/null; do sleep 1; done
-  [ -s "$BG_DIR/deb.rc" ] && read -r rc secs <"$BG_DIR/deb.rc"
-  cat "$BG_DIR/deb.log" 2>/dev/null
-  [ "$rc" -eq 0 ] || { echo "FAILED the packages' build"; return 1; }
-  "$ROOT/scripts/check-deb.sh" install
-}
-deb_side=""
-if [ -n "$bg_pid" ] && [ "${TEST_SIDE_BY_SIDE:-1}" = 1 ]; then deb_side=1; side_start deb deb_after_build; fi
 suite sanitizers "$ROOT/scripts/sanitize-tests.sh"
 suite fuzz "$ROOT/scripts/fuzz.sh" smoke "${FUZZ_SMOKE_SECONDS:-5}"
-if [ -n "$deb_side" ]; then
-  side_join
-  if [ -s "$BG_DIR/deb.rc" ]; then
-    read -r deb_rc deb_secs <"$BG_DIR/deb.rc"
-    timings+=("build|Debian packages build (background)|$deb_secs|$deb_rc")
-  fi
-elif [ -n "$bg_pid" ]; then
+# issue 27: the Debian packages build (lintian: no error), install with apt-get, run a service to
+# READY against the packaged dpfsim and purge cleanly; last, as it replaces the server's installed
+# extension files while it runs (it puts the make-installed ones back)
+if [ -n "$bg_pid" ]; then
+  # the packages were built in the background (and checked by lintian there): its time is the
+  # background build's line of the summary, this suite's the install phase's
   if bg_wait deb "Debian packages build"; then
     suite deb "$ROOT/scripts/check-deb.sh" install
   else
