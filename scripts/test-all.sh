@@ -16,8 +16,9 @@
 # sanitizer and fuzz suites) and the Debian packages' build (until the deb
 # suite's install phase, the last suite). The suites that mostly wait (the
 # e2e files, E2E_JOBS at a time, default 4, Patroni and the short soak) run
-# side by side; TEST_SIDE_BY_SIDE=0 runs them one after another. The summary marks what ran in the background or side
-# by side and the time the run waited for a build; the total is wall clock.
+# side by side; TEST_SIDE_BY_SIDE=0 runs them one after another. The summary
+# marks what ran in the background or side by side and the time the run
+# waited for a build; the total is wall clock.
 # TEST_BACKGROUND=0: no background builds and no suites side by side, every
 # step one after another (E2E_JOBS still applies inside the e2e suite).
 set -uo pipefail
@@ -254,7 +255,7 @@ pg_cluster_stop
 suite upgrade env PGBIN="$PGBIN" "$PY" "$ROOT/test/upgrade/test_upgrade.py"
 # The suites that mostly wait (dpfsim's delays, leases, timeouts) run side by
 # side: the e2e files E2E_JOBS (default 4) at a time, beside Patroni and the
-# soak (about 830 s for the whole command instead of about 1,500 s:
+# soak (860-950 s for the whole command instead of about 1,500 s:
 # docs/performance.md, "Build and test time"). TEST_SIDE_BY_SIDE=0 runs them
 # in order, the e2e files one at a time unless E2E_JOBS says otherwise.
 if [ "${TEST_SIDE_BY_SIDE:-1}" = 1 ] && [ "${TEST_BACKGROUND:-1}" != 0 ]; then

@@ -156,7 +156,7 @@ int64 unix_us(TimestampTz t) {
 }
 
 // Issue 26, part 4: where the reaction to new work goes between a commit and the first request
-// (bench/commit_burst.py sets extsvc.log_level = debug and sets these beside the commit
+// (bench/commit_burst.py sets extsvc.log_level = debug and reads these beside the commit
 // timestamps and dpfsim's request log): when this iteration began (the latch woke it), when its
 // claim began and when the rows were claimed.
 void log_claim(Queue queue, int rows, WorkerSlot* slot, TimestampTz claim_began) {
