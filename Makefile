@@ -4,6 +4,9 @@
 # scripts) and nothing else; the rest is asked for by name:
 #   make sim          dpfsim, the cluster simulator (scripts/demo.sh, the e2e tests)
 #   make tests        the GoogleTest binaries and dpfsim (what `make check-unit` runs)
+#   make integration-tests  the reconciler and dpfsim tests and dpfsim (what the
+#                     test command builds with GCC; it runs the unit and client
+#                     tests in its sanitizer build)
 #   make bench-tools  dpfsim, dpfsim_load and client_overhead (bench/)
 #   make dist         the PGXN source archive $(EXTENSION)-<version>.zip of HEAD
 EXTENSION  = nico_extsvc
@@ -33,7 +36,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 .PHONY: cmake-build install-lib regress-links check-unit pgtap installcheck-nopreload sql-scripts \
-        sim tests bench-tools dist
+        sim tests integration-tests bench-tools dist
 
 all: cmake-build sql-scripts
 sql-scripts: $(DATA_built)
@@ -58,6 +61,8 @@ sim: $(BUILD_DIR)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target dpfsim
 tests: $(BUILD_DIR)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target extsvc_tests
+integration-tests: $(BUILD_DIR)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target extsvc_integration_tests
 bench-tools: $(BUILD_DIR)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target extsvc_bench
 

@@ -12,8 +12,9 @@
 # "Build and test time"), then `suites: N passed, N failed`.
 # Three builds run in the background, one after another at low CPU priority
 # (nice), beside the suites that do not need them: the GoogleTest binaries
-# (`make tests`, until the unit suite), the sanitizer build (until the
-# sanitizer and fuzz suites) and the Debian packages' build (until the deb
+# that run against dpfsim (`make integration-tests`, until the reconcile-and-sim
+# suite), the sanitizer build (the unit and client tests and the fuzz targets,
+# until the sanitizer and fuzz suites: those tests are compiled once, by clang) and the Debian packages' build (until the deb
 # suite's install phase, the last suite). The suites that mostly wait (the
 # e2e files, E2E_JOBS at a time, default 4, Patroni and the short soak) run
 # side by side; TEST_SIDE_BY_SIDE=0 runs them one after another. The summary
@@ -189,10 +190,10 @@ suite meta "$ROOT/scripts/check-meta.sh"
 suite dist "$ROOT/scripts/check-dist.sh"
 
 SAN_TARGETS="extsvc_unit_tests extsvc_kube_tests extsvc_fuzzers"
-MAKE_TESTS="make -C $ROOT -s BUILD_DIR=$BUILD_DIR PG_CONFIG=$PG_CONFIG tests"
+MAKE_TESTS="make -C $ROOT -s BUILD_DIR=$BUILD_DIR PG_CONFIG=$PG_CONFIG integration-tests"
 if [ "${TEST_BACKGROUND:-1}" = 0 ]; then
   # shellcheck disable=SC2086
-  build_step "make tests" $MAKE_TESTS
+  build_step "make integration-tests" $MAKE_TESTS
   # shellcheck disable=SC2086
   build_step "sanitizer build" sanitize_build $SAN_TARGETS
 else
@@ -279,13 +280,15 @@ side_join
 # the README's first command: the demo's whole story against dpfsim (built
 # and installed above); it records when its first status table was printed
 suite demo env DEMO_FIGURE="$DEMO_FIGURE" BUILD_DIR="$BUILD_DIR" "$PY" "$ROOT/scripts/demo.py"
-# GoogleTest suites (core, client, reconcilers, simulator; one ctest entry per
-# binary) and the kubectl conformance test, once their background build is done
-if [ -n "$bg_pid" ] && ! bg_wait tests "make tests"; then
-  echo "build make tests failed"; summary; echo "suites: $passed passed, $((failed + 1)) failed"; exit 1
+# The GoogleTest suites that run against dpfsim (reconcilers, simulator; one
+# ctest entry per binary) and the kubectl and typed-client conformance tests,
+# once their background build is done. The core and client GoogleTests (ctest
+# labels unit and kube) run in the sanitizer suite below.
+if [ -n "$bg_pid" ] && ! bg_wait tests "make integration-tests"; then
+  echo "build make integration-tests failed"; summary; echo "suites: $passed passed, $((failed + 1)) failed"; exit 1
 fi
-suite unit-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeout 300 -j 2"
-# The same core and client GoogleTests under ASan+UBSan (clang, build-sanitize/),
+suite reconcile-and-sim bash -c "cd '$BUILD_DIR' && ctest --output-on-failure --timeout 300 -j 2 -LE '^(unit|kube)\$'"
+# The core and client GoogleTests under ASan+UBSan (clang, build-sanitize/),
 # then every libFuzzer target briefly from its seed corpus (docs/reliability.md);
 # after every suite that does not need them, which gave the background sanitizer
 # build their time.
