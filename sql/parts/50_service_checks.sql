@@ -82,6 +82,10 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   r record;
 BEGIN
+  -- off: no revision to read (an attach calls this once per new entry)
+  IF extsvc._setting('extsvc.enforce_chart_allowlist') = 'off' THEN
+    RETURN;
+  END IF;
   FOR r IN SELECT h.data FROM extsvc.service_records s
              JOIN extsvc.helm_revisions h ON h.service_id = s.service_id
                                          AND h.revision IN (s.desired_revision, s.applied_revision)

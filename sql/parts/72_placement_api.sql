@@ -127,6 +127,7 @@ DECLARE
   v_bad text;
   v_host text;
   v_net text[];
+  v_inserted boolean;
 BEGIN
   IF upsert_instance.instance_id IS NULL THEN
     PERFORM extsvc._raise('22023', 'instance_id is required', 'argument: instance_id is NULL',
@@ -216,7 +217,9 @@ BEGIN
       SET host_machine_id = EXCLUDED.host_machine_id,
           network_dpus = coalesce(v_net, i.network_dpus),
           -- an omitted dpf_managed (NULL) keeps the current value (issue #12)
-          dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now();
+          dpf_managed = coalesce(upsert_instance.dpf_managed, i.dpf_managed), updated_at = now()
+    -- xmax 0: the row was inserted, not updated
+    RETURNING i.xmax = 0 INTO v_inserted;
   EXCEPTION WHEN unique_violation THEN
     -- a concurrent call put another live instance on the host first
     GET STACKED DIAGNOSTICS v_bad = CONSTRAINT_NAME;
@@ -227,7 +230,10 @@ BEGIN
       format('host_machine_id: %s, instance_id: %s', v_host, upsert_instance.instance_id),
       'Delete the host''s instance first (extsvc.delete_instance); an instance being deleted no longer counts.');
   END;
-  PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
+  -- a new instance has no entries (they reference it) and so no targets to resolve
+  IF NOT v_inserted THEN
+    PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
+  END IF;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, text, text[], boolean) IS
@@ -486,10 +492,16 @@ BEGIN
      AND EXISTS (SELECT FROM extsvc.service_records s
                   WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
   -- every DPU of the instance must be observed again for the new
-  -- config_version (configs_synced), also those whose rows did not change
+  -- config_version (configs_synced), also those whose rows did not change.
+  -- A work row this transaction already made due (its attachment rows'
+  -- trigger did: written by this transaction, due now, no attempts) is
+  -- left as it is: a second bump changes nothing the worker can see.
   PERFORM extsvc._touch_dpu(x.dpu_machine_id)
      FROM (SELECT DISTINCT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
-            WHERE a.instance_id = i.instance_id) x;
+            WHERE a.instance_id = i.instance_id) x
+    WHERE NOT EXISTS (SELECT FROM extsvc.dpu_reconciliations q
+                       WHERE q.dpu_machine_id = x.dpu_machine_id
+                         AND q.xmin = pg_current_xact_id()::xid AND q.next_due_at = now() AND q.attempts = 0);
   RETURN i.config_version + 1;
 END
 $fn$;
