@@ -54,7 +54,9 @@ ratio API p50 / reference p50 per handler is the target (<= 3x).
 
 Env: BENCH_NH_DPUS (25000; quick 2500), BENCH_NH_SERVICES (2500; 250),
 BENCH_NH_INSTANCES (12500; 1250), BENCH_NH_HISTORY (1000000; 100000),
-BENCH_NH_SESSIONS (8), BENCH_NH_SECONDS (60; 15), BENCH_NH_SETTLE (seconds to
+BENCH_NH_SESSIONS (8), BENCH_NH_SECONDS (60; 15: the API's time, in
+BENCH_NH_ROUNDS rounds, 6; 5, each followed by the reference's round of as
+many transactions per session and handler), BENCH_NH_SETTLE (seconds to
 wait for the worker to finish the seeding's backlog first; 300; 60),
 BENCH_QUICK=1. BENCH_NH_PROFILE=1 loads pg_stat_statements (track = all) and
 sets track_functions = all, and prints after the API phase where its time
@@ -87,6 +89,7 @@ INSTANCES = c.size("BENCH_NH_INSTANCES", 12500, 1250)
 HISTORY = c.size("BENCH_NH_HISTORY", 1000000, 100000)
 SESSIONS = c.size("BENCH_NH_SESSIONS", 8, 8)
 SECONDS = c.size("BENCH_NH_SECONDS", 60, 15)
+ROUNDS = c.size("BENCH_NH_ROUNDS", 6, 5)
 SETTLE = c.size("BENCH_NH_SETTLE", 300, 60)
 PROFILE = os.environ.get("BENCH_NH_PROFILE") == "1"
 TENANTS = 50
@@ -236,10 +239,10 @@ class Plan:
         self.lock = threading.Lock()
 
 
-class Session(threading.Thread):
-    def __init__(self, n, connect, kind, plan, tpl, quota=None, deadline=None):
-        super().__init__(daemon=True)
-        self.n, self.kind, self.plan, self.quota, self.deadline = n, kind, plan, quota, deadline
+class Session:
+    def __init__(self, n, connect, kind, plan, tpl):
+        self.n, self.kind, self.plan, self.quota, self.deadline = n, kind, plan, None, None
+        self.turn = 0  # where in CYCLE the next round goes on
         self.conn = connect()
         self.h = ApiHandlers(self.conn) if kind == "api" else RefHandlers(self.conn, tpl)
         self.lat = {h: [] for h in HANDLERS}
@@ -291,13 +294,15 @@ class Session(threading.Thread):
             self.h.status(iid(i), tenant(i))
         return True
 
-    def run(self):
-        n = 0
+    def run(self, deadline=None, quota=None):
+        """One round: until the deadline, or until every handler has run its
+        quota (a count of this session's transactions so far)."""
+        self.deadline, self.quota = deadline, quota
         while True:
             if all(self.done(h) for h in HANDLERS):
                 return
-            h = CYCLE[n % len(CYCLE)]
-            n += 1
+            h = CYCLE[self.turn % len(CYCLE)]
+            self.turn += 1
             if self.quota is not None and self.done(h):
                 continue
             if self.quota is None and self.done(h):
@@ -404,28 +409,59 @@ def census_report(api, ref):
     return same
 
 
-def phase(e, kind, connect, plan, tpl, quota=None):
+def new_phase(sessions):
+    return {"sessions": sessions, "wall": 0.0, "waits": 0, "kinds": {}, "claimed": 0, "claim": {}, "cost": []}
+
+
+def run_round(e, p, seconds=None, quota=None):
+    """One round of a phase: its sessions at once, for `seconds` or until each
+    has run its quota ({handler: count so far} per session); adds to p."""
     offset = os.path.getsize(e.pg.logfile)
     claimed0 = sum(int(r[2]) for r in c.worker_status(e))
     sampler = ClaimSampler(lambda: sqlx_pg.connect(host=e.pg.dir, port=e.pg.port, user=c.PG_USER, dbname="postgres"))
-    deadline = c.now() + SECONDS
-    sessions = [Session(n, connect, kind, plan, tpl, quota and quota[n], deadline) for n in range(SESSIONS)]
+    deadline = c.now() + seconds if seconds is not None else None
+    threads = [threading.Thread(target=s.run, args=(deadline, quota and quota[n]), daemon=True)
+               for n, s in enumerate(p["sessions"])]
     sampler.start()
     t0 = c.now()
-    for s in sessions:
-        s.start()
-    for s in sessions:
-        s.join()
-    wall = c.now() - t0
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    p["wall"] += c.now() - t0
     sampler.stop.set()
     sampler.join()
     time.sleep(0.2)
     waits, kinds = lock_waits(e, offset)
-    claimed = sum(int(r[2]) for r in c.worker_status(e)) - claimed0
-    for s in sessions:
-        s.conn.close()
-    return {"sessions": sessions, "wall": wall, "waits": waits, "kinds": kinds, "claimed": claimed, "claim": sampler.ages,
-            "sampler_ms": c.median(sampler.cost)}
+    p["waits"] += waits
+    for k, v in kinds.items():
+        p["kinds"][k] = p["kinds"].get(k, 0) + v
+    p["claimed"] += sum(int(r[2]) for r in c.worker_status(e)) - claimed0
+    for q, v in sampler.ages.items():
+        p["claim"].setdefault(q, []).extend(v)
+    p["cost"].extend(sampler.cost)
+    sampler.conn.close()
+
+
+def phases(e, nico_conn, su_conn, services, tpl):
+    """The API and the reference in alternate rounds (ROUNDS of SECONDS /
+    ROUNDS each for the API; the reference then runs, per session and
+    handler, as many transactions as the API ran so far). This machine's
+    speed drifts by tens of per cent from one minute to the next (other
+    people's work on the host): with the two phases one after the other the
+    ratio of one code measured 4.7x to 6.7x in four runs; in alternate
+    rounds both sides see the same drift."""
+    plans = Plan(services), Plan(services)  # one per side: its sessions share it
+    api = new_phase([Session(n, nico_conn, "api", plans[0], tpl) for n in range(SESSIONS)])
+    ref = new_phase([Session(n, su_conn, "ref", plans[1], tpl) for n in range(SESSIONS)])
+    for _ in range(ROUNDS):
+        run_round(e, api, seconds=SECONDS / ROUNDS)
+        run_round(e, ref, quota=[{h: len(s.lat[h]) for h in HANDLERS} for s in api["sessions"]])
+    for p in (api, ref):
+        for s in p["sessions"]:
+            s.conn.close()
+        p["sampler_ms"] = c.median(p["cost"])
+    return api, ref
 
 
 def main():
@@ -456,7 +492,6 @@ def main():
         services = [(int(r[0]), uuid.UUID(r[1]), r[2]) for r in e.pg.sql(
             "SELECT substr(service_name, 8)::int, service_id, version FROM extsvc.services "
             "WHERE service_name LIKE 'nh-svc-%'")]
-        plan = Plan(services)
         tpl, ref_s = make_ref(e)
         print(f"  reference tables copied in {ref_s:.1f} s", flush=True)
 
@@ -471,11 +506,9 @@ def main():
         if PROFILE:
             e.pg.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; "
                      "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()")
-        api = phase(e, "api", nico_conn, plan, tpl)
+        api, ref = phases(e, nico_conn, su_conn, services, tpl)
         if PROFILE:
             profile(e)
-        quota = [{h: len(s.lat[h]) for h in HANDLERS} for s in api["sessions"]]
-        ref = phase(e, "ref", su_conn, Plan(services), tpl, quota)
         report(api, ref)
         ok = True
     finally:
@@ -490,7 +523,8 @@ def main():
 
 def profile(e):
     """Where the API phase's time went (BENCH_NH_PROFILE=1): the worker's
-    statements are in it too, they run as the superuser."""
+    statements are in it too, and the reference's (alternate rounds); both
+    run as the superuser, the API's calls as the benchmark's role."""
     c.table("Functions by total time in the API phase (track_functions = all)",
             ["function", "calls", "total ms", "self ms", "total ms/call"],
             e.pg.sql("SELECT funcname, calls, round(total_time::numeric, 1), round(self_time::numeric, 1), "
