@@ -390,8 +390,7 @@ def census(kind, connect, services, tpl):
 def census_report(api, ref):
     """Per handler and table: rows inserted/updated/deleted by the API's transaction and the
     reference's. The same rows: the same tables, as many inserted and deleted, and updated on
-    both sides or neither (the API may update a row twice: its work row is made due by a
-    trigger and again at the end)."""
+    both sides or neither (the API may update a row more than once in a transaction)."""
     rows, same = [], {}
     for h in CENSUS_HANDLERS:
         a, r = api.get(h, {}), ref.get(h, {})
