@@ -37,8 +37,6 @@ namespace extsvc::pg {
 namespace {
 
 constexpr const char* kName = "nico_extsvc lease";
-constexpr const char* kLibraryVersion = EXTSVC_VERSION;
-
 // Owned; rebuilt on SIGHUP and when the site id in force changes. Null until configured.
 controller::Runtime* g_rt = nullptr;
 // No write before this while we hold the Lease (SiteLease's writes_from after a preemption). Kept

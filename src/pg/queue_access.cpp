@@ -9,20 +9,11 @@ extern "C" {
 }
 
 #include "gucs.hpp"
+#include "kept_statement.hpp"
 
 namespace extsvc::pg {
 
 namespace {
-
-// One statement, prepared at its first use and kept (SPI_keepplan): the
-// worker runs the same few statements forever. The plan cache re-plans a
-// kept plan when what it calls changes (ALTER EXTENSION UPDATE).
-struct Statement {
-  const char* sql;
-  int nargs;
-  Oid types[6];
-  SPIPlanPtr plan;
-};
 
 Statement s_claim{"SELECT id, state_version, lease_token, work FROM extsvc.claim($1, $2, $3, $4)",
                   4,
@@ -76,23 +67,6 @@ Statement s_version{
     0,
     {},
     nullptr};
-
-// Runs st with the arguments (a null pointer in nulls means none is NULL);
-// returns the number of rows.
-int run(Statement& st, const Datum* values = nullptr, const char* nulls = nullptr) {
-  if (st.plan == nullptr) {
-    SPIPlanPtr plan = SPI_prepare(st.sql, st.nargs, st.types);
-    if (plan == nullptr)
-      elog(ERROR, "nico_extsvc: preparing a worker statement failed: %s",
-           SPI_result_code_string(SPI_result));
-    if (SPI_keepplan(plan) != 0) elog(ERROR, "nico_extsvc: keeping a worker plan failed");
-    st.plan = plan;
-  }
-  const int rc = SPI_execute_plan(st.plan, const_cast<Datum*>(values), nulls, false, 0);
-  if (rc != SPI_OK_SELECT)
-    elog(ERROR, "nico_extsvc worker query failed: %s", SPI_result_code_string(rc));
-  return static_cast<int>(SPI_processed);
-}
 
 // One transaction around body(); an ERROR inside is turned into *error.
 // body runs PostgreSQL code only (it may raise).
@@ -164,21 +138,8 @@ Datum array_arg(const char* const* v, int n, Oid type) {
   return PointerGetDatum(a);
 }
 
-// Text form of a column (uuid, jsonb and text through their output
-// functions), copied into cxt; NULL stays NULL.
-char* text_col(MemoryContext cxt, int row, int col) {
-  char* v = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
-  return v ? MemoryContextStrdup(cxt, v) : nullptr;
-}
-
 Datum bin_col(int row, int col, bool* isnull) {
   return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
-}
-
-char** text_rows(MemoryContext cxt, int n, int col) {
-  auto** out = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (n + 1)));
-  for (int i = 0; i < n; ++i) out[i] = text_col(cxt, i, col);
-  return out;
 }
 
 int int4_scalar() {

@@ -2,18 +2,12 @@
 
 #include "site_access.hpp"
 
+#include "kept_statement.hpp"
 #include "queue_access.hpp"
 
 namespace extsvc::pg {
 
 namespace {
-
-struct Statement {
-  const char* sql;
-  int nargs;
-  Oid types[2];
-  SPIPlanPtr plan;
-};
 
 Statement s_identity{
     "SELECT matches, current_identity, recorded FROM extsvc.database_identity_status()",
@@ -30,33 +24,6 @@ Statement s_census{
 Statement s_live{"SELECT extsvc.live_service_count()", 0, {}, nullptr};
 Statement s_pending{
     "SELECT name, uid FROM extsvc.record_pending_orphans($1, $2)", 2, {TEXTOID, JSONBOID}, nullptr};
-
-// Prepared once and kept for the process (as queue_access.cpp's statements).
-int run(Statement& st, const Datum* values = nullptr) {
-  if (st.plan == nullptr) {
-    SPIPlanPtr plan = SPI_prepare(st.sql, st.nargs, st.types);
-    if (plan == nullptr)
-      elog(ERROR, "nico_extsvc: preparing a site statement failed: %s",
-           SPI_result_code_string(SPI_result));
-    if (SPI_keepplan(plan) != 0) elog(ERROR, "nico_extsvc: keeping a site plan failed");
-    st.plan = plan;
-  }
-  const int rc = SPI_execute_plan(st.plan, const_cast<Datum*>(values), nullptr, false, 0);
-  if (rc != SPI_OK_SELECT)
-    elog(ERROR, "nico_extsvc site query failed: %s", SPI_result_code_string(rc));
-  return static_cast<int>(SPI_processed);
-}
-
-char* text_col(MemoryContext cxt, int row, int col) {
-  char* v = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
-  return v ? MemoryContextStrdup(cxt, v) : nullptr;
-}
-
-char** text_rows(MemoryContext cxt, int n, int col) {
-  auto** out = static_cast<char**>(MemoryContextAllocZero(cxt, sizeof(char*) * (n + 1)));
-  for (int i = 0; i < n; ++i) out[i] = text_col(cxt, i, col);
-  return out;
-}
 
 Datum text_array(const char* const* v, int n) {
   Datum* elems = static_cast<Datum*>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));

@@ -4,6 +4,11 @@
 
 namespace extsvc::pg {
 
+// The extension version this library was built for (default_version of the
+// control file, through CMake). The workers and the lease process run only
+// against SQL objects of exactly this version.
+inline constexpr const char* kLibraryVersion = EXTSVC_VERSION;
+
 // Registers extsvc.workers static background workers and, with at least one, the lease process
 // (issue 25: it holds the site Lease for them) (from _PG_init).
 void register_workers();

@@ -34,11 +34,6 @@ char g_worker_name[64];
 
 namespace {
 
-// The extension version this library was built for (default_version of the
-// control file, through CMake). The workers run only against SQL objects of
-// exactly this version.
-constexpr const char* kLibraryVersion = EXTSVC_VERSION;
-
 using SteadyClock = std::chrono::steady_clock;
 
 std::string str(const char* s) {
