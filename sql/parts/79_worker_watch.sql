@@ -83,10 +83,13 @@ BEGIN
               r.attempts, d.wake
   ), added AS (
     -- a DPU without a work row (register_dpu makes one; a row deleted by hand): due now, claimed
-    -- by the queue's next claim
+    -- by the queue's next claim. Only while this worker may write (worker given): a restored
+    -- copy's worker, paused, saw DPUs whose work rows pg_restore had not loaded yet, and the
+    -- row it added failed the restore's COPY (23505); the resync of a takeover adds them then
     INSERT INTO extsvc.dpu_reconciliations AS r (dpu_machine_id, next_due_at)
     SELECT h.machine_id, now() FROM hit h
-     WHERE NOT EXISTS (SELECT FROM locked l WHERE l.dpu_machine_id = h.machine_id)
+     WHERE mark_and_claim_dpus.worker IS NOT NULL
+       AND NOT EXISTS (SELECT FROM locked l WHERE l.dpu_machine_id = h.machine_id)
      ORDER BY h.machine_id
     ON CONFLICT (dpu_machine_id) DO NOTHING
     RETURNING r.dpu_machine_id, r.state_version, NULL::uuid AS lease_token, r.attempts, true AS wake
@@ -110,7 +113,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.mark_and_claim_dpus(text[], text[], uuid[], text, integer, integer) IS
-  'Worker (watcher): in one statement, makes due the DPUs whose DPUDevice or Node (by name) changed in the watch caches, or not RUNNING yet for a service whose context changed, and leases up to max_claims of them to worker (none when NULL); returns the claimed rows as extsvc.claim does (woken: made due by this call), then the rows it woke but did not claim (lease_token and work NULL).';
+  'Worker (watcher): in one statement, makes due the DPUs whose DPUDevice or Node (by name) changed in the watch caches, or not RUNNING yet for a service whose context changed, and leases up to max_claims of them to worker (none when NULL); returns the claimed rows as extsvc.claim does (woken: made due by this call), then the rows it woke but did not claim (lease_token and work NULL). A DPU without a work row gets one only when worker is given.';
 
 -- Services whose DPUService changed: a DELETING one waits for DPF's
 -- finalizers, and the watch says when the object went. every_deleting: a
