@@ -256,7 +256,7 @@ pg_cluster_stop
 suite upgrade env PGBIN="$PGBIN" "$PY" "$ROOT/test/upgrade/test_upgrade.py"
 # The suites that mostly wait (dpfsim's delays, leases, timeouts) run side by
 # side: the e2e files E2E_JOBS (default 4) at a time, beside Patroni and the
-# soak (860-975 s for the whole command instead of about 1,500 s:
+# soak (811-899 s for the whole command instead of about 1,500 s:
 # docs/performance.md, "Build and test time"). TEST_SIDE_BY_SIDE=0 runs them
 # in order, the e2e files one at a time unless E2E_JOBS says otherwise.
 if [ "${TEST_SIDE_BY_SIDE:-1}" = 1 ] && [ "${TEST_BACKGROUND:-1}" != 0 ]; then
