@@ -12,9 +12,10 @@
 # "Build and test time"), then `suites: N passed, N failed`.
 # Three builds run in the background, one after another at low CPU priority
 # (nice), beside the suites that do not need them: the GoogleTest binaries
-# that run against dpfsim (`make integration-tests`, until the reconcile-and-sim
-# suite), the sanitizer build (the unit and client tests and the fuzz targets,
-# until the sanitizer and fuzz suites: those tests are compiled once, by clang) and the Debian packages' build (until the deb
+# that run against dpfsim (`make integration-tests`, until the
+# reconcile-and-sim suite), the sanitizer build (the unit and client tests and
+# the fuzz targets, until the sanitizer and fuzz suites: those tests are
+# compiled once, by clang) and the Debian packages' build (until the deb
 # suite's install phase, the last suite). The suites that mostly wait (the
 # e2e files, E2E_JOBS at a time, default 4, Patroni and the short soak) run
 # side by side; TEST_SIDE_BY_SIDE=0 runs them one after another. The summary
