@@ -73,6 +73,11 @@ def run(ready):
             "provisioning.dpu.nvidia.com", "v1alpha1", NS, "dpudevices", f"dpu-device-000{i}",
             {"spec": {"cluster": {"nodeLabels": {"tenant": "t1"}}}})
     sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "tenant", "operator": "In", "values": ["t1"]}]}]}
+    # a chart that requests an extended resource no Node has: its pod stays Pending,
+    # unbound, with the scheduler's FailedScheduling Event. Defined before the DPUService
+    # that uses it: with no delays dpfsim may render that service's pods at once, and a
+    # chart defined after them left its pod schedulable and no Event (CI of bf3cf1e)
+    ctl(c, "POST", "/charts", {"chart": "needs-sf", "requests": {"nvidia.com/bf_sf": "1"}})
     for name, chart in (("svc-a", "demo"), ("svc-p", "needs-sf")):
         co.create_namespaced_custom_object("svc.dpu.nvidia.com", "v1alpha1", NS, "dpuservices", {
             "apiVersion": "svc.dpu.nvidia.com/v1alpha1", "kind": "DPUService",
@@ -81,9 +86,6 @@ def run(ready):
                                               "version": "1.0.0"}},
                      "serviceDaemonSet": {"nodeSelector": sel},
                      "security": {"privileged": False}}})
-    # a chart that requests an extended resource no Node has: its pod stays Pending,
-    # unbound, with the scheduler's FailedScheduling Event
-    ctl(c, "POST", "/charts", {"chart": "needs-sf", "requests": {"nvidia.com/bf_sf": "1"}})
     ctl(c, "POST", "/pod-faults", {"node": "host-0001-dpu-device-0001", "reason": "CrashLoopBackOff"})
     core_d, apps_d = client.CoreV1Api(dpu), client.AppsV1Api(dpu)
     deadline = time.time() + 20
