@@ -69,13 +69,15 @@ def test_slow_post_after_delete_leaves_no_orphan_once_a_resync_ran():
     # applied 3 s after it was sent; the worker gives up after 2 s
     fid = sim.fault(verb="POST", path_regex="/dpuservices", action="latency", latency_ms=3000,
                     count=1)["id"]
+    # counted before the create: the late POST can land, and the watcher delete it, before
+    # DELETED is seen (CI of 3b64d06 read the counter after that deletion)
+    before = worker_counter("orphans_deleted")
     sid = e().create("slow-post")
     wait_until(lambda: fault_hits(fid) == 1, timeout=10, what="the POST is in flight")
     assert e().delete(sid) == "DELETING"
     e().wait_state(sid, "DELETED", timeout=20)
     # the late POST lands after DELETED: the orphan of the issue. With the watch caches its
     # ADDED event already makes the watcher delete it; polling waits for the resync.
-    before = worker_counter("orphans_deleted")
     wait_until(lambda: owned_dpuservices(sid) or worker_counter("orphans_deleted") > before,
                timeout=10, what="the late POST applied")
     if owned_dpuservices(sid) and worker_counter("orphans_deleted") == before:
