@@ -170,7 +170,7 @@ CREATE FUNCTION extsvc.create_service(
     deployment_scope text DEFAULT NULL, service_id uuid DEFAULT NULL,
     has_credential boolean DEFAULT false, observability jsonb DEFAULT NULL)
 RETURNS extsvc.services
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
   IF extsvc._caller_is_admin() THEN
@@ -346,7 +346,7 @@ CREATE FUNCTION extsvc.update_service(
     has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL,
     tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.services
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $fn$
 BEGIN
   -- SECURITY INVOKER: current_user is the calling role, SET ROLE included
   IF extsvc._caller_is_admin() THEN
@@ -467,7 +467,7 @@ COMMENT ON FUNCTION extsvc._delete_service(uuid, text, text, boolean) IS
 CREATE FUNCTION extsvc.delete_service(service_id uuid, version text DEFAULT NULL,
                                       tenant_organization_id text DEFAULT NULL)
 RETURNS extsvc.service_deletions
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
   r extsvc.services;
   v extsvc.service_deletions;

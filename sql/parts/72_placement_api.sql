@@ -1,6 +1,18 @@
 -- The placement API's writes: DPU and instance registry, attachments (SPEC 2.4, 2.7).
 -- Reads (per-DPU status, SPEC 2.8): 73_placement_reads.sql. Internals: 70_placement_internals.sql.
 
+-- plan_cache_mode = force_generic_plan on the calls NICo's handlers make in
+-- bursts (upsert_instance, set_instance_extension_services and
+-- delete_instance here, extsvc.lock_placement, and create_service,
+-- update_service and delete_service with their gates): their
+-- statements look rows up by key, and under the default mode PostgreSQL kept
+-- planning many of them anew at every call, because a custom plan for a
+-- one-element array (= ANY) looks cheaper than the generic one. An
+-- allocation of 8 instances spent a third of its time planning (22 ms
+-- against 15 ms with generic plans, one session; issue 26, part 3). The
+-- setting applies to the statements of the calls they make too; the
+-- registry calls (register_dpu) keep custom plans for the reason given there.
+
 -- Registry ---------------------------------------------------------------------
 
 -- plan_cache_mode: a site is registered into empty tables, often many DPUs
@@ -120,7 +132,7 @@ COMMENT ON FUNCTION extsvc.deregister_dpu(text) IS
 CREATE FUNCTION extsvc.upsert_instance(instance_id uuid, tenant_organization_id text, host_machine_id text,
                                        network_dpus text[] DEFAULT NULL, dpf_managed boolean DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
   old extsvc.instances;
@@ -243,7 +255,7 @@ CREATE FUNCTION extsvc.set_instance_extension_services(instance_id uuid, service
                                                        if_config_version_match bigint DEFAULT NULL,
                                                        tenant_organization_id text DEFAULT NULL)
 RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
   i extsvc.instances;
@@ -251,7 +263,7 @@ DECLARE
   n integer := 0;
   v_sid uuid;
   v_ver text;
-  s extsvc.service_records;
+  s record;
   v_types text[] := '{}';
   v_seen uuid[] := '{}';   -- requested service ids, in order
   v_vers text[] := '{}';   -- their versions
@@ -331,9 +343,8 @@ BEGIN
       PERFORM extsvc._raise('22023', 'each entry must be an object', format('JSON path: $[%s]', n),
                             'Pass {"service_id": "...", "version": "...", "removed": null}.');
     END IF;
-    SELECT min(k) INTO v_key FROM jsonb_object_keys(e) k
-     WHERE k NOT IN ('service_id', 'version', 'removed', 'id', 'dpu_target');
-    IF v_key IS NOT NULL THEN
+    IF e - '{service_id,version,removed,id,dpu_target}'::text[] <> '{}'::jsonb THEN
+      SELECT min(k) INTO v_key FROM jsonb_object_keys(e - '{service_id,version,removed,id,dpu_target}'::text[]) k;
       PERFORM extsvc._raise('22023', 'unknown field in an entry', format('JSON path: $[%s].%s', n, extsvc._token(v_key)),
                             'An entry has service_id, version and optionally removed, id and dpu_target.');
     END IF;
@@ -381,7 +392,15 @@ BEGIN
                             'List each service once.');
     END IF;
     v_seen := v_seen || v_sid;
-    SELECT * INTO s FROM extsvc.service_records r WHERE r.service_id = v_sid;
+    -- the service, whether it has this version and whether the instance has
+    -- the entry already, in one statement
+    SELECT r.tenant_organization_id, r.service_type, r.deployment_scope, r.lifecycle_state,
+           EXISTS (SELECT FROM extsvc.service_versions v WHERE v.service_id = v_sid AND v.version = v_ver
+                      AND v.deleted_at IS NULL) AS has_version,
+           EXISTS (SELECT FROM extsvc.instance_extension_services c
+                    WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
+                      AND c.removed_at IS NULL) AS attached
+      INTO s FROM extsvc.service_records r WHERE r.service_id = v_sid;
     IF set_instance_extension_services.tenant_organization_id IS NOT NULL
        AND (NOT FOUND OR s.tenant_organization_id <> set_instance_extension_services.tenant_organization_id) THEN
       -- with a tenant given: one answer for unknown and foreign services
@@ -398,8 +417,7 @@ BEGIN
       PERFORM extsvc._raise('42501', 'service belongs to another tenant', format('JSON path: $[%s].service_id = %s', n, v_sid),
                             'An instance can only use its own tenant''s services.');
     END IF;
-    IF NOT EXISTS (SELECT FROM extsvc.service_versions v WHERE v.service_id = v_sid AND v.version = v_ver
-                      AND (v.deleted_at IS NULL)) THEN
+    IF NOT s.has_version THEN
       PERFORM extsvc._raise('P0002', 'service version not found', format('JSON path: $[%s].version = %s', n, extsvc._token(v_ver)),
                             'Use the exact version string from extsvc.services.version.');
     END IF;
@@ -416,16 +434,12 @@ BEGIN
     -- workloads through DPF only; entries already attached stay allowed
     IF s.service_type = 'KUBERNETES_POD' AND i.dpf_managed
        AND extsvc._setting('extsvc.refuse_pod_services_on_dpf_hosts')::boolean
-       AND NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
-                        WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
-                          AND c.removed_at IS NULL) THEN
+       AND NOT s.attached THEN
       PERFORM extsvc._raise('22023', 'KUBERNETES_POD services are refused on DPF-managed hosts',
                             format('JSON path: $[%s].service_id = %s, instance_id: %s', n, v_sid, i.instance_id),
                             'Use a DPF_HELM_CHART service, or turn off extsvc.refuse_pod_services_on_dpf_hosts.');
     END IF;
-    IF NOT EXISTS (SELECT FROM extsvc.instance_extension_services c
-                    WHERE c.instance_id = i.instance_id AND c.service_id = v_sid AND c.version = v_ver
-                      AND c.removed_at IS NULL) THEN
+    IF NOT s.attached THEN
       IF s.lifecycle_state <> 'READY' THEN
         PERFORM extsvc._raise_c('service_not_ready', '55000', format('service is %s; only READY services can be attached', s.lifecycle_state),
                               format('JSON path: $[%s].service_id = %s', n, v_sid),
@@ -509,7 +523,7 @@ COMMENT ON FUNCTION extsvc.set_instance_extension_services(uuid, jsonb, bigint, 
   'Sets an instance''s extension services from NICo''s entries {service_id, version, removed (null), id, dpu_target}, at most 64 (an entry with a removed time is ignored, as NICo ignores it; id: the attachment''s, kept once stored; dpu_target: this attachment''s, instead of the service''s); removed entries stay as tombstones until their DPUs report TERMINATED. if_config_version_match: bigint (NICo binds i64). Returns the new config_version. With tenant_organization_id, an instance or service of another tenant is refused (42501) exactly like an unknown one. Locks only the instance tenant''s services.';
 
 CREATE FUNCTION extsvc.delete_instance(instance_id uuid, tenant_organization_id text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
   i extsvc.instances;

@@ -187,10 +187,11 @@ BEGIN
     END IF;
     RETURN 'not_terminated';
   END IF;
-  SELECT i.delete_requested_at IS NOT NULL INTO v_deleting FROM extsvc.instances i WHERE i.instance_id = r.instance_id;
-  SELECT c.removed_at IS NULL INTO v_entry_active FROM extsvc.instance_extension_services c
-   WHERE c.instance_id = r.instance_id AND c.service_id = r.service_id AND c.version = r.version;
-  SELECT d.deregistered_at IS NOT NULL INTO v_deregistered FROM extsvc.dpus d WHERE d.machine_id = r.dpu_machine_id;
+  SELECT (SELECT i.delete_requested_at IS NOT NULL FROM extsvc.instances i WHERE i.instance_id = r.instance_id),
+         (SELECT c.removed_at IS NULL FROM extsvc.instance_extension_services c
+           WHERE c.instance_id = r.instance_id AND c.service_id = r.service_id AND c.version = r.version),
+         (SELECT d.deregistered_at IS NOT NULL FROM extsvc.dpus d WHERE d.machine_id = r.dpu_machine_id)
+    INTO v_deleting, v_entry_active, v_deregistered;
   IF p_new.placement_state = 'ACTIVE' THEN
     IF coalesce(v_deleting, true) OR NOT coalesce(v_entry_active, false) OR coalesce(v_deregistered, true) THEN
       RETURN 'not_targeted';
@@ -301,19 +302,23 @@ COMMENT ON TABLE extsvc.dpu_state_history IS
 SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_state_history', '');
 SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_state_history_id_seq', '');
 
-CREATE FUNCTION extsvc._record_dpu_state(p_machine text, p_instance uuid, p_dpu text, p_service uuid, p_version text,
-                                         p_from text, p_to text, p_actor text, p_reason text, p_message text,
-                                         p_observed_at timestamptz) RETURNS void
+-- Keeps the newest 32 history entries of one row key. The instance is
+-- compared with = or IS NULL, not IS NOT DISTINCT FROM, which no index
+-- serves: the scan stays within the key in dpu_state_history_row.
+CREATE FUNCTION extsvc._trim_dpu_history(p_service uuid, p_dpu text, p_instance uuid) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   v_cut bigint;
 BEGIN
-  INSERT INTO extsvc.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, version, from_state, to_state,
-                                        actor, reason, message, observed_at)
-  VALUES (p_machine, p_instance, p_dpu, p_service, p_version, p_from, p_to, p_actor, p_reason, p_message, p_observed_at);
-  SELECT h.id INTO v_cut FROM extsvc.dpu_state_history h
-   WHERE h.service_id = p_service AND h.dpu_machine_id = p_dpu AND h.instance_id IS NOT DISTINCT FROM p_instance
-   ORDER BY h.id DESC OFFSET 32 LIMIT 1;
+  IF p_instance IS NULL THEN
+    SELECT h.id INTO v_cut FROM extsvc.dpu_state_history h
+     WHERE h.service_id = p_service AND h.dpu_machine_id = p_dpu AND h.instance_id IS NULL
+     ORDER BY h.id DESC OFFSET 32 LIMIT 1;
+  ELSE
+    SELECT h.id INTO v_cut FROM extsvc.dpu_state_history h
+     WHERE h.service_id = p_service AND h.dpu_machine_id = p_dpu AND h.instance_id = p_instance
+     ORDER BY h.id DESC OFFSET 32 LIMIT 1;
+  END IF;
   IF v_cut IS NOT NULL THEN
     DELETE FROM extsvc.dpu_state_history h
      WHERE h.service_id = p_service AND h.dpu_machine_id = p_dpu AND h.instance_id IS NOT DISTINCT FROM p_instance
@@ -321,16 +326,34 @@ BEGIN
   END IF;
 END
 $fn$;
+COMMENT ON FUNCTION extsvc._trim_dpu_history(uuid, text, uuid) IS
+  'Internal: deletes all but the newest 32 extsvc.dpu_state_history entries of one row key (service, DPU, instance or NULL).';
+
+CREATE FUNCTION extsvc._record_dpu_state(p_machine text, p_instance uuid, p_dpu text, p_service uuid, p_version text,
+                                         p_from text, p_to text, p_actor text, p_reason text, p_message text,
+                                         p_observed_at timestamptz) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  INSERT INTO extsvc.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, version, from_state, to_state,
+                                        actor, reason, message, observed_at)
+  VALUES (p_machine, p_instance, p_dpu, p_service, p_version, p_from, p_to, p_actor, p_reason, p_message, p_observed_at);
+  PERFORM extsvc._trim_dpu_history(p_service, p_dpu, p_instance);
+END
+$fn$;
 COMMENT ON FUNCTION extsvc._record_dpu_state(text, uuid, text, uuid, text, text, text, text, text, text, timestamptz) IS
   'Appends one per-DPU state change to extsvc.dpu_state_history and keeps the newest 32 of the row.';
 
 -- Attachments: one AFTER row trigger refuses a change the table does not
--- list and records the others. It runs once the row changed, inside the
--- statement, so a refusal (55000) still leaves the statement without effect;
--- and it derives the reason, wanted and actor once per change (a BEFORE
--- check and an AFTER record derived each twice, the largest part of an
--- attach's cost: issue 26, part 3). An INSERT ... ON CONFLICT that updates
--- is checked and recorded as the update it was.
+-- list, records the others and wakes the DPU whose desired labels changed.
+-- It runs once the row changed, inside the statement, so a refusal (55000)
+-- still leaves the statement without effect; and it derives the reason,
+-- wanted and actor once per change (a BEFORE check and an AFTER record
+-- derived each twice, the largest part of an attach's cost: issue 26, part
+-- 3). An INSERT ... ON CONFLICT that updates is checked and recorded as the
+-- update it was. What a deployment change's reason needs of the row's
+-- context (wanted, shared, stale) is read only when the placement did not
+-- change with it: a placement change alone decides the reason. Both changes
+-- of one row go into the history in one INSERT.
 CREATE FUNCTION extsvc._attachment_transition() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -339,8 +362,10 @@ DECLARE
   v_new extsvc.dpf_extension_service_attachments;
   r extsvc.dpf_extension_service_attachments;
   v_row text;
-  v_reason text;
+  v_placement_reason text;
+  v_deployment_reason text;
   v_placement_changed boolean;
+  v_deployment_changed boolean;
   v_wanted boolean;
 BEGIN
   IF extsvc._restoring() THEN RETURN NULL; END IF;  -- a restored row is history already
@@ -351,32 +376,52 @@ BEGIN
   v_row := format('instance_id: %s, dpu_machine_id: %s, service_id: %s, version: %s',
                   r.instance_id, r.dpu_machine_id, r.service_id, r.version);
   v_placement_changed := TG_OP <> 'UPDATE' OR NEW.placement_state <> OLD.placement_state;
+  v_deployment_changed := TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.deployment_state <> OLD.deployment_state);
   IF v_placement_changed THEN
-    v_reason := extsvc._placement_reason(v_old, v_new);
+    v_placement_reason := extsvc._placement_reason(v_old, v_new);
     PERFORM extsvc._refuse_transition('placement', v_old.placement_state, v_new.placement_state, v_actor,
-                                      v_reason, v_row);
-    PERFORM extsvc._record_dpu_state('placement', r.instance_id, r.dpu_machine_id, r.service_id, r.version,
-                                     v_old.placement_state, v_new.placement_state, v_actor, v_reason,
-                                     r.status_message, r.observed_at);
+                                      v_placement_reason, v_row);
   END IF;
-  IF TG_OP <> 'DELETE' AND (TG_OP = 'INSERT' OR NEW.deployment_state <> OLD.deployment_state) THEN
-    v_wanted := extsvc._attachment_wanted(NEW);
-    v_reason := extsvc._deployment_reason(TG_OP = 'INSERT', v_placement_changed, NEW.placement_state,
-                                          NEW.deployment_state, extsvc._went_stale(v_old.observed_at, NEW.observed_at),
-                                          v_wanted,
-                                          NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
-                                          AND extsvc._attachment_shared(NEW));
+  IF v_deployment_changed THEN
+    IF v_placement_changed THEN
+      v_deployment_reason := extsvc._deployment_reason(TG_OP = 'INSERT', true, NEW.placement_state,
+                                                       NEW.deployment_state, false, NULL, NULL);
+    ELSE
+      v_wanted := extsvc._attachment_wanted(NEW);
+      v_deployment_reason := extsvc._deployment_reason(false, false, NEW.placement_state, NEW.deployment_state,
+                                                       extsvc._went_stale(v_old.observed_at, NEW.observed_at),
+                                                       v_wanted,
+                                                       NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
+                                                       AND extsvc._attachment_shared(NEW));
+    END IF;
     PERFORM extsvc._refuse_transition('deployment', v_old.deployment_state, NEW.deployment_state, v_actor,
-                                      v_reason, v_row);
-    PERFORM extsvc._record_dpu_state('deployment', r.instance_id, r.dpu_machine_id, r.service_id, r.version,
-                                     v_old.deployment_state, NEW.deployment_state, v_actor, v_reason,
-                                     NEW.status_message, NEW.observed_at);
+                                      v_deployment_reason, v_row);
+  END IF;
+  IF v_placement_changed OR v_deployment_changed THEN
+    INSERT INTO extsvc.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, version, from_state,
+                                          to_state, actor, reason, message, observed_at)
+    SELECT x.machine, r.instance_id, r.dpu_machine_id, r.service_id, r.version, x.from_state, x.to_state,
+           v_actor, x.reason, x.message, x.observed_at
+      FROM (VALUES (1, 'placement'::extsvc.placement_machine, v_old.placement_state::text,
+                    v_new.placement_state::text, v_placement_reason, r.status_message, r.observed_at),
+                   (2, 'deployment', v_old.deployment_state::text, NEW.deployment_state::text,
+                    v_deployment_reason, NEW.status_message, NEW.observed_at))
+           x(o, machine, from_state, to_state, reason, message, observed_at)
+     WHERE (x.o = 1 AND v_placement_changed) OR (x.o = 2 AND v_deployment_changed)
+     ORDER BY x.o;
+    PERFORM extsvc._trim_dpu_history(r.service_id, r.dpu_machine_id, r.instance_id);
+  END IF;
+  -- the DPU's desired labels changed: observe it again (a REMOVING row that
+  -- goes away was not wanted any more)
+  IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND v_placement_changed)
+     OR (TG_OP = 'DELETE' AND OLD.placement_state = 'ACTIVE') THEN
+    PERFORM extsvc._touch_dpu(r.dpu_machine_id);
   END IF;
   RETURN NULL;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._attachment_transition() IS
-  'Trigger: refuses attachment placement and deployment changes not listed in extsvc.placement_transitions (55000) and records every other in extsvc.dpu_state_history.';
+  'Trigger: refuses attachment placement and deployment changes not listed in extsvc.placement_transitions (55000), records every other in extsvc.dpu_state_history and wakes the DPU when the placement changed.';
 
 CREATE TRIGGER attachment_transition
   AFTER INSERT OR DELETE OR UPDATE OF placement_state, deployment_state ON extsvc.dpf_extension_service_attachments

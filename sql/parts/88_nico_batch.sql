@@ -78,7 +78,7 @@ TO extsvc_api, extsvc_admin;
 CREATE FUNCTION extsvc.lock_placement(host_machine_ids text[], instance_ids uuid[] DEFAULT NULL,
                                       service_ids uuid[] DEFAULT NULL, tenant_organization_id text DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
   v_hosts text[] := coalesce(extsvc._machine_ids(lock_placement.host_machine_ids, 'host_machine_ids', 'host'), '{}');

@@ -27,8 +27,6 @@ COMMENT ON TABLE extsvc.site_service_dpu_status IS
 
 COMMENT ON FUNCTION extsvc._aggregate_state IS
   'Internal: aggregates per-DPU deployment states with the precedence of SPEC 2.8.';
-COMMENT ON FUNCTION extsvc._attachment_changed IS
-  'Internal trigger: wakes the DPUs whose desired labels an attachment change alters.';
 COMMENT ON FUNCTION extsvc._backoff IS
   'Internal: the retry delay after a failed attempt (exponential from extsvc.retry_base up to extsvc.retry_cap, never shorter than a clamped Retry-After).';
 COMMENT ON FUNCTION extsvc._blocking_instances IS
