@@ -19,7 +19,9 @@ replica: no triggers), spread over 30 days:
   lifecycle rows each (CREATING, READY, DELETING, DELETED).
 
 Measured, from SESSIONS sessions of NICo's typed client (test/nico/sqlx_pg.py,
-a login role that is only a member of extsvc_api) each running the handler
+a login role that is only a member of extsvc_api), each in a process of its
+own (BENCH_NH_CLIENT=threads: threads of one process, as before 2026-12-07),
+each running the handler
 cycle alloc, status, create, status, update, detach, status, delete for
 SECONDS seconds (test/nico/nico_handlers.py, one transaction per handler):
 - alloc: AllocateInstances, a batch of 8 new instances on free hosts of one
@@ -58,7 +60,8 @@ BENCH_NH_SESSIONS (8), BENCH_NH_SECONDS (60; 15: the API's time, in
 BENCH_NH_ROUNDS rounds, 6; 5, each followed by the reference's round of as
 many transactions per session and handler), BENCH_NH_SETTLE (seconds to
 wait for the worker to finish the seeding's backlog first; 300; 60),
-BENCH_QUICK=1. BENCH_NH_PROFILE=1 loads pg_stat_statements (track = all) and
+BENCH_QUICK=1. BENCH_NH_HOLD=FILE keeps the seeded site up before the phases
+while FILE exists (for EXPLAIN by hand). BENCH_NH_PROFILE=1 loads pg_stat_statements (track = all) and
 sets track_functions = all, and prints after the API phase where its time
 went: the functions by total and self time (pg_stat_user_functions) and the
 statements, nested ones included, by total time (a profile, not a measurement:
@@ -66,6 +69,7 @@ the tracking costs time too).
   PYTHONPATH=python /usr/bin/python3 bench/nico_handlers.py
 """
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -91,6 +95,7 @@ SESSIONS = c.size("BENCH_NH_SESSIONS", 8, 8)
 SECONDS = c.size("BENCH_NH_SECONDS", 60, 15)
 ROUNDS = c.size("BENCH_NH_ROUNDS", 6, 5)
 SETTLE = c.size("BENCH_NH_SETTLE", 300, 60)
+CLIENT = os.environ.get("BENCH_NH_CLIENT", "processes")
 PROFILE = os.environ.get("BENCH_NH_PROFILE") == "1"
 TENANTS = 50
 BATCH = 8
@@ -236,7 +241,6 @@ class Plan:
                 self.by_tenant.setdefault(k % TENANTS, []).append(k)
         self.version = {k: ver for k, _, ver in services}
         self.sid = {k: sid for k, sid, _ in services}
-        self.lock = threading.Lock()
 
 
 class Session:
@@ -319,6 +323,67 @@ class Session:
                     print(f"    session {self.n} {h}: {ex}", flush=True)
 
 
+def _session_main(pipe, n, kind, services, tpl, host, port, user):
+    """A session's own process: its Session, and the rounds the parent sends it."""
+    sess = Session(n, lambda: sqlx_pg.connect(host=host, port=port, user=user, dbname="postgres"), kind,
+                   Plan(services), tpl)
+    while True:
+        msg = pipe.recv()
+        if msg[0] == "close":
+            sess.conn.close()
+            pipe.send(None)
+            return
+        sess.run(*msg[1:])
+        pipe.send((sess.lat, sess.errors))
+
+
+class SessionProcess:
+    """A session in a process of its own (BENCH_NH_CLIENT=processes, the default). NICo runs
+    its handlers on the threads of a compiled client; eight Python threads in one process
+    take turns on the interpreter lock, so each session's work between two statements
+    waited for the other seven: sampled, the API's backends spent 62 % of their
+    transactions' time waiting for the client's next statement (issue 26, part 3)."""
+
+    def __init__(self, n, kind, services, tpl, host, port, user):
+        ctx = multiprocessing.get_context("spawn")
+        self.pipe, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_session_main, args=(child, n, kind, services, tpl, host, port, user),
+                                daemon=True)
+        self.proc.start()
+        self.lat, self.errors = {h: [] for h in HANDLERS}, {}
+
+    def start(self, deadline, quota):
+        self.pipe.send(("run", deadline, quota))
+
+    def wait(self):
+        self.lat, self.errors = self.pipe.recv()
+
+    def close(self):
+        self.pipe.send(("close",))
+        self.pipe.recv()
+        self.proc.join()
+
+
+class SessionThread:
+    """A session on a thread of this process (BENCH_NH_CLIENT=threads: the harness before
+    2026-12-07, kept to compare)."""
+
+    def __init__(self, n, kind, services, tpl, host, port, user):
+        self.s = Session(n, lambda: sqlx_pg.connect(host=host, port=port, user=user, dbname="postgres"), kind,
+                         Plan(services), tpl)
+        self.lat, self.errors, self.t = self.s.lat, self.s.errors, None
+
+    def start(self, deadline, quota):
+        self.t = threading.Thread(target=self.s.run, args=(deadline, quota), daemon=True)
+        self.t.start()
+
+    def wait(self):
+        self.t.join()
+
+    def close(self):
+        self.s.conn.close()
+
+
 CLAIM_SQL = " UNION ALL ".join(
     f"SELECT '{q}', coalesce(extract(epoch FROM now() - min(next_due_at)), 0)::float8 FROM extsvc.{t} "
     "WHERE next_due_at <= now() AND (lease_expires_at IS NULL OR lease_expires_at < now())"
@@ -351,6 +416,9 @@ def lock_waits(e, offset):
     kinds = {}
     for m in re.finditer(r"still waiting for (\w+) on (\w+)", text):
         kinds[m.group(0)[18:]] = kinds.get(m.group(0)[18:], 0) + 1
+    # a deadlock is an error the sessions count; the server's account of it says which calls met
+    for m in re.finditer(r"ERROR:  deadlock detected\n(?:.*\n){0,12}?.*STATEMENT:.*\n", text):
+        print("    server log: " + m.group(0).rstrip().replace("\n", "\n      "), flush=True)
     return sum(kinds.values()), kinds
 
 
@@ -419,14 +487,12 @@ def run_round(e, p, seconds=None, quota=None):
     claimed0 = sum(int(r[2]) for r in c.worker_status(e))
     sampler = ClaimSampler(lambda: sqlx_pg.connect(host=e.pg.dir, port=e.pg.port, user=c.PG_USER, dbname="postgres"))
     deadline = c.now() + seconds if seconds is not None else None
-    threads = [threading.Thread(target=s.run, args=(deadline, quota and quota[n]), daemon=True)
-               for n, s in enumerate(p["sessions"])]
     sampler.start()
     t0 = c.now()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for n, s in enumerate(p["sessions"]):
+        s.start(deadline, quota and quota[n])
+    for s in p["sessions"]:
+        s.wait()
     p["wall"] += c.now() - t0
     sampler.stop.set()
     sampler.join()
@@ -442,7 +508,7 @@ def run_round(e, p, seconds=None, quota=None):
     sampler.conn.close()
 
 
-def phases(e, nico_conn, su_conn, services, tpl):
+def phases(e, services, tpl):
     """The API and the reference in alternate rounds (ROUNDS of SECONDS /
     ROUNDS each for the API; the reference then runs, per session and
     handler, as many transactions as the API ran so far). This machine's
@@ -450,15 +516,15 @@ def phases(e, nico_conn, su_conn, services, tpl):
     people's work on the host): with the two phases one after the other the
     ratio of one code measured 4.7x to 6.7x in four runs; in alternate
     rounds both sides see the same drift."""
-    plans = Plan(services), Plan(services)  # one per side: its sessions share it
-    api = new_phase([Session(n, nico_conn, "api", plans[0], tpl) for n in range(SESSIONS)])
-    ref = new_phase([Session(n, su_conn, "ref", plans[1], tpl) for n in range(SESSIONS)])
+    kind = SessionProcess if CLIENT == "processes" else SessionThread
+    api = new_phase([kind(n, "api", services, tpl, e.pg.dir, e.pg.port, ROLE) for n in range(SESSIONS)])
+    ref = new_phase([kind(n, "ref", services, tpl, e.pg.dir, e.pg.port, c.PG_USER) for n in range(SESSIONS)])
     for _ in range(ROUNDS):
         run_round(e, api, seconds=SECONDS / ROUNDS)
         run_round(e, ref, quota=[{h: len(s.lat[h]) for h in HANDLERS} for s in api["sessions"]])
     for p in (api, ref):
         for s in p["sessions"]:
-            s.conn.close()
+            s.close()
         p["sampler_ms"] = c.median(p["cost"])
     return api, ref
 
@@ -502,10 +568,11 @@ def main():
 
         # before the profile's reset: the census is not part of the API phase
         same = census_report(census("api", nico_conn, services, tpl), census("ref", su_conn, services, tpl))
+        hold(e)
         if PROFILE:
             e.pg.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; "
                      "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()")
-        api, ref = phases(e, nico_conn, su_conn, services, tpl)
+        api, ref = phases(e, services, tpl)
         if PROFILE:
             profile(e)
         report(api, ref)
@@ -518,6 +585,19 @@ def main():
         print("nico_handlers: FAILED the census: the reference does not write the rows the API writes")
         return False
     return ok
+
+
+def hold(e):
+    """BENCH_NH_HOLD=FILE: the seeded site stays up, before the phases, while FILE exists (to
+    EXPLAIN or time a call by hand); the connection line is printed."""
+    path = os.environ.get("BENCH_NH_HOLD")
+    if not path:
+        return
+    open(path, "w").close()
+    print(f"  holding while {path} exists: psql -h {e.pg.dir} -p {e.pg.port} -U {c.PG_USER} postgres "
+          f"(NICo's role: {ROLE})", flush=True)
+    while os.path.exists(path):
+        time.sleep(1)
 
 
 def profile(e):
