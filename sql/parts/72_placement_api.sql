@@ -274,6 +274,7 @@ DECLARE
   v_key text;
   v_changed boolean := false;
   v_tenant text;
+  v_dpu text;
 BEGIN
   PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
                                         set_instance_extension_services.tenant_organization_id);
@@ -509,13 +510,17 @@ BEGIN
   -- config_version (configs_synced), also those whose rows did not change.
   -- A work row this transaction already made due (its attachment rows'
   -- trigger did: written by this transaction, due now, no attempts) is
-  -- left as it is: a second bump changes nothing the worker can see.
-  PERFORM extsvc._touch_dpu(x.dpu_machine_id)
-     FROM (SELECT DISTINCT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
-            WHERE a.instance_id = i.instance_id) x
-    WHERE NOT EXISTS (SELECT FROM extsvc.dpu_reconciliations q
-                       WHERE q.dpu_machine_id = x.dpu_machine_id
-                         AND q.xmin = pg_current_xact_id()::xid AND q.next_due_at = now() AND q.attempts = 0);
+  -- left as it is: a second bump changes nothing the worker can see. One
+  -- look-up by key per DPU: as a join, the generic plan of this statement
+  -- read every work row (9.6 ms a call at 25,000 DPUs; issue 26, part 3).
+  FOR v_dpu IN SELECT DISTINCT a.dpu_machine_id FROM extsvc.dpf_extension_service_attachments a
+                WHERE a.instance_id = i.instance_id ORDER BY 1 LOOP
+    IF NOT EXISTS (SELECT FROM extsvc.dpu_reconciliations q
+                    WHERE q.dpu_machine_id = v_dpu
+                      AND q.xmin = pg_current_xact_id()::xid AND q.next_due_at = now() AND q.attempts = 0) THEN
+      PERFORM extsvc._touch_dpu(v_dpu);
+    END IF;
+  END LOOP;
   RETURN i.config_version + 1;
 END
 $fn$;
