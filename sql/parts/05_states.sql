@@ -27,8 +27,7 @@ COMMENT ON DOMAIN extsvc.deployment_state IS
 CREATE FUNCTION extsvc._deployment_state_precedence() RETURNS text[]
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED']);
+  RETURN ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED'];
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._deployment_state_precedence() IS

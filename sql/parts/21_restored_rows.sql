@@ -17,9 +17,8 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   -- the client's statement, comments and blanks before it skipped; a trigger
   -- fired by another trigger is never a restore's own row
-  RETURN (
-    SELECT pg_catalog.pg_trigger_depth() = 1
-       AND pg_catalog.current_query() ~* '^(\s|--[^\n]*\n|/\*([^*]|\*+[^*/])*\*+/)*copy\s');
+  RETURN pg_catalog.pg_trigger_depth() = 1
+     AND pg_catalog.current_query() ~* '^(\s|--[^\n]*\n|/\*([^*]|\*+[^*/])*\*+/)*copy\s';
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._restoring() IS

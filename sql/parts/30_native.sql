@@ -50,8 +50,7 @@ COMMENT ON FUNCTION extsvc._setting(text) IS
 CREATE FUNCTION extsvc._site_id() RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT coalesce(extsvc._setting('extsvc.site_id'), ''));
+  RETURN coalesce(extsvc._setting('extsvc.site_id'), '');
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._site_id() IS
@@ -61,8 +60,7 @@ COMMENT ON FUNCTION extsvc._site_id() IS
 CREATE FUNCTION extsvc._namespace() RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT coalesce(nullif(extsvc._setting('extsvc.namespace'), ''), 'dpf-operator-system'));
+  RETURN coalesce(nullif(extsvc._setting('extsvc.namespace'), ''), 'dpf-operator-system');
 END
 $fn$;
 
@@ -71,10 +69,9 @@ $fn$;
 CREATE FUNCTION extsvc._token(p_value text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT CASE WHEN p_value IS NULL THEN 'NULL'
-                WHEN length(p_value) <= 64 THEN p_value
-                ELSE left(p_value, 48) || format('... (%s characters)', length(p_value)) END);
+  RETURN CASE WHEN p_value IS NULL THEN 'NULL'
+            WHEN length(p_value) <= 64 THEN p_value
+            ELSE left(p_value, 48) || format('... (%s characters)', length(p_value)) END;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._token(text) IS
@@ -123,8 +120,7 @@ COMMENT ON FUNCTION extsvc._raise_c(text, text, text, text, text) IS
 CREATE FUNCTION extsvc._config_version(n integer) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT format('V%s-T%s', n, (extract(epoch FROM now()) * 1000000)::bigint));
+  RETURN format('V%s-T%s', n, (extract(epoch FROM now()) * 1000000)::bigint);
 END
 $fn$;
 
@@ -144,8 +140,7 @@ $fn$;
 CREATE FUNCTION extsvc._caller_is_admin() RETURNS boolean
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT pg_has_role(current_user, 'extsvc_admin', 'USAGE'));
+  RETURN pg_has_role(current_user, 'extsvc_admin', 'USAGE');
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._caller_is_admin() IS

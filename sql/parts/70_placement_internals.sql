@@ -7,8 +7,7 @@
 CREATE FUNCTION extsvc._site_service_wanted(p_state text, p_applied integer) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT p_state IN ('READY', 'UPDATING') OR (p_state = 'FAILED' AND p_applied IS NOT NULL));
+  RETURN p_state IN ('READY', 'UPDATING') OR (p_state = 'FAILED' AND p_applied IS NOT NULL);
 END
 $fn$;
 

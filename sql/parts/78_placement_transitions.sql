@@ -93,10 +93,14 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
 CREATE FUNCTION extsvc._transition_actor() RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT CASE WHEN current_setting('nico_extsvc.actor', true) = 'worker'
-                     AND coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
-                THEN 'worker' ELSE 'api' END);
+  -- The helpers here return a plain expression where they can: PL/pgSQL
+  -- evaluates that on its fast path, while RETURN (SELECT ...) started the
+  -- executor at every call (per attachment row, per status row).
+  IF current_setting('nico_extsvc.actor', true) IS DISTINCT FROM 'worker' THEN
+    RETURN 'api';
+  END IF;
+  RETURN CASE WHEN coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
+              THEN 'worker' ELSE 'api' END;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._transition_actor() IS
@@ -109,9 +113,8 @@ COMMENT ON FUNCTION extsvc._transition_actor() IS
 CREATE FUNCTION extsvc._observation_max_age() RETURNS interval
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT greatest(coalesce(nullif(extsvc._setting('extsvc.observation_max_age'), '')::interval, interval '15 min'),
-                    2 * coalesce(nullif(extsvc._setting('extsvc.resync_interval'), '')::interval, interval '5 min')));
+  RETURN greatest(coalesce(nullif(extsvc._setting('extsvc.observation_max_age'), '')::interval, interval '15 min'),
+                2 * coalesce(nullif(extsvc._setting('extsvc.resync_interval'), '')::interval, interval '5 min'));
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._observation_max_age() IS
@@ -123,10 +126,9 @@ COMMENT ON FUNCTION extsvc._observation_max_age() IS
 CREATE FUNCTION extsvc._effective_deployment_state(p_state text, p_observed_at timestamptz) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT CASE WHEN p_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED')
-                     AND p_observed_at < now() - extsvc._observation_max_age()
-                THEN 'UNKNOWN' ELSE p_state END);
+  RETURN CASE WHEN p_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED')
+                 AND p_observed_at < now() - extsvc._observation_max_age()
+            THEN 'UNKNOWN' ELSE p_state END;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._effective_deployment_state(text, timestamptz) IS
@@ -137,9 +139,8 @@ COMMENT ON FUNCTION extsvc._effective_deployment_state(text, timestamptz) IS
 CREATE FUNCTION extsvc._went_stale(p_old_observed_at timestamptz, p_new_observed_at timestamptz) RETURNS boolean
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT coalesce(p_new_observed_at IS NOT DISTINCT FROM p_old_observed_at
-                    AND p_old_observed_at < now() - extsvc._observation_max_age(), false));
+  RETURN coalesce(p_new_observed_at IS NOT DISTINCT FROM p_old_observed_at
+                AND p_old_observed_at < now() - extsvc._observation_max_age(), false);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._went_stale(timestamptz, timestamptz) IS
@@ -217,8 +218,7 @@ CREATE FUNCTION extsvc._deployment_reason(p_created boolean, p_placement_changed
                                           p_shared boolean DEFAULT false) RETURNS text
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  RETURN (
-    SELECT CASE
+  RETURN CASE
       WHEN p_placement_changed AND p_placement = 'REMOVING' AND p_to = 'UNKNOWN' THEN 'removal_requested'
       WHEN p_placement_changed AND p_placement = 'ACTIVE' AND p_to = 'PENDING'
         THEN CASE WHEN p_created THEN 'attached' ELSE 'reattached' END
@@ -231,7 +231,7 @@ BEGIN
       WHEN p_to = 'PENDING' THEN CASE WHEN p_wanted THEN 'not_running_observed' ELSE 'pending_unwanted' END
       WHEN p_to = 'TERMINATING' THEN CASE WHEN p_wanted THEN 'terminating_wanted' ELSE 'remnant_observed' END
       WHEN p_to = 'TERMINATED' THEN CASE WHEN p_wanted THEN 'dpu_gone' ELSE 'absence_observed' END
-    END);
+  END;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._deployment_reason(boolean, boolean, text, text, boolean, boolean, boolean) IS
