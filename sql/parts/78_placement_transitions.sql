@@ -86,6 +86,10 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
  -- the worker never creates attachment rows (only ALL_DPUS rows)
  WHERE NOT (m.machine = 'deployment' AND f.s = 'NEW' AND r.actor = 'worker');
 
+-- The helpers of this file return a plain expression where they can:
+-- PL/pgSQL evaluates that on its fast path, while RETURN (SELECT ...)
+-- started the executor at every call (per attachment row, per status row).
+
 -- Who is changing the row: 'worker' inside the worker's entry points (they
 -- carry SET nico_extsvc.actor = 'worker'; the workers connect as a
 -- superuser), 'api' otherwise. A tenant session setting the variable itself
@@ -93,9 +97,6 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
 CREATE FUNCTION extsvc._transition_actor() RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-  -- The helpers here return a plain expression where they can: PL/pgSQL
-  -- evaluates that on its fast path, while RETURN (SELECT ...) started the
-  -- executor at every call (per attachment row, per status row).
   IF current_setting('nico_extsvc.actor', true) IS DISTINCT FROM 'worker' THEN
     RETURN 'api';
   END IF;
