@@ -81,6 +81,57 @@ $fn$;
 COMMENT ON FUNCTION extsvc._lock_dpu_work(text[], uuid[]) IS
   'Internal: locks, in dpu_machine_id order, the DPU work rows a placement change of these hosts or instances may touch; API calls take them before their instance or DPU row, the order of the worker''s DPU completion.';
 
+-- What extsvc.lock_placement holds for the calls of its batch (issue 26,
+-- part 3): an allocation of 8 instances made 34 _lock_dpu_work calls, 32 of
+-- them for rows lock_placement had locked already (a tenth of its server
+-- time). lock_placement notes in a transaction-local setting, under this
+-- transaction's id (a session-wide SET of it never matches):
+--   1. the hosts it locked the DPU work rows of, those with at least one
+--      (a host with none is not covered: register_dpu of a first DPU would
+--      not wait for this transaction);
+--   2. the instances whose row and every DPU work row they may touch this
+--      transaction holds (those lock_placement locked FOR UPDATE;
+--      upsert_instance adds those it wrote on a host of 1.);
+--   3. every instance id it took the advisory lock of.
+-- A call of the batch skips _lock_dpu_work for an instance held (2.) on a
+-- covered host (1.): it would lock nothing this transaction does not hold,
+-- and none of those rows can change (register_dpu and deregister_dpu lock
+-- the host's DPU work rows first, and every other writer the instance
+-- row). Nothing else changes: a setting that does not match locks as before.
+CREATE FUNCTION extsvc._placement_held(p_host text, p_instance uuid, p_noted boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  m text[] := string_to_array(current_setting('nico_extsvc.placement_locked', true), '|');
+BEGIN
+  IF m IS NULL OR cardinality(m) <> 4 OR m[1] <> pg_current_xact_id()::text THEN
+    RETURN false;
+  END IF;
+  -- p_noted: an instance id of 3. instead of one held (2.)
+  RETURN coalesce(p_host = ANY (m[2]::text[])
+                  AND p_instance = ANY ((CASE WHEN p_noted THEN m[4] ELSE m[3] END)::uuid[]), false);
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._placement_held(text, uuid, boolean) IS
+  'Internal: whether extsvc.lock_placement, earlier in this transaction, locked the host''s DPU work rows and the instance with every DPU work row it may touch (p_noted: whether it took the instance id''s advisory lock instead), so that the call need not lock them again.';
+
+CREATE FUNCTION extsvc._placement_note_held(p_host text, p_instance uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  m text[] := string_to_array(current_setting('nico_extsvc.placement_locked', true), '|');
+BEGIN
+  IF m IS NULL OR cardinality(m) <> 4 OR m[1] <> pg_current_xact_id()::text THEN
+    RETURN;
+  END IF;
+  IF coalesce(p_host = ANY (m[2]::text[]) AND NOT p_instance = ANY (m[3]::uuid[]), false) THEN
+    PERFORM set_config('nico_extsvc.placement_locked',
+                       array_to_string(ARRAY[m[1], m[2], (m[3]::uuid[] || p_instance)::text, m[4]], '|'), true);
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._placement_note_held(text, uuid) IS
+  'Internal: upsert_instance wrote the instance on the host, holding its row and every DPU work row it may touch: the calls after it in a batch of extsvc.lock_placement need not lock them again (if the host is one lock_placement covers).';
+
 -- An attachment row's change wakes its DPU from the row's transition
 -- trigger (extsvc._attachment_transition, 78_placement_transitions.sql).
 

@@ -140,6 +140,8 @@ DECLARE
   v_host text;
   v_net text[];
   v_inserted boolean;
+  v_owner text;
+  v_held boolean;
 BEGIN
   IF upsert_instance.instance_id IS NULL THEN
     PERFORM extsvc._raise('22023', 'instance_id is required', 'argument: instance_id is NULL',
@@ -154,19 +156,27 @@ BEGIN
   -- batch that names another tenant's instance fails at once instead of
   -- waiting for (and, in a second batch, deadlocking with) its owner's
   -- transaction (test/nico/concurrency.py found that one)
-  IF EXISTS (SELECT FROM extsvc.instances i
-              WHERE i.instance_id = upsert_instance.instance_id
-                AND i.tenant_organization_id <> upsert_instance.tenant_organization_id) THEN
+  SELECT i.tenant_organization_id INTO v_owner FROM extsvc.instances i
+   WHERE i.instance_id = upsert_instance.instance_id;
+  IF v_owner <> upsert_instance.tenant_organization_id THEN
     PERFORM extsvc._raise('42501', 'instance_id is not available to this tenant',
                           format('instance_id: %s, tenant_organization_id: %s', upsert_instance.instance_id,
                                  extsvc._token(upsert_instance.tenant_organization_id)),
                           'An instance keeps the tenant it was registered with; use another instance_id.');
   END IF;
   -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows (old and new
-  -- host) before the instance
-  PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
+  -- host) before the instance; in a batch of lock_placement, the host's and
+  -- the instance's are held already (an instance that did not exist then has
+  -- none but the host's)
+  v_held := extsvc._placement_held(v_host, upsert_instance.instance_id, v_owner IS NULL);
+  IF NOT v_held THEN
+    PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
+  END IF;
   SELECT * INTO old FROM extsvc.instances i WHERE i.instance_id = upsert_instance.instance_id FOR UPDATE;
-  PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
+  -- an instance another call created meanwhile may have attachment rows
+  IF NOT v_held OR (old.instance_id IS NOT NULL AND NOT extsvc._placement_held(v_host, old.instance_id)) THEN
+    PERFORM extsvc._lock_dpu_work(ARRAY[v_host], ARRAY[upsert_instance.instance_id]);
+  END IF;
   IF old.instance_id IS NOT NULL THEN
     IF old.tenant_organization_id <> upsert_instance.tenant_organization_id THEN
       -- an instance never changes its tenant; the answer names nothing of the row
@@ -246,6 +256,8 @@ BEGIN
   IF NOT v_inserted THEN
     PERFORM extsvc._materialize_instance(upsert_instance.instance_id, false);
   END IF;
+  -- this transaction holds the row and every DPU work row it may touch now
+  PERFORM extsvc._placement_note_held(v_host, upsert_instance.instance_id);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.upsert_instance(uuid, text, text, text[], boolean) IS
@@ -275,6 +287,8 @@ DECLARE
   v_changed boolean := false;
   v_tenant text;
   v_dpu text;
+  v_host text;
+  v_held boolean;
 BEGIN
   PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
                                         set_instance_extension_services.tenant_organization_id);
@@ -287,7 +301,7 @@ BEGIN
   -- The instance's tenant, read without a lock: it never changes
   -- (upsert_instance refuses another tenant), and NULL (an unknown
   -- instance) locks nothing below.
-  SELECT x.tenant_organization_id INTO v_tenant FROM extsvc.instances x
+  SELECT x.tenant_organization_id, x.host_machine_id INTO v_tenant, v_host FROM extsvc.instances x
    WHERE x.instance_id = set_instance_extension_services.instance_id;
   -- Lock the referenced services of that tenant FOR SHARE, in id order,
   -- before checking them (issue #14 P0-4): a concurrent delete_service (FOR
@@ -310,8 +324,13 @@ BEGIN
               AND (x->>'service_id') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
    ORDER BY r.service_id
    FOR SHARE OF r;
-  -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows before the instance
-  PERFORM extsvc._lock_dpu_work('{}', ARRAY[set_instance_extension_services.instance_id]);
+  -- lock order (issue 13, _lock_dpu_work): the DPUs' work rows before the
+  -- instance; in a batch of lock_placement held already, with the instance
+  -- (whose host read above cannot change while this transaction holds it)
+  v_held := extsvc._placement_held(v_host, set_instance_extension_services.instance_id);
+  IF NOT v_held THEN
+    PERFORM extsvc._lock_dpu_work('{}', ARRAY[set_instance_extension_services.instance_id]);
+  END IF;
   SELECT * INTO i FROM extsvc.instances x WHERE x.instance_id = set_instance_extension_services.instance_id FOR UPDATE;
   IF NOT FOUND THEN
     -- gone while this call waited for its locks (a deletion that finished):
@@ -322,7 +341,9 @@ BEGIN
     PERFORM extsvc._raise('P0002', 'instance not found', format('instance_id: %s', set_instance_extension_services.instance_id),
                           'Register it with extsvc.upsert_instance first.');
   END IF;
-  PERFORM extsvc._lock_dpu_work('{}', ARRAY[i.instance_id]);
+  IF NOT v_held THEN
+    PERFORM extsvc._lock_dpu_work('{}', ARRAY[i.instance_id]);
+  END IF;
   IF i.delete_requested_at IS NOT NULL THEN
     PERFORM extsvc._raise_c('instance_deleting', '55000', 'instance is being deleted', format('instance_id: %s', i.instance_id),
                           'Its configuration can no longer change.');

@@ -112,10 +112,18 @@ BEGIN
   PERFORM FROM extsvc.instances i WHERE i.instance_id = ANY (v_instances) ORDER BY i.instance_id FOR UPDATE OF i;
   -- what moved meanwhile (an instance's host changed, a DPU was added)
   PERFORM extsvc._lock_dpu_work(v_hosts, v_instances);
+  -- what the calls of the batch need not lock again (extsvc._placement_held)
+  PERFORM set_config('nico_extsvc.placement_locked', array_to_string(ARRAY[
+    pg_current_xact_id()::text,
+    ARRAY(SELECT DISTINCT d.host_machine_id FROM extsvc.dpus d
+            JOIN extsvc.dpu_reconciliations q ON q.dpu_machine_id = d.machine_id
+           WHERE d.host_machine_id = ANY (v_hosts) ORDER BY 1)::text,
+    v_instances::text,
+    ARRAY(SELECT u FROM unnest(coalesce(lock_placement.instance_ids, '{}')) u WHERE u IS NOT NULL)::text], '|'), true);
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) IS
-  'Call first in a transaction that changes several instances or hosts (a batch allocation): takes a transaction-level advisory lock per host and per instance id (in key order; NICo locks its machine rows), then locks the services FOR SHARE, the DPUs'' work rows of the hosts and instances and the instances, in the order every writer uses, so that two such transactions never deadlock. With tenant_organization_id, only that tenant''s services and instances are row-locked.';
+  'Call first in a transaction that changes several instances or hosts (a batch allocation): takes a transaction-level advisory lock per host and per instance id (in key order; NICo locks its machine rows), then locks the services FOR SHARE, the DPUs'' work rows of the hosts and instances and the instances, in the order every writer uses, so that two such transactions never deadlock. With tenant_organization_id, only that tenant''s services and instances are row-locked. The calls of the batch that follow (upsert_instance, set_instance_extension_services) do not lock again what it holds (extsvc._placement_held).';
 
 REVOKE ALL ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION extsvc.lock_placement(text[], uuid[], uuid[], text) TO extsvc_api, extsvc_admin;
