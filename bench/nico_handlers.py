@@ -38,7 +38,9 @@ Printed: transactions per second, p50/p99 per handler, errors by SQLSTATE,
 lock waits over deadlock_timeout (10 ms, log_lock_waits: the "still waiting"
 lines of the server log) and the worker's claim latency beside it: the age of
 the oldest due, unleased row (extsvc_queue_oldest_due_age_seconds, by queue)
-sampled every 0.25 s while the sessions run.
+sampled every 0.25 s while the sessions run; and the CPU time (/proc utime + stime) each
+part of the run used during each phase's rounds: the API's backends, the superuser's
+(the reference's, the sampler's), the workers, dpfsim, autovacuum, the session clients.
 
 The physical reference: the same cycle, the same number of transactions per
 handler and session, on copies of the tables (schema nicobench_ref, LIKE
@@ -85,7 +87,7 @@ import nico_db  # noqa: E402,F401
 import sqlx_pg  # noqa: E402
 from nico_handlers import Nico, entry  # noqa: E402
 from nico_ref import REF, RefHandlers, make_ref  # noqa: E402  bench/nico_ref.py
-from nico_report import ClaimSampler, census_report, lock_waits, profile, report  # noqa: E402
+from nico_report import ClaimSampler, census_report, cpu_add, cpu_snapshot, lock_waits, profile, report  # noqa: E402
 
 DPUS = c.size("BENCH_NH_DPUS", 25000, 2500)
 SERVICES = c.size("BENCH_NH_SERVICES", 2500, 250)
@@ -418,7 +420,8 @@ def census(kind, connect, services, tpl):
 
 
 def new_phase(sessions):
-    return {"sessions": sessions, "wall": 0.0, "waits": 0, "kinds": {}, "claimed": 0, "claim": {}, "cost": []}
+    return {"sessions": sessions, "wall": 0.0, "waits": 0, "kinds": {}, "claimed": 0, "claim": {}, "cost": [],
+            "cpu": {}}
 
 
 def run_round(e, p, seconds=None, quota=None):
@@ -429,12 +432,14 @@ def run_round(e, p, seconds=None, quota=None):
     sampler = ClaimSampler(lambda: sqlx_pg.connect(host=e.pg.dir, port=e.pg.port, user=c.PG_USER, dbname="postgres"))
     deadline = c.now() + seconds if seconds is not None else None
     sampler.start()
+    cpu0 = cpu_snapshot(ROLE, e.sim.proc.pid)
     t0 = c.now()
     for n, s in enumerate(p["sessions"]):
         s.start(deadline, quota and quota[n])
     for s in p["sessions"]:
         s.wait()
     p["wall"] += c.now() - t0
+    cpu_add(p["cpu"], cpu0, cpu_snapshot(ROLE, e.sim.proc.pid))
     sampler.stop.set()
     sampler.join()
     time.sleep(0.2)

@@ -2,6 +2,7 @@
 latency sampled beside the sessions, the lock waits and deadlocks of the server log, the
 census's table, the profile and the report."""
 import json
+import os
 import re
 import threading
 
@@ -30,6 +31,54 @@ class ClaimSampler(threading.Thread):
                 self.ages.setdefault(q, []).append(v * 1000)
             self.cost.append((c.now() - t0) * 1000)
             self.stop.wait(0.25)
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_class(cmd, role, sim_pid, pid):
+    """Which part of the run a process is, from its command line (PostgreSQL's process titles)."""
+    if pid == sim_pid or "dpfsim" in cmd:
+        return "dpfsim"
+    if cmd.startswith("postgres: "):
+        if "nico_extsvc" in cmd:
+            return "extsvc workers"
+        if "autovacuum" in cmd:
+            return "autovacuum"
+        if cmd.startswith(f"postgres: {role} "):
+            return "API backends"
+        if cmd.startswith("postgres: postgres postgres"):
+            return "superuser backends (reference, sampler)"
+        return "postgres, other"
+    if "multiprocessing" in cmd or "spawn_main" in cmd:
+        return "session clients"
+    return None
+
+
+def cpu_snapshot(role, sim_pid):
+    """utime + stime per process of this machine's run, in seconds, with its class."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        k = _cpu_class(cmd, role, sim_pid, int(d))
+        if k is not None:
+            out[int(d)] = (k, (int(st[11]) + int(st[12])) / TICK)
+    return out
+
+
+def cpu_add(acc, before, after):
+    """Adds each class's CPU seconds between two snapshots to acc (a process that ended
+    between them is not counted: short autovacuum workers may be missing)."""
+    for pid, (k, t) in after.items():
+        acc[k] = acc.get(k, 0.0) + t - (before[pid][1] if pid in before else 0.0)
 
 
 def lock_waits(e, offset):
@@ -110,3 +159,10 @@ def report(api, ref, handlers, sessions):
           f"{api['sampler_ms']:.1f} ms)")
     for name, p in (("API", api), ("reference", ref)):
         print(f"lock waits > 10 ms, {name}: {json.dumps(p['kinds'])}")
+    classes = sorted(set(api["cpu"]) | set(ref["cpu"]))
+    na = sum(len(x) for s in api["sessions"] for x in s.lat.values())
+    nr = sum(len(x) for s in ref["sessions"] for x in s.lat.values())
+    c.table("CPU by part of the run during each phase's rounds (s; ms per transaction; /proc utime + stime)",
+            ["part", "API s", "API ms/txn", "reference s", "reference ms/txn"],
+            [(k, api["cpu"].get(k, 0.0), 1000 * api["cpu"].get(k, 0.0) / max(na, 1), ref["cpu"].get(k, 0.0),
+              1000 * ref["cpu"].get(k, 0.0) / max(nr, 1)) for k in classes])
