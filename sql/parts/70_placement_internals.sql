@@ -210,8 +210,6 @@ DECLARE
   v_host text[];
 BEGIN
   SELECT * INTO i FROM extsvc.instances WHERE instance_id = p_instance FOR UPDATE;
-  SELECT coalesce(array_agg(machine_id), '{}') INTO v_host FROM extsvc.dpus
-   WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
   FOR e IN
     -- an attachment's own dpu_target (issue 22) overrides the service's
     SELECT c.service_id, c.version, c.removed_at, c.attached_at, coalesce(c.dpu_target, s.dpu_target) AS dpu_target,
@@ -247,6 +245,10 @@ BEGIN
     ELSE
       -- detach or instance deletion: every DPU attached to the host must be
       -- observed TERMINATED before the tombstone goes away
+      IF v_host IS NULL THEN
+        SELECT coalesce(array_agg(machine_id), '{}') INTO v_host FROM extsvc.dpus
+         WHERE host_machine_id = i.host_machine_id AND deregistered_at IS NULL;
+      END IF;
       INSERT INTO extsvc.dpf_extension_service_attachments AS a
              (instance_id, dpu_machine_id, service_id, version, placement_state, deployment_state, removing_since)
       SELECT p_instance, h.id, e.service_id, e.version, 'REMOVING', 'UNKNOWN', now() FROM unnest(v_host) h(id)

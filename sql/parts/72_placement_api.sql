@@ -191,21 +191,24 @@ BEGIN
     END IF;
   END IF;
   -- network_dpus must be registered DPUs of this host (issue #12: otherwise
-  -- the placement silently froze on the old DPU, which still read ready)
-  SELECT extsvc._token_list(array_agg(format('%s (%s)', n.id,
-                           CASE WHEN d.machine_id IS NULL THEN 'not registered'
-                                WHEN d.host_machine_id <> v_host
-                                  THEN format('registered to host %s', d.host_machine_id)
-                                ELSE 'deregistered' END) ORDER BY n.o), false)
-    INTO v_bad
-    FROM unnest(v_net) WITH ORDINALITY n(id, o)
-    LEFT JOIN extsvc.dpus d ON d.machine_id = n.id
-   WHERE d.machine_id IS NULL OR d.host_machine_id <> v_host
-      OR d.deregistered_at IS NOT NULL;
-  IF v_bad IS NOT NULL THEN
-    PERFORM extsvc._raise('22023', 'network_dpus names DPUs that are not registered to the instance''s host',
-                          format('field: network_dpus; host_machine_id: %s; %s', v_host, v_bad),
-                          'Register the host''s DPUs with extsvc.register_dpu first, and list only DPUs of host_machine_id.');
+  -- the placement silently froze on the old DPU, which still read ready);
+  -- a list not passed (NULL: the current one stays) is not read
+  IF v_net IS NOT NULL THEN
+    SELECT extsvc._token_list(array_agg(format('%s (%s)', n.id,
+                             CASE WHEN d.machine_id IS NULL THEN 'not registered'
+                                  WHEN d.host_machine_id <> v_host
+                                    THEN format('registered to host %s', d.host_machine_id)
+                                  ELSE 'deregistered' END) ORDER BY n.o), false)
+      INTO v_bad
+      FROM unnest(v_net) WITH ORDINALITY n(id, o)
+      LEFT JOIN extsvc.dpus d ON d.machine_id = n.id
+     WHERE d.machine_id IS NULL OR d.host_machine_id <> v_host
+        OR d.deregistered_at IS NOT NULL;
+    IF v_bad IS NOT NULL THEN
+      PERFORM extsvc._raise('22023', 'network_dpus names DPUs that are not registered to the instance''s host',
+                            format('field: network_dpus; host_machine_id: %s; %s', v_host, v_bad),
+                            'Register the host''s DPUs with extsvc.register_dpu first, and list only DPUs of host_machine_id.');
+    END IF;
   END IF;
   -- an instance with DPF services cannot leave DPF while any remain
   IF old.instance_id IS NOT NULL AND old.dpf_managed AND upsert_instance.dpf_managed IS NOT NULL AND NOT upsert_instance.dpf_managed THEN
@@ -290,19 +293,24 @@ DECLARE
   v_host text;
   v_held boolean;
 BEGIN
-  PERFORM extsvc._check_instance_tenant(set_instance_extension_services.instance_id,
-                                        set_instance_extension_services.tenant_organization_id);
+  -- The instance's tenant and host, read without a lock: the tenant never
+  -- changes (upsert_instance refuses another tenant), and NULL (an unknown
+  -- instance) locks nothing below. With a tenant given, an unknown instance
+  -- and another tenant's get one answer (extsvc._check_instance_tenant's).
+  PERFORM extsvc._check_tenant_id(set_instance_extension_services.tenant_organization_id, false);
+  SELECT x.tenant_organization_id, x.host_machine_id INTO v_tenant, v_host FROM extsvc.instances x
+   WHERE x.instance_id = set_instance_extension_services.instance_id;
+  IF set_instance_extension_services.tenant_organization_id IS NOT NULL
+     AND v_tenant IS DISTINCT FROM set_instance_extension_services.tenant_organization_id THEN
+    PERFORM extsvc._tenant_denied('instance', set_instance_extension_services.instance_id,
+                                  set_instance_extension_services.tenant_organization_id);
+  END IF;
   -- at most 64 entries, refused before anything is locked (issue 29)
   IF jsonb_typeof(services) = 'array' AND jsonb_array_length(services) > 64 THEN
     PERFORM extsvc._raise('22023', 'services lists more than 64 entries',
                           format('JSON path: $ (%s entries)', jsonb_array_length(services)),
                           'An instance has at most 64 extension services; list each once.');
   END IF;
-  -- The instance's tenant, read without a lock: it never changes
-  -- (upsert_instance refuses another tenant), and NULL (an unknown
-  -- instance) locks nothing below.
-  SELECT x.tenant_organization_id, x.host_machine_id INTO v_tenant, v_host FROM extsvc.instances x
-   WHERE x.instance_id = set_instance_extension_services.instance_id;
   -- Lock the referenced services of that tenant FOR SHARE, in id order,
   -- before checking them (issue #14 P0-4): a concurrent delete_service (FOR
   -- NO KEY UPDATE) either waits for this transaction and then sees its
