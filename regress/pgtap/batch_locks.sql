@@ -4,10 +4,11 @@
 -- upsert_instance wrote it on a covered host; the note is this
 -- transaction's own (a session-wide or another transaction's value never
 -- covers anything); a batch still ends with the rows and history an
--- unbatched call writes.
+-- unbatched call writes; and an attach in a savepoint makes its DPU due
+-- once.
 BEGIN;
 \ir helpers.psql
-SELECT plan(16);
+SELECT plan(17);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -22,6 +23,9 @@ SET LOCAL client_min_messages = warning;
 \set I1 '''7c000000-0000-0000-0000-000000000001'''
 \set I2 '''7c000000-0000-0000-0000-000000000002'''
 \set I3 '''7c000000-0000-0000-0000-000000000003'''
+\set I4 '''7c000000-0000-0000-0000-000000000004'''
+\set H4 '''fm100hs7e00000000000000000000000000000400000000000000000000'''
+\set D4 '''fm100ds7f00000000000000000000000000000400000000000000000000'''
 
 CREATE FUNCTION pg_temp.cfg(id uuid) RETURNS jsonb LANGUAGE sql AS $$
   SELECT jsonb_build_array(jsonb_build_object('service_id', s.service_id, 'version', s.version))
@@ -32,6 +36,7 @@ $$;
 \o /dev/null
 SELECT extsvc.register_dpu(:D1, :H1, 'bl-dpu-1', 'bl-node-1', true);
 SELECT extsvc.register_dpu(:D2, :H2, 'bl-dpu-2', 'bl-node-2', true);
+SELECT extsvc.register_dpu(:D4, :H4, 'bl-dpu-4', 'bl-node-4', true);
 SELECT extsvc.create_service('bl', 'bl-dpf', 'dpf_helm_chart', :'chart', dpu_target => 'primary', service_id => :S);
 UPDATE extsvc.service_records SET lifecycle_state = 'READY', state_actor = 'worker', state_reason = 'dpuservice_created',
        applied_revision = desired_revision WHERE service_id = :S;
@@ -69,6 +74,19 @@ SELECT is((SELECT array_agg(dpu_machine_id || '/' || placement_state ORDER BY dp
           ARRAY[:D1 || '/ACTIVE', :D2 || '/ACTIVE'], 'both attachment rows, ACTIVE on their DPUs');
 SELECT is((SELECT count(*)::int FROM extsvc.dpu_state_history WHERE instance_id IN (:I1, :I2)), 4,
           'two history rows each (placement, deployment)');
+
+-- a handler run in a savepoint: its subtransaction's rows carry their own
+-- xid, and the final pass of set_instance_extension_services still knows
+-- the work row its attachment made due (one update, not two)
+SAVEPOINT s2;
+SELECT n_tup_upd AS upd_before FROM pg_stat_xact_user_tables WHERE relid = 'extsvc.dpu_reconciliations'::regclass \gset
+\o /dev/null
+SELECT extsvc.upsert_instance(:I4, 'bl', :H4);
+SELECT extsvc.set_instance_extension_services(:I4, pg_temp.cfg(:S));
+\o
+SELECT is((SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relid = 'extsvc.dpu_reconciliations'::regclass)
+          - :upd_before, 1::bigint, 'an attach inside a savepoint updates its DPU''s work row once');
+RELEASE SAVEPOINT s2;
 
 -- the note is this transaction's: another transaction id, or a value of any other shape, covers nothing
 \o /dev/null

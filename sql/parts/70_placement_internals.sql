@@ -81,6 +81,30 @@ $fn$;
 COMMENT ON FUNCTION extsvc._lock_dpu_work(text[], uuid[]) IS
   'Internal: locks, in dpu_machine_id order, the DPU work rows a placement change of these hosts or instances may touch; API calls take them before their instance or DPU row, the order of the worker''s DPU completion.';
 
+-- Whether a row version this transaction sees was written by this
+-- transaction, at its top level or in a savepoint (a subtransaction has an
+-- xid of its own, so xmin = pg_current_xact_id() misses it: a handler run in
+-- a savepoint made every DPU of an attach due twice). A visible version whose
+-- writer is still in progress can only be this transaction's own. A
+-- subtransaction's xid comes after the top level's; one from the next epoch
+-- (the counter wrapped during the transaction) or a frozen xmin reads as
+-- not written here, which costs one update at most.
+CREATE FUNCTION extsvc._written_by_this_transaction(p_xmin xid) RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v_top bigint := pg_current_xact_id()::text::bigint;
+  v_low bigint := v_top & 4294967295;
+  v_x bigint := p_xmin::text::bigint;
+BEGIN
+  IF v_x <= v_low THEN
+    RETURN v_x = v_low;
+  END IF;
+  RETURN pg_xact_status((v_top - v_low + v_x)::text::xid8) = 'in progress';
+END
+$fn$;
+COMMENT ON FUNCTION extsvc._written_by_this_transaction(xid) IS
+  'Internal: whether a visible row version (its xmin) was written by this transaction or one of its subtransactions.';
+
 -- What extsvc.lock_placement holds for the calls of its batch (issue 26,
 -- part 3): an allocation of 8 instances made 34 _lock_dpu_work calls, 32 of
 -- them for rows lock_placement had locked already (a tenth of its server

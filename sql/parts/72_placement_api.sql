@@ -538,7 +538,8 @@ BEGIN
   -- every DPU of the instance must be observed again for the new
   -- config_version (configs_synced), also those whose rows did not change.
   -- A work row this transaction already made due (its attachment rows'
-  -- trigger did: written by this transaction, due now, no attempts) is
+  -- trigger did: written by this transaction or one of its savepoints, due
+  -- now, no attempts) is
   -- left as it is: a second bump changes nothing the worker can see. One
   -- look-up by key per DPU: as a join, the generic plan of this statement
   -- read every work row (9.6 ms a call at 25,000 DPUs; issue 26, part 3).
@@ -546,7 +547,8 @@ BEGIN
                 WHERE a.instance_id = i.instance_id ORDER BY 1 LOOP
     IF NOT EXISTS (SELECT FROM extsvc.dpu_reconciliations q
                     WHERE q.dpu_machine_id = v_dpu
-                      AND q.xmin = pg_current_xact_id()::xid AND q.next_due_at = now() AND q.attempts = 0) THEN
+                      AND extsvc._written_by_this_transaction(q.xmin) AND q.next_due_at = now()
+                      AND q.attempts = 0) THEN
       PERFORM extsvc._touch_dpu(v_dpu);
     END IF;
   END LOOP;
