@@ -6,6 +6,7 @@ test command's template data directory (extsvc_testkit.cluster).
 import json
 import os
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
@@ -293,6 +294,18 @@ class Postgres(Cluster):
     def worker_pids(self):
         return [int(r[0]) for r in self.sql(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'nico_extsvc worker' ORDER BY pid")]
+
+    def kill_workers(self):
+        """SIGKILL to every worker; returns their pids. The postmaster answers the first
+        kill by ending every other server process, so a later worker may be gone before its
+        own kill reaches it (CI18: ProcessLookupError): that one is ended all the same."""
+        killed = self.worker_pids()
+        for pid in killed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return killed
 
     def wait_crash_restart(self, killed, timeout=60):
         """After a worker was killed: waits until the postmaster's crash restart is over, that

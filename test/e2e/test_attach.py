@@ -3,8 +3,6 @@
 on DPUDevices, propagation to DPU-cluster Nodes, DaemonSet pods, and the
 status that gates instance readiness, all through the worker and dpfsim."""
 import json
-import os
-import signal
 import sys
 import time
 import uuid
@@ -346,9 +344,7 @@ def test_worker_kill_and_restart_during_detach_converge():
     wait_summary(iid, sid, "RUNNING")
     e().attach(iid)
     time.sleep(0.2)
-    killed = e().pg.worker_pids()
-    for pid in killed:
-        os.kill(pid, signal.SIGKILL)
+    killed = e().pg.kill_workers()
     e().pg.wait_crash_restart(killed)
     e().pg.restart()
     wait_until(lambda: e().summary_rows(iid) == {}, timeout=60, what="detach converged")

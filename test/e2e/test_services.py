@@ -1,8 +1,6 @@
 #!/usr/bin/python3
 """End-to-end: the worker drives DPUService create / update / delete through
 dpfsim over TLS with a bearer token (issue 4)."""
-import os
-import signal
 import sys
 import time
 
@@ -274,9 +272,7 @@ def test_worker_sigkill_mid_reconcile_converges_without_duplicates():
     wait_until(lambda: e.pg.one(f"SELECT lease_owner FROM extsvc.reconciliation_queue WHERE service_id = {lit(sid)}::uuid"),
                what="lease taken")
     time.sleep(0.3)
-    killed = e.pg.worker_pids()
-    for pid in killed:
-        os.kill(pid, signal.SIGKILL)
+    killed = e.pg.kill_workers()
     # the postmaster restarts the cluster after a crashed child; wait for it
     e.pg.wait_crash_restart(killed)
     e.wait_state(sid, "READY", timeout=60)
