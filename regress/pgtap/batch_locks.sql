@@ -5,10 +5,10 @@
 -- transaction's own (a session-wide or another transaction's value never
 -- covers anything); a batch still ends with the rows and history an
 -- unbatched call writes; and an attach in a savepoint makes its DPU due
--- once.
+-- once, while an old or frozen xmin is never taken for this transaction's.
 BEGIN;
 \ir helpers.psql
-SELECT plan(17);
+SELECT plan(20);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 SET LOCAL client_min_messages = warning;
@@ -87,6 +87,13 @@ SELECT extsvc.set_instance_extension_services(:I4, pg_temp.cfg(:S));
 SELECT is((SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relid = 'extsvc.dpu_reconciliations'::regclass)
           - :upd_before, 1::bigint, 'an attach inside a savepoint updates its DPU''s work row once');
 RELEASE SAVEPOINT s2;
+-- xmin is 32 bits: a frozen row's, or an old one that reads as later after the counter
+-- wrapped, is not this transaction's and raises nothing (pg_xact_status refuses the future)
+SELECT ok(NOT extsvc._written_by_this_transaction('2'::xid), 'a frozen xmin is not this transaction''s');
+SELECT ok(NOT extsvc._written_by_this_transaction(
+            ((pg_current_xact_id()::xid::text::bigint + 1000000) % 4294967296)::text::xid),
+          'an xmin that reads as a million xids later is not this transaction''s, and raises nothing');
+SELECT ok(extsvc._written_by_this_transaction(pg_current_xact_id()::xid), 'the top level''s own xid is');
 
 -- the note is this transaction's: another transaction id, or a value of any other shape, covers nothing
 \o /dev/null

@@ -85,21 +85,30 @@ COMMENT ON FUNCTION extsvc._lock_dpu_work(text[], uuid[]) IS
 -- transaction, at its top level or in a savepoint (a subtransaction has an
 -- xid of its own, so xmin = pg_current_xact_id() misses it: a handler run in
 -- a savepoint made every DPU of an attach due twice). A visible version whose
--- writer is still in progress can only be this transaction's own. A
--- subtransaction's xid comes after the top level's; one from the next epoch
--- (the counter wrapped during the transaction) or a frozen xmin reads as
--- not written here, which costs one update at most.
+-- writer is still in progress can only be this transaction's own. xmin is 32
+-- bits and may be old (a frozen row keeps its raw xmin; after the counter
+-- wrapped an old xmin is numerically larger than new ones): a savepoint's xid
+-- is less than 2^31 ahead of the top level's, counted modulo 2^32, and an
+-- old xmin that reads so is taken to be in the current epoch, which
+-- pg_xact_status refuses as "in the future" (22023): not this transaction's.
 CREATE FUNCTION extsvc._written_by_this_transaction(p_xmin xid) RETURNS boolean
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   v_top bigint := pg_current_xact_id()::text::bigint;
-  v_low bigint := v_top & 4294967295;
   v_x bigint := p_xmin::text::bigint;
+  v_ahead bigint := (v_x - (v_top & 4294967295) + 4294967296) % 4294967296;
 BEGIN
-  IF v_x <= v_low THEN
-    RETURN v_x = v_low;
+  IF v_ahead = 0 THEN
+    RETURN true;
   END IF;
-  RETURN pg_xact_status((v_top - v_low + v_x)::text::xid8) = 'in progress';
+  IF v_x < 3 OR v_ahead >= 2147483648 THEN
+    RETURN false;  -- a special xid (frozen, bootstrap), or one before the top level's
+  END IF;
+  BEGIN
+    RETURN pg_xact_status((v_top + v_ahead)::text::xid8) = 'in progress';
+  EXCEPTION WHEN invalid_parameter_value THEN
+    RETURN false;
+  END;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._written_by_this_transaction(xid) IS
