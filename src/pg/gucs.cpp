@@ -13,6 +13,15 @@ const struct config_enum_entry kLogLevels[] = {
     {"error", 4, false}, {"off", 6, false},  {nullptr, 0, false},
 };
 
+// The kernel takes a slice of 0.1-100 ms; 0 leaves its default.
+bool check_sched_slice(int* newval, void**, GucSource) {
+  if (*newval == 0 || *newval >= 100) return true;
+  GUC_check_errdetail("extsvc.worker_sched_slice: %d microseconds is below the kernel's 100.",
+                      *newval);
+  GUC_check_errhint("Use 0 (the kernel's default) or 100 to 100000 microseconds.");
+  return false;
+}
+
 void define_string(const char* name, const char* desc, char** var, const char* def, GucContext ctx,
                    GucStringCheckHook check = nullptr) {
   DefineCustomStringVariable(name, desc, nullptr, var, def, ctx, 0, check, nullptr, nullptr);
@@ -86,6 +95,10 @@ void define_gucs() {
              300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S);
   define_int("extsvc.lease_time", "How long a claimed work row stays leased to one worker.",
              &gucs.lease_time_s, 60, 5, 3600, PGC_SIGHUP, GUC_UNIT_S, check_lease_time);
+  define_int("extsvc.worker_sched_slice",
+             "Scheduling slice the workers ask Linux for, in microseconds (0 = the kernel's "
+             "default): a short one lets a woken worker run before the backends of a burst.",
+             &gucs.worker_sched_slice_us, 300, 0, 100000, PGC_SIGHUP, 0, check_sched_slice);
   define_int("extsvc.batch_size", "Work rows claimed per worker iteration.", &gucs.batch_size, 32,
              1, 1000, PGC_SIGHUP);
   DefineCustomRealVariable(

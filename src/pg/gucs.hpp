@@ -42,6 +42,7 @@ struct Gucs {
   int worker_statement_timeout_ms;  // extsvc.worker_statement_timeout
   bool watch;                       // extsvc.watch: observe through LIST+WATCH caches
   int watch_timeout_s;              // extsvc.watch_timeout
+  int worker_sched_slice_us;        // extsvc.worker_sched_slice (0 = the kernel's default)
   // issue 25: one writer per site
   char* site_id;                // extsvc.site_id ('' = unset: the worker writes nothing)
   int lease_duration_ms;        // extsvc.lease_duration

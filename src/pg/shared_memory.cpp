@@ -21,8 +21,10 @@ void at_commit(XactEvent event, void*) {
       if (g_shared != nullptr) {
         uint32 expected = 0;
         pg_atomic_fetch_add_u64(&g_shared->wakes_requested, 1);
-        if (pg_atomic_compare_exchange_u32(&g_shared->wake_pending, &expected, 1))
+        if (pg_atomic_compare_exchange_u32(&g_shared->wake_pending, &expected, 1)) {
+          pg_atomic_write_u64(&g_shared->wake_set_us, static_cast<uint64>(GetCurrentTimestamp()));
           wake_workers_now();
+        }
       }
       break;
     case XACT_EVENT_ABORT:
@@ -55,6 +57,7 @@ void attach_shared_memory() {
     pg_atomic_init_u32(&g_shared->wake_pending, 0);
     pg_atomic_init_u32(&g_shared->resync_requested, 0);
     pg_atomic_init_u64(&g_shared->wakes_requested, 0);
+    pg_atomic_init_u64(&g_shared->wake_set_us, 0);
     pg_atomic_init_u32(&g_shared->dpf_api, 0);
     SpinLockInit(&g_shared->informers_lock);
     g_shared->informer_count = 0;
@@ -70,6 +73,7 @@ void attach_shared_memory() {
       pg_atomic_init_u64(&s.http_requests, 0);
       pg_atomic_init_u64(&s.http_errors, 0);
       pg_atomic_init_u64(&s.last_activity_us, 0);
+      pg_atomic_init_u64(&s.wake_seen_us, 0);
       pg_atomic_init_u64(&s.fenced, 0);
       pg_atomic_init_u64(&s.renewals, 0);
       pg_atomic_init_u64(&s.orphans_deleted, 0);

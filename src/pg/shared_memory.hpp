@@ -18,6 +18,7 @@ struct WorkerSlot {
   pg_atomic_uint64 http_requests;
   pg_atomic_uint64 http_errors;
   pg_atomic_uint64 last_activity_us;  // GetCurrentTimestamp() of the last loop
+  pg_atomic_uint64 wake_seen_us;      // SharedState::wake_set_us when that loop began
   pg_atomic_uint64 fenced;            // passes stopped by the lease fence before a call
   pg_atomic_uint64 renewals;          // lease renewals (one UPDATE each)
   pg_atomic_uint64 orphans_deleted;   // DPUServices deleted by the resync's cleanup
@@ -72,6 +73,9 @@ struct SharedState {
   pg_atomic_uint32 wake_pending;  // 1 while a wake is requested and not yet seen
   pg_atomic_uint32 resync_requested;
   pg_atomic_uint64 wakes_requested;
+  // when the last wake at commit set the latches (PostgreSQL microseconds): bench/commit_burst.py
+  // splits a burst's head into the committing backend's part and the woken worker's
+  pg_atomic_uint64 wake_set_us;
   WorkerSlot slots[kMaxWorkers];
   slock_t informers_lock;
   int32 informer_count;  // 0 when no watcher runs

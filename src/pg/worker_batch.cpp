@@ -163,10 +163,14 @@ void log_claim(Queue queue, int rows, WorkerSlot* slot, TimestampTz claim_began)
   if (spdlog::get_level() > spdlog::level::debug) return;
   const TimestampTz claimed = GetCurrentTimestamp();
   const auto began = static_cast<TimestampTz>(pg_atomic_read_u64(&slot->last_activity_us));
+  const auto woken = static_cast<TimestampTz>(pg_atomic_read_u64(&slot->wake_seen_us));
   PendingError err;
   cpp_call(err, [&] {
-    spdlog::debug("{} claim: {} row(s); iteration began {} us, claim began {} us, claimed {} us",
-                  queue_name(queue), rows, unix_us(began), unix_us(claim_began), unix_us(claimed));
+    spdlog::debug(
+        "{} claim: {} row(s); iteration began {} us, claim began {} us, claimed {} us, "
+        "last wake at commit {} us, wait returned {} us",
+        queue_name(queue), rows, unix_us(began), unix_us(claim_began), unix_us(claimed),
+        unix_us(woken), unix_us(g_wait_returned_us));
   });
   flush_logs();
 }

@@ -88,6 +88,8 @@ void watch_work_claimed(MemoryContext cxt, WorkerSlot* slot, const ClaimedByEven
 bool watch_changes_pending();
 // Waits for the latch, a cache socket, the caches' timers or timeout_ms.
 void watch_wait(long timeout_ms);
+// when the last wait of watch_wait returned (issue 26, part 4: the claim log splits the wake)
+extern TimestampTz g_wait_returned_us;
 // Forgets the wait set (the runtime and its caches were rebuilt).
 void watch_reset();
 // Publishes the informers' state to shared memory (extsvc.watch_status()).

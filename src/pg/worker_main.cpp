@@ -21,6 +21,7 @@
 #include "log_sink.hpp"
 #include "metrics.hpp"
 #include "process_budget.hpp"
+#include "sched_slice.hpp"
 #include "server_identity.hpp"
 #include "site_state.hpp"
 #include "timing_in_force.hpp"
@@ -282,6 +283,7 @@ void worker_loop() {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
       adopt_timing(false);  // a set that does not work is refused (the lease process logs why)
+      apply_sched_slice();
       if (runtime_current())
         ereport(DEBUG1, (errmsg_internal("nico_extsvc: configuration reloaded; the clusters' "
                                          "settings are unchanged, the caches are kept")));
@@ -290,6 +292,8 @@ void worker_loop() {
     } else if (g_runtime != nullptr && !same_site(g_runtime->site_id())) {
       rebuild_runtime();  // the lease process adopted the site id
     }
+    // the wake this iteration answers, if one is pending (read before it is reset)
+    pg_atomic_write_u64(&slot->wake_seen_us, pg_atomic_read_u64(&st->wake_set_us));
     pg_atomic_write_u32(&st->wake_pending, 0);
     pg_atomic_fetch_add_u64(&slot->iterations, 1);
     pg_atomic_write_u64(&slot->last_activity_us, static_cast<uint64>(GetCurrentTimestamp()));
@@ -533,6 +537,7 @@ extern "C" void nico_extsvc_worker_main(Datum arg) {
   install_log_sink(g_worker_name);
   server_identity(&g_identity);
   adopt_timing(false);
+  apply_sched_slice();
   ereport(LOG, (errmsg("%s started in database \"%s\"", g_worker_name, gucs.database)));
   worker_loop();
 }
