@@ -46,13 +46,18 @@ constexpr auto kMaxWaitSlice = std::chrono::milliseconds(100);
 // its other transfers too. A stop removes the transfer: it ends as interrupted.
 CURLcode run_on(Multi& multi, CURL* curl, Transfer& t, const Budget& budget) {
   if (!multi.add(curl, &t)) return CURLE_FAILED_INIT;
+  // curl starts a transfer at its first timer, due at once after the add: pumping before the
+  // first wait sends the request on a kept connection without one (issue 26, part 4: the
+  // worker's wait builds a wait set each time)
+  bool first = true;
   while (!t.done) {
     if (budget.stop()) {
       multi.remove(curl);
       t.was_interrupted = true;
       return CURLE_ABORTED_BY_CALLBACK;
     }
-    budget.wait_on(multi, kMaxWaitSlice);
+    if (!first) budget.wait_on(multi, kMaxWaitSlice);
+    first = false;
     multi.pump();
   }
   return static_cast<CURLcode>(t.code);
