@@ -3,7 +3,7 @@
 -- refusals of a queue name or an outcome that does not fit.
 BEGIN;
 \ir helpers.psql
-SELECT plan(27);
+SELECT plan(30);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -27,6 +27,12 @@ SELECT is(extsvc.next_due_in(), NULL, 'next_due_in: NULL when nothing is due');
 
 SELECT throws_ok($$SELECT * FROM extsvc.claim('services', 'w1')$$, '22023', 'unknown worker queue',
                  'claim: an unknown queue is refused');
+SELECT throws_ok($$SELECT * FROM extsvc.claim(NULL, 'w1')$$, '22023', 'unknown worker queue',
+                 'claim: a NULL queue is refused');
+SELECT throws_ok($$SELECT extsvc.complete('services', 'x', 1, gen_random_uuid(), '{"outcome": "done"}')$$,
+                 '22023', 'unknown worker queue', 'complete: an unknown queue is refused');
+SELECT throws_ok($$SELECT extsvc.complete(NULL, 'x', 1, gen_random_uuid(), '{"outcome": "done"}')$$,
+                 '22023', 'unknown worker queue', 'complete: a NULL queue is refused');
 SELECT lives_ok(format($$SELECT extsvc.create_service('t1', 'queue-tap', 'DPF_HELM_CHART', %L, dpu_target => 'ALL', service_id => %L)$$,
                        :'chart', :S), 'fixture: a DPF service');
 SELECT ok(extsvc.next_due_in() <= 0, 'next_due_in: due now after a create');
