@@ -11,6 +11,11 @@
 
 namespace extsvc::kube {
 
+// Whole milliseconds from `now` until `due`, rounded up (0 once due): what an event loop may wait
+// for a timer without waking before it and spinning until it comes due.
+long wait_ms_until(std::chrono::steady_clock::time_point due,
+                   std::chrono::steady_clock::time_point now);
+
 class Multi {
  public:
   struct Socket {
@@ -29,7 +34,7 @@ class Multi {
   // changes, so a caller can keep its wait set until then.
   std::vector<Socket> sockets() const;
   uint64_t generation() const { return generation_; }
-  // Milliseconds until curl's next timer (0: now), or -1 when it has none.
+  // Milliseconds until curl's next timer, rounded up (0: due now), or -1 when it has none.
   long timeout_ms() const;
   // Blocks in poll(2) until one of sockets() is ready, curl's timer is due or `timeout_ms` passed
   // (whichever comes first); the caller then pumps. The wait of a request outside PostgreSQL

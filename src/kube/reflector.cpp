@@ -129,9 +129,7 @@ void Reflector::backoff(const std::string& why, std::optional<double> retry_afte
 
 long Reflector::next_step_in() const {
   if (phase_ != Phase::kBackoff) return -1;
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(backoff_until_ - Clock::now()).count();
-  return std::max<long>(0, static_cast<long>(left));
+  return wait_ms_until(backoff_until_, Clock::now());  // rounded up: a wait of 0 would spin
 }
 
 Reflector::Clock::time_point Reflector::request_relist() {

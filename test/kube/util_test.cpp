@@ -1,15 +1,31 @@
-// Pure helpers: redaction, paths, URL encoding, YAML subset, Status parsing, Retry-After.
+// Pure helpers: timer rounding, redaction, paths, URL encoding, YAML subset, Status parsing,
+// Retry-After.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "kube/client.hpp"
 #include "kube/detail/internal.hpp"
+#include "kube/multi.hpp"
 
 namespace extsvc::kube {
 namespace {
 
 using nlohmann::json;
+
+// A wait for a timer 0.1 ms away is 1 ms, never 0: a loop that waited 0 found the timer not
+// yet due and spun until it was.
+TEST(KubeTimer, AWaitForATimerIsRoundedUpToAWholeMillisecond) {
+  using std::chrono::microseconds;
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_ms_until(now + microseconds(100), now), 1);
+  EXPECT_EQ(wait_ms_until(now + microseconds(999), now), 1);
+  EXPECT_EQ(wait_ms_until(now + microseconds(1000), now), 1);
+  EXPECT_EQ(wait_ms_until(now + microseconds(1001), now), 2);
+  EXPECT_EQ(wait_ms_until(now + std::chrono::nanoseconds(1), now), 1);
+  EXPECT_EQ(wait_ms_until(now, now), 0);
+  EXPECT_EQ(wait_ms_until(now - microseconds(500), now), 0);
+}
 
 TEST(KubeRedact, BearerTokens) {
   EXPECT_EQ(redact("Authorization: Bearer abc.def-ghi"), "Authorization: [REDACTED]");
