@@ -40,7 +40,7 @@ Printed per burst and over all bursts:
 The workers' scheduling slice (extsvc.worker_sched_slice, default 300 us) is
 what the product sets; BENCH_BURST_SLICE sets another (0 = the kernel's
 default) to compare. The kernel's release is printed: the slice is a request
-only Linux's EEVDF scheduler (6.6 and later) acts on.
+only Linux's EEVDF scheduler acts on, from 6.12.
 
 Env: BENCH_BURST_N, BENCH_BURST_SESSIONS, BENCH_BURSTS, BENCH_BURST_SLICE,
 BENCH_QUICK=1.
