@@ -3,7 +3,7 @@
 -- refusals of a queue name or an outcome that does not fit.
 BEGIN;
 \ir helpers.psql
-SELECT plan(30);
+SELECT plan(31);
 
 SET LOCAL extsvc.enforce_chart_allowlist = off;
 \set chart '{"repoURL":"oci://registry.example.com/charts","chartName":"svc","chartVersion":"1.0.0","security":{"privileged":false}}'
@@ -24,6 +24,8 @@ SELECT ok((SELECT bool_and(to_regclass('extsvc.' || queue_table) IS NOT NULL
              FROM extsvc._worker_queues()),
           'each names its table, work, completion and claim function');
 SELECT is(extsvc.next_due_in(), NULL, 'next_due_in: NULL when nothing is due');
+SELECT throws_ok($$SELECT extsvc.next_due_in('services')$$, '22023', 'unknown worker queue',
+                 'next_due_in: an unknown queue is refused');
 
 SELECT throws_ok($$SELECT * FROM extsvc.claim('services', 'w1')$$, '22023', 'unknown worker queue',
                  'claim: an unknown queue is refused');

@@ -14,16 +14,18 @@
 -- to extsvc.retry_cap (clamped as a number first: 1e13 s must not overflow the
 -- interval and lose the outcome).
 CREATE FUNCTION extsvc._backoff(p_attempts integer, p_retry_after_s double precision DEFAULT NULL)
-RETURNS interval LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
-  WITH cfg AS (
-    SELECT coalesce(nullif(extsvc._setting('extsvc.retry_base'), ''), '500ms')::interval AS base,
-           coalesce(nullif(extsvc._setting('extsvc.retry_cap'), ''), '300s')::interval AS cap)
-  SELECT greatest(
-           least(cfg.cap, cfg.base * power(2, least(greatest(p_attempts, 1) - 1, 30)))
+RETURNS interval LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  -- PL/pgSQL: a SQL function with a SET clause is planned at every call (every completion)
+  v_base interval := coalesce(nullif(extsvc._setting('extsvc.retry_base'), ''), '500ms')::interval;
+  v_cap interval := coalesce(nullif(extsvc._setting('extsvc.retry_cap'), ''), '300s')::interval;
+BEGIN
+  RETURN greatest(
+           least(v_cap, v_base * power(2, least(greatest(p_attempts, 1) - 1, 30)))
              * (1 + 0.2 * random()),
-           least(coalesce(p_retry_after_s, 0), extract(epoch FROM cfg.cap)::double precision)
-             * interval '1 second')
-  FROM cfg
+           least(coalesce(p_retry_after_s, 0), extract(epoch FROM v_cap)::double precision)
+             * interval '1 second');
+END
 $fn$;
 
 -- The queues by name: their table, key column and the functions that claim
@@ -359,18 +361,27 @@ COMMENT ON FUNCTION extsvc.release_leases(text) IS
 CREATE FUNCTION extsvc.next_due_in(queue text DEFAULT NULL) RETURNS double precision
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  q record;
-  t timestamptz;
-  earliest timestamptz;
+  v_services timestamptz;
+  v_dpus timestamptz;
 BEGIN
-  -- one queue: a worker that does not work the DPU queue (the watch mode
-  -- leaves it to the watcher) sleeps by the service queue alone
-  FOR q IN SELECT * FROM extsvc._worker_queues() w WHERE next_due_in.queue IS NULL OR w.queue = next_due_in.queue LOOP
-    EXECUTE format('SELECT min(greatest(r.next_due_at, r.lease_expires_at)) '
-                   'FROM extsvc.%I r WHERE r.next_due_at IS NOT NULL', q.queue_table) INTO t;
-    earliest := least(earliest, t);
-  END LOOP;
-  RETURN extract(epoch FROM earliest - now())::double precision;
+  -- Static statements, not a loop over the registry with EXECUTE: every worker calls this after
+  -- every iteration, and the dynamic statements were parsed and planned at each call (about a
+  -- tenth of an idle worker's CPU in a perf profile; issue 26). An unknown queue is refused
+  -- (22023) by the registry, as extsvc.claim refuses it.
+  IF next_due_in.queue IS NOT NULL AND next_due_in.queue <> 'service' AND next_due_in.queue <> 'dpu' THEN
+    PERFORM extsvc._worker_queue(next_due_in.queue);
+  END IF;
+  -- one queue: a worker that does not work the DPU queue (the watch mode leaves it to the
+  -- watcher) sleeps by the service queue alone
+  IF next_due_in.queue IS DISTINCT FROM 'dpu' THEN
+    SELECT min(greatest(r.next_due_at, r.lease_expires_at)) INTO v_services
+      FROM extsvc.dpf_extension_service_reconciliations r WHERE r.next_due_at IS NOT NULL;
+  END IF;
+  IF next_due_in.queue IS DISTINCT FROM 'service' THEN
+    SELECT min(greatest(r.next_due_at, r.lease_expires_at)) INTO v_dpus
+      FROM extsvc.dpu_reconciliations r WHERE r.next_due_at IS NOT NULL;
+  END IF;
+  RETURN extract(epoch FROM least(v_services, v_dpus) - now())::double precision;
 END
 $fn$;
 COMMENT ON FUNCTION extsvc.next_due_in(text) IS

@@ -8,10 +8,13 @@
 -- the comparison and marked FAILED by its next pass).
 CREATE FUNCTION extsvc.resync_snapshot()
 RETURNS TABLE (service_id uuid, work jsonb)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN QUERY
   SELECT s.service_id, extsvc._service_work(s.service_id, 0)
     FROM extsvc.service_records s
-   WHERE s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state = 'READY'
+   WHERE s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state = 'READY';
+END
 $fn$;
 
 -- Drift found: make a READY service due now (no-op if it is already due).
@@ -53,12 +56,19 @@ COMMENT ON FUNCTION extsvc.record_dpf_status(jsonb) IS
 -- label, those that belong to no live service version (the service is
 -- DELETED, unknown, or has another current DPUService name). Called after
 -- the LIST, so a service committed before its DPUService was created is seen.
+-- PL/pgSQL, not SQL, here and in the worker's other set-returning reads (resync_snapshot,
+-- resync_snapshot_of): a SQL function with a SET clause is never inlined and its statement
+-- is parsed and planned at every call, while PL/pgSQL keeps the plan for the session (the
+-- watcher calls these after every watch event; issue 26).
 CREATE FUNCTION extsvc.orphaned_dpuservices(names text[]) RETURNS SETOF text
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  RETURN QUERY
   SELECT n FROM unnest(orphaned_dpuservices.names) AS n
    WHERE NOT EXISTS (SELECT FROM extsvc.service_records s
                       WHERE s.dpf_service_name = n AND s.service_type = 'DPF_HELM_CHART'
-                        AND s.lifecycle_state <> 'DELETED')
+                        AND s.lifecycle_state <> 'DELETED');
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.orphaned_dpuservices(text[]) IS
   'Worker: which listed DPUService names belong to no live DPF service version (to be deleted by the resync).';

@@ -154,11 +154,15 @@ COMMENT ON FUNCTION extsvc.wake_services(uuid[], boolean) IS
 -- objects, as resync_snapshot gives every READY service's.
 CREATE FUNCTION extsvc.resync_snapshot_of(service_ids uuid[])
 RETURNS TABLE (service_id uuid, work jsonb)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  -- PL/pgSQL for its kept plan (see extsvc.orphaned_dpuservices)
+  RETURN QUERY
   SELECT s.service_id, extsvc._service_work(s.service_id, 0)
     FROM extsvc.service_records s
-   WHERE s.service_id = ANY (coalesce(service_ids, '{}'))
-     AND s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state = 'READY'
+   WHERE s.service_id = ANY (coalesce(resync_snapshot_of.service_ids, '{}'))
+     AND s.service_type = 'DPF_HELM_CHART' AND s.lifecycle_state = 'READY';
+END
 $fn$;
 COMMENT ON FUNCTION extsvc.resync_snapshot_of(uuid[]) IS
   'Worker (watcher): the READY DPF services among service_ids with their work objects, for the drift check of what a watch event changed.';
