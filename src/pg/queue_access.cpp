@@ -15,14 +15,42 @@ namespace extsvc::pg {
 
 namespace {
 
-Statement s_claim{"SELECT id, state_version, lease_token, work FROM extsvc.claim($1, $2, $3, $4)",
-                  4,
-                  {TEXTOID, TEXTOID, INT4OID, INT4OID},
-                  nullptr};
-Statement s_claim_creates{
-    "SELECT id, state_version, lease_token, work FROM extsvc.claim_service_creates($1, $2, $3)",
+// The worker's claim is extsvc.claim split in two kept statements (issue 26, part 4): the lease
+// by the queue's own claim function, then the work of the leased rows. Each statement of a
+// transaction that is not read-only runs with a new snapshot (SPI), so the work is read after
+// the lease, as extsvc.claim reads it; what this saves is extsvc.claim's own PL/pgSQL call (a
+// SECURITY DEFINER function with a SET clause) and its two statements' executor start-up, the
+// larger part of a claim that finds nothing (perf).
+Statement s_lease_services{
+    "SELECT id::pg_catalog.text, state_version, lease_token, attempts "
+    "FROM extsvc._claim_service($1, $2, $3)",
     3,
     {TEXTOID, INT4OID, INT4OID},
+    nullptr};
+Statement s_lease_creates{
+    "SELECT id::pg_catalog.text, state_version, lease_token, attempts "
+    "FROM extsvc._claim_service_creates($1, $2, $3)",
+    3,
+    {TEXTOID, INT4OID, INT4OID},
+    nullptr};
+Statement s_lease_dpus{
+    "SELECT id, state_version, lease_token, attempts FROM extsvc._claim_dpu($1, $2, $3)",
+    3,
+    {TEXTOID, INT4OID, INT4OID},
+    nullptr};
+Statement s_service_work{
+    "SELECT extsvc._service_work(w.id::pg_catalog.uuid, w.attempts) "
+    "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY w(id, attempts, o) "
+    "ORDER BY w.o",
+    2,
+    {TEXTARRAYOID, INT4ARRAYOID},
+    nullptr};
+Statement s_dpu_work{
+    "SELECT extsvc._dpu_work(w.id, w.attempts) "
+    "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY w(id, attempts, o) "
+    "ORDER BY w.o",
+    2,
+    {TEXTARRAYOID, INT4ARRAYOID},
     nullptr};
 Statement s_complete{"SELECT extsvc.complete($1, $2, $3, $4, $5)",
                      5,
@@ -148,7 +176,7 @@ int int4_scalar() {
   return isnull ? 0 : DatumGetInt32(d);
 }
 
-// The (id, state_version, lease_token, work) rows of a claim.
+// The (id, state_version, lease_token, work) rows of mark_and_claim_dpus.
 void read_batch(MemoryContext cxt, int n, QueueBatch* out) {
   auto* items = static_cast<QueueItem*>(MemoryContextAllocZero(cxt, sizeof(QueueItem) * (n + 1)));
   for (int i = 0; i < n; ++i) {
@@ -158,6 +186,38 @@ void read_batch(MemoryContext cxt, int n, QueueBatch* out) {
     items[i].lease_token = text_col(cxt, i, 3);
     items[i].work = text_col(cxt, i, 4);
   }
+  out->items = items;
+  out->count = n;
+}
+
+Datum int4_array_arg(const int32* v, int n) {
+  Datum* elems = static_cast<Datum*>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
+  for (int i = 0; i < n; ++i) elems[i] = Int32GetDatum(v[i]);
+  return PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+}
+
+// A claim: the leased rows (id, state_version, lease_token, attempts) of the first statement,
+// then their work, one row each in the same order, from the second.
+void claim_batch(MemoryContext cxt, Statement& lease, Statement& work, const Datum* args,
+                 QueueBatch* out) {
+  const int n = run(lease, args);
+  if (n == 0) return;
+  auto* items = static_cast<QueueItem*>(MemoryContextAllocZero(cxt, sizeof(QueueItem) * (n + 1)));
+  const char** ids = static_cast<const char**>(palloc(sizeof(char*) * n));
+  auto* attempts = static_cast<int32*>(palloc(sizeof(int32) * n));
+  for (int i = 0; i < n; ++i) {
+    bool isnull = false;
+    items[i].id = text_col(cxt, i, 1);
+    items[i].state_version = DatumGetInt64(bin_col(i, 2, &isnull));
+    items[i].lease_token = text_col(cxt, i, 3);
+    const Datum a = bin_col(i, 4, &isnull);
+    attempts[i] = isnull ? 0 : DatumGetInt32(a);
+    ids[i] = items[i].id;
+  }
+  const Datum work_args[] = {array_arg(ids, n, TEXTOID), int4_array_arg(attempts, n)};
+  if (run(work, work_args) != n)
+    elog(ERROR, "nico_extsvc: the work of %d leased row(s) was not read back", n);
+  for (int i = 0; i < n; ++i) items[i].work = text_col(cxt, i, 1);
   out->items = items;
   out->count = n;
 }
@@ -175,14 +235,20 @@ bool queue_claim(MemoryContext cxt, Queue q, const char* worker, int batch, int 
   return in_transaction(
       q == Queue::kService ? "nico_extsvc: claim services" : "nico_extsvc: claim DPUs", cxt, error,
       [&] {
-        if (q == Queue::kService && creates_only) {
-          const Datum args[] = {text_arg(worker), Int32GetDatum(batch), Int32GetDatum(lease_s)};
-          read_batch(cxt, run(s_claim_creates, args), out);
-          return;
-        }
-        const Datum args[] = {text_arg(queue_name(q)), text_arg(worker), Int32GetDatum(batch),
-                              Int32GetDatum(lease_s)};
-        read_batch(cxt, run(s_claim, args), out);
+        // A lease need not survive a crash: the crash ends the worker that held it, and its row
+        // is claimable again after the restart (a repeated call is idempotent; docs/worker.md).
+        // So the claim's commit does not wait for its WAL flush, which under a burst of commits
+        // queues behind the committing sessions' flushes (issue 26, part 4). The setting reverts
+        // at the end of this transaction; every other transaction of the worker commits as
+        // configured.
+        (void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
+                                GUC_ACTION_LOCAL, true, 0, false);
+        const Datum args[] = {text_arg(worker), Int32GetDatum(batch), Int32GetDatum(lease_s)};
+        if (q == Queue::kDpu)
+          claim_batch(cxt, s_lease_dpus, s_dpu_work, args, out);
+        else
+          claim_batch(cxt, creates_only ? s_lease_creates : s_lease_services, s_service_work, args,
+                      out);
       });
 }
 
