@@ -34,8 +34,10 @@ Printed per burst and over all bursts:
   backend after its commit record; negative when the iteration answered an
   earlier wake), latches set -> iteration (the woken worker waiting for a
   CPU), iteration -> claim (what the loop did before the service queue), the
-  claim transaction, and claimed -> POST received (rendering, the rate
-  limiter, the HTTP request on a kept connection).
+  claim transaction, claimed -> POST sent (decoding, rendering, the rate
+  limiter, up to curl's pretransfer time on a kept connection; the workers log
+  when each write left) and sent -> POST received (the kernel and dpfsim's own
+  wake and parsing, on the same CPUs as everything else here).
 
 The workers' scheduling slice (extsvc.worker_sched_slice, default 300 us) is
 what the product sets; BENCH_BURST_SLICE sets another (0 = the kernel's
@@ -134,33 +136,52 @@ def gaps(pairs):
     return out
 
 
-CLAIM = re.compile(r"service claim: (\d+) row\(s\); iteration began (\d+) us, claim began (\d+) us, "
+CLAIM = re.compile(r"\[(\d+)\] .*service claim: (\d+) row\(s\); iteration began (\d+) us, claim began (\d+) us, "
                    r"claimed (\d+) us, last wake at commit (-?\d+) us")
+SENT = re.compile(r"\[(\d+)\] .*management POST \d+ sent at (\d+) us")
 
 
 def claims_of(logfile, offset):
     """The service queue's claims the workers logged after offset: (claimed, began, claim began,
-    rows), times in epoch seconds, in claimed order."""
+    rows, wake, pid), times in epoch seconds, in claimed order; and the POSTs they sent: (sent,
+    pid) in order."""
     with open(logfile, errors="replace") as f:
         f.seek(offset)
         text = f.read()
-    return sorted((int(m[4]) / 1e6, int(m[2]) / 1e6, int(m[3]) / 1e6, int(m[1]), int(m[5]) / 1e6)
-                  for m in CLAIM.finditer(text))
+    claims = sorted((int(m[5]) / 1e6, int(m[3]) / 1e6, int(m[4]) / 1e6, int(m[2]), int(m[6]) / 1e6, m[1])
+                    for m in CLAIM.finditer(text))
+    sent = sorted((int(m[2]) / 1e6, m[1]) for m in SENT.finditer(text))
+    return claims, sent
 
 
-def head_split(claims, first_commit, first_post):
-    """The head in five steps (ms), from the first claim that ended after the first commit: commit ->
-    the latches set (the committing backend after its commit; the wake that iteration answered, so
-    negative when it answered an earlier one), -> iteration (the woken worker scheduled), -> claim,
-    the claim, claimed -> POST."""
-    for claimed, began, claim_began, rows, woken in claims:
+def head_split(logged, first_commit, first_post):
+    """The head in six steps (ms), followed back from the first POST: the last POST a worker sent
+    before it arrived, that worker's last claim before the send, and the wake that claim's
+    iteration answered. Commit -> the latches set (the committing backend after its commit;
+    negative when the iteration answered an earlier wake), -> iteration (the woken worker
+    scheduled), -> claim, the claim, claimed -> POST sent (curl's pretransfer time: decoding,
+    rendering, the rate limiter), sent -> POST received by dpfsim (the kernel, dpfsim's own wake
+    and parsing on the same CPUs). Without the send log (an older library) the claim is the first
+    that ended after the first commit, and the last two steps are one."""
+    claims, sent = logged
+    out = max((s for s in sent if s[0] <= first_post), default=None)
+    if out is not None:
+        mine = [cl for cl in claims if cl[5] == out[1] and first_commit <= cl[0] <= out[0]]
+        if mine:
+            claimed, began, claim_began, rows, woken, _ = mine[-1]
+            return [(woken - first_commit) * 1000, (began - woken) * 1000, (claim_began - began) * 1000,
+                    (claimed - claim_began) * 1000, (out[0] - claimed) * 1000, (first_post - out[0]) * 1000,
+                    rows]
+    for claimed, began, claim_began, rows, woken, _ in claims:
         if claimed >= first_commit:
             return [(woken - first_commit) * 1000, (began - woken) * 1000, (claim_began - began) * 1000,
-                    (claimed - claim_began) * 1000, (first_post - claimed) * 1000, rows]
+                    (claimed - claim_began) * 1000, float("nan"), float("nan"), rows]
     return None
 
 
 def stats_row(name, xs):
+    if not xs:
+        return [name, 0, "-", "-", "-", "-"]
     return [name, len(xs), c.fmt(c.median(xs), 2), c.fmt(c.pct(xs, 99), 2), c.fmt(min(xs), 2), c.fmt(max(xs), 2)]
 
 
@@ -237,12 +258,12 @@ def main():
         if splits:
             c.table("Where the head went, per burst (ms; from the workers' claim log)",
                     ["burst", "commit -> latches set", "-> iteration", "iteration -> claim", "claim",
-                     "claimed -> POST received", "rows in that claim"],
-                    [[b] + [c.fmt(x, 2) for x in sp[:5]] + [sp[5]] for b, sp in enumerate(splits)])
+                     "claimed -> POST sent", "sent -> POST received", "rows in that claim"],
+                    [[b] + [c.fmt(x, 2) for x in sp[:6]] + [sp[6]] for b, sp in enumerate(splits)])
             c.table("Where the head went, over all bursts (ms)", ["step", "n", "p50", "p99", "min", "max"],
-                    [stats_row(name, [sp[k] for sp in splits]) for k, name in enumerate(
+                    [stats_row(name, [sp[k] for sp in splits if sp[k] == sp[k]]) for k, name in enumerate(
                         ["commit -> latches set", "latches set -> iteration", "iteration -> claim", "claim",
-                         "claimed -> POST received"])])
+                         "claimed -> POST sent", "sent -> POST received"])])
         else:
             print("no claim of the service queue found in the server log after the bursts' first commits")
         ok = True

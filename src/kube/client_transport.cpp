@@ -149,6 +149,12 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
     ev.verb = listing ? std::string_view("LIST") : std::string_view(method);
     ev.http_status = static_cast<int>(code);
     ev.seconds = ms / 1000.0;
+    const double wall_start_s =
+        std::chrono::duration<double>(wall_start.time_since_epoch()).count();
+    curl_off_t pretransfer_us = 0;
+    if (curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us) == CURLE_OK &&
+        pretransfer_us > 0)
+      ev.sent_at = wall_start_s + static_cast<double>(pretransfer_us) / 1e6;
     struct curl_header* date = nullptr;
     if (code != 0 && curl_easy_header(curl, "Date", 0, CURLH_HEADER, -1, &date) == CURLHE_OK &&
         date != nullptr && date->value != nullptr) {
@@ -157,8 +163,7 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
         curl_off_t first_byte_us = 0;
         curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
         ev.server_date = *d;
-        ev.received_at = std::chrono::duration<double>(wall_start.time_since_epoch()).count() +
-                         static_cast<double>(first_byte_us) / 1e6;
+        ev.received_at = wall_start_s + static_cast<double>(first_byte_us) / 1e6;
       }
     }
     observer->on_request(ev);
