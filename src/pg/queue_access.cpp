@@ -40,15 +40,15 @@ Statement s_lease_dpus{
     nullptr};
 Statement s_service_work{
     "SELECT extsvc._service_work(w.id::pg_catalog.uuid, w.attempts) "
-    "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY w(id, attempts, o) "
-    "ORDER BY w.o",
+    "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
+    "WITH ORDINALITY w(id, attempts, o) ORDER BY w.o",
     2,
     {TEXTARRAYOID, INT4ARRAYOID},
     nullptr};
 Statement s_dpu_work{
     "SELECT extsvc._dpu_work(w.id, w.attempts) "
-    "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY w(id, attempts, o) "
-    "ORDER BY w.o",
+    "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
+    "WITH ORDINALITY w(id, attempts, o) ORDER BY w.o",
     2,
     {TEXTARRAYOID, INT4ARRAYOID},
     nullptr};
