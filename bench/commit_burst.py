@@ -35,7 +35,7 @@ Printed per burst and over all bursts:
   earlier wake), latches set -> iteration (the woken worker waiting for a
   CPU), iteration -> claim (what the loop did before the service queue), the
   claim transaction, claimed -> POST sent (decoding, rendering, the rate
-  limiter, up to curl's pretransfer time on a kept connection; the workers log
+  limiter, up to the request handed to curl on a kept connection; the workers log
   when each write left) and sent -> POST received (the kernel and dpfsim's own
   wake and parsing, on the same CPUs as everything else here).
 
@@ -159,7 +159,7 @@ def head_split(logged, first_commit, first_post):
     before it arrived, that worker's last claim before the send, and the wake that claim's
     iteration answered. Commit -> the latches set (the committing backend after its commit;
     negative when the iteration answered an earlier wake), -> iteration (the woken worker
-    scheduled), -> claim, the claim, claimed -> POST sent (curl's pretransfer time: decoding,
+    scheduled), -> claim, the claim, claimed -> POST sent (handed to curl: decoding,
     rendering, the rate limiter), sent -> POST received by dpfsim (the kernel, dpfsim's own wake
     and parsing on the same CPUs). Without the send log (an older library) the claim is the first
     that ended after the first commit, and the last two steps are one."""
@@ -172,6 +172,10 @@ def head_split(logged, first_commit, first_post):
             return [(woken - first_commit) * 1000, (began - woken) * 1000, (claim_began - began) * 1000,
                     (claimed - claim_began) * 1000, (out[0] - claimed) * 1000, (first_post - out[0]) * 1000,
                     rows]
+    if os.environ.get("BENCH_BURST_DEBUG"):
+        print(f"  no claim before the send: first commit {first_commit:.6f}, send {out}, first POST "
+              f"{first_post:.6f}, claims {[cl for cl in claims if abs(cl[0] - first_commit) < 0.05]}, "
+              f"sends {[x for x in sent if abs(x[0] - first_commit) < 0.05]}, {len(sent)} sends")
     for claimed, began, claim_began, rows, woken, _ in claims:
         if claimed >= first_commit:
             return [(woken - first_commit) * 1000, (began - woken) * 1000, (claim_began - began) * 1000,

@@ -32,6 +32,7 @@ struct Transfer : Multi::Owner {
   bool was_interrupted = false;
   bool done = false;
   int code = CURLE_OK;
+  std::chrono::system_clock::time_point handed{};  // the first pump after the add
   void on_transfer_done(int curl_code) override {
     done = true;
     code = curl_code;
@@ -57,6 +58,7 @@ CURLcode run_on(Multi& multi, CURL* curl, Transfer& t, const Budget& budget) {
       return CURLE_ABORTED_BY_CALLBACK;
     }
     if (!first) budget.wait_on(multi, kMaxWaitSlice);
+    if (first) t.handed = std::chrono::system_clock::now();
     first = false;
     multi.pump();
   }
@@ -151,10 +153,8 @@ Client::Impl::Raw Client::Impl::perform(const char* method, const std::string& p
     ev.seconds = ms / 1000.0;
     const double wall_start_s =
         std::chrono::duration<double>(wall_start.time_since_epoch()).count();
-    curl_off_t pretransfer_us = 0;
-    if (curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us) == CURLE_OK &&
-        pretransfer_us > 0)
-      ev.sent_at = wall_start_s + static_cast<double>(pretransfer_us) / 1e6;
+    if (t.handed != std::chrono::system_clock::time_point{})
+      ev.sent_at = std::chrono::duration<double>(t.handed.time_since_epoch()).count();
     struct curl_header* date = nullptr;
     if (code != 0 && curl_easy_header(curl, "Date", 0, CURLH_HEADER, -1, &date) == CURLHE_OK &&
         date != nullptr && date->value != nullptr) {

@@ -18,9 +18,10 @@ struct RequestEvent {
   // since the Unix epoch, when the response's headers arrived (core::clock_skew_seconds).
   int64_t server_date = 0;
   double received_at = 0;
-  // Our wall clock, in seconds since the Unix epoch, when the request was about to be sent
-  // (curl's pretransfer time: the connection ready; 0 when it never was): where the time from a
-  // claim to the server's receipt goes (issue 26, part 4).
+  // Our wall clock, in seconds since the Unix epoch, when the request was handed to curl to be
+  // sent (on a kept connection curl writes it before that call returns): where the time from a
+  // claim to the server's receipt goes (issue 26, part 4). curl's pretransfer time is no good
+  // for this: measured, it came after dpfsim had received the request.
   double sent_at = 0;
 };
 

@@ -145,8 +145,8 @@ TEST(KubeClient, ObserverSeesTheServersDate) {
   EXPECT_EQ(obs.seen[2].first, 0);  // no Date header (cpp-httplib sends none)
 }
 
-// issue 26, part 4: when a request left (curl's pretransfer time on our wall clock): after the
-// call began and no later than the server's receipt; 0 when no connection was ever ready
+// issue 26, part 4: when a request was handed to curl to be sent: after the call began and no
+// later than the server's receipt
 TEST(KubeClient, ObserverSeesWhenTheRequestLeft) {
   const auto wall = [] {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -170,16 +170,7 @@ TEST(KubeClient, ObserverSeesWhenTheRequestLeft) {
   EXPECT_TRUE(c.create("/api/v1/nodes", nlohmann::json{{"metadata", {{"name", "n"}}}}).ok());
   ASSERT_EQ(obs.sent.size(), 1u);
   EXPECT_GE(obs.sent[0], before - 0.001);
-  EXPECT_LE(obs.sent[0], received.load() + 0.001);
-
-  ClusterConfig closed;
-  closed.server = "http://127.0.0.1:" + std::to_string(test::closed_port());
-  closed.qps = 0;
-  Client d(closed);
-  d.set_observer(&obs, "management");
-  EXPECT_FALSE(d.del("/api/v1/nodes/x").ok());
-  ASSERT_EQ(obs.sent.size(), 2u);
-  EXPECT_EQ(obs.sent[1], 0.0);
+  EXPECT_LE(obs.sent[0], received.load());
 }
 
 TEST(KubeClient, ObserverSeesTransportErrorsAsCodeZero) {
