@@ -45,6 +45,7 @@ default) to compare. The kernel's release is printed: the slice is a request
 only Linux's EEVDF scheduler acts on, from 6.12.
 
 Env: BENCH_BURST_N, BENCH_BURST_SESSIONS, BENCH_BURSTS, BENCH_BURST_SLICE,
+BENCH_BURST_DEBUG=1 (prints why a head could not be followed back to its send and claim),
 BENCH_QUICK=1.
 """
 import datetime
