@@ -19,8 +19,8 @@ namespace {
 // by the queue's own claim function, then the work of the leased rows. Each statement of a
 // transaction that is not read-only runs with a new snapshot (SPI), so the work is read after
 // the lease, as extsvc.claim reads it; what this saves is extsvc.claim's own PL/pgSQL call (a
-// SECURITY DEFINER function with a SET clause) and its two statements' executor start-up, the
-// larger part of a claim that finds nothing (perf).
+// SECURITY DEFINER function with a SET clause) and the executor start-up of its statements
+// (starting executors was a third of a claim's time in a perf profile).
 Statement s_lease_services{
     "SELECT id::pg_catalog.text, state_version, lease_token, attempts "
     "FROM extsvc._claim_service($1, $2, $3)",
