@@ -162,8 +162,9 @@ def head_split(logged, first_commit, first_post):
     negative when the iteration answered an earlier wake), -> iteration (the woken worker
     scheduled), -> claim, the claim, claimed -> POST sent (handed to curl: decoding,
     rendering, the rate limiter), sent -> POST received by dpfsim (the kernel, dpfsim's own wake
-    and parsing on the same CPUs). Without the send log (an older library) the claim is the first
-    that ended after the first commit, and the last two steps are one."""
+    and parsing on the same CPUs). Without the send log (an older library), or when no claim of the
+    sending worker is found between the first commit and the send, the claim is the first that
+    ended after the first commit and the last two steps are left out (NaN, not counted)."""
     claims, sent = logged
     out = max((s for s in sent if s[0] <= first_post), default=None)
     if out is not None:
