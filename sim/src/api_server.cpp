@@ -130,6 +130,9 @@ void KubeApiServer::stop() {
 }
 
 void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) {
+  // the arrival, stamped first (as kube-apiserver's requestReceivedTimestamp, at the top of its
+  // handler chain): the request log's lock and formatting below are dpfsim's own time
+  const auto arrived = std::chrono::system_clock::now();
   auto t0 = SteadyClock::now();
   // as kube-apiserver (Go's net/http) does on every response: the server's time, here moved by
   // the clock offset knob (POST /clock)
@@ -154,7 +157,7 @@ void KubeApiServer::handle(const httplib::Request& req, httplib::Response& res) 
   rec.path = req.path;
   rec.remote_port = req.remote_port;
   rec.user_agent = req.get_header_value("User-Agent");
-  rec.at = std::chrono::system_clock::now();
+  rec.at = arrived;
   auto q = req.target.find('?');
   if (q != std::string::npos) rec.query = req.target.substr(q + 1);
   rec.content_type = req.get_header_value("Content-Type");
