@@ -25,7 +25,7 @@ COMMENT ON DOMAIN extsvc.deployment_state IS
 -- fails when the two do not name the same states (a CHECK calling the function would tie the
 -- domain to a function that every upgrade drops and creates again).
 CREATE FUNCTION extsvc._deployment_state_precedence() RETURNS text[]
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   RETURN ARRAY['ERROR', 'UNKNOWN', 'PENDING', 'TERMINATING', 'RUNNING', 'TERMINATED'];
 END

@@ -27,7 +27,7 @@ SELECT pg_catalog.pg_extension_config_dump('extsvc.stray_pods', '');
 -- array of {service_id, release, pod, reason}); a pod seen for the first time
 -- is a history entry of its service (reason stray_workload).
 CREATE FUNCTION extsvc._record_stray_pods(p_dpu text, p_strays jsonb) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   r record;
   v_node text;

@@ -99,7 +99,7 @@ CREATE TRIGGER lifecycle_transition_history
 -- against the same table and recorded the same way.
 CREATE FUNCTION extsvc._record_event(p_service_id uuid, p_state text, p_actor text, p_reason text,
                                      p_message text DEFAULT NULL, p_revision integer DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
   IF NOT EXISTS (SELECT FROM extsvc.lifecycle_transitions t
                  WHERE t.from_state = p_state AND t.to_state = p_state

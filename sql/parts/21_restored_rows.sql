@@ -13,7 +13,7 @@
 -- (NICo's roles hold no table privilege).
 
 CREATE FUNCTION extsvc._restoring() RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   -- the client's statement, comments and blanks before it skipped; a trigger
   -- fired by another trigger is never a restore's own row

@@ -48,7 +48,7 @@ COMMENT ON FUNCTION extsvc._setting(text) IS
 
 -- The site id in force for SQL (GUC extsvc.site_id; '' when unset).
 CREATE FUNCTION extsvc._site_id() RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN coalesce(extsvc._setting('extsvc.site_id'), '');
 END
@@ -58,7 +58,7 @@ COMMENT ON FUNCTION extsvc._site_id() IS
 
 -- The namespace of the DPUService objects (GUC extsvc.namespace).
 CREATE FUNCTION extsvc._namespace() RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN coalesce(nullif(extsvc._setting('extsvc.namespace'), ''), 'dpf-operator-system');
 END
@@ -67,7 +67,7 @@ $fn$;
 -- A caller's value as quoted in an error's DETAIL (issue #10): at most 64
 -- characters, so an error never echoes a long (or hostile) value whole.
 CREATE FUNCTION extsvc._token(p_value text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   RETURN CASE WHEN p_value IS NULL THEN 'NULL'
             WHEN length(p_value) <= 64 THEN p_value
@@ -81,7 +81,7 @@ COMMENT ON FUNCTION extsvc._token(text) IS
 -- through _token (unless p_quote is false: items already made of bounded
 -- parts), then how many more; NULL for an empty list.
 CREATE FUNCTION extsvc._token_list(p_values text[], p_quote boolean DEFAULT true) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   RETURN (
     SELECT nullif(concat_ws(', ',
@@ -95,7 +95,7 @@ COMMENT ON FUNCTION extsvc._token_list(text[], boolean) IS
 
 -- Raises an error with SQLSTATE, one-line message, DETAIL and HINT.
 CREATE FUNCTION extsvc._raise(p_sqlstate text, p_message text, p_detail text, p_hint text)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
   RAISE EXCEPTION USING ERRCODE = p_sqlstate, MESSAGE = p_message,
                         DETAIL = coalesce(p_detail, ''), HINT = coalesce(p_hint, '');
@@ -107,7 +107,7 @@ $fn$;
 -- precondition without parsing messages. Real constraint names where a
 -- constraint exists; otherwise the stable names listed in docs/sql-api.md.
 CREATE FUNCTION extsvc._raise_c(p_constraint text, p_sqlstate text, p_message text, p_detail text, p_hint text)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
   RAISE EXCEPTION USING ERRCODE = p_sqlstate, MESSAGE = p_message, CONSTRAINT = p_constraint,
                         DETAIL = coalesce(p_detail, ''), HINT = coalesce(p_hint, '');
@@ -118,7 +118,7 @@ COMMENT ON FUNCTION extsvc._raise_c(text, text, text, text, text) IS
 
 -- NICo ConfigVersion of version number n, stamped with the transaction time.
 CREATE FUNCTION extsvc._config_version(n integer) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN format('V%s-T%s', n, (extract(epoch FROM now()) * 1000000)::bigint);
 END
@@ -154,7 +154,7 @@ COMMENT ON FUNCTION extsvc._caller_is_admin() IS
 -- extsvc._<fn>_as_api twin calling it with false: SECURITY DEFINER, the
 -- body's result. Who may execute which is granted where the entry is.
 CREATE FUNCTION extsvc._create_gates(p_entry text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   v_entry oid := (SELECT p.oid FROM pg_proc p
                    WHERE p.pronamespace = 'extsvc'::regnamespace AND p.proname = p_entry);
@@ -191,7 +191,7 @@ COMMENT ON FUNCTION extsvc._create_gates(text) IS
   'Internal, install only: creates the SECURITY DEFINER gates _<entry>_as_admin (and _as_api for a body with p_admin) of a role-dependent entry. No grants.';
 
 CREATE FUNCTION extsvc._tenant_denied(p_what text, p_id uuid, p_tenant text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
   -- One answer for "does not exist" and "belongs to another tenant".
   PERFORM extsvc._raise('42501', format('%s is not accessible to this tenant', p_what),
@@ -206,7 +206,7 @@ $fn$;
 -- refused too (create_service, upsert_instance); otherwise NULL means "no
 -- tenant given".
 CREATE FUNCTION extsvc._check_tenant_id(p_tenant text, p_required boolean) RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   IF p_tenant IS NULL AND NOT p_required THEN
     RETURN;
@@ -224,7 +224,7 @@ COMMENT ON FUNCTION extsvc._check_tenant_id(text, boolean) IS
 -- Raises the tenant refusal when a tenant is given and the service is not one
 -- of its services (unknown or another tenant's).
 CREATE FUNCTION extsvc._check_service_tenant(p_service_id uuid, p_tenant text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   PERFORM extsvc._check_tenant_id(p_tenant, false);
   IF p_tenant IS NOT NULL AND NOT EXISTS (
@@ -237,7 +237,7 @@ $fn$;
 
 -- The same for an instance.
 CREATE FUNCTION extsvc._check_instance_tenant(p_instance_id uuid, p_tenant text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   PERFORM extsvc._check_tenant_id(p_tenant, false);
   IF p_tenant IS NOT NULL AND NOT EXISTS (
@@ -251,7 +251,7 @@ $fn$;
 -- The tenant check, then P0002 for an unknown instance (issue #12: every
 -- instance status function answers an unknown instance the same way).
 CREATE FUNCTION extsvc._require_instance(p_instance_id uuid, p_tenant text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   PERFORM extsvc._check_instance_tenant(p_instance_id, p_tenant);
   IF NOT EXISTS (SELECT FROM extsvc.instances i WHERE i.instance_id = p_instance_id) THEN

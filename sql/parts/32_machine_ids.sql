@@ -19,7 +19,7 @@
 
 -- Why a string is not a MachineId, in the words of NICo's parser; NULL when it is one.
 CREATE FUNCTION extsvc._machine_id_problem(p_value text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 BEGIN
   RETURN CASE
       WHEN octet_length(p_value) <> 59 THEN format('the machine ID has an invalid length of %s', octet_length(p_value))
@@ -35,7 +35,7 @@ COMMENT ON FUNCTION extsvc._machine_id_problem(text) IS
 
 -- The canonical form of a MachineId (the payload in lowercase, as NICo prints it).
 CREATE FUNCTION extsvc._machine_id_canonical(p_value text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 BEGIN
   RETURN left(p_value, 7) || lower(substr(p_value, 8));
 END
@@ -50,7 +50,7 @@ COMMENT ON FUNCTION extsvc._machine_id_canonical(text) IS
 -- were uuids) is accepted as it is stored, so those rows stay reachable; no
 -- new id of that form is accepted.
 CREATE FUNCTION extsvc._machine_id(p_value text, p_arg text, p_kind text) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_problem text;
   v_type text;
@@ -90,7 +90,7 @@ COMMENT ON FUNCTION extsvc._machine_id(text, text, text) IS
 
 -- The same for an array argument (network_dpus): elements named by position.
 CREATE FUNCTION extsvc._machine_ids(p_values text[], p_arg text, p_kind text) RETURNS text[]
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_out text[] := '{}';
   n integer := 0;

@@ -31,7 +31,7 @@ COMMENT ON FUNCTION extsvc.placement_label_key(uuid, text) IS
 -- PL/pgSQL: a SQL function with a SET clause is planned again at every call (PostgreSQL 15),
 -- and this one plans the services view (issue 26, part 3: about 1 ms of every create and update).
 CREATE FUNCTION extsvc._service_row(p_service_id uuid) RETURNS extsvc.services
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   r extsvc.services;
 BEGIN
@@ -60,7 +60,7 @@ COMMENT ON FUNCTION extsvc._chart_allowed(jsonb) IS
 -- Refuses a chart that is not on the allow-list while enforcement is on.
 -- p_detail: the DETAIL (default: the repoURL's JSON path and the chart).
 CREATE FUNCTION extsvc._check_chart_allowed(p_data jsonb, p_detail text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   IF extsvc._setting('extsvc.enforce_chart_allowlist') = 'off' THEN
     RETURN;
@@ -78,7 +78,7 @@ COMMENT ON FUNCTION extsvc._check_chart_allowed(jsonb, text) IS
 -- The same for what an existing DPF service runs and will run (issue 29):
 -- its desired revision and its applied one. Retry and attach call it.
 CREATE FUNCTION extsvc._check_service_chart_allowed(p_service_id uuid, p_detail text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   r record;
 BEGIN
@@ -103,7 +103,7 @@ COMMENT ON FUNCTION extsvc._check_service_chart_allowed(uuid, text) IS
 -- agent). Called where a definition is about to run: create, update (and so
 -- rollback), retry.
 CREATE FUNCTION extsvc._check_privileged_allowed(p_data jsonb, p_admin boolean, p_detail text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   IF NOT p_admin AND coalesce((p_data->'security'->>'privileged')::boolean, false)
      AND extsvc._setting('extsvc.allow_privileged') = 'off' THEN
@@ -121,7 +121,7 @@ COMMENT ON FUNCTION extsvc._check_privileged_allowed(jsonb, boolean, text) IS
 -- ["key"] with JSON escaping; a key longer than 64 characters is cut to 48
 -- and marked ["prefix"...], so a path never quotes a long key whole.
 CREATE FUNCTION extsvc._json_path_member(p_parent text, p_key text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   RETURN CASE WHEN p_key ~ '^[A-Za-z_][A-Za-z0-9_]*$' AND length(p_key) <= 64 THEN p_parent || '.' || p_key
                 WHEN length(p_key) <= 64 THEN p_parent || '[' || to_json(p_key)::text || ']'
@@ -139,7 +139,7 @@ COMMENT ON FUNCTION extsvc._json_path_member(text, text) IS
 -- (131072 bytes); unknown fields are refused at every level, so the depth
 -- is the schema's. The first offending field is named by its JSON path.
 CREATE FUNCTION extsvc._check_observability(p jsonb) RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 DECLARE
   c jsonb;
   n integer := 0;
@@ -246,7 +246,7 @@ COMMENT ON FUNCTION extsvc._check_observability(jsonb) IS
 -- position in the trimmed, normalized name. sql/migrations/0.2.0--0.3.0.sql
 -- applies the same classes to the names already stored.
 CREATE FUNCTION extsvc._service_name(p_name text) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v text := btrim(p_name);
   v_pos integer;
@@ -278,7 +278,7 @@ COMMENT ON FUNCTION extsvc._service_name(text) IS
 
 -- Refuses a display name that a live service of the tenant already uses.
 CREATE FUNCTION extsvc._check_name_free(p_tenant text, p_name text, p_except uuid) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   IF EXISTS (SELECT FROM extsvc.service_records s
              WHERE s.tenant_organization_id = p_tenant AND lower(s.service_name) = lower(p_name)

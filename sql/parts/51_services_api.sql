@@ -4,7 +4,7 @@
 
 -- Marks a DPF service's reconciliation row as having new intent.
 CREATE FUNCTION extsvc._intent_changed(p_service_id uuid) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
   UPDATE extsvc.dpf_extension_service_reconciliations r
      SET state_version = r.state_version + 1, next_due_at = now(), attempts = 0,
@@ -21,7 +21,7 @@ CREATE FUNCTION extsvc._create_service(
     deployment_scope text DEFAULT NULL, service_id uuid DEFAULT NULL,
     has_credential boolean DEFAULT false, observability jsonb DEFAULT NULL, p_admin boolean DEFAULT false)
 RETURNS extsvc.services
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   v_id      uuid := coalesce(_create_service.service_id, gen_random_uuid());
   v_type    text := upper(btrim(_create_service.service_type));
@@ -196,7 +196,7 @@ CREATE FUNCTION extsvc._update_service(
     has_credential boolean DEFAULT NULL, observability jsonb DEFAULT NULL,
     tenant_organization_id text DEFAULT NULL, p_admin boolean DEFAULT false)
 RETURNS extsvc.services
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   s        extsvc.service_records;
   v_name   text;
@@ -365,7 +365,7 @@ SELECT extsvc._create_gates('update_service');
 
 -- Instances whose configuration or attachments still reference a service.
 CREATE FUNCTION extsvc._blocking_instances(p_service_id uuid, p_version text) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql STABLE AS $fn$
   SELECT string_agg(x.instance_id::text, ', ' ORDER BY x.instance_id::text)
   FROM (SELECT DISTINCT i.instance_id
           FROM extsvc.instance_extension_services i
@@ -381,7 +381,7 @@ $fn$;
 CREATE FUNCTION extsvc._delete_service(service_id uuid, version text DEFAULT NULL,
     tenant_organization_id text DEFAULT NULL, p_admin boolean DEFAULT false)
 RETURNS extsvc.services
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   s          extsvc.service_records;
   v_blocking text;

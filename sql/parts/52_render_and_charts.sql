@@ -30,7 +30,7 @@ COMMENT ON FUNCTION extsvc.render_dpuservice(uuid, text) IS
 
 -- The body of allow_chart: reached only through its admin gate.
 CREATE FUNCTION extsvc._allow_chart(repo_url text, chart_name text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   v_probe text;
 BEGIN
@@ -62,7 +62,7 @@ SELECT extsvc._create_gates('allow_chart');
 
 -- The body of disallow_chart: reached only through its admin gate.
 CREATE FUNCTION extsvc._disallow_chart(repo_url text, chart_name text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
   DELETE FROM extsvc.chart_allowlist a
    WHERE a.repo_url = rtrim(_disallow_chart.repo_url, '/')

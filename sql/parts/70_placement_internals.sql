@@ -32,7 +32,7 @@ COMMENT ON VIEW extsvc.dpu_desired_labels IS
 
 -- Marks a DPU's placement work as due now (its desired labels may have changed).
 CREATE FUNCTION extsvc._touch_dpu(p_dpu text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 BEGIN
   INSERT INTO extsvc.dpu_reconciliations AS q (dpu_machine_id, next_due_at)
@@ -56,7 +56,7 @@ $fn$;
 -- and of the instances' hosts, and every DPU with an attachment row of the
 -- instances; p_instances NULL means the instances on p_hosts.
 CREATE FUNCTION extsvc._lock_dpu_work(p_hosts text[], p_instances uuid[] DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
   v_instances uuid[] := p_instances;
@@ -92,7 +92,7 @@ COMMENT ON FUNCTION extsvc._lock_dpu_work(text[], uuid[]) IS
 -- old xmin that reads so is taken to be in the current epoch, which
 -- pg_xact_status refuses as "in the future" (22023): not this transaction's.
 CREATE FUNCTION extsvc._written_by_this_transaction(p_xmin xid) RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_top bigint := pg_current_xact_id()::text::bigint;
   v_x bigint := p_xmin::text::bigint;
@@ -133,7 +133,7 @@ COMMENT ON FUNCTION extsvc._written_by_this_transaction(xid) IS
 -- row). Nothing else changes: a setting that does not match locks as before.
 CREATE FUNCTION extsvc._placement_held(p_host text, p_instance uuid, p_noted boolean DEFAULT false)
 RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   m text[] := string_to_array(current_setting('nico_extsvc.placement_locked', true), '|');
 BEGIN
@@ -149,7 +149,7 @@ COMMENT ON FUNCTION extsvc._placement_held(text, uuid, boolean) IS
   'Internal: whether extsvc.lock_placement, earlier in this transaction, locked the host''s DPU work rows and the instance with every DPU work row it may touch (p_noted: whether it took the instance id''s advisory lock instead), so that the call need not lock them again.';
 
 CREATE FUNCTION extsvc._placement_note_held(p_host text, p_instance uuid) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   m text[] := string_to_array(current_setting('nico_extsvc.placement_locked', true), '|');
 BEGIN
@@ -201,7 +201,7 @@ CREATE TRIGGER service_state_wakes_dpus
 -- Target resolution (SPEC 2.4). NULL when unresolvable: callers never invent
 -- an empty set (that would remove labels).
 CREATE FUNCTION extsvc._resolve_targets(p_instance uuid, p_target text) RETURNS text[]
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 #variable_conflict use_column
 DECLARE
   i extsvc.instances;
@@ -234,7 +234,7 @@ $fn$;
 -- p_strict: an unresolvable target of an active DPF entry is an error
 -- (new attachments); otherwise the entry's rows are left untouched.
 CREATE FUNCTION extsvc._materialize_instance(p_instance uuid, p_strict boolean) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
   i extsvc.instances;
@@ -303,7 +303,7 @@ $fn$;
 -- to another active reason on the same DPU), then tombstones without rows,
 -- then deleted instances without entries.
 CREATE FUNCTION extsvc._cleanup_instance(p_instance uuid) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
   i extsvc.instances;

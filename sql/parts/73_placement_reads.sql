@@ -35,7 +35,7 @@ COMMENT ON FUNCTION extsvc.instance_extension_service_status(uuid, text) IS
 -- TERMINATED say something of every DPU, so they hold only when every state is that one (a mix
 -- of the two, an empty set and states outside the vocabulary are UNKNOWN).
 CREATE FUNCTION extsvc._aggregate_state(states text[]) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   RETURN (
     SELECT CASE WHEN w.worst IN ('RUNNING', 'TERMINATED') AND NOT coalesce(w.worst = ALL (states), false)
@@ -55,7 +55,7 @@ CREATE FUNCTION extsvc._instance_summary(p_instance uuid)
 RETURNS TABLE (service_id uuid, service_name text, service_type text, version text, aggregate_state text,
                removed boolean, removed_at timestamptz, dpus integer, configs_synced boolean,
                config_version integer, config_version_text text)
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 #variable_conflict use_column
 BEGIN
   RETURN QUERY

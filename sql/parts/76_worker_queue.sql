@@ -14,7 +14,7 @@
 -- to extsvc.retry_cap (clamped as a number first: 1e13 s must not overflow the
 -- interval and lose the outcome).
 CREATE FUNCTION extsvc._backoff(p_attempts integer, p_retry_after_s double precision DEFAULT NULL)
-RETURNS interval LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+RETURNS interval LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   -- PL/pgSQL: a SQL function with a SET clause is planned at every call (every completion)
   v_base interval := coalesce(nullif(extsvc._setting('extsvc.retry_base'), ''), '500ms')::interval;
@@ -36,7 +36,7 @@ $fn$;
 CREATE FUNCTION extsvc._worker_queues()
 RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text,
                claim_function text, key_type text)
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql IMMUTABLE AS $fn$
   VALUES ('service', 'dpf_extension_service_reconciliations', 'service_id', '_service_work', '_complete_service',
           '_claim_service', 'uuid'),
          ('dpu', 'dpu_reconciliations', 'dpu_machine_id', '_dpu_work', '_complete_dpu', '_claim_dpu', 'text')
@@ -45,7 +45,7 @@ $fn$;
 CREATE FUNCTION extsvc._worker_queue(p_queue text)
 RETURNS TABLE (queue text, queue_table text, key_column text, work_function text, complete_function text,
                claim_function text, key_type text)
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN QUERY SELECT * FROM extsvc._worker_queues() w WHERE w.queue = p_queue;
   IF NOT FOUND THEN
@@ -132,7 +132,7 @@ COMMENT ON FUNCTION extsvc.claim(text, text, integer, integer) IS
 -- them fetched, then sorted) would be kept for the session.
 CREATE FUNCTION extsvc._claim_service(p_worker text, p_batch_size integer, p_lease_seconds integer)
 RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, attempts integer)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$
+LANGUAGE plpgsql SET enable_sort = off AS $fn$
 BEGIN
   RETURN QUERY
   WITH due AS (
@@ -160,7 +160,7 @@ $fn$;
 -- as _claim_service, over the same index, skipping rows of other states.
 CREATE FUNCTION extsvc._claim_service_creates(p_worker text, p_batch_size integer, p_lease_seconds integer)
 RETURNS TABLE (id uuid, state_version bigint, lease_token uuid, attempts integer)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$
+LANGUAGE plpgsql SET enable_sort = off AS $fn$
 BEGIN
   RETURN QUERY
   WITH due AS (
@@ -220,7 +220,7 @@ COMMENT ON FUNCTION extsvc.claim_service_creates(text, integer, integer) IS
 
 CREATE FUNCTION extsvc._claim_dpu(p_worker text, p_batch_size integer, p_lease_seconds integer)
 RETURNS TABLE (id text, state_version bigint, lease_token uuid, attempts integer)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET enable_sort = off AS $fn$
+LANGUAGE plpgsql SET enable_sort = off AS $fn$
 BEGIN
   RETURN QUERY
   WITH due AS (

@@ -10,7 +10,7 @@
 -- extsvc.render_dpuservice calls too). An ALL_DPUS service being deleted is
 -- deleted only after its labels are gone everywhere (placement_clear).
 CREATE FUNCTION extsvc._service_work(p_id uuid, p_attempts integer) RETURNS jsonb
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_work jsonb;
 BEGIN
@@ -41,7 +41,7 @@ $fn$;
 --   retry       transient failure: back off (attempts + 1), keep the error
 --   poll        waiting on the cluster (finalizers): check again after a backoff
 CREATE FUNCTION extsvc._complete_service(p_id uuid, p_outcome jsonb) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   s extsvc.service_records;
   o text := p_outcome->>'outcome';
@@ -136,7 +136,7 @@ $fn$;
 -- {kind, instance_id, service_id, version, label_key, dpf_service_name,
 -- applied_revision, wanted}).
 CREATE FUNCTION extsvc._dpu_work(p_id text, p_attempts integer) RETURNS jsonb
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_work jsonb;
 BEGIN
@@ -181,7 +181,7 @@ $fn$;
 -- Applies a DPU outcome: outcome.outcome 'observed' (results is an array of
 -- {kind, instance_id, service_id, version, state, message}) or 'retry'.
 CREATE FUNCTION extsvc._complete_dpu(p_id text, p_outcome jsonb) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
   r jsonb;

@@ -97,7 +97,7 @@ $fn$;
 -- For ALL_DPUS deletion: true once every registered DPU was observed without
 -- the service's label and pods after the delete was requested.
 CREATE FUNCTION extsvc._site_service_cleared(p_service_id uuid) RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN (
     SELECT NOT EXISTS (

@@ -95,7 +95,7 @@ SELECT m.machine, nullif(f.s, 'NEW'), nullif(r.to_state, 'REMOVED'), r.actor, r.
 -- superuser), 'api' otherwise. A tenant session setting the variable itself
 -- stays 'api'.
 CREATE FUNCTION extsvc._transition_actor() RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   IF current_setting('nico_extsvc.actor', true) IS DISTINCT FROM 'worker' THEN
     RETURN 'api';
@@ -112,7 +112,7 @@ COMMENT ON FUNCTION extsvc._transition_actor() IS
 -- extsvc.resync_interval: a converged DPU is observed again only at the
 -- resync, so a smaller bound would turn healthy rows UNKNOWN between passes.
 CREATE FUNCTION extsvc._observation_max_age() RETURNS interval
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN greatest(coalesce(nullif(extsvc._setting('extsvc.observation_max_age'), '')::interval, interval '15 min'),
                 2 * coalesce(nullif(extsvc._setting('extsvc.resync_interval'), '')::interval, interval '5 min'));
@@ -125,7 +125,7 @@ COMMENT ON FUNCTION extsvc._observation_max_age() IS
 -- ERROR stays (it needs a person and outranks UNKNOWN anyway); rows never
 -- observed (observed_at NULL) keep the state the API gave them.
 CREATE FUNCTION extsvc._effective_deployment_state(p_state text, p_observed_at timestamptz) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN CASE WHEN p_state IN ('PENDING', 'RUNNING', 'TERMINATING', 'TERMINATED')
                  AND p_observed_at < now() - extsvc._observation_max_age()
@@ -138,7 +138,7 @@ COMMENT ON FUNCTION extsvc._effective_deployment_state(text, timestamptz) IS
 -- A change that keeps an observation older than the bound (nobody looked
 -- again): the staleness transition, as opposed to a fresh observation.
 CREATE FUNCTION extsvc._went_stale(p_old_observed_at timestamptz, p_new_observed_at timestamptz) RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN coalesce(p_new_observed_at IS NOT DISTINCT FROM p_old_observed_at
                 AND p_old_observed_at < now() - extsvc._observation_max_age(), false);
@@ -149,7 +149,7 @@ COMMENT ON FUNCTION extsvc._went_stale(timestamptz, timestamptz) IS
 
 CREATE FUNCTION extsvc._refuse_transition(p_machine text, p_from text, p_to text, p_actor text, p_reason text,
                                           p_row text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
   IF NOT EXISTS (SELECT FROM extsvc.placement_transitions t
                   WHERE t.machine = p_machine AND t.from_state IS NOT DISTINCT FROM p_from
@@ -170,7 +170,7 @@ COMMENT ON FUNCTION extsvc._refuse_transition(text, text, text, text, text, text
 -- the DPU (the order matters: deletion explains more than a detach).
 CREATE FUNCTION extsvc._placement_reason(p_old extsvc.dpf_extension_service_attachments,
                                          p_new extsvc.dpf_extension_service_attachments) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   r extsvc.dpf_extension_service_attachments := CASE WHEN p_new IS NULL THEN p_old ELSE p_new END;
   v_deleting boolean;
@@ -217,7 +217,7 @@ COMMENT ON FUNCTION extsvc._placement_reason(extsvc.dpf_extension_service_attach
 CREATE FUNCTION extsvc._deployment_reason(p_created boolean, p_placement_changed boolean, p_placement text,
                                           p_to text, p_stale boolean, p_wanted boolean,
                                           p_shared boolean DEFAULT false) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   RETURN CASE
       WHEN p_placement_changed AND p_placement = 'REMOVING' AND p_to = 'UNKNOWN' THEN 'removal_requested'
@@ -239,7 +239,7 @@ COMMENT ON FUNCTION extsvc._deployment_reason(boolean, boolean, text, text, bool
   'Reason of a per-DPU deployment_state change: API write with a placement change, staleness, or the SPEC 2.8 evidence class of an observation.';
 
 CREATE FUNCTION extsvc._attachment_wanted(p_row extsvc.dpf_extension_service_attachments) RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN (
     SELECT p_row.placement_state = 'ACTIVE'
@@ -251,7 +251,7 @@ COMMENT ON FUNCTION extsvc._attachment_wanted(extsvc.dpf_extension_service_attac
 
 -- A hand-over: another active reason wants the same label on the same DPU.
 CREATE FUNCTION extsvc._attachment_shared(p_row extsvc.dpf_extension_service_attachments) RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN (
     SELECT EXISTS (SELECT FROM extsvc.dpu_desired_labels w
@@ -263,7 +263,7 @@ COMMENT ON FUNCTION extsvc._attachment_shared(extsvc.dpf_extension_service_attac
   'Whether another active reason (another instance''s ACTIVE row, an ALL_DPUS service) wants the same label on the row''s DPU.';
 
 CREATE FUNCTION extsvc._site_row_wanted(p_service uuid, p_dpu text) RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN (
     SELECT coalesce((SELECT extsvc._site_service_wanted(s.lifecycle_state, s.applied_revision)
@@ -307,7 +307,7 @@ SELECT pg_catalog.pg_extension_config_dump('extsvc.dpu_state_history_id_seq', ''
 -- compared with = or IS NULL, not IS NOT DISTINCT FROM, which no index
 -- serves: the scan stays within the key in dpu_state_history_row.
 CREATE FUNCTION extsvc._trim_dpu_history(p_service uuid, p_dpu text, p_instance uuid) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   v_cut bigint;
 BEGIN
@@ -333,7 +333,7 @@ COMMENT ON FUNCTION extsvc._trim_dpu_history(uuid, text, uuid) IS
 CREATE FUNCTION extsvc._record_dpu_state(p_machine text, p_instance uuid, p_dpu text, p_service uuid, p_version text,
                                          p_from text, p_to text, p_actor text, p_reason text, p_message text,
                                          p_observed_at timestamptz) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
   INSERT INTO extsvc.dpu_state_history (machine, instance_id, dpu_machine_id, service_id, version, from_state, to_state,
                                         actor, reason, message, observed_at)
@@ -431,7 +431,7 @@ CREATE TRIGGER attachment_transition
 -- ALL_DPUS per-DPU rows
 CREATE FUNCTION extsvc._site_transition_reason(p_op text, p_old extsvc.site_service_dpu_status,
                                                p_new extsvc.site_service_dpu_status) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN (
     SELECT CASE

@@ -29,7 +29,7 @@ CREATE TRIGGER instances_config_version_text
 
 -- The service row, or P0002 (after the tenant check).
 CREATE FUNCTION extsvc._require_service(p_service_id uuid, p_tenant text) RETURNS extsvc.service_records
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   s extsvc.service_records;
 BEGIN
@@ -124,7 +124,7 @@ COMMENT ON FUNCTION extsvc.service_snapshots(uuid[], text) IS
 
 -- An instance's configured entries as get_instance(s) show them.
 CREATE FUNCTION extsvc._instance_services(p_instance uuid) RETURNS jsonb
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN (
     SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -179,7 +179,7 @@ COMMENT ON FUNCTION extsvc.set_instance_extension_services_versioned(uuid, jsonb
 
 -- P0002 for a version the service never had (deleted ones are known).
 CREATE FUNCTION extsvc._require_service_version(p_service_id uuid, p_version text, p_tenant text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   PERFORM extsvc._require_service(p_service_id, p_tenant);
   IF p_version IS NOT NULL AND NOT EXISTS (

@@ -33,7 +33,7 @@ COMMENT ON FUNCTION extsvc.service_revisions(uuid, text) IS
 -- rollback_service, step 1: the definition of an old revision, after the
 -- tenant and existence checks.
 CREATE FUNCTION extsvc._revision_data(p_service_id uuid, p_revision bigint, p_tenant text) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   s extsvc.service_records;
   v_data text;
@@ -62,7 +62,7 @@ COMMENT ON FUNCTION extsvc._revision_data(uuid, bigint, text) IS
 -- newer than p_revision and with its data, is marked. Reached only through
 -- the gates below (issue 29: it was executable by extsvc_api).
 CREATE FUNCTION extsvc._mark_rollback(p_service_id uuid, p_revision bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
   UPDATE extsvc.helm_revisions r
      SET rollback_of = p_revision
@@ -88,7 +88,7 @@ COMMENT ON FUNCTION extsvc._mark_rollback(uuid, bigint) IS
 CREATE FUNCTION extsvc._rollback_service(p_service_id uuid, p_revision bigint, p_if_version_ctr_match bigint,
                                          p_tenant text, p_admin boolean)
 RETURNS extsvc.services
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   v_data text;
   r extsvc.services;
@@ -124,7 +124,7 @@ SELECT extsvc._create_gates('rollback_service');
 
 CREATE FUNCTION extsvc._retry_service(service_id uuid, tenant_organization_id text, p_admin boolean)
 RETURNS extsvc.services
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
   s extsvc.service_records;
 BEGIN

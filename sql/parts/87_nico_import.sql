@@ -17,7 +17,7 @@ INSERT INTO extsvc.lifecycle_transitions (from_state, to_state, actor, reason, d
 -- A JSON member as text (a string, or NULL when absent or null when p_null);
 -- 22023 naming the path otherwise.
 CREATE FUNCTION extsvc._json_text(p_obj jsonb, p_key text, p_path text, p_null boolean) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   IF p_obj->p_key IS NULL OR jsonb_typeof(p_obj->p_key) = 'null' THEN
     IF NOT p_null THEN
@@ -38,7 +38,7 @@ COMMENT ON FUNCTION extsvc._json_text(jsonb, text, text, boolean) IS
 
 -- A JSON member as a timestamp (RFC 3339, as NICo's row_to_json and chrono write it).
 CREATE FUNCTION extsvc._json_time(p_obj jsonb, p_key text, p_path text, p_null boolean) RETURNS timestamptz
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v text := extsvc._json_text(p_obj, p_key, p_path, p_null);
 BEGIN
@@ -65,7 +65,7 @@ COMMENT ON FUNCTION extsvc._json_time(jsonb, text, text, boolean) IS
 
 -- Refuses members a shape does not have.
 CREATE FUNCTION extsvc._json_keys_only(p_obj jsonb, p_keys text[], p_path text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 DECLARE
   v_bad text;
 BEGIN
@@ -85,7 +85,7 @@ COMMENT ON FUNCTION extsvc._json_keys_only(jsonb, text[], text) IS
 
 -- A NICo ConfigVersion string V<n>-T<micros> as we store them; returns n.
 CREATE FUNCTION extsvc._json_config_version(p_value text, p_path text) RETURNS integer
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   IF p_value IS NULL OR p_value !~ '^V[1-9][0-9]{0,8}-T[0-9]{1,19}$' THEN
     PERFORM extsvc._raise('22023', 'not a NICo ConfigVersion string', format('JSON path: %s = %s', p_path, extsvc._token(p_value)),
@@ -100,7 +100,7 @@ COMMENT ON FUNCTION extsvc._json_config_version(text, text) IS
 -- A tenant id of an imported row: the one rule of every tenant argument
 -- (extsvc._check_tenant_id, issue 29), named by its JSON path.
 CREATE FUNCTION extsvc._json_tenant(p_value text, p_path text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   IF p_value IS NULL OR length(p_value) > 256 OR p_value !~ '^[A-Za-z0-9_-]+$' THEN
     PERFORM extsvc._raise('22023', 'tenant_organization_id must be 1 to 256 letters, digits, ''_'' or ''-''',
@@ -118,7 +118,7 @@ COMMENT ON FUNCTION extsvc._json_tenant(text, text) IS
 -- the JSON path of the imported value in front.
 CREATE FUNCTION extsvc._json_reraise(p_path text, p_state text, p_message text, p_detail text, p_hint text)
 RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
   PERFORM extsvc._raise(p_state, p_message,
     CASE WHEN p_detail LIKE 'JSON path: $%' THEN 'JSON path: ' || p_path || substr(p_detail, 13)
@@ -136,7 +136,7 @@ COMMENT ON FUNCTION extsvc._json_reraise(text, text, text, text, text) IS
 -- turned into the rows we store; 22023 at the first bad field.
 CREATE FUNCTION extsvc._import_service_rows(p_row jsonb, p_path text,
     OUT service extsvc.service_records, OUT versions extsvc.service_versions[])
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v jsonb;
   n integer := 0;
@@ -378,7 +378,7 @@ COMMENT ON FUNCTION extsvc.import_nico_services(jsonb) IS
 -- back as rows (service_id, version, removed_at, attachment_id, dpu_target).
 CREATE FUNCTION extsvc._import_instance_row(p_row jsonb, p_path text,
     OUT instance extsvc.instances, OUT entries extsvc.instance_extension_services[])
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v jsonb;
   n integer := 0;

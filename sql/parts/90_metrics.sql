@@ -21,7 +21,7 @@ CREATE FUNCTION extsvc._queue_rows(OUT queue text, OUT next_due_at timestamptz,
                                    OUT lease_expires_at timestamptz, OUT attempts integer,
                                    OUT since timestamptz)
 RETURNS SETOF record
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql STABLE AS $fn$
   SELECT 'service'::text, r.next_due_at, r.lease_expires_at, r.attempts,
          coalesce(r.last_success_at, s.updated_at)
     FROM extsvc.dpf_extension_service_reconciliations r
@@ -44,7 +44,7 @@ COMMENT ON FUNCTION extsvc._worker_metrics() IS
 -- Every metric family: name, Prometheus type, help text (docs/metrics.md).
 CREATE FUNCTION extsvc._metric_families(OUT family text, OUT type text, OUT help text)
 RETURNS SETOF record
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql IMMUTABLE AS $fn$
   VALUES
     ('extsvc_services', 'gauge', 'Extension services by service type and lifecycle state.'),
     ('extsvc_queue_due', 'gauge', 'Work rows due now and not leased, by queue (service: DPF services, dpu: per-DPU placement).'),
@@ -246,7 +246,7 @@ COMMENT ON VIEW extsvc.metrics IS
 -- One sample line of the text format: name{k="v",...} value, label values
 -- escaped (\\, \", \n), le last, +Inf/-Inf/NaN, integers without exponent.
 CREATE FUNCTION extsvc._prometheus_line(metric text, labels jsonb, value double precision) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql IMMUTABLE AS $fn$
   SELECT _prometheus_line.metric
          || CASE WHEN _prometheus_line.labels IS NULL OR _prometheus_line.labels = '{}'::jsonb THEN ''
                  ELSE '{' || (SELECT string_agg(format('%s="%s"', l.key,

@@ -8,7 +8,7 @@
 -- An extsvc.* setting through extsvc._setting() (never a session's placeholder), NULL when the
 -- library does not define it (a postmaster-only one without preloading).
 CREATE FUNCTION extsvc._health_setting(p_name text) RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
   RETURN extsvc._setting(p_name);
 EXCEPTION WHEN undefined_object THEN
@@ -21,7 +21,7 @@ COMMENT ON FUNCTION extsvc._health_setting(text) IS
 -- The files of the cluster settings: readable by the server (the workers read them as the same
 -- OS user), with the OS error when not. Owner only; health_check is its one caller.
 CREATE FUNCTION extsvc._health_file_error(p_setting text) RETURNS text
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   v_path text := extsvc._health_setting(p_setting);
 BEGIN
@@ -40,7 +40,7 @@ COMMENT ON FUNCTION extsvc._health_file_error(text) IS
 
 -- The URL rule of the Kubernetes client (src/kube/config.cpp), per cluster setting prefix.
 CREATE FUNCTION extsvc._health_url_error(p_prefix text) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql STABLE AS $fn$
   SELECT CASE
            WHEN coalesce(extsvc._health_setting(format('extsvc.%skubeconfig', p_prefix)), '') <> '' THEN NULL
            WHEN coalesce(extsvc._health_setting(format('extsvc.%skube_server', p_prefix)), '') = '' THEN NULL
@@ -64,7 +64,7 @@ COMMENT ON FUNCTION extsvc._health_url_error(text) IS
 -- notAfter }, ... } ... }), NULLs when it is not one. Walks the DER headers only; the signature is
 -- not checked (the worker's TLS library does that).
 CREATE FUNCTION extsvc._health_der_validity(p_der bytea, OUT not_before timestamptz, OUT not_after timestamptz)
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 DECLARE
   v_at integer := 0;     -- offset of the current TLV
   v_tag integer;
@@ -139,7 +139,7 @@ COMMENT ON FUNCTION extsvc._health_der_validity(bytea) IS
 CREATE FUNCTION extsvc._health_pem_findings(p_name text, p_pem text, p_kind text,
                                             OUT severity text, OUT finding text)
 RETURNS SETOF record
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
   v_blocks text[];
   v_der bytea;
@@ -210,7 +210,7 @@ COMMENT ON FUNCTION extsvc._health_pem_findings(text, text, text) IS
 -- keys (every user and cluster in it, not only the current context's). Owner only.
 CREATE FUNCTION extsvc._health_tls_findings(OUT severity text, OUT finding text, OUT checked integer)
 RETURNS SETOF record
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   v_setting text;
   v_path text;
