@@ -5,7 +5,7 @@
 -- execute, each trigger function and each function a view, constraint,
 -- default or index calls. The internal helpers they call (executable by the
 -- owner only) run on that pinned path without a SET clause of their own,
--- which cost a sixth of an allocation's CPU (issue 26, part 3;
+-- which cost a tenth to a sixth of an allocation's CPU (issue 26, part 3;
 -- docs/security.md). The API, the worker's entry points and a superuser's
 -- direct DML, called from a session whose search_path puts a hostile schema
 -- before pg_catalog, never run one of its look-alike operators or functions.
