@@ -101,7 +101,13 @@ TEST_F(Workloads, AChartThatDropsLabelsAndAnnotationsIsStillTrackedAndOwned) {
   EXPECT_EQ(ds["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"],
             "dpu-cplane-tenant1-nl:apps/DaemonSet:dpf-operator-system/" + ds_name);
   EXPECT_FALSE(ds["metadata"]["labels"].contains("nico/extension-service-id"));
-  json res = app("nl")["status"]["resources"];
+  // Argo refreshes the application's resources and health on its own tick, after the pod is
+  // ready (a CI run read Progressing right after the pod's readiness)
+  json res;
+  ASSERT_TRUE(wait_until([&] {
+    res = app("nl")["status"]["resources"];
+    return res.size() == 1 && res[0]["health"]["status"] == "Healthy";
+  })) << res.dump();
   ASSERT_EQ(res.size(), 1u);
   EXPECT_EQ(res[0]["kind"], "DaemonSet");
   EXPECT_EQ(res[0]["name"], ds_name);
@@ -159,10 +165,12 @@ TEST_F(Workloads, AChartThatRendersIntoAnotherNamespace) {
       },
       10000));
   EXPECT_TRUE(all_pods().empty());
+  // Argo's health follows the pod on its own refresh (see above)
+  ASSERT_TRUE(wait_until([&] { return app("el")["status"]["health"]["status"] == "Healthy"; }))
+      << app("el").dump();
   json res = app("el")["status"]["resources"];
   ASSERT_EQ(res.size(), 1u);
   EXPECT_EQ(res[0]["namespace"], "tenant-space");
-  EXPECT_EQ(app("el")["status"]["health"]["status"], "Healthy");
 }
 
 TEST_F(Workloads, PrivilegedDaemonSetIsRejectedAtArgoSync) {
