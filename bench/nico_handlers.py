@@ -40,7 +40,12 @@ lines of the server log) and the worker's claim latency beside it: the age of
 the oldest due, unleased row (extsvc_queue_oldest_due_age_seconds, by queue)
 sampled every 0.25 s while the sessions run; and the CPU time (/proc utime + stime) each
 part of the run used during each phase's rounds: the API's backends, the superuser's
-(the reference's, the sampler's), the workers, dpfsim, autovacuum, the session clients.
+(the reference's, the sampler's), the workers, dpfsim, autovacuum, the session clients;
+and per handler the CPU of the same transactions, p50 on both sides: the session's
+backend (/proc/<pid>/schedstat before and after each transaction) and the client's
+thread (time.thread_time). The latency ratio is the target; the backends' CPU ratio
+says what the API costs the server without the waits for a CPU that eight sessions,
+their Python clients, the workers and dpfsim on two CPUs add to both sides.
 
 The physical reference: the same cycle, the same number of transactions per
 handler and session, on copies of the tables (schema nicobench_ref, LIKE
@@ -252,6 +257,11 @@ class Session:
         self.conn = connect()
         self.h = ApiHandlers(self.conn) if kind == "api" else RefHandlers(self.conn, tpl)
         self.lat = {h: [] for h in HANDLERS}
+        # CPU per transaction (ms): the session's backend (/proc/<pid>/schedstat, the server on
+        # this machine) and this client thread (time.thread_time), beside each latency
+        self.backend = int(self.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        self.cpu = {h: [] for h in HANDLERS}
+        self.client_cpu = {h: [] for h in HANDLERS}
         self.errors = {}
         self.rng = random.Random(n)
         # detach / delete / status targets, and free hosts for the allocations (the census's apart)
@@ -260,6 +270,13 @@ class Session:
         self.new = 0
         self.own_services = [k for k in plan.updatable if k % SESSIONS == n]
         self.updates = 0
+
+    def backend_cpu_ns(self):
+        try:
+            with open(f"/proc/{self.backend}/schedstat") as f:
+                return int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def done(self, h):
         if self.quota is not None:
@@ -313,11 +330,15 @@ class Session:
                 continue
             if self.quota is None and self.done(h):
                 return
-            t0 = c.now()
+            t0, b0, u0 = c.now(), self.backend_cpu_ns(), time.thread_time()
             try:
                 if not self.step(h):
                     return
                 self.lat[h].append((c.now() - t0) * 1000)
+                b1 = self.backend_cpu_ns()
+                if b0 is not None and b1 is not None:
+                    self.cpu[h].append((b1 - b0) / 1e6)
+                self.client_cpu[h].append((time.thread_time() - u0) * 1000)
             except sqlx_pg.DbError as ex:
                 key = f"{h} {getattr(ex, 'sqlstate', '?')}"
                 self.errors[key] = self.errors.get(key, 0) + 1
@@ -336,7 +357,7 @@ def _session_main(pipe, n, kind, services, tpl, host, port, user):
             pipe.send(None)
             return
         sess.run(*msg[1:])
-        pipe.send((sess.lat, sess.errors))
+        pipe.send((sess.lat, sess.errors, sess.cpu, sess.client_cpu))
 
 
 class SessionProcess:
@@ -353,12 +374,13 @@ class SessionProcess:
                                 daemon=True)
         self.proc.start()
         self.lat, self.errors = {h: [] for h in HANDLERS}, {}
+        self.cpu, self.client_cpu = {h: [] for h in HANDLERS}, {h: [] for h in HANDLERS}
 
     def start(self, deadline, quota):
         self.pipe.send(("run", deadline, quota))
 
     def wait(self):
-        self.lat, self.errors = self.pipe.recv()
+        self.lat, self.errors, self.cpu, self.client_cpu = self.pipe.recv()
 
     def close(self):
         self.pipe.send(("close",))
@@ -374,6 +396,7 @@ class SessionThread:
         self.s = Session(n, lambda: sqlx_pg.connect(host=host, port=port, user=user, dbname="postgres"), kind,
                          Plan(services), tpl)
         self.lat, self.errors, self.t = self.s.lat, self.s.errors, None
+        self.cpu, self.client_cpu = self.s.cpu, self.s.client_cpu
 
     def start(self, deadline, quota):
         self.t = threading.Thread(target=self.s.run, args=(deadline, quota), daemon=True)

@@ -142,6 +142,22 @@ def report(api, ref, handlers, sessions):
                      "yes" if ratio <= 3 else "NO"))
     c.table(f"NICo's handlers, {sessions} sessions: API vs plain statements (ms)",
             ["handler", "API n", "API p50", "API p99", "ref n", "ref p50", "ref p99", "p50 ratio", "<= 3x"], rows)
+    # the same transactions' CPU: what each side costs the server apart from waiting for a CPU
+    # or a lock, and what the Python client (NICo's is compiled) spent on each
+    crow = []
+    for h in handlers:
+        a_b = [x for s in api["sessions"] for x in getattr(s, "cpu", {}).get(h, [])]
+        r_b = [x for s in ref["sessions"] for x in getattr(s, "cpu", {}).get(h, [])]
+        a_c = [x for s in api["sessions"] for x in getattr(s, "client_cpu", {}).get(h, [])]
+        r_c = [x for s in ref["sessions"] for x in getattr(s, "client_cpu", {}).get(h, [])]
+        if not (a_b and r_b):
+            continue
+        crow.append((h, c.median(a_b), c.median(r_b), f"{c.median(a_b) / max(c.median(r_b), 1e-9):.2f}x",
+                     c.median(a_c) if a_c else float("nan"), c.median(r_c) if r_c else float("nan")))
+    if crow:
+        c.table("CPU per transaction, p50 (ms): the session's backend (/proc/<pid>/schedstat) and the "
+                "Python client's thread (time.thread_time)",
+                ["handler", "API backend", "ref backend", "backend ratio", "API client", "ref client"], crow)
     prow = []
     for name, p in (("API", api), ("reference", ref)):
         n = sum(len(x) for s in p["sessions"] for x in s.lat.values())
