@@ -330,15 +330,17 @@ class Session:
                 continue
             if self.quota is None and self.done(h):
                 return
-            t0, b0, u0 = c.now(), self.backend_cpu_ns(), time.thread_time()
+            # the CPU readings (a /proc read each) stay outside the latency's clock
+            b0, u0 = self.backend_cpu_ns(), time.thread_time()
+            t0 = c.now()
             try:
                 if not self.step(h):
                     return
                 self.lat[h].append((c.now() - t0) * 1000)
+                self.client_cpu[h].append((time.thread_time() - u0) * 1000)
                 b1 = self.backend_cpu_ns()
                 if b0 is not None and b1 is not None:
                     self.cpu[h].append((b1 - b0) / 1e6)
-                self.client_cpu[h].append((time.thread_time() - u0) * 1000)
             except sqlx_pg.DbError as ex:
                 key = f"{h} {getattr(ex, 'sqlstate', '?')}"
                 self.errors[key] = self.errors.get(key, 0) + 1
