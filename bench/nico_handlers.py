@@ -72,7 +72,10 @@ while FILE exists (for EXPLAIN by hand). BENCH_NH_PROFILE=1 loads pg_stat_statem
 sets track_functions = all, and prints after the API phase where its time
 went: the functions by total and self time (pg_stat_user_functions) and the
 statements, nested ones included, by total time (a profile, not a measurement:
-the tracking costs time too).
+the tracking costs time too). BENCH_NH_PYPROF=PREFIX runs the first session
+of each phase under cProfile with its thread's CPU time as the clock and
+writes one stats file per round to PREFIX.<api|ref>.<pid>.<ns> (read them
+with pstats: where the Python client's CPU goes).
   PYTHONPATH=python /usr/bin/python3 bench/nico_handlers.py
 """
 import json
@@ -104,6 +107,7 @@ ROUNDS = c.size("BENCH_NH_ROUNDS", 6, 5)
 SETTLE = c.size("BENCH_NH_SETTLE", 300, 60)
 CLIENT = os.environ.get("BENCH_NH_CLIENT", "processes")
 PROFILE = os.environ.get("BENCH_NH_PROFILE") == "1"
+PYPROF = os.environ.get("BENCH_NH_PYPROF")
 TENANTS = 50
 BATCH = 8
 ROLE = "nicobench_api"
@@ -358,7 +362,13 @@ def _session_main(pipe, n, kind, services, tpl, host, port, user):
             sess.conn.close()
             pipe.send(None)
             return
-        sess.run(*msg[1:])
+        if PYPROF and n == 0:
+            import cProfile
+            prof = cProfile.Profile(time.thread_time_ns, 1e-9)
+            prof.runcall(sess.run, *msg[1:])
+            prof.dump_stats(f"{PYPROF}.{kind}.{os.getpid()}.{time.monotonic_ns()}")
+        else:
+            sess.run(*msg[1:])
         pipe.send((sess.lat, sess.errors, sess.cpu, sess.client_cpu))
 
 

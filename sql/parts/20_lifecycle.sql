@@ -101,13 +101,15 @@ CREATE FUNCTION extsvc._record_event(p_service_id uuid, p_state text, p_actor te
                                      p_message text DEFAULT NULL, p_revision integer DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
-  IF NOT EXISTS (SELECT FROM extsvc.lifecycle_transitions t
-                 WHERE t.from_state = p_state AND t.to_state = p_state
-                   AND t.actor = p_actor AND t.reason = p_reason) THEN
+  -- the check and the row in one statement: no row when the event is not allowed
+  INSERT INTO extsvc.service_state_history (service_id, from_state, to_state, actor, reason, message, revision)
+  SELECT p_service_id, p_state, p_state, p_actor, p_reason, p_message, p_revision
+   WHERE EXISTS (SELECT FROM extsvc.lifecycle_transitions t
+                  WHERE t.from_state = p_state AND t.to_state = p_state
+                    AND t.actor = p_actor AND t.reason = p_reason);
+  IF NOT FOUND THEN
     RAISE EXCEPTION 'lifecycle event % on % by % is not allowed', p_reason, p_state, p_actor
       USING ERRCODE = '55000', HINT = 'See extsvc.lifecycle_transitions.';
   END IF;
-  INSERT INTO extsvc.service_state_history (service_id, from_state, to_state, actor, reason, message, revision)
-  VALUES (p_service_id, p_state, p_state, p_actor, p_reason, p_message, p_revision);
 END
 $fn$;

@@ -30,38 +30,41 @@ COMMENT ON FUNCTION extsvc._restoring() IS
 CREATE FUNCTION extsvc._check_service_pointers() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  r extsvc.service_records;
+  r record;
 BEGIN
   IF extsvc._restoring() THEN RETURN NULL; END IF;
   -- checked at commit, on the row as it is then (a later statement of the
-  -- transaction may have moved the pointers again)
-  SELECT * INTO r FROM extsvc.service_records WHERE service_id = NEW.service_id;
-  IF NOT FOUND THEN RETURN NULL; END IF;
-  IF r.desired_revision IS NOT NULL AND NOT EXISTS (
-       SELECT FROM extsvc.helm_revisions h
-       WHERE h.service_id = r.service_id AND h.revision = r.desired_revision) THEN
+  -- transaction may have moved the pointers again); one statement, as it
+  -- runs at every commit that creates or updates a service (issue 26, part 3)
+  SELECT s.service_id, s.desired_revision, s.applied_revision, s.attachable_version,
+         s.desired_revision IS NULL OR EXISTS (
+           SELECT FROM extsvc.helm_revisions h
+            WHERE h.service_id = s.service_id AND h.revision = s.desired_revision) AS desired_ok,
+         s.applied_revision IS NULL OR EXISTS (
+           SELECT FROM extsvc.helm_revisions h
+            WHERE h.service_id = s.service_id AND h.revision = s.applied_revision) AS applied_ok,
+         s.attachable_version IS NULL OR EXISTS (
+           SELECT FROM extsvc.service_versions v
+            WHERE v.service_id = s.service_id AND v.version = s.attachable_version) AS attachable_ok
+    INTO r
+    FROM extsvc.service_records s WHERE s.service_id = NEW.service_id;
+  IF NOT FOUND OR (r.desired_ok AND r.applied_ok AND r.attachable_ok) THEN RETURN NULL; END IF;
+  IF NOT r.desired_ok THEN
     RAISE EXCEPTION 'service % points at a desired revision that does not exist', r.service_id
       USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'desired_revision_exists',
             DETAIL = format('desired_revision = %s; extsvc.helm_revisions has no such row.', r.desired_revision),
             HINT = 'Change services through the extsvc API functions, which write the revision or version first.';
   END IF;
-  IF r.applied_revision IS NOT NULL AND NOT EXISTS (
-       SELECT FROM extsvc.helm_revisions h
-       WHERE h.service_id = r.service_id AND h.revision = r.applied_revision) THEN
+  IF NOT r.applied_ok THEN
     RAISE EXCEPTION 'service % points at an applied revision that does not exist', r.service_id
       USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'applied_revision_exists',
             DETAIL = format('applied_revision = %s; extsvc.helm_revisions has no such row.', r.applied_revision),
             HINT = 'Change services through the extsvc API functions, which write the revision or version first.';
   END IF;
-  IF r.attachable_version IS NOT NULL AND NOT EXISTS (
-       SELECT FROM extsvc.service_versions v
-       WHERE v.service_id = r.service_id AND v.version = r.attachable_version) THEN
-    RAISE EXCEPTION 'service % points at an attachable version that does not exist', r.service_id
-      USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'attachable_version_exists',
-            DETAIL = format('attachable_version = %s; extsvc.service_versions has no such row.', r.attachable_version),
-            HINT = 'Change services through the extsvc API functions, which write the revision or version first.';
-  END IF;
-  RETURN NULL;
+  RAISE EXCEPTION 'service % points at an attachable version that does not exist', r.service_id
+    USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'attachable_version_exists',
+          DETAIL = format('attachable_version = %s; extsvc.service_versions has no such row.', r.attachable_version),
+          HINT = 'Change services through the extsvc API functions, which write the revision or version first.';
 END
 $fn$;
 COMMENT ON FUNCTION extsvc._check_service_pointers() IS

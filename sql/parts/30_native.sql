@@ -174,11 +174,16 @@ BEGIN
              ('admin', 'true', 'for callers with extsvc_admin rights (EXECUTE for extsvc_admin only)'),
              ('api', 'false', 'for callers without extsvc_admin rights')) x(role, flag, who)
             WHERE v_flagged OR x.role = 'admin' LOOP
+    -- PL/pgSQL, not SQL: PostgreSQL 15 parses and plans a SQL function's
+    -- body again in every transaction that calls it (fmgr_sql), PL/pgSQL
+    -- keeps its plan for the session (issue 26, part 3)
     EXECUTE format('CREATE FUNCTION extsvc.%I(%s) RETURNS %s
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
                    format('_%s_as_%s', p_entry, g.role), pg_get_function_identity_arguments(v_entry),
                    pg_get_function_result(v_body),
-                   format('SELECT extsvc.%I(%s)', '_' || p_entry,
+                   format(CASE WHEN pg_get_function_result(v_body) = 'void'
+                               THEN 'BEGIN PERFORM extsvc.%I(%s); END'
+                               ELSE 'BEGIN RETURN extsvc.%I(%s); END' END, '_' || p_entry,
                           concat_ws(', ', v_args, CASE WHEN v_flagged THEN g.flag END)));
     EXECUTE format('COMMENT ON FUNCTION extsvc.%I(%s) IS %L', format('_%s_as_%s', p_entry, g.role),
                    pg_get_function_identity_arguments(v_entry),
