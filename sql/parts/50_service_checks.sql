@@ -90,7 +90,10 @@ BEGIN
              JOIN extsvc.helm_revisions h ON h.service_id = s.service_id
                                          AND h.revision IN (s.desired_revision, s.applied_revision)
             WHERE s.service_id = p_service_id ORDER BY h.revision DESC LOOP
-    PERFORM extsvc._check_chart_allowed(r.data, format('%s (chart %s)', p_detail, r.data->>'chartName'));
+    -- the refusal (and its DETAIL's text) only for a chart the list does not admit
+    IF NOT extsvc._chart_allowed(r.data) THEN
+      PERFORM extsvc._check_chart_allowed(r.data, format('%s (chart %s)', p_detail, r.data->>'chartName'));
+    END IF;
   END LOOP;
 END
 $fn$;

@@ -295,6 +295,7 @@ DECLARE
   v_attempts integer;
   v_host text;
   v_held boolean;
+  v_had_entries boolean;
 BEGIN
   -- The instance's tenant and host, read without a lock: the tenant never
   -- changes (upsert_instance refuses another tenant), and NULL (an unknown
@@ -500,12 +501,19 @@ BEGIN
                           'JSON path: $', 'Use one service type per instance.');
   END IF;
 
+  -- An instance without entries yet (a new one: every allocation) has no
+  -- entry to tombstone, retarget or purge: those three statements are
+  -- skipped (issue 26, part 3). This transaction holds the instance row, and
+  -- every call that adds entries locks it first.
+  v_had_entries := EXISTS (SELECT FROM extsvc.instance_extension_services c WHERE c.instance_id = i.instance_id);
   -- removed entries become tombstones
-  UPDATE extsvc.instance_extension_services c SET removed_at = now()
-   WHERE c.instance_id = i.instance_id AND c.removed_at IS NULL
-     AND NOT EXISTS (SELECT FROM unnest(v_seen, v_vers) w(service_id, version)
-                      WHERE w.service_id = c.service_id AND w.version = c.version);
-  v_changed := FOUND;
+  IF v_had_entries THEN
+    UPDATE extsvc.instance_extension_services c SET removed_at = now()
+     WHERE c.instance_id = i.instance_id AND c.removed_at IS NULL
+       AND NOT EXISTS (SELECT FROM unnest(v_seen, v_vers) w(service_id, version)
+                        WHERE w.service_id = c.service_id AND w.version = c.version);
+    v_changed := FOUND;
+  END IF;
   -- new entries (a tombstone of the same service and version comes back to
   -- life). An entry keeps the attachment id it was first stored with (none
   -- for entries older than 0.3.0), as NICo's calculate_new_extension_services_config
@@ -517,12 +525,14 @@ BEGIN
   ON CONFLICT ON CONSTRAINT instance_extension_services_pkey DO UPDATE
     SET removed_at = NULL, attached_at = now(), dpu_target = EXCLUDED.dpu_target WHERE c.removed_at IS NOT NULL;
   v_changed := v_changed OR FOUND;
-  -- an active entry whose own target changed
-  UPDATE extsvc.instance_extension_services c SET dpu_target = w.tgt
-    FROM unnest(v_seen, v_vers, v_tgts) w(service_id, version, tgt)
-   WHERE c.instance_id = i.instance_id AND c.service_id = w.service_id AND c.version = w.version
-     AND c.removed_at IS NULL AND c.dpu_target IS DISTINCT FROM w.tgt;
-  v_changed := v_changed OR FOUND;
+  -- an active entry whose own target changed (a new entry has the target given)
+  IF v_had_entries THEN
+    UPDATE extsvc.instance_extension_services c SET dpu_target = w.tgt
+      FROM unnest(v_seen, v_vers, v_tgts) w(service_id, version, tgt)
+     WHERE c.instance_id = i.instance_id AND c.service_id = w.service_id AND c.version = w.version
+       AND c.removed_at IS NULL AND c.dpu_target IS DISTINCT FROM w.tgt;
+    v_changed := v_changed OR FOUND;
+  END IF;
   IF NOT v_changed THEN
     RETURN i.config_version;  -- the same configuration again: no new config_version
   END IF;
@@ -531,13 +541,15 @@ BEGIN
   PERFORM extsvc._materialize_instance(i.instance_id, true);
   -- a removed DPF entry with no row left to observe (its host has no
   -- registered DPU any more) has nothing to wait for: it goes now
-  DELETE FROM extsvc.instance_extension_services c
-   WHERE c.instance_id = i.instance_id AND c.removed_at IS NOT NULL
-     AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
-                      WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
-                        AND a.version = c.version)
-     AND EXISTS (SELECT FROM extsvc.service_records s
-                  WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
+  IF v_had_entries THEN
+    DELETE FROM extsvc.instance_extension_services c
+     WHERE c.instance_id = i.instance_id AND c.removed_at IS NOT NULL
+       AND NOT EXISTS (SELECT FROM extsvc.dpf_extension_service_attachments a
+                        WHERE a.instance_id = c.instance_id AND a.service_id = c.service_id
+                          AND a.version = c.version)
+       AND EXISTS (SELECT FROM extsvc.service_records s
+                    WHERE s.service_id = c.service_id AND s.service_type = 'DPF_HELM_CHART');
+  END IF;
   -- every DPU of the instance must be observed again for the new
   -- config_version (configs_synced), also those whose rows did not change.
   -- A work row this transaction already made due (its attachment rows'

@@ -374,14 +374,10 @@ BEGIN
   IF TG_OP <> 'INSERT' THEN v_old := OLD; END IF;
   IF TG_OP <> 'DELETE' THEN v_new := NEW; END IF;
   r := CASE WHEN TG_OP = 'DELETE' THEN v_old ELSE v_new END;
-  v_row := format('instance_id: %s, dpu_machine_id: %s, service_id: %s, version: %s',
-                  r.instance_id, r.dpu_machine_id, r.service_id, r.version);
   v_placement_changed := TG_OP <> 'UPDATE' OR NEW.placement_state <> OLD.placement_state;
   v_deployment_changed := TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.deployment_state <> OLD.deployment_state);
   IF v_placement_changed THEN
     v_placement_reason := extsvc._placement_reason(v_old, v_new);
-    PERFORM extsvc._refuse_transition('placement', v_old.placement_state, v_new.placement_state, v_actor,
-                                      v_placement_reason, v_row);
   END IF;
   IF v_deployment_changed THEN
     IF v_placement_changed THEN
@@ -394,6 +390,26 @@ BEGIN
                                                        v_wanted,
                                                        NOT v_wanted AND NEW.deployment_state IN ('RUNNING', 'PENDING')
                                                        AND extsvc._attachment_shared(NEW));
+    END IF;
+  END IF;
+  -- Both changes checked against the table in one statement; the refusal
+  -- (placement first) and its DETAIL's text only when one is not listed
+  -- (issue 26, part 3: the trigger runs at every attach and observation).
+  IF NOT ((NOT v_placement_changed OR EXISTS (
+             SELECT FROM extsvc.placement_transitions t
+              WHERE t.machine = 'placement' AND t.from_state IS NOT DISTINCT FROM v_old.placement_state::text
+                AND t.to_state IS NOT DISTINCT FROM v_new.placement_state::text AND t.actor = v_actor
+                AND t.reason = v_placement_reason))
+      AND (NOT v_deployment_changed OR EXISTS (
+             SELECT FROM extsvc.placement_transitions t
+              WHERE t.machine = 'deployment' AND t.from_state IS NOT DISTINCT FROM v_old.deployment_state::text
+                AND t.to_state IS NOT DISTINCT FROM NEW.deployment_state::text AND t.actor = v_actor
+                AND t.reason = v_deployment_reason))) THEN
+    v_row := format('instance_id: %s, dpu_machine_id: %s, service_id: %s, version: %s',
+                    r.instance_id, r.dpu_machine_id, r.service_id, r.version);
+    IF v_placement_changed THEN
+      PERFORM extsvc._refuse_transition('placement', v_old.placement_state, v_new.placement_state, v_actor,
+                                        v_placement_reason, v_row);
     END IF;
     PERFORM extsvc._refuse_transition('deployment', v_old.deployment_state, NEW.deployment_state, v_actor,
                                       v_deployment_reason, v_row);
