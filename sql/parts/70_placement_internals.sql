@@ -1,6 +1,6 @@
 -- Placement internals: the desired labels of every DPU, the triggers that
 -- make DPUs due when they change, target resolution and the attachment rows
--- of an instance (SPEC 2.4, 2.7). The API is sql/parts/72_placement_api.sql.
+-- of an instance (SPEC 2.4, 2.7). The API is sql/parts/71_dpu_registry.sql and 72_placement_api.sql.
 
 -- Wanted on every registered DPU: ALL_DPUS services that DPF has accepted and
 -- that are not being deleted.

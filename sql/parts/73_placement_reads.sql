@@ -1,5 +1,5 @@
 -- The placement API's reads (SPEC 2.8): per-DPU status of an instance, its summary and
--- readiness, what a DPU agent runs, and the operators' views. Writes: 72_placement_api.sql.
+-- readiness, what a DPU agent runs, and the operators' views. Writes: 71_dpu_registry.sql, 72_placement_api.sql.
 
 -- Status -------------------------------------------------------------------------
 
