@@ -144,7 +144,8 @@ BEGIN
     VALUES (v_id, v_version, 1);
     INSERT INTO extsvc.helm_revisions (service_id, revision, data) VALUES (v_id, 1, v_data);
     INSERT INTO extsvc.dpf_extension_service_reconciliations (service_id, next_due_at) VALUES (v_id, now());
-    PERFORM extsvc._wake();
+    -- handed to a worker when this transaction commits (and the workers woken): issue 26, part 4
+    PERFORM extsvc._hand_over(v_id);
   ELSE
     INSERT INTO extsvc.service_records (service_id, tenant_organization_id, service_name, description,
         service_type, deployment_scope, dpu_target, lifecycle_state, state_actor, state_reason,

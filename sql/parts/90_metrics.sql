@@ -90,6 +90,7 @@ LANGUAGE sql IMMUTABLE AS $fn$
     ('extsvc_lease_renewals_total', 'counter', 'Lease renewals (one UPDATE each).'),
     ('extsvc_leases_released_total', 'counter', 'Leases of the slot''s previous process freed when the worker started.'),
     ('extsvc_watch_wakes_total', 'counter', 'DPU rows made due by watch events (the watcher, extsvc.watch on).'),
+    ('extsvc_worker_handed_over_total', 'counter', 'Created services'' rows handed over to the worker at commit (extsvc.hand_over) and taken by it, without a claim.'),
     ('extsvc_watch_synced', 'gauge', '1 once the informer listed since the watcher started (extsvc.watch_status()).'),
     ('extsvc_watch_current', 'gauge', '1 while the informer''s watch stream is open: its cache is the server''s state.'),
     ('extsvc_watch_objects', 'gauge', 'Objects in the informer''s cache.'),

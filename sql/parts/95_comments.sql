@@ -79,6 +79,10 @@ COMMENT ON FUNCTION extsvc._validate_helm_chart_data IS
   'Internal (C): validates and normalizes DPF_HELM_CHART data; validate_dpf_helm_chart_data is the public entry.';
 COMMENT ON FUNCTION extsvc._wake IS
   'Internal (C): wakes the workers when the transaction commits.';
+COMMENT ON FUNCTION extsvc._hand_over IS
+  'Internal (C): hands the new service''s work row to a worker when the transaction commits (leased at pre-commit by extsvc._hand_over_creates) and wakes the workers then.';
+COMMENT ON FUNCTION extsvc._hand_over_creates IS
+  'Internal: run by the creating backend at pre-commit; leases the listed CREATING, due, unleased rows to the worker and returns the leases with their work documents (those that fit p_max_bytes).';
 COMMENT ON FUNCTION extsvc.mark_dpus_due IS
   'Worker: makes every DPU due for observation (the resync of placement).';
 COMMENT ON FUNCTION extsvc.mark_drift IS

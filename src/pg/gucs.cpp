@@ -149,6 +149,10 @@ void define_gucs() {
               "Observe the clusters through LIST+WATCH caches held by worker 0, which then does "
               "every placement pass (off: every worker polls with GETs).",
               &gucs.watch, true, PGC_SIGHUP);
+  define_bool("extsvc.hand_over",
+              "Hand the rows of the services a transaction creates to a worker when it commits "
+              "(leased in that transaction), so the first request needs no claim.",
+              &gucs.hand_over, true, PGC_SIGHUP);
   define_int("extsvc.watch_timeout",
              "timeoutSeconds of a watch request (each asks for between this and twice this).",
              &gucs.watch_timeout_s, 300, 5, 3600, PGC_SIGHUP, GUC_UNIT_S);

@@ -41,6 +41,7 @@ struct Gucs {
   int worker_lock_timeout_ms;       // extsvc.worker_lock_timeout
   int worker_statement_timeout_ms;  // extsvc.worker_statement_timeout
   bool watch;                       // extsvc.watch: observe through LIST+WATCH caches
+  bool hand_over;                   // extsvc.hand_over: creates handed to a worker at commit
   int watch_timeout_s;              // extsvc.watch_timeout
   int worker_sched_slice_us;        // extsvc.worker_sched_slice (0 = the kernel's default)
   // issue 25: one writer per site

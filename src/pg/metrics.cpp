@@ -129,6 +129,7 @@ std::vector<Row> collect(core::MetricsStore* store, SharedState* st, int workers
     counter("extsvc_lease_renewals_total", pg_atomic_read_u64(&w.renewals));
     counter("extsvc_leases_released_total", pg_atomic_read_u64(&w.leases_released));
     counter("extsvc_watch_wakes_total", pg_atomic_read_u64(&w.watch_dpu_wakes));
+    counter("extsvc_worker_handed_over_total", pg_atomic_read_u64(&w.handed_over));
   }
   // issue 23, part 5: the DPF API level the workers detected
   {

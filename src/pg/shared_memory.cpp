@@ -2,6 +2,8 @@
 
 #include "shared_memory.hpp"
 
+#include "hand_over.hpp"
+
 namespace extsvc::pg {
 
 namespace {
@@ -47,6 +49,7 @@ SharedState* shared_state() {
 
 void request_shared_memory() {
   RequestAddinShmemSpace(MAXALIGN(sizeof(SharedState)));
+  RequestAddinShmemSpace(hand_over_shmem_size());
 }
 
 void attach_shared_memory() {
@@ -80,6 +83,7 @@ void attach_shared_memory() {
       pg_atomic_init_u64(&s.watch_dpu_wakes, 0);
       pg_atomic_init_u64(&s.dpus_rederived, 0);
       pg_atomic_init_u64(&s.leases_released, 0);
+      pg_atomic_init_u64(&s.handed_over, 0);
       pg_atomic_init_u32(&s.state, static_cast<uint32>(WorkerState::kStarting));
       SpinLockInit(&s.text_lock);
       s.state_reason[0] = s.config_error[0] = s.last_error[0] = '\0';
@@ -95,6 +99,7 @@ void attach_shared_memory() {
       pg_atomic_init_u64(&g_shared->cluster_skew_at[c], 0);
     }
   }
+  hand_over_attach_shmem();
   LWLockRelease(AddinShmemInitLock);
 }
 

@@ -25,6 +25,7 @@ struct WorkerSlot {
   pg_atomic_uint64 dpus_rederived;    // DPUs marked for label re-derivation by the resync
   pg_atomic_uint64 leases_released;   // leases of this slot's previous process freed at start
   pg_atomic_uint64 watch_dpu_wakes;   // DPU rows made due by watch events (the watcher)
+  pg_atomic_uint64 handed_over;       // rows taken from the hand-over at commit (hand_over.hpp)
   // What the worker is doing, as operators read it (extsvc.worker_status(), issue 28): a
   // WorkerState, and under text_lock the words that go with it and the last error it met.
   pg_atomic_uint32 state;

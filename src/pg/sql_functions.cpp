@@ -15,6 +15,7 @@
 #include "core/url.hpp"
 #include "guard.hpp"
 #include "sql_values.hpp"
+#include "hand_over.hpp"
 #include "shared_memory.hpp"
 
 namespace {
@@ -187,5 +188,14 @@ PG_FUNCTION_INFO_V1(nico_extsvc_wake);
 extern "C" Datum nico_extsvc_wake(PG_FUNCTION_ARGS) {
   (void)fcinfo;
   extsvc::pg::wake_workers_at_commit();
+  PG_RETURN_VOID();
+}
+
+extern "C" {
+PG_FUNCTION_INFO_V1(nico_extsvc_hand_over);
+}
+// No C++ at all: a plain PostgreSQL function (STRICT: the id is never NULL).
+extern "C" Datum nico_extsvc_hand_over(PG_FUNCTION_ARGS) {
+  extsvc::pg::hand_over_at_commit(PG_GETARG_UUID_P(0));
   PG_RETURN_VOID();
 }

@@ -4,6 +4,7 @@
 // schema makes them the same shape.
 #include "pg_prelude.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -17,6 +18,7 @@
 #include "controller/work_items.hpp"
 #include "guard.hpp"
 #include "gucs.hpp"
+#include "hand_over.hpp"
 #include "log_sink.hpp"
 #include "metrics.hpp"
 #include "process_budget.hpp"
@@ -159,17 +161,20 @@ int64 unix_us(TimestampTz t) {
 // (bench/commit_burst.py sets extsvc.log_level = debug and reads these beside the commit
 // timestamps and dpfsim's request log): when this iteration began (the latch woke it), when its
 // claim began and when the rows were claimed.
-void log_claim(Queue queue, int rows, WorkerSlot* slot, TimestampTz claim_began) {
+// A hand-over at commit is logged the same way, as "service hand-over" with its claim beginning
+// and ending when the worker took it.
+void log_claim(Queue queue, int rows, WorkerSlot* slot, TimestampTz claim_began,
+               const char* what = "claim", TimestampTz claimed = 0) {
   if (spdlog::get_level() > spdlog::level::debug) return;
-  const TimestampTz claimed = GetCurrentTimestamp();
+  if (claimed == 0) claimed = GetCurrentTimestamp();
   const auto began = static_cast<TimestampTz>(pg_atomic_read_u64(&slot->last_activity_us));
   const auto woken = static_cast<TimestampTz>(pg_atomic_read_u64(&slot->wake_seen_us));
   PendingError err;
   cpp_call(err, [&] {
     spdlog::debug(
-        "{} claim: {} row(s); iteration began {} us, claim began {} us, claimed {} us, "
+        "{} {}: {} row(s); iteration began {} us, claim began {} us, claimed {} us, "
         "last wake at commit {} us, wait returned {} us",
-        queue_name(queue), rows, unix_us(began), unix_us(claim_began), unix_us(claimed),
+        queue_name(queue), what, rows, unix_us(began), unix_us(claim_began), unix_us(claimed),
         unix_us(woken), unix_us(g_wait_returned_us));
   });
   flush_logs();
@@ -253,6 +258,21 @@ void record_dpf(MemoryContext cxt, const char* statuses) {
   char* error = nullptr;
   if (!record_dpf_status(cxt, statuses, &error))
     ereport(WARNING, (errmsg("nico_extsvc: recording DPF status failed: %s", error)));
+}
+
+int work_handed_over(MemoryContext cxt, WorkerSlot* slot) {
+  const TimestampTz took = GetCurrentTimestamp();
+  QueueBatch batch{};
+  TimestampTz leased_at = 0;
+  hand_over_take(cxt, g_slot, &batch, &leased_at);
+  if (batch.count == 0) return 0;
+  pg_atomic_fetch_add_u64(&slot->handed_over, static_cast<uint64>(batch.count));
+  // the lease began in the creating transaction, before its commit: the deadline counts from then
+  const auto age = std::chrono::microseconds(std::max<int64>(0, took - leased_at));
+  work_rows(cxt, Queue::kService, slot, batch, SteadyClock::now() - age);
+  // logged after the rows' requests, which a write to the server log would delay
+  log_claim(Queue::kService, batch.count, slot, took, "hand-over", took);
+  return batch.count;
 }
 
 int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot) {

@@ -30,6 +30,9 @@ int lease_seconds();
 // Claims one batch of the queue and works it (renewing leases as the batch
 // goes on); returns how many rows were claimed.
 int work_batch(MemoryContext cxt, Queue queue, WorkerSlot* slot);
+// Works the creates handed over to this worker at commit (hand_over.hpp) as claimed rows;
+// returns how many.
+int work_handed_over(MemoryContext cxt, WorkerSlot* slot);
 // Works rows claimed already (by work_batch, or by the watcher's publication), renewing their
 // leases as the batch goes on; claimed_from: a moment before the claim's transaction began (the
 // lease's local start, never later than the database's).

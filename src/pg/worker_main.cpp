@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "guard.hpp"
+#include "hand_over.hpp"
 #include "heap_trim.hpp"
 #include "gucs.hpp"
 #include "log_sink.hpp"
@@ -209,6 +210,7 @@ bool cluster_settings_empty() {
 void on_exit_clear_slot(int, Datum) {
   SharedState* st = shared_state();
   if (st != nullptr && g_slot >= 0) {
+    hand_over_accepting(g_slot, false, 0, g_worker_name);
     st->slots[g_slot].latch = nullptr;
     pg_atomic_write_u32(&st->slots[g_slot].pid, 0);
   }
@@ -299,6 +301,11 @@ void worker_loop() {
     pg_atomic_write_u64(&slot->last_activity_us, static_cast<uint64>(GetCurrentTimestamp()));
 
     long timeout_ms = 10000;
+    // Hand-overs at commit (hand_over.hpp) go to a worker that waits for work: none while this
+    // iteration runs (a claimed batch may take long at the rate limit; a commit meanwhile wakes
+    // every worker and another claims its rows), again when it is about to wait.
+    hand_over_accepting(g_slot, false, 0, g_worker_name);
+    bool accepting = false;
     char* installed = nullptr;
     char* error = nullptr;
     if (g_runtime == nullptr) {
@@ -377,6 +384,10 @@ void worker_loop() {
         publish(slot, WorkerState::kWorking, "");
       else
         publish_not_writing(slot);
+      // Issue 26, part 4: the creates handed over at commit first, before anything else of the
+      // iteration (the watcher's publication is a transaction of its own).
+      accepting = writing && gucs.hand_over;
+      if (writing) work_handed_over(iter_cxt, slot);
       watch_start();
       // issue 23, part 5: the DPF API the cluster serves, at the start and after a reconnect
       {
@@ -463,6 +474,8 @@ void worker_loop() {
       // a failed publication is retried at the next iteration's pace, not in a busy loop
       if (published && watch_changes_pending()) timeout_ms = 0;
     }
+    if (accepting && timeout_ms > 0)
+      hand_over_accepting(g_slot, true, lease_seconds(), g_worker_name);
     watch_report();
     MemoryContextSwitchTo(old);
     restore_latch_wake();  // a wake the rate limiter's wait took is this wait's
@@ -534,6 +547,9 @@ extern "C" void nico_extsvc_worker_main(Datum arg) {
   pg_atomic_write_u32(&st->slots[g_slot].pid, static_cast<uint32>(MyProcPid));
   metrics_worker_started(g_slot);
   before_shmem_exit(on_exit_clear_slot, 0);
+  // before this slot's old leases are released (the first working iteration): what was handed
+  // over to the previous process is void
+  hand_over_worker_start(g_slot);
   install_log_sink(g_worker_name);
   server_identity(&g_identity);
   adopt_timing(false);

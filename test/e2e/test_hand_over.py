@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""End-to-end: the hand-over at commit (issue 26, part 4; docs/worker.md). A transaction that
+creates services leases their rows to a worker just before it commits and passes them in shared
+memory; the worker sends the POST without a claim. Checked: every committed create is handed over
+(one per transaction, several in one), each DPUService is created once; a rolled-back transaction
+and a rolled-back savepoint hand nothing over and leave no slot taken; with extsvc.hand_over off
+the creates are claimed, as are those that find every worker busy; and a hand-over its worker never took (the worker stopped, then ended) is
+worked after the restarted worker freed its previous process's leases."""
+import os
+import signal
+import sys
+
+from extsvc_testkit.harness import Env, run_tests, wait_until
+
+CHART = ('{"repoURL":"https://charts.example.com/stable","chartName":"demo-agent",'
+         '"chartVersion":"1.0.0","security":{"privileged":false}}')
+
+
+def create(name):
+    return (f"SELECT extsvc.create_service('tenant-ho', '{name}', 'DPF_HELM_CHART', '{CHART}', "
+            "dpu_target => 'ALL')")
+
+
+def handed(e, worker=None):
+    labels = {"worker": str(worker)} if worker is not None else {}
+    return int(e.pg.metric("extsvc_worker_handed_over_total", **labels) or 0)
+
+
+def ready(e, names):
+    q = ", ".join(f"'{n}'" for n in names)
+    return e.pg.one(f"SELECT count(*) FROM extsvc.services WHERE service_name IN ({q}) "
+                    "AND lifecycle_state = 'READY'") == str(len(names))
+
+
+def working(e):
+    rows = e.pg.sql("SELECT state FROM extsvc.worker_status() WHERE pid IS NOT NULL")
+    return len(rows) == 2 and all(r[0] == "working" for r in rows)
+
+
+def test_committed_creates_are_handed_over():
+    e = Env(dpus=1, workers=2)
+    ok = False
+    try:
+        wait_until(lambda: working(e), timeout=60, what="both workers working")
+        e.sim.ctl("POST", "/counts/reset")
+        base = handed(e)
+        e.pg.sql(create("ho-one"))
+        wait_until(lambda: ready(e, ["ho-one"]), timeout=30, what="ho-one READY")
+        assert handed(e) == base + 1, (base, handed(e))
+        # the other worker takes them: the watcher only when no other has room
+        assert handed(e, 1) >= 1, handed(e, 1)
+
+        # three creates in one transaction: one hand-over of three rows
+        e.pg.sql("BEGIN; " + "; ".join(create(f"ho-tx-{i}") for i in range(3)) + "; COMMIT")
+        wait_until(lambda: ready(e, [f"ho-tx-{i}" for i in range(3)]), timeout=30, what="ho-tx-* READY")
+        assert handed(e) == base + 4, (base, handed(e))
+
+        # rolled back: nothing handed over, and no slot of the ring left taken (16 a worker)
+        for i in range(40):
+            e.pg.sql(f"BEGIN; {create(f'ho-rb-{i}')}; ROLLBACK")
+        e.pg.sql(f"BEGIN; SAVEPOINT a; {create('ho-sp-gone')}; ROLLBACK TO SAVEPOINT a; "
+                 f"{create('ho-sp-kept')}; COMMIT")
+        wait_until(lambda: ready(e, ["ho-sp-kept"]), timeout=30, what="ho-sp-kept READY")
+        assert e.pg.one("SELECT count(*) FROM extsvc.services WHERE service_name LIKE 'ho-rb-%' "
+                        "OR service_name = 'ho-sp-gone'") == "0"
+        assert handed(e) == base + 5, (base, handed(e))
+        # one at a time, each when the workers wait again (a worker takes hand-overs only then)
+        for i in range(3):
+            e.pg.sql(create(f"ho-after-{i}"))
+            wait_until(lambda: ready(e, [f"ho-after-{i}"]), timeout=30, what=f"ho-after-{i} READY")
+        assert handed(e) == base + 8, (base, handed(e))
+        posts = e.sim.counts()["management"].get("POST dpuservices", 0)
+        failed = int(e.pg.one("SELECT coalesce(sum(http_errors), 0) FROM extsvc.worker_status()"))
+        assert 8 <= posts <= 8 + failed, f"{posts} POSTs for 8 services, {failed} failed calls"
+
+        # back to back from one session: what finds every worker busy is claimed, nothing is lost
+        for i in range(20):
+            e.pg.sql(create(f"ho-burst-{i}"))
+        wait_until(lambda: ready(e, [f"ho-burst-{i}" for i in range(20)]), timeout=60, what="ho-burst-* READY")
+        assert len(e.sim.dpuservices()) == 28
+
+        # off: the creates are claimed, as before the hand-over
+        e.pg.set_conf(hand_over="off")
+        wait_until(lambda: e.pg.one("SHOW extsvc.hand_over") == "off", timeout=10, what="the reload")
+        before = handed(e)
+        for i in range(3):
+            e.pg.sql(create(f"ho-off-{i}"))
+        wait_until(lambda: ready(e, [f"ho-off-{i}" for i in range(3)]), timeout=30, what="ho-off-* READY")
+        assert handed(e) == before, (before, handed(e))
+        print(f"    {handed(e) - base} creates handed over, {posts} POSTs; off: claimed")
+        ok = True
+    finally:
+        e.close(keep=not ok)
+
+
+def test_a_hand_over_never_taken_is_worked_after_the_restart():
+    e = Env(dpus=1, workers=2)
+    ok = False
+    stopped = []
+    try:
+        wait_until(lambda: working(e), timeout=60, what="both workers working")
+        pids = {int(s): int(p) for s, p in e.pg.sql("SELECT slot, pid FROM extsvc.worker_status() "
+                                                      "WHERE pid IS NOT NULL")}
+        released = int(e.pg.one("SELECT leases_released FROM extsvc.worker_status() WHERE slot = 1"))
+        for pid in pids.values():
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        e.pg.sql(create("ho-stranded"))
+        owner = e.pg.one("SELECT r.lease_owner FROM extsvc.dpf_extension_service_reconciliations r "
+                         "JOIN extsvc.services s USING (service_id) WHERE s.service_name = 'ho-stranded'")
+        assert owner == "nico_extsvc worker 1", owner
+        # worker 1 ends before it takes the hand-over (the SIGTERM is handled before its loop goes on)
+        os.kill(pids[1], signal.SIGTERM)
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        stopped.clear()
+        wait_until(lambda: ready(e, ["ho-stranded"]), timeout=60, what="ho-stranded READY after the restart")
+        new = e.pg.sql("SELECT pid, leases_released FROM extsvc.worker_status() WHERE slot = 1")[0]
+        assert int(new[0]) != pids[1], "worker 1 did not restart"
+        assert int(new[1]) > released, f"the restarted worker freed no lease ({new[1]} vs {released})"
+        assert handed(e, 1) == 0, "the restarted worker took a hand-over of its previous process"
+        assert len(e.sim.dpuservices()) == 1
+        print(f"    worker 1 restarted (pid {pids[1]} -> {new[0]}), freed the lease, the row was claimed")
+        ok = True
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        e.close(keep=not ok)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if run_tests([test_committed_creates_are_handed_over,
+                             test_a_hand_over_never_taken_is_worked_after_the_restart],
+                            "# e2e: the hand-over at commit") else 1)
