@@ -26,18 +26,22 @@ Printed per burst and over all bursts:
   explains: the rate limit's spacing, 1/kube_qps, and the worker's own work);
 - first commit -> all READY against the pure rate-limit time of the POSTs;
 - where the head's time went: the workers run with extsvc.log_level = debug
-  and log each claim with when the wake at commit its iteration answered set
-  the latches, when that iteration began, when the claim began and when the
-  rows were claimed (Unix microseconds, the clock of the commit timestamps);
-  the claim that served the head is the first that ended after the first
-  commit, so the head is split into commit -> latches set (the committing
-  backend after its commit record; negative when the iteration answered an
-  earlier wake), latches set -> iteration (the woken worker waiting for a
-  CPU), iteration -> claim (what the loop did before the service queue), the
-  claim transaction, claimed -> POST sent (decoding, rendering, the rate
-  limiter, up to the request handed to curl on a kept connection; the workers log
-  when each write left) and sent -> POST received (the kernel and dpfsim's own
-  wake and parsing, on the same CPUs as everything else here).
+  and log each claim, and each hand-over at commit they took (extsvc.hand_over:
+  the creating transaction leased the row, there is no claim), with when the
+  wake at commit its iteration answered set the latches, when the worker's
+  wait returned, when that iteration began, when the claim began and when the
+  rows were claimed (Unix microseconds, the clock of the commit timestamps; a
+  hand-over's claim begins and ends when the worker took it); the claim that
+  served the head is the sending worker's last before the first POST, so the
+  head is split into commit -> latches set (the committing backend after its
+  commit record; negative when the iteration answered an earlier wake),
+  latches set -> wait returned (the woken worker waiting for a CPU), wait
+  returned -> iteration (the loop's own start), iteration -> claim (what the
+  loop did before the service queue), the claim transaction, claimed -> POST
+  sent (decoding, rendering, the rate limiter, up to the request handed to
+  curl on a kept connection; the workers log when each write left) and sent
+  -> POST received (the kernel and dpfsim's own wake and parsing, on the same
+  CPUs as everything else here).
 
 The workers' scheduling slice (extsvc.worker_sched_slice, default 300 us) is
 what the product sets; BENCH_BURST_SLICE sets another (0 = the kernel's
@@ -137,8 +141,8 @@ def gaps(pairs):
     return out
 
 
-CLAIM = re.compile(r"\[(\d+)\] .*service claim: (\d+) row\(s\); iteration began (\d+) us, claim began (\d+) us, "
-                   r"claimed (\d+) us, last wake at commit (-?\d+) us")
+CLAIM = re.compile(r"\[(\d+)\] .*service (?:claim|hand-over): (\d+) row\(s\); iteration began (\d+) us, claim began (\d+) us, "
+                   r"claimed (\d+) us, last wake at commit (-?\d+) us, wait returned (\d+) us")
 SENT = re.compile(r"\[(\d+)\] .*management POST \d+ sent at (\d+) us")
 
 
@@ -149,18 +153,18 @@ def claims_of(logfile, offset):
     with open(logfile, errors="replace") as f:
         f.seek(offset)
         text = f.read()
-    claims = sorted((int(m[5]) / 1e6, int(m[3]) / 1e6, int(m[4]) / 1e6, int(m[2]), int(m[6]) / 1e6, m[1])
-                    for m in CLAIM.finditer(text))
+    claims = sorted((int(m[5]) / 1e6, int(m[3]) / 1e6, int(m[4]) / 1e6, int(m[2]), int(m[6]) / 1e6, m[1],
+                     int(m[7]) / 1e6) for m in CLAIM.finditer(text))
     sent = sorted((int(m[2]) / 1e6, m[1]) for m in SENT.finditer(text))
     return claims, sent
 
 
 def head_split(logged, first_commit, first_post):
-    """The head in six steps (ms), followed back from the first POST: the last POST a worker sent
-    before it arrived, that worker's last claim before the send, and the wake that claim's
-    iteration answered. Commit -> the latches set (the committing backend after its commit;
-    negative when the iteration answered an earlier wake), -> iteration (the woken worker
-    scheduled), -> claim, the claim, claimed -> POST sent (handed to curl: decoding,
+    """The head in seven steps (ms), followed back from the first POST: the last POST a worker sent
+    before it arrived, that worker's last claim (or hand-over) before the send, and the wake that
+    claim's iteration answered. Commit -> the latches set (the committing backend after its commit;
+    negative when the iteration answered an earlier wake), -> wait returned (the woken worker
+    scheduled), -> iteration, -> claim, the claim, claimed -> POST sent (handed to curl: decoding,
     rendering, the rate limiter), sent -> POST received by dpfsim (the kernel, dpfsim's own wake
     and parsing on the same CPUs). Without the send log (an older library), or when no claim of the
     sending worker is found between the first commit and the send, the claim is the first that
@@ -170,18 +174,19 @@ def head_split(logged, first_commit, first_post):
     if out is not None:
         mine = [cl for cl in claims if cl[5] == out[1] and first_commit <= cl[0] <= out[0]]
         if mine:
-            claimed, began, claim_began, rows, woken, _ = mine[-1]
-            return [(woken - first_commit) * 1000, (began - woken) * 1000, (claim_began - began) * 1000,
-                    (claimed - claim_began) * 1000, (out[0] - claimed) * 1000, (first_post - out[0]) * 1000,
-                    rows]
+            claimed, began, claim_began, rows, woken, _, returned = mine[-1]
+            return [(woken - first_commit) * 1000, (returned - woken) * 1000, (began - returned) * 1000,
+                    (claim_began - began) * 1000, (claimed - claim_began) * 1000, (out[0] - claimed) * 1000,
+                    (first_post - out[0]) * 1000, rows]
     if os.environ.get("BENCH_BURST_DEBUG"):
         print(f"  no claim before the send: first commit {first_commit:.6f}, send {out}, first POST "
               f"{first_post:.6f}, claims {[cl for cl in claims if abs(cl[0] - first_commit) < 0.05]}, "
               f"sends {[x for x in sent if abs(x[0] - first_commit) < 0.05]}, {len(sent)} sends")
-    for claimed, began, claim_began, rows, woken, _ in claims:
+    for claimed, began, claim_began, rows, woken, _, returned in claims:
         if claimed >= first_commit:
-            return [(woken - first_commit) * 1000, (began - woken) * 1000, (claim_began - began) * 1000,
-                    (claimed - claim_began) * 1000, float("nan"), float("nan"), rows]
+            return [(woken - first_commit) * 1000, (returned - woken) * 1000, (began - returned) * 1000,
+                    (claim_began - began) * 1000, (claimed - claim_began) * 1000, float("nan"), float("nan"),
+                    rows]
     return None
 
 
@@ -213,7 +218,7 @@ def main():
         creators = 2
         print(f"  kube_qps {qps:g}, kube_burst {burst_tokens} per worker; {creators} creating worker(s); "
               f"extsvc.worker_sched_slice {e.pg.one('SHOW extsvc.worker_sched_slice')} us on Linux "
-              f"{os.uname().release}")
+              f"{os.uname().release}; worker pids {e.pg.worker_pids()}")
         heads, lat, own, ratios, rows, splits = [], [], [], [], [], []
         for b in range(BURSTS):
             time.sleep(2)
@@ -263,13 +268,13 @@ def main():
               f"{sum(h <= 10.0 for h in heads)} of {len(heads)} (the target: p50 <= 2 ms, p99 <= 10 ms)")
         if splits:
             c.table("Where the head went, per burst (ms; from the workers' claim log)",
-                    ["burst", "commit -> latches set", "-> iteration", "iteration -> claim", "claim",
-                     "claimed -> POST sent", "sent -> POST received", "rows in that claim"],
-                    [[b] + [c.fmt(x, 2) for x in sp[:6]] + [sp[6]] for b, sp in enumerate(splits)])
+                    ["burst", "commit -> latches set", "-> wait returned", "-> iteration", "iteration -> claim",
+                     "claim", "claimed -> POST sent", "sent -> POST received", "rows in that claim"],
+                    [[b] + [c.fmt(x, 2) for x in sp[:7]] + [sp[7]] for b, sp in enumerate(splits)])
             c.table("Where the head went, over all bursts (ms)", ["step", "n", "p50", "p99", "min", "max"],
                     [stats_row(name, [sp[k] for sp in splits if sp[k] == sp[k]]) for k, name in enumerate(
-                        ["commit -> latches set", "latches set -> iteration", "iteration -> claim", "claim",
-                         "claimed -> POST sent", "sent -> POST received"])])
+                        ["commit -> latches set", "latches set -> wait returned", "wait returned -> iteration",
+                         "iteration -> claim", "claim", "claimed -> POST sent", "sent -> POST received"])])
         else:
             print("no claim of the service queue found in the server log after the bursts' first commits")
         ok = True
