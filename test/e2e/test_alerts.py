@@ -431,7 +431,11 @@ def test_resyncs_that_fail_then_none_since_a_crash_restart():
         assert s2[key] > s1[key] >= 0, (s1.get(key), s2.get(key))
         fires("ExtsvcResyncStale", [s1, s2], hold=21)
         fires("ExtsvcResyncStale", [s1, s2], hold=12, want=False)
-        os.kill(int(worker_pid()), signal.SIGKILL)
+        killed = int(worker_pid())
+        os.kill(killed, signal.SIGKILL)
+        # the crash restart first: a session may still read the old shared memory's counters
+        # before the postmaster has noticed the kill (CI, 2026-12-08)
+        e().pg.wait_crash_restart([killed])
         failed = ("SELECT count(*) FROM extsvc.metrics() WHERE metric = 'extsvc_resyncs_total' "
                   "AND labels->>'result' = 'failed' AND value > 0")
         # check=False: a session of its own, an error as text while the server restarts
