@@ -43,6 +43,7 @@ struct HandOverRing {
   pg_atomic_uint32 accepting;   // 1 while the slot's worker takes hand-overs
   pg_atomic_uint32 generation;  // one per process of the slot
   pg_atomic_uint32 lease_s;
+  pg_atomic_uint32 database;   // the worker's database: only its transactions hand over
   pg_atomic_uint64 published;  // rows handed over to the slot (at commit)
   char worker_name[64];        // written before accepting is set
   HandOverItem items[kRingItems];
@@ -115,8 +116,11 @@ bool reserve_in_some_ring(int want) {
     for (int k = 0; k < kMaxWorkers; ++k) {
       const int s = static_cast<int>((start + k) % kMaxWorkers);
       if ((pass == 0) == (s == 0 && gucs.watch)) continue;
+      // a create in another database on this server (the extension installed there too) is not
+      // the workers' to write: it is only woken for, as before
       if (pg_atomic_read_u32(&st->slots[s].pid) != 0 &&
-          pg_atomic_read_u32(&g_ho->rings[s].accepting) != 0 && reserve(s, want) > 0)
+          pg_atomic_read_u32(&g_ho->rings[s].accepting) != 0 &&
+          pg_atomic_read_u32(&g_ho->rings[s].database) == MyDatabaseId && reserve(s, want) > 0)
         return true;
     }
   return false;
@@ -265,6 +269,7 @@ void hand_over_attach_shmem() {
     pg_atomic_init_u32(&r.accepting, 0);
     pg_atomic_init_u32(&r.generation, 0);
     pg_atomic_init_u32(&r.lease_s, 60);
+    pg_atomic_init_u32(&r.database, InvalidOid);
     pg_atomic_init_u64(&r.published, 0);
     r.worker_name[0] = '\0';
     for (auto& it : r.items) pg_atomic_init_u32(&it.state, kItemFree);
@@ -310,6 +315,8 @@ void hand_over_accepting(int slot, bool on, int lease_s, const char* worker_name
     pg_write_barrier();
   }
   pg_atomic_write_u32(&ring.lease_s, static_cast<uint32>(std::max(lease_s, 1)));
+  pg_atomic_write_u32(&ring.database, MyDatabaseId);
+  pg_write_barrier();
   pg_atomic_write_u32(&ring.accepting, 1);
 }
 

@@ -5,7 +5,8 @@ memory; the worker sends the POST without a claim. Checked: every committed crea
 (one per transaction, several in one), each DPUService is created once; a rolled-back transaction
 and a rolled-back savepoint hand nothing over and leave no slot taken; with extsvc.hand_over off
 the creates are claimed, as are those that find every worker busy; and a hand-over its worker never took (the worker stopped, then ended) is
-worked after the restarted worker freed its previous process's leases."""
+worked after the restarted worker freed its previous process's leases. A create in another
+database of the server is not handed over."""
 import os
 import signal
 import sys
@@ -96,6 +97,33 @@ def test_committed_creates_are_handed_over():
         e.close(keep=not ok)
 
 
+def test_a_create_in_another_database_is_not_handed_over():
+    """The workers write for extsvc.database only: a create committed in another database of the
+    server, where the extension is installed too, is neither leased nor sent (it only wakes them),
+    while a create in their own database still is handed over."""
+    e = Env(dpus=1, workers=2)
+    ok = False
+    try:
+        wait_until(lambda: working(e), timeout=60, what="both workers working")
+        e.pg.sql("CREATE DATABASE ho_other")
+        e.pg.conns.sql("CREATE EXTENSION nico_extsvc", dbname="ho_other")
+        e.pg.conns.sql("SELECT extsvc.allow_chart('https://charts.example.com')", dbname="ho_other")
+        e.sim.ctl("POST", "/counts/reset")
+        e.pg.conns.sql(create("ho-elsewhere"), dbname="ho_other")
+        owners = e.pg.conns.sql("SELECT lease_owner FROM extsvc.dpf_extension_service_reconciliations",
+                                dbname="ho_other")
+        assert owners == [[None]], owners
+        e.pg.sql(create("ho-home"))
+        wait_until(lambda: ready(e, ["ho-home"]), timeout=30, what="ho-home READY")
+        assert handed(e) == 1, handed(e)
+        assert e.sim.counts()["management"].get("POST dpuservices", 0) == 1
+        assert len(e.sim.dpuservices()) == 1
+        print("    the other database's create: not leased, not sent; the workers' own: handed over")
+        ok = True
+    finally:
+        e.close(keep=not ok)
+
+
 def test_a_hand_over_never_taken_is_worked_after_the_restart():
     e = Env(dpus=1, workers=2)
     ok = False
@@ -133,5 +161,6 @@ def test_a_hand_over_never_taken_is_worked_after_the_restart():
 
 if __name__ == "__main__":
     sys.exit(0 if run_tests([test_committed_creates_are_handed_over,
+                             test_a_create_in_another_database_is_not_handed_over,
                              test_a_hand_over_never_taken_is_worked_after_the_restart],
                             "# e2e: the hand-over at commit") else 1)
