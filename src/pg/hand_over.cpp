@@ -43,9 +43,8 @@ struct HandOverRing {
   pg_atomic_uint32 accepting;   // 1 while the slot's worker takes hand-overs
   pg_atomic_uint32 generation;  // one per process of the slot
   pg_atomic_uint32 lease_s;
-  pg_atomic_uint32 database;   // the worker's database: only its transactions hand over
-  pg_atomic_uint64 published;  // rows handed over to the slot (at commit)
-  char worker_name[64];        // written before accepting is set
+  pg_atomic_uint32 database;  // the worker's database: only its transactions hand over
+  char worker_name[64];       // written before accepting is set
   HandOverItem items[kRingItems];
 };
 
@@ -217,7 +216,6 @@ void publish_at_commit() {
   for (int k = 0; k < g_ho_nitems; ++k)
     pg_atomic_write_u32(&ring.items[g_ho_items[k]].state, same ? kItemReady : kItemFree);
   if (same) {
-    pg_atomic_fetch_add_u64(&ring.published, static_cast<uint64>(g_ho_nitems));
     SharedState* st = shared_state();
     // as a wake at commit: when the latch was set, for the worker's claim log (commit_burst.py)
     pg_atomic_write_u64(&st->wake_set_us, static_cast<uint64>(GetCurrentTimestamp()));
@@ -270,7 +268,6 @@ void hand_over_attach_shmem() {
     pg_atomic_init_u32(&r.generation, 0);
     pg_atomic_init_u32(&r.lease_s, 60);
     pg_atomic_init_u32(&r.database, InvalidOid);
-    pg_atomic_init_u64(&r.published, 0);
     r.worker_name[0] = '\0';
     for (auto& it : r.items) pg_atomic_init_u32(&it.state, kItemFree);
   }

@@ -26,8 +26,8 @@ void hand_over_at_commit(const pg_uuid_t* service_id);
 // At the start of the slot's process, before its previous process's leases are released: the
 // ring's hand-overs of that process are void from now on.
 void hand_over_worker_start(int slot);
-// Whether NICo's transactions may hand over to this worker now (it works the service queue and
-// may write), and the lease they give it.
+// Whether NICo's transactions may hand over to this worker now (it may write and waits for work;
+// not while an iteration runs), and the lease they give it.
 void hand_over_accepting(int slot, bool on, int lease_s, const char* worker_name);
 // The hand-overs published to this slot, as claimed rows in cxt (out->count 0: none);
 // *leased_at: the earliest lease's start (GetCurrentTimestamp clock).
