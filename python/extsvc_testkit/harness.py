@@ -83,7 +83,11 @@ class Sim:
             args += ["--tls-dir", self.dir, "--token-file", self.token_file]
         args += extra
         self.log = open(os.path.join(self.dir, "dpfsim.log"), "w")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        # a session of its own, as a daemon has: Linux's autogroups then weigh it as its own task
+        # group, not as one share with this client's threads (an API server runs on other CPUs
+        # than NICo's handlers); it is still stopped by pid only
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     start_new_session=True)
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError("dpfsim did not start; see " + self.log.name)
