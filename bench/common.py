@@ -42,9 +42,10 @@ def size(name, full, quick):
     return quick if QUICK else full
 
 
-def env(dpus=4, workers=2, extra=None, sim_args=None):
+def env(dpus=4, workers=2, extra=None, sim_args=None, server_caps=()):
     """An e2e harness Env with the benchmark GUCs; sim_args (default
-    BENCH_SIM_ARGS) are appended to dpfsim's command line."""
+    BENCH_SIM_ARGS) are appended to dpfsim's command line; server_caps are
+    capabilities the server runs with (harness.Env)."""
     args = SIM_ARGS if sim_args is None else sim_args
     if args:
         os.environ["BENCH_REAL_DPFSIM"] = REAL_DPFSIM
@@ -54,7 +55,7 @@ def env(dpus=4, workers=2, extra=None, sim_args=None):
         harness.DPFSIM = REAL_DPFSIM
     gucs = dict(BENCH_GUCS)
     gucs.update(extra or {})
-    return Env(dpus=dpus, workers=workers, extra=gucs)
+    return Env(dpus=dpus, workers=workers, extra=gucs, server_caps=server_caps)
 
 
 def seeded_number(expr):
