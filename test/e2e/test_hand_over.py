@@ -6,10 +6,12 @@ memory; the worker sends the POST without a claim. Checked: every committed crea
 and a rolled-back savepoint hand nothing over and leave no slot taken; with extsvc.hand_over off
 the creates are claimed, as are those that find every worker busy; and a hand-over its worker never took (the worker stopped, then ended) is
 worked after the restarted worker freed its previous process's leases. A create in another
-database of the server is not handed over."""
+database of the server is not handed over. A hand-over whose worker finds the site Lease lost
+before it takes it is not sent until the Lease is back (issue 25's fence), then once."""
 import os
 import signal
 import sys
+import time
 
 from extsvc_testkit.harness import Env, run_tests, wait_until
 
@@ -159,8 +161,64 @@ def test_a_hand_over_never_taken_is_worked_after_the_restart():
         e.close(keep=not ok)
 
 
+def lease_held(e):
+    return e.pg.one("SELECT bool_or(lease_held) FROM extsvc.worker_status()") == "t"
+
+
+def posts(e, name):
+    return [r for r in e.sim.logged_requests()
+            if r["method"] == "POST" and r["resource"] == "dpuservices" and r.get("name") == name]
+
+
+def test_a_hand_over_is_not_sent_after_the_site_lease_is_lost():
+    """The Lease is lost between a hand-over and its take: the worker takes hand-overs only while
+    its server may write, so the row waits (leased, then claimable) and its POST leaves only
+    after the Lease is back, once."""
+    e = Env(dpus=1, workers=2, request_log=True)
+    ok = False
+    stopped = []
+    try:
+        wait_until(lambda: working(e), timeout=60, what="both workers working")
+        e.holder_identity()
+        pids = [int(p) for (p,) in e.pg.sql("SELECT pid FROM extsvc.worker_status() WHERE pid IS NOT NULL")]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        e.pg.sql(create("ho-fenced"))
+        owner = e.pg.one("SELECT r.lease_owner FROM extsvc.dpf_extension_service_reconciliations r "
+                         "JOIN extsvc.services s USING (service_id) WHERE s.service_name = 'ho-fenced'")
+        assert owner == "nico_extsvc worker 1", f"not handed over: lease owner {owner}"
+        # the lease process (not stopped) cannot renew: the Lease is lost after the renew deadline
+        e.sim.fault(verb="*", path_regex="/leases", action="status", status=503)
+        wait_until(lambda: not lease_held(e), timeout=60, what="the site Lease lost")
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        stopped.clear()
+        wait_until(lambda: e.pg.one("SELECT count(*) FROM extsvc.worker_status() WHERE pid IS NOT NULL "
+                                    "AND paused_reason = 'lease'") == "2", timeout=30,
+                   what="both workers paused for the Lease")
+        time.sleep(3)
+        assert not posts(e, e.pg.one("SELECT dpf_service_name FROM extsvc.service_records "
+                                     "WHERE service_name = 'ho-fenced'")), "POST sent without the Lease"
+        assert not e.sim.dpuservices(), e.sim.dpuservices()
+        e.sim.clear_faults()
+        wait_until(lambda: ready(e, ["ho-fenced"]), timeout=90, what="ho-fenced READY after the Lease is back")
+        name = e.pg.one("SELECT dpf_service_name FROM extsvc.service_records WHERE service_name = 'ho-fenced'")
+        assert len(posts(e, name)) == 1, posts(e, name)
+        assert len(e.sim.dpuservices()) == 1, e.sim.dpuservices()
+        print(f"    hand-over to worker 1, Lease lost: no POST for 3 s; after the Lease came back one POST "
+              f"(handed over taken: {handed(e, 1)})")
+        ok = True
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        e.sim.clear_faults()
+        e.close(keep=not ok)
+
+
 if __name__ == "__main__":
     sys.exit(0 if run_tests([test_committed_creates_are_handed_over,
                              test_a_create_in_another_database_is_not_handed_over,
-                             test_a_hand_over_never_taken_is_worked_after_the_restart],
+                             test_a_hand_over_never_taken_is_worked_after_the_restart,
+                             test_a_hand_over_is_not_sent_after_the_site_lease_is_lost],
                             "# e2e: the hand-over at commit") else 1)
