@@ -48,17 +48,7 @@ what the product sets; BENCH_BURST_SLICE sets another (0 = the kernel's
 default) to compare. The kernel's release is printed: the slice is a request
 only Linux's EEVDF scheduler acts on, from 6.12.
 
-Weights (printed): run as root, the server is started with CAP_SYS_NICE (as
-systemd's AmbientCapabilities= would) and extsvc.worker_nice = -5, the
-operator's setting docs/worker.md ("Scheduling") describes; BENCH_BURST_NICE
-sets another (0 = the product's default, no privilege). dpfsim, which stands
-for an API server on CPUs of its own but shares two with the server and this
-client here, runs in a session of its own (as every daemon) at nice 0;
-BENCH_BURST_SIM_NICE=-5 (root only) weighs its autogroup like the workers' to
-compare. Not root: the workers at 0.
-
-Env: BENCH_BURST_N, BENCH_BURST_SESSIONS, BENCH_BURSTS, BENCH_BURST_SLICE, BENCH_BURST_NICE,
-BENCH_BURST_SIM_NICE,
+Env: BENCH_BURST_N, BENCH_BURST_SESSIONS, BENCH_BURSTS, BENCH_BURST_SLICE,
 BENCH_BURST_DEBUG=1 (prints why a head could not be followed back to its send and claim),
 BENCH_QUICK=1.
 """
@@ -214,20 +204,9 @@ def main():
     extra = {"track_commit_timestamp": "on", "extsvc.log_level": "'debug'"}
     if os.environ.get("BENCH_BURST_SLICE"):
         extra["extsvc.worker_sched_slice"] = str(int(os.environ["BENCH_BURST_SLICE"]))
-    nice = int(os.environ.get("BENCH_BURST_NICE", "-5" if os.geteuid() == 0 else "0"))
-    caps = ()
-    if nice:
-        extra["extsvc.worker_nice"] = str(nice)
-        caps = ("sys_nice",) if nice < 0 else ()
-    e = c.env(dpus=2, workers=2, extra=extra, sim_args=f"--request-log {log}", server_caps=caps)
+    e = c.env(dpus=2, workers=2, extra=extra, sim_args=f"--request-log {log}")
     ok = False
     try:
-        # dpfsim stands for an API server on CPUs of its own; here it shares two with the server
-        # and this client (its autogroup weighed otherwise only to compare)
-        sim_nice = int(os.environ.get("BENCH_BURST_SIM_NICE", "0"))
-        if sim_nice:
-            with open(f"/proc/{e.sim.proc.pid}/autogroup", "w") as f:
-                f.write(str(sim_nice))
         e.wait_watching()
         # warm up (connections, caches), not measured
         sid = e.create("warmup", json.loads(DATA), tenant="tenant-burst")
@@ -239,8 +218,7 @@ def main():
         creators = 2
         print(f"  kube_qps {qps:g}, kube_burst {burst_tokens} per worker; {creators} creating worker(s); "
               f"extsvc.worker_sched_slice {e.pg.one('SHOW extsvc.worker_sched_slice')} us on Linux "
-              f"{os.uname().release}; extsvc.worker_nice {e.pg.one('SHOW extsvc.worker_nice')}, "
-              f"dpfsim's autogroup nice {sim_nice}; worker pids {e.pg.worker_pids()}")
+              f"{os.uname().release}; worker pids {e.pg.worker_pids()}")
         heads, lat, own, ratios, rows, splits = [], [], [], [], [], []
         for b in range(BURSTS):
             time.sleep(2)

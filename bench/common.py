@@ -42,10 +42,9 @@ def size(name, full, quick):
     return quick if QUICK else full
 
 
-def env(dpus=4, workers=2, extra=None, sim_args=None, server_caps=()):
+def env(dpus=4, workers=2, extra=None, sim_args=None):
     """An e2e harness Env with the benchmark GUCs; sim_args (default
-    BENCH_SIM_ARGS) are appended to dpfsim's command line; server_caps are
-    capabilities the server runs with (harness.Env)."""
+    BENCH_SIM_ARGS) are appended to dpfsim's command line."""
     args = SIM_ARGS if sim_args is None else sim_args
     if args:
         os.environ["BENCH_REAL_DPFSIM"] = REAL_DPFSIM
@@ -55,7 +54,7 @@ def env(dpus=4, workers=2, extra=None, sim_args=None, server_caps=()):
         harness.DPFSIM = REAL_DPFSIM
     gucs = dict(BENCH_GUCS)
     gucs.update(extra or {})
-    return Env(dpus=dpus, workers=workers, extra=gucs, server_caps=server_caps)
+    return Env(dpus=dpus, workers=workers, extra=gucs)
 
 
 def seeded_number(expr):

@@ -40,18 +40,9 @@ BASE_SETTINGS = {"listen_addresses": "''", "fsync": "off", "full_page_writes": "
                  "log_line_prefix": "'%m [%p] %b '"}
 
 
-def as_pg(cmd, caps=(), **kw):
-    """Runs cmd as the cluster user; caps (capability names, e.g. "sys_nice") are kept for it
-    and its children as ambient capabilities (what systemd's AmbientCapabilities= gives a
-    service), which only root can hand on."""
-    if os.geteuid() == 0 and caps:
-        keep = ",".join("+" + c for c in caps)
-        cmd = ["setpriv", f"--reuid={PG_USER}", f"--regid={PG_USER}", "--init-groups",
-               f"--inh-caps={keep}", f"--ambient-caps={keep}"] + cmd
-    elif os.geteuid() == 0:
+def as_pg(cmd, **kw):
+    if os.geteuid() == 0:
         cmd = ["runuser", "-u", PG_USER, "--"] + cmd
-    elif caps:
-        raise RuntimeError(f"capabilities {caps} for the server need the test run as root")
     return subprocess.run(cmd, **kw)
 
 
@@ -150,11 +141,9 @@ def new_system_identifier(data):
 class Cluster:
     """A copy of the template in workdir/data with its own port and socket
     directory (workdir), the settings given added to postgresql.conf;
-    preload=True adds shared_preload_libraries = 'nico_extsvc'; caps are capabilities
-    the server runs with (as_pg)."""
+    preload=True adds shared_preload_libraries = 'nico_extsvc'."""
 
-    def __init__(self, workdir, settings=None, preload=True, port=None, caps=()):
-        self.caps = tuple(caps)
+    def __init__(self, workdir, settings=None, preload=True, port=None):
         self.dir = owned_dir(workdir)
         self.port = port or free_port()
         self.data = os.path.join(self.dir, "data")
@@ -176,7 +165,7 @@ class Cluster:
 
     def ctl(self, *args):
         r = as_pg([f"{PGBIN}/pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60"] + list(args),
-                  caps=getattr(self, "caps", ()), capture_output=True, text=True)
+                  capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"pg_ctl {args}: {r.stdout}{r.stderr}\n{self.tail_log()}")
 

@@ -235,10 +235,10 @@ class Postgres(Cluster):
     extension created and the example chart repositories allowed;
     extension=False leaves the extension uncreated (a server to restore into)."""
 
-    def __init__(self, workdir, settings, extension=True, name="pg", caps=()):
+    def __init__(self, workdir, settings, extension=True, name="pg"):
         conf = {"max_connections": "60"}
         conf.update(settings)
-        super().__init__(os.path.join(workdir, name), conf, caps=caps)
+        super().__init__(os.path.join(workdir, name), conf)
         self.start()
         if not extension:
             return
@@ -333,11 +333,10 @@ class Env:
 
     site_id: the server's extsvc.site_id (None: unset, the worker writes nothing). sim: an
     existing Sim to share (two sites, or a copy of a database, on one management cluster); it is
-    then not stopped by close(). server_caps: capabilities the server runs with (cluster.as_pg),
-    e.g. ("sys_nice",) for a negative extsvc.worker_nice."""
+    then not stopped by close()."""
 
     def __init__(self, dpus=4, workers=2, extra=None, sim_args=(), sim=None, site_id=SITE_ID,
-                 request_log=False, server_caps=()):
+                 request_log=False):
         self.workdir = tempfile.mkdtemp(prefix="nico-extsvc-e2e.")
         os.chmod(self.workdir, 0o755)
         self.own_sim = sim is None
@@ -360,7 +359,7 @@ class Env:
             settings["extsvc.site_id"] = f"'{site_id}'"
         settings.update(extra or {})
         try:
-            self.pg = Postgres(self.workdir, settings, caps=server_caps)
+            self.pg = Postgres(self.workdir, settings)
         except Exception:
             if self.own_sim:
                 self.sim.stop()

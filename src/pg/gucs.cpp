@@ -99,10 +99,6 @@ void define_gucs() {
              "Scheduling slice the workers ask Linux for, in microseconds (0 = the kernel's "
              "default): a short one lets a woken worker run before the backends of a burst.",
              &gucs.worker_sched_slice_us, 300, 0, 100000, PGC_SIGHUP, 0, check_sched_slice);
-  define_int("extsvc.worker_nice",
-             "Nice value of the workers (and of their autogroups): a negative one, which the "
-             "server must be allowed, weighs a woken worker above the backends of a burst.",
-             &gucs.worker_nice, 0, -20, 19, PGC_SIGHUP);
   define_int("extsvc.batch_size", "Work rows claimed per worker iteration.", &gucs.batch_size, 32,
              1, 1000, PGC_SIGHUP);
   DefineCustomRealVariable(

@@ -44,7 +44,6 @@ struct Gucs {
   bool hand_over;                   // extsvc.hand_over: creates handed to a worker at commit
   int watch_timeout_s;              // extsvc.watch_timeout
   int worker_sched_slice_us;        // extsvc.worker_sched_slice (0 = the kernel's default)
-  int worker_nice;                  // extsvc.worker_nice (0: the server's own)
   // issue 25: one writer per site
   char* site_id;                // extsvc.site_id ('' = unset: the worker writes nothing)
   int lease_duration_ms;        // extsvc.lease_duration

@@ -23,7 +23,6 @@
 #include "metrics.hpp"
 #include "process_budget.hpp"
 #include "sched_slice.hpp"
-#include "worker_nice.hpp"
 #include "server_identity.hpp"
 #include "site_state.hpp"
 #include "timing_in_force.hpp"
@@ -286,7 +285,6 @@ void worker_loop() {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
       adopt_timing(false);  // a set that does not work is refused (the lease process logs why)
-      apply_worker_nice();
       apply_sched_slice();
       if (runtime_current())
         ereport(DEBUG1, (errmsg_internal("nico_extsvc: configuration reloaded; the clusters' "
@@ -555,7 +553,6 @@ extern "C" void nico_extsvc_worker_main(Datum arg) {
   install_log_sink(g_worker_name);
   server_identity(&g_identity);
   adopt_timing(false);
-  apply_worker_nice();
   apply_sched_slice();
   ereport(LOG, (errmsg("%s started in database \"%s\"", g_worker_name, gucs.database)));
   worker_loop();

@@ -2,8 +2,7 @@
 """End-to-end: several workers share the queue; every DPUService is created
 exactly once (SKIP LOCKED claims, leases, compare-and-swap). An idle worker
 does not read the installed extension version at every iteration. The workers
-ask Linux for the scheduling slice extsvc.worker_sched_slice names and take the nice value
-extsvc.worker_nice names, for themselves and their autogroups, never for a backend."""
+ask Linux for the scheduling slice extsvc.worker_sched_slice names."""
 import ctypes
 import os
 import platform
@@ -154,77 +153,9 @@ def test_workers_ask_for_the_configured_scheduling_slice():
         e.close(keep=not ok)
 
 
-def logged(e, text):
-    with open(e.pg.logfile, errors="replace") as f:
-        return text in f.read()
-
-
-def nice_of(pid):
-    """(the process's nice value, its autogroup's; None where the kernel has no autogroups)."""
-    try:
-        with open(f"/proc/{pid}/autogroup") as f:
-            group = int(f.read().split("nice")[1])
-    except FileNotFoundError:
-        group = None
-    return os.getpriority(os.PRIO_PROCESS, pid), group
-
-
-def test_workers_take_the_configured_nice():
-    """Issue 26, part 4: extsvc.worker_nice sets each worker's nice value and its autogroup's (a
-    PostgreSQL child leads its own session, so the group is its alone), at the start and after a
-    reload; a backend keeps the server's. A negative value needs a privilege: a server without it
-    logs the refusal once and its workers keep running at the nice they have; a server started
-    with CAP_SYS_NICE (systemd's AmbientCapabilities=, here setpriv) takes it and goes back."""
-    e = Env(dpus=1, workers=2)
-    ok = False
-    try:
-        pids = e.pg.worker_pids()
-        backend = int(e.pg.one("SELECT pg_backend_pid()"))
-        base = nice_of(backend)
-        assert base[0] == 0, base
-        assert [nice_of(p) for p in pids] == [base] * 2, [nice_of(p) for p in pids]
-        e.pg.set_conf(worker_nice=-5)
-        wait_until(lambda: logged(e, "the kernel refused extsvc.worker_nice = -5"), timeout=20,
-                   what="the refusal of -5 logged")
-        assert [nice_of(p) for p in pids] == [base] * 2, [nice_of(p) for p in pids]
-        e.pg.set_conf(worker_nice=7)
-        want = (7, 7 if base[1] is not None else None)
-        wait_until(lambda: [nice_of(p) for p in pids] == [want] * 2, timeout=20,
-                   what="both workers and their autogroups at nice 7")
-        assert nice_of(backend) == base, nice_of(backend)
-        assert e.pg.worker_pids() == pids, "the workers restarted"
-        ok = True
-    finally:
-        e.close(keep=not ok)
-    if os.geteuid() != 0:
-        print("    not root: a server with CAP_SYS_NICE cannot be started here; that part is skipped")
-        return
-    e = Env(dpus=1, workers=2, extra={"extsvc.worker_nice": "-5"}, server_caps=("sys_nice",))
-    ok = False
-    try:
-        pids = e.pg.worker_pids()
-        backend = int(e.pg.one("SELECT pg_backend_pid()"))
-        grouped = nice_of(backend)[1] is not None
-        want = (-5, -5 if grouped else None)
-        wait_until(lambda: [nice_of(p) for p in pids] == [want] * 2, timeout=20,
-                   what="both workers and their autogroups at nice -5")
-        assert nice_of(backend) == (0, 0 if grouped else None), nice_of(backend)
-        e.pg.set_conf(worker_nice=0)
-        want = (0, 0 if grouped else None)
-        wait_until(lambda: [nice_of(p) for p in pids] == [want] * 2, timeout=20,
-                   what="both workers back at nice 0")
-        assert not logged(e, "the kernel refused extsvc.worker_nice"), "a refusal was logged"
-        print(f"    without the privilege: -5 refused, 7 taken; with CAP_SYS_NICE: -5 and back to 0 "
-              f"(autogroups {'on' if grouped else 'absent'})")
-        ok = True
-    finally:
-        e.close(keep=not ok)
-
-
 if __name__ == "__main__":
     sys.exit(0 if run_tests([test_two_workers_create_each_service_exactly_once,
                              test_four_workers_create_each_service_exactly_once,
                              test_idle_workers_keep_the_extension_version,
-                             test_workers_ask_for_the_configured_scheduling_slice,
-                             test_workers_take_the_configured_nice],
+                             test_workers_ask_for_the_configured_scheduling_slice],
                             "# e2e: several workers") else 1)
