@@ -48,6 +48,11 @@ what the product sets; BENCH_BURST_SLICE sets another (0 = the kernel's
 default) to compare. The kernel's release is printed: the slice is a request
 only Linux's EEVDF scheduler acts on, from 6.12.
 
+dpfsim runs in a session of its own (the test kit's Sim), as a daemon does:
+with Linux's autogroups a process in this client's session would share one
+task group's CPU share with the client's threads (docs/performance.md,
+"dpfsim in a session of its own").
+
 Env: BENCH_BURST_N, BENCH_BURST_SESSIONS, BENCH_BURSTS, BENCH_BURST_SLICE,
 BENCH_BURST_DEBUG=1 (prints why a head could not be followed back to its send and claim),
 BENCH_QUICK=1.
