@@ -7,13 +7,20 @@ and a rolled-back savepoint hand nothing over and leave no slot taken; with exts
 the creates are claimed, as are those that find every worker busy; and a hand-over its worker never took (the worker stopped, then ended) is
 worked after the restarted worker freed its previous process's leases. A create in another
 database of the server is not handed over. A hand-over whose worker finds the site Lease lost
-before it takes it is not sent until the Lease is back (issue 25's fence), then once."""
+before it takes it is not sent until the Lease is back (issue 25's fence), then once. Creates
+bound as NICo's sqlx binds them (test/nico/nico_db.py), two in one transaction with a read
+between, by an extsvc_api login, are handed over as psql's are."""
 import os
 import signal
 import sys
 import time
+import uuid
 
 from extsvc_testkit.harness import Env, run_tests, wait_until
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nico"))
+import nico_db  # noqa: E402
+import sqlx_pg  # noqa: E402
 
 CHART = ('{"repoURL":"https://charts.example.com/stable","chartName":"demo-agent",'
          '"chartVersion":"1.0.0","security":{"privileged":false}}')
@@ -216,9 +223,40 @@ def test_a_hand_over_is_not_sent_after_the_site_lease_is_lost():
         e.close(keep=not ok)
 
 
+def test_creates_bound_as_nico_binds_them_are_handed_over():
+    """NICo's CreateDpuExtensionService as its typed client sends it (text, uuid, Option<String>
+    binds, prepared statements, autocommit off), two creates in one transaction with a read of
+    the first between them, by a login with extsvc_api only: both rows handed over at the commit,
+    each DPUService POSTed once."""
+    e = Env(dpus=1, workers=2, request_log=True)
+    ok = False
+    try:
+        wait_until(lambda: working(e), timeout=60, what="both workers working")
+        e.pg.sql("CREATE ROLE nico_ho LOGIN IN ROLE extsvc_api")
+        conn = sqlx_pg.connect(host=e.pg.dir, port=str(e.pg.port), dbname="postgres", user="nico_ho")
+        base = handed(e)
+        ids = [uuid.uuid4(), uuid.uuid4()]
+        with conn.transaction():
+            first = nico_db.create(conn, ids[0], "dpf_helm_chart", "ho-nico-0", "tenant-ho", None, CHART, "all")
+            assert first["lifecycle_state"] == "CREATING", first
+            assert [str(r["service_id"]) for r in nico_db.find_snapshots_by_ids(conn, [ids[0]])] == [str(ids[0])]
+            nico_db.create(conn, ids[1], "dpf_helm_chart", "ho-nico-1", "tenant-ho", "second", CHART, "all")
+        conn.close()
+        wait_until(lambda: ready(e, ["ho-nico-0", "ho-nico-1"]), timeout=30, what="both READY")
+        assert handed(e) == base + 2, (base, handed(e))
+        for sid in ids:
+            name = e.pg.one(f"SELECT dpf_service_name FROM extsvc.service_records WHERE service_id = '{sid}'")
+            assert len(posts(e, name)) == 1, posts(e, name)
+        print(f"    two creates in one sqlx-bound transaction: both handed over ({handed(e) - base})")
+        ok = True
+    finally:
+        e.close(keep=not ok)
+
+
 if __name__ == "__main__":
     sys.exit(0 if run_tests([test_committed_creates_are_handed_over,
                              test_a_create_in_another_database_is_not_handed_over,
                              test_a_hand_over_never_taken_is_worked_after_the_restart,
-                             test_a_hand_over_is_not_sent_after_the_site_lease_is_lost],
+                             test_a_hand_over_is_not_sent_after_the_site_lease_is_lost,
+                             test_creates_bound_as_nico_binds_them_are_handed_over],
                             "# e2e: the hand-over at commit") else 1)
